@@ -1,0 +1,139 @@
+#include "recorder/context.h"
+
+#include <charconv>
+#include <cstring>
+#include <numeric>
+
+#include "kernels/hash.h"
+
+namespace cprr {
+
+Buffer Buffer::slice(uint64_t offset, uint64_t len) const {
+  if (offset > bytes || len > bytes - offset) {
+    CPRR_THROW_AS(CaseFailure, "slice [{}, {}) is outside buffer {} of {} bytes", offset,
+                  offset + len, id, bytes);
+  }
+  return Buffer{id, ptr + offset, len, pool};
+}
+
+Context::Context(RankState& state, std::string case_name, Params params, uint64_t seed,
+                 Placement placement)
+    : state_(state),
+      name_(std::move(case_name)),
+      params_(std::move(params)),
+      seed_(seed),
+      placement_(placement),
+      rng_(splitmix64(seed ^ splitmix64(static_cast<uint64_t>(state.rank) + 1))) {
+  for (auto& engine : state_.engines) engine->set_policy(placement_);
+}
+
+const std::string& Context::param(std::string_view key) const {
+  auto it = params_.find(std::string(key));
+  if (it == params_.end()) {
+    CPRR_THROW_AS(CaseFailure, "case {} has no parameter '{}' (check its grid)", name_, key);
+  }
+  return it->second;
+}
+
+int64_t Context::param_int(std::string_view key) const {
+  const std::string& v = param(key);
+  int64_t out = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec != std::errc() || end != v.data() + v.size()) {
+    CPRR_THROW_AS(CaseFailure, "parameter '{}' = '{}' is not an integer", key, v);
+  }
+  return out;
+}
+
+Buffer Context::alloc(std::string name, uint64_t bytes, MemPool pool, Stream s) {
+  PlacementEngine& engine = *state_.engines[static_cast<int>(pool)];
+  const uint64_t offset = engine.allocate(bytes);
+  const uint32_t id = next_buffer_++;
+  Live live{pool, offset, bytes, std::move(name)};
+  log_alloc(false, id, live, s.id);
+  live_.emplace(id, std::move(live));
+  return Buffer{id, state_.backend->arena_base(pool) + offset, bytes, pool};
+}
+
+void Context::free(const Buffer& b) {
+  auto it = live_.find(b.id);
+  if (it == live_.end()) CPRR_THROW_AS(CaseFailure, "free of buffer {} which is not live", b.id);
+  const Live& live = it->second;
+  if (b.ptr != state_.backend->arena_base(live.pool) + live.offset) {
+    CPRR_THROW_AS(CaseFailure, "free of a slice of buffer {} ('{}'): free the whole buffer", b.id,
+                  live.name);
+  }
+  state_.engines[static_cast<int>(live.pool)]->release(live.offset);
+  log_alloc(true, b.id, live, 0);
+  live_.erase(it);
+}
+
+void Context::log_alloc(bool is_free, uint32_t id, const Live& live, int stream) {
+  logs_.allocs.push_back(AllocRecord{logs_.allocs.size(), is_free, id, live.name,
+                                     std::string(mem_pool_name(live.pool)), live.bytes,
+                                     live.offset, stream});
+}
+
+void Context::log_op(int stream, std::string kind, std::string name, const Access& access,
+                     int64_t event) {
+  OpRecord op{logs_.ops.size(), stream, std::move(kind), std::move(name), {}, {}, event};
+  for (const Buffer& b : access.reads) op.reads.push_back(b.id);
+  for (const Buffer& b : access.writes) op.writes.push_back(b.id);
+  logs_.ops.push_back(std::move(op));
+}
+
+Stream Context::create_stream(std::string name) {
+  const int id = state_.backend->stream(streams_used_++, name);
+  return Stream{id};
+}
+
+Event Context::record(Stream s) {
+  const int ev = state_.backend->create_event();
+  state_.backend->record_event(ev, s.id);
+  log_op(s.id, "record", "record", {}, ev);
+  return Event{ev};
+}
+
+void Context::wait(Stream s, Event e) {
+  state_.backend->wait_event(s.id, e.id);
+  log_op(s.id, "wait", "wait", {}, e.id);
+}
+
+void Context::synchronize(Stream s) {
+  log_op(-1, "sync", "synchronize stream", {}, s.id);
+  state_.backend->synchronize(s.id);
+}
+
+void Context::synchronize() {
+  log_op(-1, "sync", "synchronize all", {});
+  state_.backend->synchronize_all();
+}
+
+void Context::copy(Stream s, const Buffer& dst, const Buffer& src, uint64_t bytes) {
+  if (bytes == UINT64_MAX) bytes = src.bytes;
+  if (bytes > src.bytes || bytes > dst.bytes) {
+    CPRR_THROW_AS(CaseFailure, "copy of {} bytes from buffer {} ({} bytes) to buffer {} ({} bytes)",
+                  bytes, src.id, src.bytes, dst.id, dst.bytes);
+  }
+  log_op(s.id, "copy", "copy", Access{{src}, {dst}});
+  state_.backend->copy_async(s.id, dst.ptr, src.ptr, bytes);
+}
+
+void Context::host_access(std::string name, const Access& access) {
+  log_op(-1, "host", std::move(name), access);
+}
+
+CaseCapture Context::finish() {
+  while (!live_.empty()) {
+    const auto& [id, live] = *live_.begin();
+    free(Buffer{id, state_.backend->arena_base(live.pool) + live.offset, live.bytes, live.pool});
+  }
+  state_.backend->release_events();
+  logs_.probes.assign(std::make_move_iterator(probes_.begin()), std::make_move_iterator(probes_.end()));
+  logs_.outputs.assign(std::make_move_iterator(outputs_.begin()), std::make_move_iterator(outputs_.end()));
+  return std::move(logs_);
+}
+
+void Context::drain() { state_.backend->synchronize_all(); }
+
+}  // namespace cprr

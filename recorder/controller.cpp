@@ -1,0 +1,126 @@
+#include "recorder/controller.h"
+
+#include "runtime/error.h"
+
+namespace cprr {
+
+std::string_view mode_name(Mode m) { return m == Mode::fresh ? "fresh" : "pool"; }
+
+std::string_view status_name(ExecStatus s) {
+  switch (s) {
+    case ExecStatus::pass: return "pass";
+    case ExecStatus::fail: return "fail";
+    case ExecStatus::crash: return "crash";
+    case ExecStatus::hang: return "hang";
+    case ExecStatus::error: return "error";
+  }
+  return "?";
+}
+
+bool meets(ExecStatus s, Expect e) {
+  switch (e) {
+    case Expect::pass: return s == ExecStatus::pass;
+    case Expect::fail: return s == ExecStatus::fail;
+    case Expect::crash: return s == ExecStatus::crash;
+    case Expect::hang: return s == ExecStatus::hang;
+  }
+  return false;
+}
+
+Controller::Controller(ControllerConfig config) : config_(std::move(config)) {}
+
+Controller::~Controller() { close_pools(); }
+
+void Controller::close_pools() { pools_.clear(); }
+
+std::chrono::milliseconds Controller::deadline_for(const CaseInstance& inst) const {
+  double s = config_.default_timeout_s;
+  if (config_.timeout_override_s) {
+    s = *config_.timeout_override_s;
+  } else if (inst.info.options.timeout_s > 0) {
+    s = inst.info.options.timeout_s;
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+}
+
+World& Controller::world_for(const CaseInstance& inst, Mode mode, std::unique_ptr<World>& fresh,
+                             ExecutionResult& res) {
+  WorldConfig wc{config_.worker, config_.backend, inst.world_size, config_.startup_timeout,
+                 config_.log_tail_bytes, {{"NCCL_NVLS_ENABLE", "0"}}};
+  std::unique_ptr<World>* slot = &fresh;
+  if (mode == Mode::pool) {
+    slot = &pools_[inst.world_size];
+    if (*slot && !(*slot)->reusable()) slot->reset();
+  }
+  if (!*slot) {
+    *slot = std::make_unique<World>(wc, next_world_++);
+    res.startup_ms = (*slot)->startup_ms();
+  }
+  return **slot;
+}
+
+ExecutionResult Controller::run(const CaseInstance& inst, Mode mode, Placement placement) {
+  const auto t0 = Clock::now();
+  ExecutionResult res;
+  res.id = next_execution_++;
+  res.case_id = inst.id;
+  res.label = inst.label();
+  res.mode = mode;
+  std::unique_ptr<World> fresh;
+  try {
+    World& world = world_for(inst, mode, fresh, res);
+    res.world_id = world.id();
+    res.pool_position = ++served_[world.id()];
+    world.start(RunCase{res.id, inst.info.name, inst.params, inst.seed, placement});
+    res.ranks = world.collect(res.id, Clock::now() + deadline_for(inst), config_.after_death);
+    classify(res, world);
+    if (mode == Mode::pool && !world.reusable()) pools_.erase(inst.world_size);
+  } catch (const std::exception& e) {
+    res.status = ExecStatus::error;
+    res.summary = e.what();
+    if (mode == Mode::pool) pools_.erase(inst.world_size);
+  }
+  fresh.reset();  // a fresh world's shutdown is part of its cost
+  res.as_expected = meets(res.status, inst.info.options.expect);
+  res.wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  return res;
+}
+
+void Controller::classify(ExecutionResult& res, World& world) {
+  std::vector<RankReport>& ranks = res.ranks;
+  int died = -1, broken = -1, silent = -1, failed = -1, errored = -1;
+  for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
+    const RankReport& rep = ranks[r];
+    if (rep.exit && !rep.done && died < 0) died = r;
+    if (!rep.protocol_error.empty() && broken < 0) broken = r;
+    if (!rep.done && !rep.exit && rep.protocol_error.empty() && silent < 0) silent = r;
+    if (rep.done && rep.done->outcome == RankOutcome::fail && failed < 0) failed = r;
+    if (rep.done && rep.done->outcome == RankOutcome::error && errored < 0) errored = r;
+  }
+  if (died >= 0) {
+    res.status = ExecStatus::crash;
+    res.summary = fmt::format("rank {} {}", died, ranks[died].exit->describe());
+  } else if (broken >= 0) {
+    res.status = ExecStatus::error;
+    res.summary = fmt::format("rank {}: protocol error: {}", broken, ranks[broken].protocol_error);
+  } else if (silent >= 0) {
+    res.status = ExecStatus::hang;
+    world.query_status(res.id, ranks, config_.status_grace);
+    res.summary = diagnose_hang(ranks);
+  } else if (errored >= 0) {
+    res.status = ExecStatus::error;
+    res.summary = fmt::format("rank {}: {}", errored, ranks[errored].done->error);
+  } else if (failed >= 0) {
+    res.status = ExecStatus::fail;
+    res.summary = fmt::format("rank {}: {}", failed, ranks[failed].done->error);
+  } else {
+    res.status = ExecStatus::pass;
+  }
+  if (res.status == ExecStatus::crash || res.status == ExecStatus::hang ||
+      res.status == ExecStatus::error) {
+    world.kill(config_.kill_grace);
+  }
+  world.fill_tails(ranks);
+}
+
+}  // namespace cprr

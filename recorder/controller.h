@@ -1,0 +1,87 @@
+#pragma once
+// The controller: runs one case instance at a time in a fresh world or in the pooled world of
+// its size, enforces the deadline, classifies faults and replaces broken worlds. Every result is
+// tied to its execution id, so nothing is ever attributed to the wrong case.
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "recorder/plan.h"
+#include "recorder/world.h"
+
+namespace cprr {
+
+enum class Mode : uint8_t { fresh, pool };
+std::string_view mode_name(Mode m);
+
+/// How an execution ended, across all its ranks.
+enum class ExecStatus : uint8_t {
+  pass,   ///< every rank ran the case to completion without failure
+  fail,   ///< a rank's body failed (CPRR_EXPECT or an exception)
+  crash,  ///< a rank died
+  hang,   ///< the deadline passed with a rank still running
+  error,  ///< infrastructure: world did not start, protocol broke, unknown case
+};
+std::string_view status_name(ExecStatus s);
+/// Whether an execution with status `s` meets the case's expectation.
+bool meets(ExecStatus s, Expect e);
+
+struct ControllerConfig {
+  std::string worker;
+  std::string backend = "cpu";
+  /// The deadline per case: a case's own timeout_s unless this override is set.
+  double default_timeout_s = 60;
+  std::optional<double> timeout_override_s;
+  std::chrono::milliseconds startup_timeout{60000};
+  std::chrono::milliseconds kill_grace{500};       ///< TERM -> KILL
+  std::chrono::milliseconds after_death{2000};     ///< how long survivors of a crash get
+  std::chrono::milliseconds status_grace{1000};    ///< how long watchdogs get to answer
+  std::size_t log_tail_bytes = 16 * 1024;
+};
+
+struct ExecutionResult {
+  uint64_t id = 0;
+  uint32_t case_id = 0;
+  std::string label;
+  Mode mode = Mode::pool;
+  uint64_t world_id = 0;       ///< which world ran it (0: none started)
+  uint64_t pool_position = 0;  ///< 1-based position among the cases this world ran
+  ExecStatus status = ExecStatus::error;
+  bool as_expected = false;
+  std::string summary;         ///< one line: what went wrong and where
+  std::vector<RankReport> ranks;
+  double wall_ms = 0;          ///< dispatch to classified result
+  double startup_ms = 0;       ///< world start included in wall_ms (0 when reused)
+};
+
+class Controller {
+ public:
+  explicit Controller(ControllerConfig config);
+  ~Controller();
+
+  /// Runs one execution of `inst` and returns its classified result. Never throws for faults
+  /// of the case or the world; those are the result.
+  ExecutionResult run(const CaseInstance& inst, Mode mode, Placement placement = Placement::best_fit);
+  /// Shuts every pooled world down.
+  void close_pools();
+
+ private:
+  World& world_for(const CaseInstance& inst, Mode mode, std::unique_ptr<World>& fresh,
+                   ExecutionResult& res);
+  std::chrono::milliseconds deadline_for(const CaseInstance& inst) const;
+  void classify(ExecutionResult& res, World& world);
+
+  ControllerConfig config_;
+  std::map<int, std::unique_ptr<World>> pools_;
+  std::map<uint64_t, uint64_t> served_;  // world id -> cases run
+  uint64_t next_world_ = 1;
+  uint64_t next_execution_ = 1;
+};
+
+/// One line explaining a hang from every rank's watchdog answer and collective log: which rank
+/// never joined which collective, and what the others were doing.
+std::string diagnose_hang(const std::vector<RankReport>& ranks);
+
+}  // namespace cprr

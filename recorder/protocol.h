@@ -1,0 +1,167 @@
+#pragma once
+// The control protocol between the controller and each rank (one private socketpair per rank).
+//
+// Framing: every frame is a little-endian uint32 payload length followed by the payload; a length
+// above kMaxFrameBytes is a protocol error. The first frame a rank sends is its hello, whose
+// payload starts with the raw little-endian uint32s kProtocolMagic and kProtocolVersion (checked
+// before anything is decoded) followed by the cereal-encoded Hello. Every later frame is a
+// cereal PortableBinary encoding of ToRank or FromRank. stdout/stderr are separate pipes, so no
+// byte a library prints can ever reach this channel (seed 000 is fixed by construction).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "recorder/capture.h"
+#include "recorder/case_info.h"
+#include "runtime/placement.h"
+
+namespace cprr {
+
+inline constexpr uint32_t kProtocolMagic = 0x52525043;  // "CPRR" read as little-endian bytes
+/// Bump when any message below changes layout or meaning. Controller and worker of different
+/// versions refuse each other at the hello with a message naming both versions.
+inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kMaxFrameBytes = 256u << 20;
+
+/// First message of every rank: who it is.
+struct Hello {
+  int32_t rank = 0;
+  int32_t world_size = 0;
+  int32_t pid = 0;
+  std::string backend;
+  std::string version;  ///< cprr version the worker was built from
+
+  template <class A>
+  void serialize(A& a) {
+    a(rank, world_size, pid, backend, version);
+  }
+};
+
+// ---- controller -> rank ----
+
+/// Run one case execution. Every rank of the world gets the same message.
+struct RunCase {
+  uint64_t execution = 0;  ///< controller-unique id; echoed in the result
+  std::string name;
+  Params params;
+  uint64_t seed = 0;
+  Placement placement = Placement::best_fit;
+
+  template <class A>
+  void serialize(A& a) {
+    a(execution, name, params, seed, placement);
+  }
+};
+
+/// Ask the rank's watchdog what it is doing (answered even while the case body is stuck).
+struct StatusQuery {
+  uint64_t execution = 0;
+  template <class A>
+  void serialize(A& a) {
+    a(execution);
+  }
+};
+
+/// Leave the command loop and exit 0.
+struct Shutdown {
+  template <class A>
+  void serialize(A&) {}
+};
+
+using ToRank = std::variant<RunCase, StatusQuery, Shutdown>;
+
+// ---- rank -> controller ----
+
+/// How a rank's part of a case ended, as the rank itself saw it.
+enum class RankOutcome : uint8_t {
+  ok,     ///< body returned, streams drained, captures hashed
+  fail,   ///< the body threw (a failed CPRR_EXPECT or any exception)
+  error,  ///< the harness failed inside the rank (e.g. unknown case name)
+};
+
+/// A rank's result for one execution.
+struct CaseDone {
+  uint64_t execution = 0;
+  RankOutcome outcome = RankOutcome::ok;
+  std::string error;
+  double reset_ms = 0;
+  double body_ms = 0;
+  CaseCapture capture;
+
+  template <class A>
+  void serialize(A& a) {
+    a(execution, outcome, error, reset_ms, body_ms, capture);
+  }
+};
+
+/// The watchdog's answer: enough to tell which rank never joined which collective.
+struct WatchdogStatus {
+  uint64_t execution = 0;      ///< execution being run, 0 when idle
+  std::string phase;           ///< idle | reset | body | drain | capture
+  int64_t entered_seq = -1;    ///< last collective this rank's streams started (-1: none)
+  std::string entered_kind;
+  int64_t completed_seq = -1;  ///< last collective that completed on this rank
+  std::string completed_kind;
+  std::vector<std::string> running;  ///< "stream <id> (<name>): <op label>" per busy stream
+
+  template <class A>
+  void serialize(A& a) {
+    a(execution, phase, entered_seq, entered_kind, completed_seq, completed_kind, running);
+  }
+};
+
+/// The worker's registered cases (sent instead of running cases when started with --catalog).
+struct Catalog {
+  std::vector<CaseInfo> cases;
+  template <class A>
+  void serialize(A& a) {
+    a(cases);
+  }
+};
+
+using FromRank = std::variant<CaseDone, WatchdogStatus, Catalog>;
+
+// ---- encoding ----
+
+std::string encode_hello(const Hello& hello);
+/// Checks magic and version first; throws ProtocolError naming what was received.
+Hello decode_hello(std::string_view payload);
+std::string encode(const ToRank& msg);
+std::string encode(const FromRank& msg);
+/// Throws ProtocolError (never crashes) on truncated or malformed payloads.
+ToRank decode_to_rank(std::string_view payload);
+FromRank decode_from_rank(std::string_view payload);
+
+// ---- framing ----
+
+/// Writes one frame, retrying on EINTR and short writes. Throws cprr::Error on failure
+/// (EPIPE when the peer is gone: SIGPIPE must be ignored by the caller's process).
+void write_frame(int fd, std::string_view payload);
+
+/// Reassembles frames from a byte stream read in arbitrary pieces (non-blocking friendly).
+class FrameReader {
+ public:
+  enum class Fill { data, eof, would_block };
+  /// Reads what is available from `fd` into the buffer.
+  Fill fill(int fd);
+  /// Appends bytes directly (tests, fuzzing).
+  void append(std::string_view bytes) { buf_.append(bytes); }
+  /// Takes the next complete frame, if one is buffered. Throws ProtocolError for a length over
+  /// kMaxFrameBytes.
+  std::optional<std::string> next();
+  /// True when a partial frame is buffered (EOF now means a truncated frame).
+  bool mid_frame() const { return buf_.size() > consumed_; }
+
+ private:
+  std::string buf_;
+  std::size_t consumed_ = 0;
+};
+
+/// Blocking read of one frame through `reader` (which keeps bytes of later frames between calls).
+/// Returns nullopt on EOF at a frame boundary; throws ProtocolError on EOF inside a frame.
+std::optional<std::string> read_frame(int fd, FrameReader& reader);
+
+}  // namespace cprr

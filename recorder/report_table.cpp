@@ -1,0 +1,64 @@
+// print_table: the human-readable summary of a cprecord run.
+#include <fmt/format.h>
+
+#include <map>
+
+#include "recorder/report.h"
+
+namespace cprr {
+namespace {
+
+std::string paint(bool color, const char* code, std::string_view text) {
+  return color ? fmt::format("\033[{}m{}\033[0m", code, text) : std::string(text);
+}
+
+std::string status_cell(const ExecutionResult& e, bool color) {
+  const std::string s = fmt::format("{:<6}", status_name(e.status));
+  if (!e.as_expected) return paint(color, "1;31", s);
+  return paint(color, e.status == ExecStatus::pass ? "32" : "33", s);
+}
+
+std::string duration(double ms) {
+  return ms < 1000 ? fmt::format("{:.1f} ms", ms) : fmt::format("{:.2f} s", ms / 1000);
+}
+
+}  // namespace
+
+void print_table(std::ostream& out, const std::vector<ExecutionResult>& results,
+                 const std::vector<CaseOutcome>& outcomes, const RunInfo& info, bool color) {
+  std::size_t width = 4;
+  for (const auto& e : results) width = std::max(width, e.label.size());
+  out << fmt::format("{:>4}  {:<{}}  {:<5}  {:<6}  {:<6}  {:>9}  {}\n", "id", "case", width, "mode",
+                     "status", "expect", "time", "note");
+  std::map<uint32_t, const CaseOutcome*> by_case;
+  for (const auto& o : outcomes) by_case[o.instance->id] = &o;
+  for (const auto& e : results) {
+    const CaseOutcome* o = by_case[e.case_id];
+    const std::string expect(expect_name(o->instance->info.options.expect));
+    out << fmt::format("{:>4}  {:<{}}  {:<5}  {}  {:<6}  {:>9}  {}\n", e.case_id, e.label, width,
+                       mode_name(e.mode), status_cell(e, color), expect, duration(e.wall_ms),
+                       e.summary.substr(0, 200));
+  }
+  std::map<ExecStatus, int> counts;
+  int unexpected = 0;
+  for (const auto& e : results) {
+    ++counts[e.status];
+    unexpected += e.as_expected ? 0 : 1;
+  }
+  std::string tally;
+  for (const auto& [s, n] : counts) tally += fmt::format("{}{} {}", tally.empty() ? "" : ", ", n, status_name(s));
+  for (const auto& o : outcomes) {
+    if (o.verdict == "nondeterministic") {
+      out << fmt::format("case {} ({}): outputs differ between repeats: nondeterministic\n",
+                         o.instance->id, o.instance->label());
+    }
+  }
+  const std::string verdict = unexpected == 0
+                                  ? paint(color, "32", "all as expected")
+                                  : paint(color, "1;31", fmt::format("{} unexpected", unexpected));
+  out << fmt::format("\n{} executions ({}), {} cases: {}; backend {}, mode {}, {:.2f} s\n",
+                     results.size(), tally, outcomes.size(), verdict, info.backend, info.mode,
+                     info.wall_s);
+}
+
+}  // namespace cprr

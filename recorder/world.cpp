@@ -1,0 +1,166 @@
+#include "recorder/world.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+
+#include <filesystem>
+
+#include "runtime/error.h"
+
+namespace cprr {
+namespace {
+
+int ms_until(Clock::time_point deadline) {
+  const auto left = deadline - Clock::now();
+  if (left <= Clock::duration::zero()) return 0;
+  return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
+}
+
+std::string make_rendezvous_dir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "cprr-world-XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr) throw_errno(__FILE__, __LINE__, "mkdtemp(" + tmpl + ")");
+  return tmpl;
+}
+
+std::string last_lines(const std::string& text, std::size_t max_bytes) {
+  return text.size() <= max_bytes ? text : "..." + text.substr(text.size() - max_bytes);
+}
+
+}  // namespace
+
+World::World(const WorldConfig& config, uint64_t id)
+    : id_(id), rendezvous_(make_rendezvous_dir()), logs_(config.log_tail_bytes) {
+  const auto t0 = Clock::now();
+  try {
+    for (int r = 0; r < config.world_size; ++r) spawn_rank(r, config);
+    logs_.start();
+    await_hellos(config);
+  } catch (...) {
+    kill(std::chrono::milliseconds(100));
+    std::error_code ec;
+    std::filesystem::remove_all(rendezvous_, ec);
+    throw;
+  }
+  startup_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+void World::spawn_rank(int r, const WorldConfig& config) {
+  int sv[2];
+  CPRR_SYSCALL(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+  UniqueFd parent(sv[0]), child(sv[1]);
+  int out[2], err[2];
+  CPRR_SYSCALL(::pipe2(out, O_CLOEXEC));
+  UniqueFd out_r(out[0]), out_w(out[1]);
+  CPRR_SYSCALL(::pipe2(err, O_CLOEXEC));
+  UniqueFd err_r(err[0]), err_w(err[1]);
+  UniqueFd devnull(CPRR_SYSCALL(::open("/dev/null", O_RDONLY | O_CLOEXEC)));
+
+  SpawnSpec spec;
+  spec.argv = {config.worker,       "--rank",          std::to_string(r),
+               "--world-size",      std::to_string(config.world_size),
+               "--control-fd",      "3",               "--rendezvous",
+               rendezvous_,         "--backend",       config.backend};
+  spec.fds = {{devnull.get(), 0}, {out_w.get(), 1}, {err_w.get(), 2}, {child.get(), 3}};
+  spec.process_group = group_;
+  spec.env = config.env;
+  spec.env.emplace_back("CPRR_RANK", std::to_string(r));
+  spec.env.emplace_back("CPRR_WORLD_SIZE", std::to_string(config.world_size));
+
+  Rank rank;
+  rank.process = ChildProcess::spawn(spec);
+  if (r == 0) group_ = rank.process.pid();
+  CPRR_SYSCALL(::fcntl(parent.get(), F_SETFL, O_NONBLOCK));
+  rank.control = std::move(parent);
+  logs_.add(std::move(out_r));
+  logs_.add(std::move(err_r));
+  ranks_.push_back(std::move(rank));
+}
+
+void World::await_hellos(const WorldConfig& config) {
+  const auto deadline = Clock::now() + config.startup_timeout;
+  std::vector<bool> greeted(ranks_.size(), false);
+  for (std::size_t have = 0; have < ranks_.size();) {
+    std::vector<pollfd> fds;
+    std::vector<int> idx;
+    for (int r = 0; r < size(); ++r) {
+      if (!greeted[r]) {
+        fds.push_back(pollfd{ranks_[r].control.get(), POLLIN, 0});
+        idx.push_back(r);
+      }
+    }
+    const int timeout = ms_until(deadline);
+    if (timeout == 0 || ::poll(fds.data(), fds.size(), timeout) == 0) {
+      CPRR_THROW("{}", startup_failure(idx.front(), fmt::format("no hello within {} ms",
+                                                                  config.startup_timeout.count())));
+    }
+    for (std::size_t k = 0; k < fds.size(); ++k) {
+      if (fds[k].revents == 0) continue;
+      Rank& rank = ranks_[idx[k]];
+      if (rank.reader.fill(rank.control.get()) == FrameReader::Fill::eof) {
+        CPRR_THROW("{}", startup_failure(idx[k], "it closed its control channel"));
+      }
+      if (auto frame = rank.reader.next()) {
+        const Hello hello = decode_hello(*frame);
+        CPRR_CHECK(hello.rank == idx[k] && hello.world_size == size(),
+                   "rank {} introduced itself as rank {} of {}", idx[k], hello.rank,
+                   hello.world_size);
+        greeted[idx[k]] = true;
+        ++have;
+      }
+    }
+  }
+}
+
+std::string World::startup_failure(int rank, const std::string& why) {
+  kill(std::chrono::milliseconds(200));
+  const auto& exit = ranks_[rank].process.exit();
+  return fmt::format("world {} (size {}): rank {} failed to start: {}{}; its stderr:\n{}", id_,
+                     size(), rank, why, exit ? " (" + exit->describe() + ")" : "",
+                     last_lines(logs_.since(2 * rank + 1, 0), 2000));
+}
+
+World::~World() {
+  try {
+    if (reusable_) {
+      for (Rank& r : ranks_) {
+        try {
+          write_frame(r.control.get(), encode(ToRank{Shutdown{}}));
+        } catch (const std::exception&) {
+        }
+      }
+      const auto deadline = Clock::now() + std::chrono::seconds(2);
+      for (Rank& r : ranks_) r.process.wait(ms_until(deadline));
+    }
+    kill(std::chrono::milliseconds(200));
+  } catch (const std::exception&) {
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(rendezvous_, ec);
+}
+
+void World::kill(std::chrono::milliseconds grace) {
+  reusable_ = false;
+  bool any = false;
+  for (Rank& r : ranks_) any = any || !r.process.poll();
+  if (any) {
+    signal_group(group_, SIGTERM);
+    const auto deadline = Clock::now() + grace;
+    for (Rank& r : ranks_) r.process.wait(ms_until(deadline));
+    signal_group(group_, SIGKILL);
+  }
+  for (Rank& r : ranks_) r.process.wait(5000);
+  logs_.wait_eof(500);
+}
+
+void World::fill_tails(std::vector<RankReport>& reports) {
+  logs_.drain_now();
+  for (int r = 0; r < size(); ++r) {
+    reports[r].stdout_tail = logs_.since(2 * r, ranks_[r].out_mark);
+    reports[r].stderr_tail = logs_.since(2 * r + 1, ranks_[r].err_mark);
+  }
+}
+
+}  // namespace cprr

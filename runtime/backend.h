@@ -1,0 +1,94 @@
+#pragma once
+// The seam between the Case API and a device runtime. The CPU backend (cpu_backend.h) is what CI
+// runs; the CUDA/NCCL backend implements the same interface. Streams and events are small
+// integer ids so the op log can name them; stream 0 is the default stream.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/dtype.h"
+
+namespace cprr {
+
+/// Memory pools the tracked allocator carves; each is one arena per rank process.
+enum class MemPool : uint8_t { device, symmetric, host };
+std::string_view mem_pool_name(MemPool p);
+
+/// Collective progress as seen by a rank, for hang diagnosis (read from the watchdog thread).
+struct CollectiveProgress {
+  int64_t entered_seq = -1;
+  std::string entered_kind;
+  int64_t completed_seq = -1;
+  std::string completed_kind;
+};
+
+/// One collective call; counts are elements of dtype. `seq` is the per-communicator sequence
+/// number (also used as the transport tag).
+struct CollectiveCall {
+  std::string kind;  ///< all_reduce | all_gather | all_to_all_v | broadcast | barrier
+  uint64_t seq = 0;
+  DType dtype = DType::u8;
+  ReduceOp op = ReduceOp::sum;
+  int root = 0;
+  const void* in = nullptr;
+  void* out = nullptr;
+  std::size_t count = 0;
+  std::vector<int64_t> send_counts;
+  std::vector<int64_t> recv_counts;
+};
+
+/// A rank's device runtime. Lives for the whole rank process (across pooled cases).
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+
+  /// Base address and size of the arena of `pool` (reserved once; contents persist across cases).
+  virtual std::byte* arena_base(MemPool pool) = 0;
+  virtual uint64_t arena_capacity(MemPool pool) const = 0;
+
+  /// The stream with creation index `index` (0 = default), created on first use. Streams are
+  /// reused across pooled cases, as a framework's stream pool would.
+  virtual int stream(int index, std::string_view name) = 0;
+
+  /// Runs `fn` on the host in stream order (CPU: on the stream thread). Kernel launches of the
+  /// CPU backend and probe/output hashing go through here.
+  virtual void enqueue_host(int stream, std::string label, std::function<void()> fn) = 0;
+  /// Asynchronous copy in stream order; on CPU it runs when the stream reaches it.
+  virtual void copy_async(int stream, void* dst, const void* src, std::size_t bytes) = 0;
+  /// Issues a collective in stream order.
+  virtual void collective(int stream, CollectiveCall call) = 0;
+
+  /// Events: record captures the stream's current position; wait orders a stream after it.
+  virtual int create_event() = 0;
+  virtual void record_event(int event, int stream) = 0;
+  virtual void wait_event(int stream, int event) = 0;
+  virtual void release_events() = 0;  ///< end of case: event ids restart
+
+  /// Host waits for a stream / all streams; rethrows the first error an op raised.
+  virtual void synchronize(int stream) = 0;
+  virtual void synchronize_all() = 0;
+
+  /// Watchdog views (thread-safe).
+  virtual CollectiveProgress collective_progress() const = 0;
+  virtual std::vector<std::string> running_ops() const = 0;
+  /// Start of a case: collective sequence numbers restart at 0 on every rank.
+  virtual void reset_collective_progress() = 0;
+};
+
+/// Options for creating a backend in a rank process.
+struct BackendConfig {
+  std::string kind = "cpu";    ///< cpu | cuda
+  int rank = 0;
+  int world_size = 1;
+  std::string rendezvous;      ///< CPU: FileStore directory made by the controller
+};
+
+/// Creates the backend named by config.kind; throws UsageError for an unknown or unbuilt one.
+std::unique_ptr<Backend> make_backend(const BackendConfig& config);
+
+}  // namespace cprr

@@ -1,0 +1,140 @@
+#include "runtime/placement.h"
+
+#include <algorithm>
+#include <bit>
+
+#include "runtime/error.h"
+
+namespace cprr {
+
+std::string_view placement_name(Placement p) {
+  switch (p) {
+    case Placement::best_fit:
+      return "best_fit";
+    case Placement::counter:
+      return "counter";
+    case Placement::never_reuse:
+      return "never_reuse";
+  }
+  // Only reachable through a cast from a bad integer (e.g. a corrupt recording).
+  CPRR_THROW("unknown placement value {}", static_cast<int>(p));
+}
+
+std::optional<Placement> parse_placement(std::string_view s) {
+  for (Placement p : {Placement::best_fit, Placement::counter, Placement::never_reuse}) {
+    if (s == placement_name(p)) return p;
+  }
+  return std::nullopt;
+}
+
+PlacementEngine::PlacementEngine(uint64_t capacity, uint64_t alignment, Placement policy)
+    : capacity_(capacity), alignment_(alignment), policy_(policy) {
+  // Rounding uses division rather than masks, but a non-power-of-two alignment is never what a
+  // device allocator means, so it is refused rather than silently honoured.
+  CPRR_CHECK(std::has_single_bit(alignment), "placement alignment {} is not a power of two",
+             alignment);
+}
+
+namespace {
+
+[[noreturn]] void throw_exhausted(uint64_t bytes, uint64_t alignment, uint64_t capacity,
+                                  uint64_t in_use, Placement policy) {
+  CPRR_THROW(
+      "arena exhausted: request of {} bytes (alignment {}), capacity {}, in use {}, "
+      "policy {}",
+      bytes, alignment, capacity, in_use, placement_name(policy));
+}
+
+}  // namespace
+
+std::optional<uint64_t> PlacementEngine::pick_free(uint64_t size) const {
+  if (policy_ == Placement::never_reuse) return std::nullopt;
+  std::optional<uint64_t> best;
+  const FreeBlock* best_block = nullptr;
+  // free_ iterates in address order and only a strictly better block replaces the current pick,
+  // so every tie goes to the lowest offset.
+  for (const auto& [offset, block] : free_) {
+    if (block.size < size) continue;
+    const bool better =
+        best_block == nullptr || (policy_ == Placement::best_fit ? block.size < best_block->size
+                                                                 : block.stamp < best_block->stamp);
+    if (better) {
+      best = offset;
+      best_block = &block;
+    }
+  }
+  return best;
+}
+
+uint64_t PlacementEngine::allocate(uint64_t bytes) {
+  // Count alignment units instead of adding alignment-1 so huge requests cannot overflow; a
+  // 0-byte request still takes one unit so every block has a distinct offset.
+  const uint64_t units = bytes == 0 ? 1 : bytes / alignment_ + (bytes % alignment_ != 0);
+  if (units > capacity_ / alignment_) {
+    throw_exhausted(bytes, alignment_, capacity_, in_use_, policy_);
+  }
+  const uint64_t size = units * alignment_;
+
+  uint64_t offset = 0;
+  if (const std::optional<uint64_t> picked = pick_free(size)) {
+    offset = *picked;
+    const FreeBlock block = free_.at(offset);
+    free_.erase(offset);
+    // The block keeps the low part; the remainder stays free under its previous owner's stamp.
+    if (block.size > size) free_.emplace(offset + size, FreeBlock{block.size - size, block.stamp});
+  } else {
+    // A tail freed under another policy went back to the bump region but is still freed space,
+    // so never_reuse carves past everything ever handed out; that gap is leaked like its frees.
+    const uint64_t base = policy_ == Placement::never_reuse ? std::max(bump_, high_water_) : bump_;
+    if (size > capacity_ - base) throw_exhausted(bytes, alignment_, capacity_, in_use_, policy_);
+    offset = base;
+    bump_ = base + size;
+  }
+  live_.emplace(offset, LiveBlock{size, ++counter_});
+  in_use_ += size;
+  high_water_ = std::max(high_water_, offset + size);
+  return offset;
+}
+
+void PlacementEngine::release(uint64_t offset) {
+  const auto it = live_.find(offset);
+  CPRR_CHECK(it != live_.end(), "release of offset {} which is not a live block (double free?)",
+             offset);
+  uint64_t start = offset;
+  FreeBlock merged{it->second.size, it->second.stamp};
+  live_.erase(it);
+  in_use_ -= merged.size;
+  // never_reuse models an allocator that never hands memory back: the space is simply leaked,
+  // even if the policy is switched later.
+  if (policy_ == Placement::never_reuse) return;
+
+  if (const auto next = free_.find(start + merged.size); next != free_.end()) {
+    merged = FreeBlock{merged.size + next->second.size, std::min(merged.stamp, next->second.stamp)};
+    free_.erase(next);
+  }
+  if (auto prev = free_.lower_bound(start); prev != free_.begin()) {
+    --prev;
+    if (prev->first + prev->second.size == start) {
+      start = prev->first;
+      merged =
+          FreeBlock{merged.size + prev->second.size, std::min(merged.stamp, prev->second.stamp)};
+      free_.erase(prev);
+    }
+  }
+  // A free block that ends at bump_ is given back to the bump region, so free_ never holds the
+  // tail of the carved region. Otherwise a request larger than that tail block but fitting in
+  // tail + untouched space would fail although the space is contiguous.
+  if (start + merged.size == bump_) {
+    bump_ = start;
+    return;
+  }
+  free_.emplace(start, merged);
+}
+
+uint64_t PlacementEngine::block_size(uint64_t offset) const {
+  const auto it = live_.find(offset);
+  CPRR_CHECK(it != live_.end(), "offset {} is not a live block", offset);
+  return it->second.size;
+}
+
+}  // namespace cprr

@@ -1,0 +1,70 @@
+#pragma once
+// Placement engine of the tracked allocator: pure offset arithmetic over an arena, no memory.
+// Kept separate from the memory so every policy is tested without a backend.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string_view>
+
+namespace cprr {
+
+/// Where a new block goes among the free blocks that fit. Rank-divergent placement is exactly
+/// the allocator-order bug class (seed 002), so replay can switch policies.
+enum class Placement : uint8_t {
+  best_fit,     ///< smallest fitting free block; ties go to the lowest address (caching allocators)
+  counter,      ///< fitting free block whose previous owner was allocated earliest (allocation order)
+  never_reuse,  ///< bump pointer: freed space is never handed out again
+};
+
+std::string_view placement_name(Placement p);
+/// Parses "best_fit" | "counter" | "never_reuse"; nullopt otherwise.
+std::optional<Placement> parse_placement(std::string_view s);
+
+/// Decides offsets of blocks inside an arena of `capacity` bytes. Blocks are aligned to
+/// `alignment` (a power of two) and sizes are rounded up to it; a 0-byte request still gets a
+/// distinct aligned block. Freed neighbours coalesce (except under never_reuse).
+class PlacementEngine {
+ public:
+  PlacementEngine(uint64_t capacity, uint64_t alignment, Placement policy);
+
+  /// Returns the offset of a new block of at least `bytes`. Throws cprr::Error naming the request,
+  /// the capacity and the bytes in use when no free block fits.
+  uint64_t allocate(uint64_t bytes);
+  /// Frees the block that starts at `offset`. Throws cprr::Error for an offset that is not a live
+  /// block (double free or wild pointer).
+  void release(uint64_t offset);
+
+  Placement policy() const { return policy_; }
+  /// Changes the policy for later allocations; existing blocks stay where they are.
+  void set_policy(Placement p) { policy_ = p; }
+  uint64_t capacity() const { return capacity_; }
+  uint64_t bytes_in_use() const { return in_use_; }
+  /// Highest end offset ever handed out (how much of the arena was touched).
+  uint64_t high_water() const { return high_water_; }
+  std::size_t live_blocks() const { return live_.size(); }
+  /// Size of the live block at `offset` (as rounded); throws for an unknown offset.
+  uint64_t block_size(uint64_t offset) const;
+
+ private:
+  struct FreeBlock {
+    uint64_t size;
+    uint64_t stamp;  // allocation counter of the block's most recent owner (counter policy)
+  };
+  struct LiveBlock {
+    uint64_t size;
+    uint64_t stamp;
+  };
+  std::optional<uint64_t> pick_free(uint64_t size) const;
+
+  uint64_t capacity_;
+  uint64_t alignment_;
+  Placement policy_;
+  uint64_t in_use_ = 0;
+  uint64_t high_water_ = 0;
+  uint64_t bump_ = 0;       // end of the carved region; space past it is untouched
+  uint64_t counter_ = 0;    // allocations so far
+  std::map<uint64_t, FreeBlock> free_;  // by offset (address order)
+  std::map<uint64_t, LiveBlock> live_;  // by offset
+};
+
+}  // namespace cprr
