@@ -66,7 +66,8 @@ CPRR_CASE(segfault_rank, "bug/segfault_rank",
     // A PROT_NONE page rather than nullptr: some sandboxes map page 0, and the compiler may turn
     // a provable null store into a trap instead of a segfault.
     void* page = ::mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    *static_cast<int* volatile>(page) = 42;
+    int* volatile target = static_cast<int*>(page);
+    *target = 42;
   }
   ctx.barrier(ctx.stream());
   ctx.synchronize();

@@ -53,11 +53,12 @@ struct AllocRecord {
 };
 
 /// One op in host issue order, with its stream and declared access sets; record/wait ops carry
-/// the event id, so the log holds every happens-before edge the case created.
+/// the event id, so the log holds every happens-before edge the case created. A `sync` op is the
+/// host waiting: for `stream` up to this point, or for every stream when `stream` is -1.
 struct OpRecord {
   uint64_t seq = 0;
-  int32_t stream = 0;     ///< -1 for host-side accesses
-  std::string kind;       ///< kernel | copy | collective | record | wait | probe | output | host
+  int32_t stream = 0;     ///< -1 for host-side accesses (and for a sync of all streams)
+  std::string kind;       ///< kernel | copy | collective | record | wait | probe | output | host | sync
   std::string name;
   std::vector<uint32_t> reads;
   std::vector<uint32_t> writes;

@@ -100,7 +100,7 @@ void Context::wait(Stream s, Event e) {
 }
 
 void Context::synchronize(Stream s) {
-  log_op(-1, "sync", "synchronize stream", {}, s.id);
+  log_op(s.id, "sync", "synchronize stream", {});
   state_.backend->synchronize(s.id);
 }
 

@@ -50,6 +50,11 @@ World& Controller::world_for(const CaseInstance& inst, Mode mode, std::unique_pt
   std::unique_ptr<World>* slot = &fresh;
   if (mode == Mode::pool) {
     slot = &pools_[inst.world_size];
+    if (*slot && (*slot)->reusable()) {
+      if (auto why = (*slot)->idle_fault()) {
+        res.note = fmt::format("pooled world {} replaced before this case: {}", (*slot)->id(), *why);
+      }
+    }
     if (*slot && !(*slot)->reusable()) slot->reset();
   }
   if (!*slot) {

@@ -51,6 +51,7 @@ struct ExecutionResult {
   ExecStatus status = ExecStatus::error;
   bool as_expected = false;
   std::string summary;         ///< one line: what went wrong and where
+  std::string note;            ///< harness remark, e.g. why the pooled world was replaced first
   std::vector<RankReport> ranks;
   double wall_ms = 0;          ///< dispatch to classified result
   double startup_ms = 0;       ///< world start included in wall_ms (0 when reused)

@@ -73,11 +73,12 @@ Catalog fetch_catalog(const std::string& worker) {
   ChildProcess proc = ChildProcess::spawn(spec);
   child.reset();
   FrameReader reader;
+  constexpr int kCatalogTimeoutMs = 30000;  // a worker that never answers must not hang cprecord
   try {
-    auto hello = read_frame(parent.get(), reader);
+    auto hello = read_frame(parent.get(), reader, kCatalogTimeoutMs);
     CPRR_CHECK(hello.has_value(), "closed its control channel before saying hello");
     decode_hello(*hello);
-    auto frame = read_frame(parent.get(), reader);
+    auto frame = read_frame(parent.get(), reader, kCatalogTimeoutMs);
     CPRR_CHECK(frame.has_value(), "closed its control channel before sending its catalog");
     FromRank msg = decode_from_rank(*frame);
     auto* cat = std::get_if<Catalog>(&msg);

@@ -137,8 +137,8 @@ FromRank decode_from_rank(std::string_view payload);
 
 // ---- framing ----
 
-/// Writes one frame, retrying on EINTR and short writes. Throws cprr::Error on failure
-/// (EPIPE when the peer is gone: SIGPIPE must be ignored by the caller's process).
+/// Writes one frame, retrying on EINTR and short writes. Throws cprr::Error on failure (EPIPE
+/// when the peer is gone; sockets are written with MSG_NOSIGNAL, so no SIGPIPE is raised).
 void write_frame(int fd, std::string_view payload);
 
 /// Reassembles frames from a byte stream read in arbitrary pieces (non-blocking friendly).
@@ -161,7 +161,8 @@ class FrameReader {
 };
 
 /// Blocking read of one frame through `reader` (which keeps bytes of later frames between calls).
-/// Returns nullopt on EOF at a frame boundary; throws ProtocolError on EOF inside a frame.
-std::optional<std::string> read_frame(int fd, FrameReader& reader);
+/// Returns nullopt on EOF at a frame boundary; throws ProtocolError on EOF inside a frame or when
+/// no complete frame arrived within `timeout_ms` (-1: wait forever).
+std::optional<std::string> read_frame(int fd, FrameReader& reader, int timeout_ms = -1);
 
 }  // namespace cprr

@@ -63,9 +63,15 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   const std::string worker = o.worker.empty() ? default_worker() : o.worker;
   check_worker(worker);
   const std::string backend = resolve_backend(o.backend);
-  CPRR_CHECK(o.mode == "pool" || o.mode == "fresh", "--mode {}", o.mode);
-  CPRR_CHECK(o.repeat >= 1, "--repeat {}", o.repeat);
+  if (o.mode != "pool" && o.mode != "fresh") {
+    CPRR_THROW_AS(UsageError, "--mode {}: use pool or fresh", o.mode);
+  }
+  if (o.repeat < 1) CPRR_THROW_AS(UsageError, "--repeat {}: must be at least 1", o.repeat);
   const auto filter = compile_filter(o.filter);
+  const std::optional<Placement> placement = parse_placement(o.placement);
+  if (!placement) {
+    CPRR_THROW_AS(UsageError, "--placement {}: use best_fit, counter or never_reuse", o.placement);
+  }
   const std::vector<CaseInstance> plan = expand(fetch_catalog(worker), filter);
   if (plan.empty()) {
     CPRR_THROW_AS(UsageError, "no case matches --filter '{}'; run with --list to see the cases",
@@ -89,7 +95,7 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
         err << fmt::format("\r\033[K[{}/{}] {} {}", results.size() + 1, total, o.mode, inst.label())
             << std::flush;
       }
-      results.push_back(controller.run(inst, mode));
+      results.push_back(controller.run(inst, mode, *placement));
     }
   }
   controller.close_pools();
@@ -121,6 +127,9 @@ int record_main(int argc, char** argv) {
   app.add_option("--timeout", o.timeout_s,
                  "per-case deadline in seconds, overriding each case's own (default 60)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--placement", o.placement,
+                 "allocator placement policy: best_fit (address-ordered) | counter "
+                 "(allocation-order) | never_reuse");
   app.add_flag("--json", o.json, "print one JSON document on stdout and nothing else there");
   app.add_flag("--list", o.list, "print the planned cases and exit");
   app.footer(

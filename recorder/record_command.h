@@ -13,6 +13,7 @@ struct RecordOptions {
   std::string filter;          ///< regex searched in "name{params}@w"; empty: all
   int repeat = 1;
   std::optional<double> timeout_s;
+  std::string placement = "best_fit";  ///< allocator policy for every execution
   bool json = false;
   bool list = false;           ///< print the plan and exit
 };

@@ -65,7 +65,7 @@ nlohmann::json execution_json(const ExecutionResult& e) {
   for (std::size_t r = 0; r < e.ranks.size(); ++r) ranks.push_back(rank_json(static_cast<int>(r), e.ranks[r]));
   return {{"id", e.id},          {"mode", mode_name(e.mode)},     {"world", e.world_id},
           {"position", e.pool_position}, {"status", status_name(e.status)},
-          {"as_expected", e.as_expected}, {"summary", e.summary}, {"wall_ms", e.wall_ms},
+          {"as_expected", e.as_expected}, {"summary", e.summary}, {"note", e.note}, {"wall_ms", e.wall_ms},
           {"startup_ms", e.startup_ms},   {"ranks", std::move(ranks)}};
 }
 

@@ -37,7 +37,7 @@ void print_table(std::ostream& out, const std::vector<ExecutionResult>& results,
     const std::string expect(expect_name(o->instance->info.options.expect));
     out << fmt::format("{:>4}  {:<{}}  {:<5}  {}  {:<6}  {:>9}  {}\n", e.case_id, e.label, width,
                        mode_name(e.mode), status_cell(e, color), expect, duration(e.wall_ms),
-                       e.summary.substr(0, 200));
+                       (e.summary.empty() ? e.note : e.summary).substr(0, 200));
   }
   std::map<ExecStatus, int> counts;
   int unexpected = 0;

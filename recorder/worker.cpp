@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <iostream>
 
 #include "recorder/case_runner.h"
 #include "recorder/rank_channel.h"
@@ -81,7 +82,14 @@ int serve(const WorkerArgs& a) {
   for (;;) {
     ToRank msg = channel.next();
     if (std::holds_alternative<Shutdown>(msg)) return 0;
-    if (const auto* run = std::get_if<RunCase>(&msg)) channel.send(FromRank{runner.run(*run)});
+    if (const auto* run = std::get_if<RunCase>(&msg)) {
+      CaseDone done = runner.run(*run);
+      // Buffered stdio output belongs to this case: flush it before reporting, so the
+      // controller's drain after the report attributes it here and not to the next case.
+      std::fflush(nullptr);
+      std::cout.flush();
+      channel.send(FromRank{std::move(done)});
+    }
   }
 }
 

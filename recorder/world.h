@@ -50,6 +50,10 @@ class World {
   int size() const { return static_cast<int>(ranks_.size()); }
   /// False once a rank died, hung or broke the protocol: the world must be replaced.
   bool reusable() const { return reusable_; }
+  /// Checks an idle world before reuse: a rank that exited, closed its control channel or sent
+  /// something unasked since the last case. Returns what happened (the world must be replaced),
+  /// so a death between cases is never blamed on the next case.
+  std::optional<std::string> idle_fault();
   /// Time it took to spawn and connect every rank.
   double startup_ms() const { return startup_ms_; }
 

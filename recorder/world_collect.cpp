@@ -6,6 +6,22 @@
 
 namespace cprr {
 
+std::optional<std::string> World::idle_fault() {
+  for (int r = 0; r < size(); ++r) {
+    if (const auto& exit = ranks_[r].process.poll()) {
+      reusable_ = false;
+      return fmt::format("rank {} {} between cases", r, exit->describe());
+    }
+    pollfd p{ranks_[r].control.get(), POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0) {
+      reusable_ = false;
+      return fmt::format("rank {} {} between cases", r,
+                         (p.revents & POLLHUP) != 0 ? "closed its control channel" : "sent unasked data");
+    }
+  }
+  return std::nullopt;
+}
+
 void World::start(const RunCase& msg) {
   logs_.drain_now();  // output written between cases belongs to neither
   const std::string frame = encode(ToRank{msg});

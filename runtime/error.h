@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace cprr {
 
@@ -49,6 +50,9 @@ constexpr const char* short_file(const char* path) {
 
 template <class E = Error>
 [[noreturn]] void throw_at(const char* file, int line, std::string_view message) {
+  // A usage error is about the user's input, not about our code: its message names the input and
+  // the fix, and a source location would only be noise.
+  if constexpr (std::is_base_of_v<UsageError, E>) throw E(std::string(message));
   throw E(fmt::format("{}:{}: {}", short_file(file), line, message));
 }
 

@@ -1,1 +1,76 @@
-int main() { return 0; }
+// Dispatch benchmark: healthy/noop round trip in a pooled world against a fresh world per case,
+// at W=2 and W=4, measured side by side in one run. Prints figures; asserts nothing.
+//
+//   cprr_bench_dispatch [--worker PATH] [--pool-runs N] [--fresh-runs N]
+//
+// Target (issue 2): pooled round trip at W=4 <= 1 ms median on the 2-core development machine.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "recorder/controller.h"
+
+namespace {
+
+struct Figures {
+  double median = 0;
+  double p99 = 0;
+  double mean = 0;
+};
+
+Figures figures(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  Figures f;
+  f.median = ms[ms.size() / 2];
+  f.p99 = ms[std::min(ms.size() - 1, static_cast<std::size_t>(ms.size() * 0.99))];
+  for (double v : ms) f.mean += v / static_cast<double>(ms.size());
+  return f;
+}
+
+std::vector<double> measure(cprr::Controller& c, const cprr::CaseInstance& inst, cprr::Mode mode,
+                            int runs) {
+  std::vector<double> ms;
+  for (int i = 0; i < runs; ++i) {
+    const cprr::ExecutionResult r = c.run(inst, mode);
+    if (r.status != cprr::ExecStatus::pass) {
+      std::fprintf(stderr, "noop did not pass: %s\n", r.summary.c_str());
+      std::exit(1);
+    }
+    ms.push_back(r.wall_ms);
+  }
+  return ms;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string worker = CPRR_WORKER_PATH;
+  int pool_runs = 2000, fresh_runs = 30;
+  CLI::App app{"cprr dispatch benchmark: pooled vs fresh per-case cost of healthy/noop"};
+  app.add_option("--worker", worker, "worker binary");
+  app.add_option("--pool-runs", pool_runs, "pooled executions per world size");
+  app.add_option("--fresh-runs", fresh_runs, "fresh executions per world size");
+  CLI11_PARSE(app, argc, argv);
+
+  const auto plan = cprr::expand(cprr::fetch_catalog(worker), std::regex("^healthy/noop@"));
+  cprr::ControllerConfig cc;
+  cc.worker = worker;
+  std::printf("%-4s %-6s %8s %10s %10s %10s\n", "W", "mode", "runs", "median_ms", "p99_ms", "mean_ms");
+  std::vector<std::pair<int, double>> ratios;
+  for (const cprr::CaseInstance& inst : plan) {
+    cprr::Controller c(cc);
+    c.run(inst, cprr::Mode::pool);  // spawn the pooled world outside the measurement
+    const Figures pool = figures(measure(c, inst, cprr::Mode::pool, pool_runs));
+    const Figures fresh = figures(measure(c, inst, cprr::Mode::fresh, fresh_runs));
+    std::printf("%-4d %-6s %8d %10.3f %10.3f %10.3f\n", inst.world_size, "pool", pool_runs,
+                pool.median, pool.p99, pool.mean);
+    std::printf("%-4d %-6s %8d %10.3f %10.3f %10.3f\n", inst.world_size, "fresh", fresh_runs,
+                fresh.median, fresh.p99, fresh.mean);
+    ratios.emplace_back(inst.world_size, fresh.median / pool.median);
+  }
+  for (const auto& [w, ratio] : ratios) {
+    std::printf("W=%d: fresh/pool median per-case cost = %.1fx\n", w, ratio);
+  }
+  return 0;
+}

@@ -1,0 +1,533 @@
+// The execution engine against the real worker binaries: cprr::Controller running case instances
+// in pooled and fresh worlds of cpworker (the corpus) and cprr_fixture_worker (test fixtures).
+// Timing assertions are loose on purpose: the machine is small and shared.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "recorder/controller.h"
+#include "recorder/plan.h"
+#include "runtime/error.h"
+
+namespace cprr {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+const std::string kWorker = CPRR_WORKER_PATH;
+const std::string kFixture = CPRR_FIXTURE_WORKER_PATH;
+
+const std::vector<CaseInstance>& plan_of(const std::string& worker) {
+  static std::map<std::string, std::vector<CaseInstance>> cache;
+  auto it = cache.find(worker);
+  if (it == cache.end()) it = cache.emplace(worker, expand(fetch_catalog(worker), {})).first;
+  return it->second;
+}
+
+// The instance with exactly this label (e.g. "healthy/noop@2"); fails the test if there is none.
+CaseInstance inst(const std::string& worker, const std::string& label) {
+  for (const CaseInstance& i : plan_of(worker)) {
+    if (i.label() == label) return i;
+  }
+  ADD_FAILURE() << "no case instance " << label << " in " << worker;
+  return {};
+}
+
+// A fixture instance with its parameters replaced (the worker runs whatever RunCase carries).
+CaseInstance with_params(CaseInstance i, Params params) {
+  i.params = std::move(params);
+  return i;
+}
+
+ControllerConfig config(const std::string& worker) {
+  ControllerConfig c;
+  c.worker = worker;
+  return c;
+}
+
+// Every rank reported a result for this execution (and not for some other one).
+void expect_all_done_for_self(const ExecutionResult& r) {
+  ASSERT_FALSE(r.ranks.empty()) << r.label;
+  for (std::size_t k = 0; k < r.ranks.size(); ++k) {
+    ASSERT_TRUE(r.ranks[k].done.has_value()) << r.label << " rank " << k << ": " << r.summary;
+    EXPECT_EQ(r.ranks[k].done->execution, r.id) << r.label << " rank " << k;
+    EXPECT_FALSE(r.ranks[k].exit.has_value()) << r.label << " rank " << k;
+    EXPECT_TRUE(r.ranks[k].protocol_error.empty()) << r.ranks[k].protocol_error;
+  }
+}
+
+void expect_pass(const ExecutionResult& r) {
+  EXPECT_EQ(r.status, ExecStatus::pass) << r.label << ": " << r.summary;
+  EXPECT_TRUE(r.as_expected) << r.label;
+  EXPECT_TRUE(r.summary.empty()) << r.summary;
+  expect_all_done_for_self(r);
+}
+
+// Every rank's output hashes, in rank order then output order.
+std::vector<std::vector<uint64_t>> output_hashes(const ExecutionResult& r) {
+  std::vector<std::vector<uint64_t>> out;
+  for (const RankReport& rep : r.ranks) {
+    std::vector<uint64_t> h;
+    if (rep.done) {
+      for (const Capture& c : rep.done->capture.outputs) h.push_back(c.digest.whole);
+    }
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+int32_t raw_i32(const Capture& c) {
+  int32_t v = 0;
+  EXPECT_EQ(c.raw.size(), sizeof v) << c.name;
+  if (c.raw.size() == sizeof v) std::memcpy(&v, c.raw.data(), sizeof v);
+  return v;
+}
+
+class EngineByWorldSize : public ::testing::TestWithParam<int> {
+ protected:
+  int w() const { return GetParam(); }
+  std::string at(const std::string& name) const { return name + "@" + std::to_string(w()); }
+};
+
+INSTANTIATE_TEST_SUITE_P(W, EngineByWorldSize, ::testing::Values(2, 4),
+                         [](const auto& info) { return "W" + std::to_string(info.param); });
+
+// ---- pooling ----
+
+TEST_P(EngineByWorldSize, OnePooledWorldServesManyCases) {
+  Controller c(config(kWorker));
+  const CaseInstance noop = inst(kWorker, at("healthy/noop"));
+  const CaseInstance reduce = inst(kWorker, at("healthy/all_reduce{count=1000,dtype=f32}"));
+  uint64_t world = 0;
+  std::set<uint64_t> ids;
+  for (int k = 1; k <= 20; ++k) {
+    const ExecutionResult r = c.run(k % 2 ? noop : reduce, Mode::pool);
+    expect_pass(r);
+    ASSERT_EQ(r.ranks.size(), static_cast<std::size_t>(w()));
+    if (k == 1) {
+      world = r.world_id;
+      EXPECT_NE(world, 0u);
+      EXPECT_GT(r.startup_ms, 0);
+    } else {
+      EXPECT_EQ(r.world_id, world) << "execution " << k << " got a new world";
+      EXPECT_EQ(r.startup_ms, 0) << "execution " << k;
+    }
+    EXPECT_EQ(r.pool_position, static_cast<uint64_t>(k));
+    EXPECT_EQ(r.mode, Mode::pool);
+    EXPECT_TRUE(ids.insert(r.id).second) << "execution id " << r.id << " reused";
+    if (!(k % 2)) {
+      for (const RankReport& rep : r.ranks) ASSERT_EQ(rep.done->capture.outputs.size(), 1u);
+      EXPECT_EQ(r.ranks[0].done->capture.collectives.size(), 1u);
+    }
+  }
+}
+
+TEST(Engine, PoolsAreKeptPerWorldSize) {
+  Controller c(config(kWorker));
+  const ExecutionResult a2 = c.run(inst(kWorker, "healthy/noop@2"), Mode::pool);
+  const ExecutionResult a4 = c.run(inst(kWorker, "healthy/noop@4"), Mode::pool);
+  const ExecutionResult b2 = c.run(inst(kWorker, "healthy/noop@2"), Mode::pool);
+  const ExecutionResult b4 = c.run(inst(kWorker, "healthy/noop@4"), Mode::pool);
+  for (const auto* r : {&a2, &a4, &b2, &b4}) expect_pass(*r);
+  EXPECT_NE(a2.world_id, a4.world_id);
+  EXPECT_EQ(b2.world_id, a2.world_id);
+  EXPECT_EQ(b4.world_id, a4.world_id);
+  EXPECT_EQ(b2.pool_position, 2u);
+  EXPECT_EQ(b4.pool_position, 2u);
+  EXPECT_EQ(b4.ranks.size(), 4u);
+}
+
+TEST(Engine, FreshModeStartsANewWorldForEveryExecution) {
+  Controller c(config(kWorker));
+  const CaseInstance noop = inst(kWorker, "healthy/noop@2");
+  const ExecutionResult pooled = c.run(noop, Mode::pool);
+  std::set<uint64_t> worlds{pooled.world_id};
+  for (int k = 0; k < 4; ++k) {
+    const ExecutionResult r = c.run(noop, Mode::fresh);
+    expect_pass(r);
+    EXPECT_EQ(r.mode, Mode::fresh);
+    EXPECT_TRUE(worlds.insert(r.world_id).second) << "fresh execution reused world " << r.world_id;
+    EXPECT_EQ(r.pool_position, 1u);
+    EXPECT_GT(r.startup_ms, 0);
+  }
+  // Fresh executions neither replace nor disturb the pooled world.
+  const ExecutionResult again = c.run(noop, Mode::pool);
+  expect_pass(again);
+  EXPECT_EQ(again.world_id, pooled.world_id);
+  EXPECT_EQ(again.pool_position, 2u);
+}
+
+// ---- faults: crash, hang, deadline ----
+
+TEST_P(EngineByWorldSize, CrashIsClassifiedAndTheWorldReplaced) {
+  Controller c(config(kWorker));
+  const ExecutionResult warm = c.run(inst(kWorker, at("healthy/noop")), Mode::pool);
+  expect_pass(warm);
+  const ExecutionResult r = c.run(inst(kWorker, at("bug/segfault_rank")), Mode::pool);
+  EXPECT_EQ(r.status, ExecStatus::crash) << r.summary;
+  EXPECT_TRUE(r.as_expected);
+  EXPECT_EQ(r.world_id, warm.world_id);
+  EXPECT_EQ(r.pool_position, 2u);
+  ASSERT_EQ(r.ranks.size(), static_cast<std::size_t>(w()));
+  const RankReport& last = r.ranks[w() - 1];
+  ASSERT_TRUE(last.exit.has_value()) << r.summary;
+  EXPECT_EQ(last.exit->signal, 11);
+  EXPECT_FALSE(last.done.has_value());
+  EXPECT_THAT(last.stderr_tail, HasSubstr("about to write"));
+  EXPECT_THAT(r.summary, HasSubstr("rank " + std::to_string(w() - 1)));
+  EXPECT_THAT(r.summary, HasSubstr("signal 11"));
+
+  const ExecutionResult next = c.run(inst(kWorker, at("healthy/noop")), Mode::pool);
+  expect_pass(next);
+  EXPECT_NE(next.world_id, r.world_id) << "a crashed world was reused";
+  EXPECT_EQ(next.pool_position, 1u);
+  EXPECT_GT(next.startup_ms, 0);
+  EXPECT_EQ(next.id, r.id + 1);
+  // The replaced world's stderr does not carry the crashed case's message.
+  for (const RankReport& rep : next.ranks)
+    EXPECT_THAT(rep.stderr_tail, Not(HasSubstr("about to write")));
+}
+
+TEST_P(EngineByWorldSize, HangIsDiagnosedWithinTheDeadline) {
+  Controller c(config(kWorker));  // default deadline 60 s: the case's own 3 s must apply
+  const CaseInstance hang = inst(kWorker, at("bug/skip_collective"));
+  ASSERT_EQ(hang.info.options.timeout_s, 3);
+  const ExecutionResult r = c.run(hang, Mode::pool);
+  EXPECT_EQ(r.status, ExecStatus::hang) << r.summary;
+  EXPECT_TRUE(r.as_expected);
+  EXPECT_GE(r.wall_ms, 3000) << "verdict before the deadline";
+  EXPECT_LT(r.wall_ms, 3000 + 6000) << "verdict long after the deadline";
+  const int skipper = w() - 1;
+  EXPECT_THAT(r.summary, HasSubstr("rank " + std::to_string(skipper) +
+                                   " never joined collective #1 (all_reduce)"));
+  ASSERT_EQ(r.ranks.size(), static_cast<std::size_t>(w()));
+  // The skipping rank finished its case (one collective); everyone else waits in #1.
+  ASSERT_TRUE(r.ranks[skipper].done.has_value());
+  EXPECT_EQ(r.ranks[skipper].done->execution, r.id);
+  EXPECT_EQ(r.ranks[skipper].done->capture.collectives.size(), 1u);
+  for (int k = 0; k < skipper; ++k) {
+    const RankReport& rep = r.ranks[k];
+    EXPECT_FALSE(rep.done.has_value()) << "rank " << k;
+    ASSERT_TRUE(rep.watchdog.has_value()) << "rank " << k << " gave no watchdog answer";
+    EXPECT_EQ(rep.watchdog->execution, r.id);
+    EXPECT_EQ(rep.watchdog->phase, "body");
+    EXPECT_EQ(rep.watchdog->entered_seq, 1);
+    EXPECT_EQ(rep.watchdog->entered_kind, "all_reduce");
+    EXPECT_EQ(rep.watchdog->completed_seq, 0);
+    EXPECT_THAT(rep.watchdog->running, ::testing::Contains(HasSubstr("all_reduce #1")));
+  }
+  EXPECT_THAT(r.summary, HasSubstr("rank 0: in body"));
+
+  const ExecutionResult next = c.run(inst(kWorker, at("healthy/noop")), Mode::pool);
+  expect_pass(next);
+  EXPECT_NE(next.world_id, r.world_id) << "a hung world was reused";
+  EXPECT_EQ(next.pool_position, 1u);
+}
+
+TEST(Engine, DeadlineOverrideAppliesToAHostSleep) {
+  ControllerConfig cc = config(kFixture);
+  cc.timeout_override_s = 1.5;  // overrides the default deadline and any case's own
+  Controller c(cc);
+  const CaseInstance sleep = inst(kFixture, "test/sleep{ms=10}@2");
+  const ExecutionResult shortsleep = c.run(with_params(sleep, {{"ms", "100"}}), Mode::pool);
+  expect_pass(shortsleep);
+  EXPECT_GE(shortsleep.wall_ms, 100);
+
+  const ExecutionResult r = c.run(with_params(sleep, {{"ms", "30000"}}), Mode::pool);
+  EXPECT_EQ(r.status, ExecStatus::hang) << r.summary;
+  EXPECT_FALSE(r.as_expected);
+  EXPECT_EQ(r.label, "test/sleep{ms=30000}@2");
+  EXPECT_GE(r.wall_ms, 1500);
+  EXPECT_LT(r.wall_ms, 1500 + 6000);
+  for (const RankReport& rep : r.ranks) {
+    ASSERT_TRUE(rep.watchdog.has_value()) << r.summary;
+    EXPECT_EQ(rep.watchdog->phase, "body");
+    EXPECT_EQ(rep.watchdog->entered_seq, -1);
+    EXPECT_TRUE(rep.watchdog->running.empty());  // on the host, no stream op
+  }
+  EXPECT_THAT(r.summary, HasSubstr("rank 1: in body"));
+  EXPECT_THAT(r.summary, Not(HasSubstr("never joined")));
+
+  const ExecutionResult next = c.run(inst(kFixture, "test/ok@2"), Mode::pool);
+  expect_pass(next);
+  EXPECT_NE(next.world_id, r.world_id);
+}
+
+TEST(Engine, RankExitingMidCaseIsACrashWithItsExitCode) {
+  Controller c(config(kFixture));
+  const CaseInstance exit7 = inst(kFixture, "test/exit_mid_case{code=7}@2");
+  for (const char* code : {"7", "0"}) {
+    SCOPED_TRACE(code);
+    const ExecutionResult r = c.run(with_params(exit7, {{"code", code}}), Mode::pool);
+    EXPECT_EQ(r.status, ExecStatus::crash) << r.summary;
+    EXPECT_TRUE(r.as_expected);
+    ASSERT_EQ(r.ranks.size(), 2u);
+    ASSERT_TRUE(r.ranks[1].exit.has_value());
+    EXPECT_EQ(r.ranks[1].exit->signal, 0);
+    EXPECT_EQ(r.ranks[1].exit->exit_code, std::stoi(code));
+    EXPECT_THAT(r.summary, HasSubstr(std::string("rank 1 exited with code ") + code));
+    EXPECT_THAT(r.ranks[1].stderr_tail, HasSubstr("calling _exit(" + std::string(code) + ")"));
+    ASSERT_TRUE(r.ranks[0].done.has_value());
+    EXPECT_EQ(r.ranks[0].done->outcome, RankOutcome::ok);
+
+    const ExecutionResult next = c.run(inst(kFixture, "test/ok@2"), Mode::pool);
+    expect_pass(next);
+    EXPECT_NE(next.world_id, r.world_id);
+  }
+}
+
+// ---- protocol and infrastructure errors ----
+
+TEST(Engine, GarbageOnTheControlSocketIsAProtocolErrorAndTheWorldIsReplaced) {
+  Controller c(config(kFixture));
+  const ExecutionResult warm = c.run(inst(kFixture, "test/ok@2"), Mode::pool);
+  expect_pass(warm);
+  uint64_t world = warm.world_id;
+  const std::vector<std::pair<std::string, std::string>> kinds = {
+      // The decoder's wording is protocol_test's business; here any message will do.
+      {"huge_length", ""},
+      {"bad_payload", ""},
+      // A well-formed result for another execution must never be taken for this one's.
+      {"stale_done", "sent a result for execution 987654321 while"}};
+  for (const auto& [kind, why] : kinds) {
+    SCOPED_TRACE(kind);
+    const ExecutionResult r =
+        c.run(inst(kFixture, "test/corrupt_control{kind=" + kind + "}@2"), Mode::pool);
+    EXPECT_EQ(r.status, ExecStatus::error) << r.summary;
+    EXPECT_FALSE(r.as_expected);
+    EXPECT_EQ(r.world_id, world);
+    ASSERT_EQ(r.ranks.size(), 2u);
+    EXPECT_FALSE(r.ranks[1].protocol_error.empty());
+    EXPECT_THAT(r.ranks[1].protocol_error, HasSubstr(why));
+    EXPECT_FALSE(r.ranks[1].done.has_value()) << "a forged or garbled result was accepted";
+    EXPECT_TRUE(r.ranks[0].protocol_error.empty());
+    EXPECT_THAT(r.summary, HasSubstr("rank 1: protocol error"));
+
+    const ExecutionResult next = c.run(inst(kFixture, "test/ok@2"), Mode::pool);
+    expect_pass(next);
+    EXPECT_NE(next.world_id, r.world_id) << "a world with a broken channel was reused";
+    EXPECT_EQ(next.pool_position, 1u);
+    world = next.world_id;
+  }
+}
+
+// A pooled rank that dies while idle (between cases: a library thread aborting, the OOM killer)
+// must not take the controller down, and the next case, which did nothing wrong, must not be
+// blamed for it: it should run in a replacement world and pass.
+//
+// Fails at the time of writing (library bug, see the report): write_frame() uses write(2) on the
+// control socket and nothing in the controller ignores SIGPIPE, so World::start() (and
+// ~World()'s Shutdown) writing to the dead rank kills the controller with SIGPIPE; with SIGPIPE
+// ignored, the next case is reported as `crash` ("rank 1 exited with code 5") in the old world.
+// Run in a child process so the SIGPIPE cannot take the whole test binary down.
+TEST(Engine, RankDyingBetweenCasesIsNotBlamedOnTheNextCase) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        Controller c(config(kFixture));
+        const ExecutionResult before =
+            c.run(inst(kFixture, "test/die_after_done{code=5}@2"), Mode::pool);
+        // Rank 1 exits 200 ms after reporting; give it ample time.
+        std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+        const ExecutionResult next = c.run(inst(kFixture, "test/ok@2"), Mode::pool);
+        std::fprintf(stderr, "before: %s; next: %s in world %llu (before: world %llu): %s\n",
+                     std::string(status_name(before.status)).c_str(),
+                     std::string(status_name(next.status)).c_str(),
+                     static_cast<unsigned long long>(next.world_id),
+                     static_cast<unsigned long long>(before.world_id), next.summary.c_str());
+        const bool ok = before.status == ExecStatus::pass && next.status == ExecStatus::pass &&
+                        next.world_id != before.world_id &&
+                        next.note.find("rank 1 exited with code 5 between cases") != std::string::npos;
+        c.close_pools();
+        std::fflush(stderr);
+        std::_Exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST(Engine, UnknownCaseNameIsAnError) {
+  Controller c(config(kWorker));
+  CaseInstance ghost = inst(kWorker, "healthy/noop@2");
+  ghost.info.name = "no/such_case";
+  const ExecutionResult r = c.run(ghost, Mode::pool);
+  EXPECT_EQ(r.status, ExecStatus::error);
+  EXPECT_THAT(r.summary, HasSubstr("no case named 'no/such_case'"));
+  const ExecutionResult next = c.run(inst(kWorker, "healthy/noop@2"), Mode::pool);
+  expect_pass(next);
+}
+
+TEST(Engine, MissingWorkerIsAnErrorNamingThePath) {
+  const std::string missing = "/nonexistent/cprr/cpworker";
+  // Planning: fetch_catalog throws cprr::Error naming the worker.
+  try {
+    fetch_catalog(missing);
+    ADD_FAILURE() << "fetch_catalog of a missing worker did not throw";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr(missing));
+  }
+  // Executing: the controller never throws; the execution is an `error` naming the path.
+  Controller c(config(missing));
+  for (Mode mode : {Mode::pool, Mode::fresh}) {
+    const ExecutionResult r = c.run(inst(kWorker, "healthy/noop@2"), mode);
+    EXPECT_EQ(r.status, ExecStatus::error);
+    EXPECT_FALSE(r.as_expected);
+    EXPECT_EQ(r.world_id, 0u);
+    EXPECT_THAT(r.summary, HasSubstr(missing));
+  }
+}
+
+TEST(Engine, NonWorkerBinaryFailsToStartWithAMessage) {
+  try {
+    fetch_catalog("/bin/true");
+    ADD_FAILURE() << "fetch_catalog of /bin/true did not throw";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("/bin/true"));
+  }
+  ControllerConfig cc = config("/bin/true");
+  cc.startup_timeout = std::chrono::milliseconds(10000);
+  Controller c(cc);
+  const ExecutionResult r = c.run(inst(kWorker, "healthy/noop@2"), Mode::pool);
+  EXPECT_EQ(r.status, ExecStatus::error);
+  EXPECT_THAT(r.summary, HasSubstr("failed to start"));
+  EXPECT_LT(r.wall_ms, 9000);
+}
+
+// ---- per-case results ----
+
+TEST(Engine, FailingExpectationIsAFailAndKeepsTheWorld) {
+  Controller c(config(kFixture));
+  const ExecutionResult r = c.run(inst(kFixture, "test/fail_expect@2"), Mode::pool);
+  EXPECT_EQ(r.status, ExecStatus::fail) << r.summary;
+  EXPECT_FALSE(r.as_expected);
+  EXPECT_THAT(r.summary, HasSubstr("rank 1:"));
+  EXPECT_THAT(r.summary, HasSubstr("rank 1 was told to fail"));
+  expect_all_done_for_self(r);
+  EXPECT_EQ(r.ranks[0].done->outcome, RankOutcome::ok);
+  EXPECT_EQ(r.ranks[1].done->outcome, RankOutcome::fail);
+  EXPECT_THAT(r.ranks[1].done->error, HasSubstr("expectation failed"));
+
+  const ExecutionResult expected = c.run(inst(kFixture, "test/fail_as_expected@2"), Mode::pool);
+  EXPECT_EQ(expected.status, ExecStatus::fail);
+  EXPECT_TRUE(expected.as_expected);
+  // A body failure is the case's fault, not the world's: the world stays.
+  const ExecutionResult next = c.run(inst(kFixture, "test/ok@2"), Mode::pool);
+  expect_pass(next);
+  EXPECT_EQ(next.world_id, r.world_id);
+  EXPECT_EQ(next.pool_position, 3u);
+}
+
+TEST(Engine, EnvironmentAndResetHooksIsolatePooledCases) {
+  Controller c(config(kFixture));
+  std::vector<ExecutionResult> rs;
+  for (const char* label : {"test/env_leak@2", "test/env_check@2", "test/reset_hook@2",
+                            "test/reset_hook@2", "test/env_check@2"}) {
+    rs.push_back(c.run(inst(kFixture, label), Mode::pool));
+  }
+  for (std::size_t k = 0; k < rs.size(); ++k) {
+    expect_pass(rs[k]);
+    EXPECT_EQ(rs[k].world_id, rs[0].world_id) << "env/reset cases must share one process";
+    EXPECT_EQ(rs[k].pool_position, k + 1);
+  }
+  // Globals no hook resets survive between pooled cases (same process): 1 then 2 ...
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(rs[2].ranks[r].done->capture.outputs.size(), 1u);
+    EXPECT_EQ(raw_i32(rs[2].ranks[r].done->capture.outputs[0]), 1);
+    EXPECT_EQ(raw_i32(rs[3].ranks[r].done->capture.outputs[0]), 2);
+  }
+  // ... and start over in a fresh process.
+  const ExecutionResult fresh = c.run(inst(kFixture, "test/reset_hook@2"), Mode::fresh);
+  expect_pass(fresh);
+  EXPECT_EQ(raw_i32(fresh.ranks[0].done->capture.outputs.at(0)), 1);
+}
+
+// ---- output handling ----
+
+TEST_P(EngineByWorldSize, BannerFloodLeavesResultsIntact) {
+  Controller c(config(kWorker));
+  const CaseInstance flood = inst(kWorker, at("healthy/banner_flood{mib=100}"));
+  const ExecutionResult p1 = c.run(flood, Mode::pool);
+  const ExecutionResult p2 = c.run(flood, Mode::pool);
+  const ExecutionResult noop = c.run(inst(kWorker, at("healthy/noop")), Mode::pool);
+  const ExecutionResult f1 = c.run(flood, Mode::fresh);
+  for (const auto* r : {&p1, &p2, &noop, &f1}) expect_pass(*r);
+  EXPECT_EQ(p2.world_id, p1.world_id);
+  EXPECT_EQ(noop.world_id, p1.world_id);
+  EXPECT_EQ(noop.pool_position, 3u);
+
+  const auto hashes = output_hashes(p1);
+  for (const auto& h : hashes) ASSERT_EQ(h.size(), 1u);
+  EXPECT_EQ(output_hashes(p2), hashes) << "pool repeat differs";
+  EXPECT_EQ(output_hashes(f1), hashes) << "pool vs fresh differs";
+  // All ranks reduce to the same sum.
+  for (const auto& h : hashes) EXPECT_EQ(h, hashes[0]);
+
+  for (const auto* r : {&p1, &p2, &f1}) {
+    for (const RankReport& rep : r->ranks) {
+      EXPECT_THAT(rep.stdout_tail,
+                  HasSubstr("NCCL version 2.28.9+cuda13.0 (banner flood fixture)"));
+      EXPECT_THAT(rep.stderr_tail, HasSubstr("(banner flood fixture)"));
+      EXPECT_LE(rep.stdout_tail.size(), 16 * 1024 + 3);  // a tail, not 50 MiB
+    }
+  }
+  // The next case in the same processes gets none of the flood.
+  for (const RankReport& rep : noop.ranks) {
+    EXPECT_THAT(rep.stdout_tail, Not(HasSubstr("NCCL version")));
+    EXPECT_THAT(rep.stderr_tail, Not(HasSubstr("NCCL version")));
+  }
+}
+
+TEST(Engine, ResultsAreAttributedToTheirExecution) {
+  Controller c(config(kWorker));
+  // Interleave faults and healthy cases; every healthy execution must carry its own id on every
+  // rank (a stale CaseDone from a killed world would show up as a wrong id or a protocol error).
+  const std::vector<std::string> labels = {"healthy/noop@2",      "bug/segfault_rank@2",
+                                           "healthy/broadcast@2", "healthy/all_gather{count=1}@2",
+                                           "bug/segfault_rank@2", "healthy/noop@2"};
+  uint64_t last_id = 0;
+  for (const std::string& label : labels) {
+    const ExecutionResult r = c.run(inst(kWorker, label), Mode::pool);
+    EXPECT_EQ(r.id, last_id + 1);
+    last_id = r.id;
+    EXPECT_EQ(r.label, label);
+    EXPECT_TRUE(r.as_expected) << label << ": " << r.summary;
+    if (label.starts_with("healthy/")) expect_pass(r);
+  }
+}
+
+TEST(Engine, CpRingIsDeterministicAcrossFreshAndPooledWorlds) {
+  Controller c(config(kWorker));
+  const CaseInstance ring = inst(kWorker, "healthy/cp_ring{block=1024}@4");
+  // Warm the pool with another case first, so the pooled run reuses arenas and streams.
+  expect_pass(c.run(inst(kWorker, "healthy/two_stream_pipeline{n=4096}@4"), Mode::pool));
+  const ExecutionResult fresh1 = c.run(ring, Mode::fresh);
+  const ExecutionResult fresh2 = c.run(ring, Mode::fresh);
+  const ExecutionResult pooled = c.run(ring, Mode::pool);
+  for (const auto* r : {&fresh1, &fresh2, &pooled}) expect_pass(*r);
+  EXPECT_EQ(pooled.pool_position, 2u);
+  const auto h = output_hashes(fresh1);
+  ASSERT_EQ(h.size(), 4u);
+  for (const auto& rank : h) EXPECT_EQ(rank.size(), 2u);  // acc, max_logit
+  EXPECT_EQ(output_hashes(fresh2), h);
+  EXPECT_EQ(output_hashes(pooled), h);
+  // Ranks hold different data, so equality above is not trivially true.
+  EXPECT_NE(h[0], h[1]);
+  // Probes (one per ring step) agree too.
+  for (int r = 0; r < 4; ++r) {
+    const auto& a = fresh1.ranks[r].done->capture.probes;
+    const auto& b = pooled.ranks[r].done->capture.probes;
+    ASSERT_EQ(a.size(), 4u);
+    ASSERT_EQ(b.size(), a.size());
+    for (std::size_t k = 0; k < a.size(); ++k) EXPECT_EQ(a[k].digest, b[k].digest) << a[k].name;
+  }
+}
+
+}  // namespace
+}  // namespace cprr
