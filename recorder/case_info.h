@@ -36,6 +36,10 @@ struct CaseOptions {
   Expect expect = Expect::pass;
   double timeout_s = 0;      ///< per-case deadline; 0 means cprecord's --timeout
   std::string description;
+  /// For a seeded bug: the verdict the harness must reach (e.g. "state_leak"). cprecord --mode
+  /// both counts such a case as expected only when the fresh-vs-pooled differential flags it;
+  /// a run of one mode cannot see that, so there it only has to run to completion.
+  std::string seeded_bug;
 };
 
 /// A case as the catalog lists it.
@@ -46,7 +50,7 @@ struct CaseInfo {
   template <class A>
   void serialize(A& a) {
     a(name, options.world_sizes, options.grid, options.expect, options.timeout_s,
-      options.description);
+      options.description, options.seeded_bug);
   }
 };
 

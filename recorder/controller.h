@@ -39,6 +39,9 @@ struct ControllerConfig {
   std::chrono::milliseconds after_death{2000};     ///< how long survivors of a crash get
   std::chrono::milliseconds status_grace{1000};    ///< how long watchdogs get to answer
   std::size_t log_tail_bytes = 16 * 1024;
+  /// Set in every rank's environment (replay re-applies a run's recorded variables). The ranks
+  /// always get NCCL_NVLS_ENABLE=0 on top: NVLink multicast stays off.
+  std::vector<std::pair<std::string, std::string>> env;
 };
 
 struct ExecutionResult {
@@ -46,6 +49,7 @@ struct ExecutionResult {
   uint32_t case_id = 0;
   std::string label;
   Mode mode = Mode::pool;
+  int attempt = 1;             ///< 1-based repeat number (set by the caller running repeats)
   uint64_t world_id = 0;       ///< which world ran it (0: none started)
   uint64_t pool_position = 0;  ///< 1-based position among the cases this world ran
   ExecStatus status = ExecStatus::error;

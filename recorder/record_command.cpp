@@ -8,6 +8,8 @@
 #include <iostream>
 
 #include "recorder/controller.h"
+#include "recorder/junit.h"
+#include "recorder/record_writer.h"
 #include "recorder/report.h"
 #include "runtime/error.h"
 
@@ -55,17 +57,28 @@ void print_plan(std::ostream& out, const std::vector<CaseInstance>& plan) {
   }
 }
 
+std::vector<Mode> modes_of(const std::string& mode) {
+  if (mode == "pool") return {Mode::pool};
+  if (mode == "fresh") return {Mode::fresh};
+  if (mode == "both") return {Mode::fresh, Mode::pool};
+  CPRR_THROW_AS(UsageError, "--mode {}: use pool, fresh or both", mode);
+}
+
+std::string absolute(const std::string& path) {
+  std::error_code ec;
+  const auto abs = std::filesystem::absolute(path, ec);
+  return ec ? path : abs.string();
+}
+
 }  // namespace
 
 int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, bool progress,
-               bool color) {
+               bool color, const std::vector<std::string>& argv) {
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string worker = o.worker.empty() ? default_worker() : o.worker;
+  const std::string worker = absolute(o.worker.empty() ? default_worker() : o.worker);
   check_worker(worker);
   const std::string backend = resolve_backend(o.backend);
-  if (o.mode != "pool" && o.mode != "fresh") {
-    CPRR_THROW_AS(UsageError, "--mode {}: use pool or fresh", o.mode);
-  }
+  const std::vector<Mode> modes = modes_of(o.mode);
   if (o.repeat < 1) CPRR_THROW_AS(UsageError, "--repeat {}: must be at least 1", o.repeat);
   const auto filter = compile_filter(o.filter);
   const std::optional<Placement> placement = parse_placement(o.placement);
@@ -81,34 +94,44 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
     print_plan(out, plan);
     return 0;
   }
+  RecordWriter writer(o.db, RunMeta{backend, o.mode, std::string(placement_name(*placement)),
+                                    worker, argv});
+  const std::vector<int64_t> case_ids = writer.add_cases(plan);
   ControllerConfig cc;
   cc.worker = worker;
   cc.backend = backend;
   cc.timeout_override_s = o.timeout_s;
   Controller controller(cc);
-  const Mode mode = o.mode == "fresh" ? Mode::fresh : Mode::pool;
   std::vector<ExecutionResult> results;
-  const std::size_t total = plan.size() * static_cast<std::size_t>(o.repeat);
+  const std::size_t total = plan.size() * modes.size() * static_cast<std::size_t>(o.repeat);
   for (int rep = 0; rep < o.repeat; ++rep) {
-    for (const CaseInstance& inst : plan) {
-      if (progress) {
-        err << fmt::format("\r\033[K[{}/{}] {} {}", results.size() + 1, total, o.mode, inst.label())
-            << std::flush;
+    for (std::size_t i = 0; i < plan.size(); ++i) {
+      for (Mode mode : modes) {
+        if (progress) {
+          err << fmt::format("\r\033[K[{}/{}] {} {}", results.size() + 1, total, mode_name(mode),
+                             plan[i].label())
+              << std::flush;
+        }
+        results.push_back(controller.run(plan[i], mode, *placement));
+        results.back().attempt = rep + 1;
+        writer.write(results.back(), case_ids[i]);
       }
-      results.push_back(controller.run(inst, mode, *placement));
     }
   }
   controller.close_pools();
   if (progress) err << "\r\033[K" << std::flush;
-  const auto outcomes = summarize(plan, results);
-  const RunInfo info{worker, backend, o.mode,
+  const auto outcomes = summarize(plan, case_ids, results);
+  const int code = exit_code_for(outcomes);
+  writer.finish(code);
+  const RunInfo info{writer.run_id(), absolute(o.db), worker, backend, o.mode,
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+  if (!o.junit.empty()) write_junit_file(o.junit, plan, results, info.wall_s);
   if (o.json) {
     print_json(out, outcomes, info);
   } else {
     print_table(out, results, outcomes, info, color);
   }
-  return exit_code_for(outcomes);
+  return code;
 }
 
 int record_main(int argc, char** argv) {
@@ -119,8 +142,12 @@ int record_main(int argc, char** argv) {
                  "worker binary holding the cases (default: cpworker next to cprecord)");
   app.add_option("--backend", o.backend, "device backend: auto | cpu | cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  app.add_option("--mode", o.mode, "pool: one reused world per world size; fresh: a world per case")
-      ->check(CLI::IsMember({"pool", "fresh"}));
+  app.add_option("--db", o.db, "SQLite file to record into (created when missing)");
+  app.add_option("--mode", o.mode,
+                 "pool: one reused world per world size; fresh: a world per case; both: each case "
+                 "fresh and pooled, flagging cases whose results differ")
+      ->check(CLI::IsMember({"pool", "fresh", "both"}));
+  app.add_option("--junit", o.junit, "also write JUnit XML (one testcase per execution) to PATH");
   app.add_option("--filter", o.filter, "regex searched in each case label 'name{params}@world_size'");
   app.add_option("--repeat", o.repeat, "run the plan N times (outputs that vary: nondeterministic)")
       ->check(CLI::PositiveNumber);
@@ -133,8 +160,11 @@ int record_main(int argc, char** argv) {
   app.add_flag("--json", o.json, "print one JSON document on stdout and nothing else there");
   app.add_flag("--list", o.list, "print the planned cases and exit");
   app.footer(
-      "Exit codes: 0 every case met its expectation; 1 a case failed, crashed, hung or was "
-      "nondeterministic unexpectedly; 2 bad usage or an infrastructure error.\n"
+      "Exit codes: 0 every case met its expectation; 1 a case failed, crashed, hung, diverged "
+      "between fresh and pooled or was nondeterministic unexpectedly; 2 bad usage, an unusable "
+      "database or an infrastructure error.\n"
+      "Every execution is committed to --db as it completes; a killed run stays visibly "
+      "incomplete. Replay a case with: cpreplay --db PATH --case ID\n"
       "Progress goes to stderr on a TTY; colours only on a TTY and never with NO_COLOR set.");
   try {
     app.parse(argc, argv);
@@ -144,7 +174,8 @@ int record_main(int argc, char** argv) {
   const bool tty_err = ::isatty(STDERR_FILENO) != 0;
   const bool color = ::isatty(STDOUT_FILENO) != 0 && std::getenv("NO_COLOR") == nullptr && !o.json;
   try {
-    return run_record(o, std::cout, std::cerr, tty_err, color);
+    return run_record(o, std::cout, std::cerr, tty_err, color,
+                      std::vector<std::string>(argv, argv + argc));
   } catch (const std::exception& e) {
     std::cerr << "cprecord: " << e.what() << '\n';
     return 2;

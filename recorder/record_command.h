@@ -3,13 +3,16 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace cprr {
 
 struct RecordOptions {
   std::string worker;          ///< empty: the cpworker next to this executable
   std::string backend = "auto";
-  std::string mode = "pool";   ///< pool | fresh
+  std::string db = "cprr.db";  ///< the store; created when missing
+  std::string junit;           ///< JUnit XML path; empty: none
+  std::string mode = "pool";   ///< pool | fresh | both
   std::string filter;          ///< regex searched in "name{params}@w"; empty: all
   int repeat = 1;
   std::optional<double> timeout_s;
@@ -19,9 +22,10 @@ struct RecordOptions {
 };
 
 /// Runs the verb in-process: what the binary does after parsing. `progress` enables the TTY
-/// progress line on `err`; `color` enables colour in the table. Returns the exit code.
+/// progress line on `err`; `color` enables colour in the table; `argv` is recorded in the run
+/// row. Returns the exit code.
 int run_record(const RecordOptions& options, std::ostream& out, std::ostream& err, bool progress,
-               bool color);
+               bool color, const std::vector<std::string>& argv = {});
 
 /// The cprecord main: parses argv (CLI11), then run_record.
 int record_main(int argc, char** argv);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -34,6 +35,41 @@ bool outputs_vary(const std::vector<const ExecutionResult*>& execs) {
     list.push_back(std::move(hashes));
   }
   return false;
+}
+
+bool completed(const ExecutionResult& e) {
+  return e.status == ExecStatus::pass || e.status == ExecStatus::fail;
+}
+
+std::vector<const CaseCapture*> captures_of(const ExecutionResult& e) {
+  std::vector<const CaseCapture*> out;
+  for (const RankReport& r : e.ranks) out.push_back(r.done ? &r.done->capture : nullptr);
+  return out;
+}
+
+// The first pooled execution that differs from the first fresh one, if both modes ran.
+std::optional<Divergence> fresh_vs_pool(const std::vector<const ExecutionResult*>& execs) {
+  const ExecutionResult* fresh = nullptr;
+  for (const ExecutionResult* e : execs) {
+    if (e->mode == Mode::fresh && completed(*e)) {
+      fresh = e;
+      break;
+    }
+  }
+  if (fresh == nullptr) return std::nullopt;
+  for (const ExecutionResult* e : execs) {
+    if (e->mode != Mode::pool || !completed(*e)) continue;
+    if (auto d = first_divergence(captures_of(*fresh), captures_of(*e))) return d;
+    if (e->status != fresh->status) {
+      Divergence d;
+      d.kind = "result";
+      d.reason = "status";
+      d.expected = std::string(status_name(fresh->status));
+      d.actual = std::string(status_name(e->status));
+      return d;
+    }
+  }
+  return std::nullopt;
 }
 
 std::string hex(uint64_t v) { return fmt::format("{:016x}", v); }
@@ -72,11 +108,14 @@ nlohmann::json execution_json(const ExecutionResult& e) {
 }  // namespace
 
 std::vector<CaseOutcome> summarize(const std::vector<CaseInstance>& plan,
+                                   const std::vector<int64_t>& case_ids,
                                    const std::vector<ExecutionResult>& results) {
   std::vector<CaseOutcome> out;
-  for (const CaseInstance& inst : plan) {
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    const CaseInstance& inst = plan[i];
     CaseOutcome o;
     o.instance = &inst;
+    o.case_id = i < case_ids.size() ? case_ids[i] : inst.id;
     for (const ExecutionResult& e : results) {
       if (e.case_id != inst.id) continue;
       o.executions.push_back(&e);
@@ -84,11 +123,19 @@ std::vector<CaseOutcome> summarize(const std::vector<CaseInstance>& plan,
       o.as_expected = o.as_expected && e.as_expected;
     }
     if (o.executions.empty()) continue;
+    const bool seeded = !inst.info.options.seeded_bug.empty();
+    o.differential = fresh_vs_pool(o.executions);
+    if (seeded) {
+      o.as_expected = std::all_of(o.executions.begin(), o.executions.end(),
+                                  [](const ExecutionResult* e) { return completed(*e); });
+    } else if (o.differential) {
+      o.as_expected = false;
+    }
     if (o.status == ExecStatus::crash || o.status == ExecStatus::hang) {
       o.verdict = std::string(status_name(o.status));
     } else if (outputs_vary(o.executions)) {
       o.verdict = "nondeterministic";
-      o.as_expected = false;
+      o.as_expected = o.as_expected && seeded;
     }
     out.push_back(std::move(o));
   }
@@ -112,7 +159,14 @@ void print_json(std::ostream& out, const std::vector<CaseOutcome>& outcomes, con
     nlohmann::json execs = nlohmann::json::array();
     for (const ExecutionResult* e : o.executions) execs.push_back(execution_json(*e));
     unexpected += o.as_expected ? 0 : 1;
-    cases.push_back({{"id", inst.id},
+    nlohmann::json diff;
+    if (o.differential) {
+      const Divergence& d = *o.differential;
+      diff = {{"rank", d.rank}, {"kind", d.kind}, {"name", d.name}, {"reason", d.reason},
+              {"byte_range", {d.byte_begin, d.byte_end}}, {"detail", d.describe()}};
+    }
+    cases.push_back({{"id", o.case_id},
+                     {"plan_id", inst.id},
                      {"name", inst.info.name},
                      {"label", inst.label()},
                      {"params", inst.params},
@@ -122,11 +176,14 @@ void print_json(std::ostream& out, const std::vector<CaseOutcome>& outcomes, con
                      {"status", status_name(o.status)},
                      {"as_expected", o.as_expected},
                      {"verdict", o.verdict ? nlohmann::json(*o.verdict) : nlohmann::json()},
+                     {"seeded_bug", inst.info.options.seeded_bug},
+                     {"fresh_vs_pool", std::move(diff)},
                      {"executions", std::move(execs)}});
   }
   nlohmann::json doc{{"tool", "cprecord"},
                      {"version", CPRR_VERSION},
-                     {"run", nullptr},
+                     {"run", info.run_id},
+                     {"db", info.db},
                      {"worker", info.worker},
                      {"backend", info.backend},
                      {"mode", info.mode},

@@ -28,29 +28,34 @@ void print_table(std::ostream& out, const std::vector<ExecutionResult>& results,
                  const std::vector<CaseOutcome>& outcomes, const RunInfo& info, bool color) {
   std::size_t width = 4;
   for (const auto& e : results) width = std::max(width, e.label.size());
-  out << fmt::format("{:>4}  {:<{}}  {:<5}  {:<6}  {:<6}  {:>9}  {}\n", "id", "case", width, "mode",
-                     "status", "expect", "time", "note");
+  out << fmt::format("{:>4}  {:<{}}  {:<5}  {:<6}  {:<6}  {:>9}  {}\n", "case", "label", width,
+                     "mode", "status", "expect", "time", "note");
   std::map<uint32_t, const CaseOutcome*> by_case;
   for (const auto& o : outcomes) by_case[o.instance->id] = &o;
   for (const auto& e : results) {
     const CaseOutcome* o = by_case[e.case_id];
     const std::string expect(expect_name(o->instance->info.options.expect));
-    out << fmt::format("{:>4}  {:<{}}  {:<5}  {}  {:<6}  {:>9}  {}\n", e.case_id, e.label, width,
+    out << fmt::format("{:>4}  {:<{}}  {:<5}  {}  {:<6}  {:>9}  {}\n", o->case_id, e.label, width,
                        mode_name(e.mode), status_cell(e, color), expect, duration(e.wall_ms),
                        (e.summary.empty() ? e.note : e.summary).substr(0, 200));
   }
   std::map<ExecStatus, int> counts;
+  for (const auto& e : results) ++counts[e.status];
   int unexpected = 0;
-  for (const auto& e : results) {
-    ++counts[e.status];
-    unexpected += e.as_expected ? 0 : 1;
-  }
+  for (const auto& o : outcomes) unexpected += o.as_expected ? 0 : 1;
   std::string tally;
   for (const auto& [s, n] : counts) tally += fmt::format("{}{} {}", tally.empty() ? "" : ", ", n, status_name(s));
   for (const auto& o : outcomes) {
     if (o.verdict == "nondeterministic") {
       out << fmt::format("case {} ({}): outputs differ between repeats: nondeterministic\n",
-                         o.instance->id, o.instance->label());
+                         o.case_id, o.instance->label());
+    }
+    if (o.differential) {
+      const std::string& seeded = o.instance->info.options.seeded_bug;
+      out << fmt::format("case {} ({}): fresh and pooled differ{}: {}; cpreplay --case {}\n",
+                         o.case_id, o.instance->label(),
+                         seeded.empty() ? "" : " (seeded bug, expected " + seeded + ")",
+                         o.differential->describe(), o.case_id);
     }
   }
   const std::string verdict = unexpected == 0
@@ -59,6 +64,7 @@ void print_table(std::ostream& out, const std::vector<ExecutionResult>& results,
   out << fmt::format("\n{} executions ({}), {} cases: {}; backend {}, mode {}, {:.2f} s\n",
                      results.size(), tally, outcomes.size(), verdict, info.backend, info.mode,
                      info.wall_s);
+  if (info.run_id != 0) out << fmt::format("recorded as run {} in {}\n", info.run_id, info.db);
 }
 
 }  // namespace cprr

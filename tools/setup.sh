@@ -7,7 +7,7 @@ packages=(
   build-essential cmake pkg-config
   libsqlite3-dev libcereal-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libgloo-dev libcli11-dev libfmt-dev nlohmann-json3-dev
+  libgloo-dev libcli11-dev libfmt-dev nlohmann-json3-dev libxml2-dev
 )
 
 missing=()

@@ -4,6 +4,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -40,8 +41,21 @@ Recorded record(RecordOptions o) {
   return r;
 }
 
+// Every recording of this file goes to one scratch database, not to ./cprr.db.
+const std::string& test_db() {
+  struct Scratch {
+    std::string path = "/tmp/cprr-record-command-test-" + std::to_string(::getpid()) + ".db";
+    ~Scratch() {
+      for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+    }
+  };
+  static const Scratch scratch;
+  return scratch.path;
+}
+
 RecordOptions opts(const std::string& worker, const std::string& filter, bool as_json = true) {
   RecordOptions o;
+  o.db = test_db();
   o.worker = worker;
   o.filter = filter;
   o.json = as_json;
@@ -250,7 +264,7 @@ TEST(RecordCommand, BinaryHelpListsEveryOption) {
   const Proc p = shell(quoted(kCprecord) + " --help 2>&1");
   EXPECT_EQ(p.status, 0) << p.out;
   for (const char* opt : {"--worker", "--backend", "--mode", "--filter", "--repeat", "--timeout",
-                          "--json", "--list", "--placement"}) {
+                          "--json", "--list", "--placement", "--db", "--junit"}) {
     EXPECT_THAT(p.out, HasSubstr(opt)) << p.out;
   }
   EXPECT_THAT(p.out, HasSubstr("Exit codes"));
@@ -260,7 +274,7 @@ TEST(RecordCommand, BinaryJsonStdoutIsOneDocumentDespiteBanners) {
   // No --worker: cprecord finds the cpworker next to itself. The corpus worker prints an NCCL
   // banner at start and banner_flood floods fd 1 and 2; none of it may reach cprecord's stdout.
   const Proc p =
-      shell(quoted(kCprecord) + " --json --filter 'banner_flood.*@2|noop@2' 2>/dev/null");
+      shell(quoted(kCprecord) + " --db " + test_db() + " --json --filter 'banner_flood.*@2|noop@2' 2>/dev/null");
   EXPECT_EQ(p.status, 0);
   EXPECT_THAT(p.out, Not(HasSubstr("NCCL")));
   json doc;
@@ -276,7 +290,7 @@ TEST(RecordCommand, BinaryMapsUsageErrorsToExitCodeTwo) {
   const Proc cuda = shell(quoted(kCprecord) + " --backend cuda --filter noop 2>&1");
   EXPECT_EQ(cuda.status, 2);
   EXPECT_THAT(cuda.out, HasSubstr("--backend cuda"));
-  const Proc unexpected = shell(quoted(kCprecord) + " --worker " + quoted(kFixture) +
+  const Proc unexpected = shell(quoted(kCprecord) + " --db " + test_db() + " --worker " + quoted(kFixture) +
                                 " --filter '^test/fail_expect@' >/dev/null 2>&1");
   EXPECT_EQ(unexpected.status, 1);
 }

@@ -1,0 +1,329 @@
+#include "recorder/junit.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <ctime>
+#include <map>
+#include <sstream>
+#include <string_view>
+#include <system_error>
+
+#include "runtime/error.h"
+#include "runtime/fd.h"
+
+namespace cprr {
+namespace {
+
+constexpr std::size_t kAttrMaxBytes = 300;  // attributes stay one short line
+constexpr std::size_t kTailBytes = 2048;    // per rank and stream in a failure's text
+
+// XML 1.0 "Char", less the C0/C1 controls and DEL that are legal but unreadable in a report.
+bool printable_xml_char(uint32_t cp) {
+  if (cp == 0x9 || cp == 0xA || cp == 0xD) return true;
+  if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) return false;
+  return cp <= 0xD7FF || (cp >= 0xE000 && cp <= 0xFFFD) || (cp >= 0x10000 && cp <= 0x10FFFF);
+}
+
+// Arbitrary bytes -> valid UTF-8 made only of characters XML 1.0 allows. Every byte that is not
+// part of a well-formed sequence of such a character becomes the text "\xNN".
+std::string sanitize(std::string_view s) {
+  static constexpr uint32_t kMinForLength[] = {0, 0, 0x80, 0x800, 0x10000};
+  std::string out;
+  out.reserve(s.size());
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    std::size_t len = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      len = 1, cp = c;
+    } else if ((c & 0xE0) == 0xC0) {
+      len = 2, cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3, cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4, cp = c & 0x07;
+    }
+    bool ok = len > 0 && i + len <= s.size();
+    for (std::size_t k = 1; ok && k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      ok = (cc & 0xC0) == 0x80;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    // Overlong encodings and surrogates are invalid UTF-8; the rest must be XML characters.
+    ok =
+        ok && cp >= kMinForLength[len] && !(cp >= 0xD800 && cp <= 0xDFFF) && printable_xml_char(cp);
+    if (ok) {
+      out.append(s.substr(i, len));
+      i += len;
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+      ++i;
+    }
+  }
+  return out;
+}
+
+// Escapes sanitized text for element content or a quoted attribute value.
+std::string escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + s.size() / 8);
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      case '\r':
+        out += "&#13;";
+        break;  // a raw CR would be normalized away by the parser
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+// Any bytes -> escaped element text.
+std::string text(std::string_view s) { return escape(sanitize(s)); }
+
+// Any bytes -> escaped attribute value: one line, at most ~kAttrMaxBytes.
+std::string attr(std::string_view s) {
+  std::string line = sanitize(s);
+  for (char& c : line) {
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+  }
+  if (line.size() > kAttrMaxBytes) {
+    std::size_t cut = kAttrMaxBytes;
+    while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;
+    line.resize(cut);
+    line += "...";
+  }
+  return escape(line);
+}
+
+// The last ~kTailBytes of a rank's output, starting at a line (or at least a character) boundary.
+std::string tail_of(std::string_view s) {
+  if (s.size() <= kTailBytes) return std::string(s);
+  std::size_t start = s.size() - kTailBytes;
+  const std::size_t nl = s.find('\n', start);
+  if (nl != std::string_view::npos && nl + 1 < s.size() && nl - start < 256) {
+    start = nl + 1;
+  } else {
+    for (int k = 0; k < 3 && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80; ++k) ++start;
+  }
+  return fmt::format("[... {} earlier bytes omitted]\n{}", start, s.substr(start));
+}
+
+std::string_view outcome_name(const RankReport& rep) {
+  if (!rep.done) return rep.exit ? "died without a result" : "no result";
+  switch (rep.done->outcome) {
+    case RankOutcome::ok:
+      return "ok";
+    case RankOutcome::fail:
+      return "fail";
+    case RankOutcome::error:
+      return "error";
+  }
+  return "?";
+}
+
+// The failure/error text: what happened, then every rank's outcome, error, exit, protocol error
+// and output tails. Raw (unescaped) bytes.
+std::string details(const ExecutionResult& res, const CaseInstance* inst) {
+  std::string out = fmt::format("{}: {}\n", status_name(res.status), res.summary);
+  if (inst) out += fmt::format("expected: {}\n", expect_name(inst->info.options.expect));
+  if (!res.note.empty()) out += fmt::format("note: {}\n", res.note);
+  out += fmt::format("execution {}, world {}, position {}, {:.1f} ms\n", res.id, res.world_id,
+                     res.pool_position, res.wall_ms);
+  for (std::size_t r = 0; r < res.ranks.size(); ++r) {
+    const RankReport& rep = res.ranks[r];
+    out += fmt::format("\nrank {}: {}\n", r, outcome_name(rep));
+    if (rep.done && !rep.done->error.empty()) out += fmt::format("  error: {}\n", rep.done->error);
+    if (rep.exit) out += fmt::format("  exit: {}\n", rep.exit->describe());
+    if (!rep.protocol_error.empty()) {
+      out += fmt::format("  protocol error: {}\n", rep.protocol_error);
+    }
+    if (rep.watchdog) {
+      const WatchdogStatus& w = *rep.watchdog;
+      out += fmt::format("  watchdog: phase {}, entered #{} {}, completed #{} {}\n", w.phase,
+                         w.entered_seq, w.entered_kind, w.completed_seq, w.completed_kind);
+      for (const std::string& busy : w.running) out += fmt::format("    running: {}\n", busy);
+    }
+    for (const auto& [name, tail] :
+         {std::pair<std::string_view, const std::string&>{"stdout", rep.stdout_tail},
+          {"stderr", rep.stderr_tail}}) {
+      if (tail.empty()) continue;
+      out += fmt::format("  --- {} (last {} bytes) ---\n", name, std::min(tail.size(), kTailBytes));
+      out += tail_of(tail);
+      if (out.back() != '\n') out += '\n';
+    }
+  }
+  return out;
+}
+
+// For an execution that met a non-pass expectation: one line saying what was expected and seen.
+std::string expected_line(const ExecutionResult& res) {
+  std::string what = res.summary;
+  if (what.empty()) {
+    for (std::size_t r = 0; r < res.ranks.size(); ++r) {
+      if (!res.ranks[r].exit) continue;
+      what +=
+          fmt::format("{}rank {} {}", what.empty() ? "" : "; ", r, res.ranks[r].exit->describe());
+    }
+  }
+  return fmt::format("expected {}: {}\n", status_name(res.status), what);
+}
+
+std::string iso8601_utc(std::chrono::system_clock::time_point t) {
+  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  return buf;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+std::string seconds(double s) { return fmt::format("{:.3f}", s < 0 ? 0.0 : s); }
+
+[[noreturn]] void cannot_write(const std::string& path, std::string_view what, int err) {
+  CPRR_THROW_AS(UsageError, "--junit {}: {}: {}", path, what,
+                std::error_code(err, std::generic_category()).message());
+}
+
+}  // namespace
+
+void write_junit(std::ostream& out, const std::vector<CaseInstance>& plan,
+                 const std::vector<ExecutionResult>& results, double wall_s) {
+  std::map<uint32_t, const CaseInstance*> by_id;
+  for (const CaseInstance& inst : plan) by_id[inst.id] = &inst;
+
+  std::string cases;
+  int failures = 0, errors = 0;
+  for (const ExecutionResult& res : results) {
+    const auto it = by_id.find(res.case_id);
+    const CaseInstance* inst = it == by_id.end() ? nullptr : it->second;
+    const std::string label = !res.label.empty() ? res.label : inst ? inst->label() : "?";
+    std::string classname = inst ? inst->info.name : label.substr(0, label.find_first_of("{@"));
+    for (char& c : classname) {
+      if (c == '/') c = '.';
+    }
+    const bool ok = inst ? meets(res.status, inst->info.options.expect) : res.as_expected;
+    cases += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{}\"", attr(classname),
+                         attr(fmt::format("{} [{} #{}]", label, mode_name(res.mode), res.attempt)),
+                         seconds(res.wall_ms / 1000.0));
+    std::string body;
+    if (!ok) {
+      const bool infra = res.status == ExecStatus::error;
+      (infra ? errors : failures) += 1;
+      std::string message = res.summary;
+      if (message.empty() && inst) {
+        message = fmt::format("expected {}", expect_name(inst->info.options.expect));
+      }
+      const char* element = infra ? "error" : "failure";
+      body += fmt::format("      <{} message=\"{}\" type=\"{}\">{}</{}>\n", element,
+                          attr(fmt::format("{}: {}", status_name(res.status), message)),
+                          attr(status_name(res.status)), text(details(res, inst)), element);
+    } else {
+      std::string sysout;
+      if (res.status != ExecStatus::pass) sysout += expected_line(res);
+      if (!res.note.empty()) sysout += fmt::format("note: {}\n", res.note);
+      if (!sysout.empty()) body += fmt::format("      <system-out>{}</system-out>\n", text(sysout));
+    }
+    if (body.empty()) {
+      cases += "/>\n";
+    } else {
+      cases += ">\n" + body + "    </testcase>\n";
+    }
+  }
+
+  const auto start = std::chrono::system_clock::now() -
+                     std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                         std::chrono::duration<double>(wall_s < 0 ? 0 : wall_s));
+  out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  out << fmt::format(
+      "<testsuites name=\"cprr\" tests=\"{}\" failures=\"{}\" errors=\"{}\" time=\"{}\">\n",
+      results.size(), failures, errors, seconds(wall_s));
+  out << fmt::format(
+      "  <testsuite name=\"cprr\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"0\" "
+      "time=\"{}\" timestamp=\"{}\" hostname=\"{}\">\n",
+      results.size(), failures, errors, seconds(wall_s), iso8601_utc(start), attr(host_name()));
+  out << cases;
+  out << "  </testsuite>\n</testsuites>\n";
+}
+
+void write_junit_file(const std::string& path, const std::vector<CaseInstance>& plan,
+                      const std::vector<ExecutionResult>& results, double wall_s) {
+  if (path.empty()) CPRR_THROW_AS(UsageError, "--junit: the path is empty");
+  const std::size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (base.empty() || base == "." || base == "..") {
+    CPRR_THROW_AS(UsageError, "--junit {}: names a directory, not a file", path);
+  }
+
+  std::ostringstream doc;
+  write_junit(doc, plan, results, wall_s);
+  const std::string bytes = doc.str();
+
+  // Same directory as the target, so the rename is atomic and never crosses file systems.
+  std::string tmp =
+      (slash == std::string::npos ? "" : path.substr(0, slash + 1)) + "." + base + ".tmp-XXXXXX";
+  UniqueFd fd(mkostemp(tmp.data(), O_CLOEXEC));
+  if (!fd) cannot_write(path, fmt::format("cannot create a temporary file in {}", dir), errno);
+  struct RemoveTmp {
+    const std::string& name;
+    bool armed = true;
+    ~RemoveTmp() {
+      if (armed) ::unlink(name.c_str());
+    }
+  } remove_tmp{tmp};
+
+  // mkostemp creates 0600; a report is for others to read. Keep an existing file's mode.
+  struct stat st {};
+  const mode_t mode =
+      ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? (st.st_mode & 07777) : 0644;
+  if (::fchmod(fd.get(), mode) != 0) cannot_write(path, "fchmod", errno);
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) cannot_write(path, fmt::format("write {}", tmp), errno);
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd.get()) != 0) cannot_write(path, fmt::format("fsync {}", tmp), errno);
+  if (::close(fd.release()) != 0) cannot_write(path, fmt::format("close {}", tmp), errno);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    cannot_write(path, fmt::format("rename {} to it", tmp), errno);
+  }
+  remove_tmp.armed = false;
+  // Persist the rename itself; a file system that cannot sync directories still has the file.
+  UniqueFd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir_fd) (void)::fsync(dir_fd.get());
+}
+
+}  // namespace cprr

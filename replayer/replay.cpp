@@ -1,0 +1,193 @@
+#include "replayer/replay.h"
+
+#include <unistd.h>
+
+#include <functional>
+
+#include "replayer/ddmin.h"
+#include "runtime/error.h"
+
+namespace cprr {
+namespace {
+
+bool completed(const ExecutionResult& e) {
+  return e.status == ExecStatus::pass || e.status == ExecStatus::fail;
+}
+
+std::vector<const CaseCapture*> captures_of(const ExecutionResult& e) {
+  std::vector<const CaseCapture*> out;
+  for (const RankReport& r : e.ranks) out.push_back(r.done ? &r.done->capture : nullptr);
+  return out;
+}
+
+// Differences between two executions: captures first, then their statuses.
+std::optional<Divergence> compare(const ExecutionResult& expected, const ExecutionResult& actual) {
+  if (completed(expected) && completed(actual)) {
+    if (auto d = first_divergence(captures_of(expected), captures_of(actual))) return d;
+  }
+  if (expected.status == actual.status) return std::nullopt;
+  Divergence d;
+  d.kind = "result";
+  d.reason = "status";
+  d.expected = std::string(status_name(expected.status));
+  d.actual = std::string(status_name(actual.status));
+  return d;
+}
+
+// Everything needed to run the recorded case again: the controller set-up and the instances.
+class Rebuild {
+ public:
+  Rebuild(const ReplayOptions& o, const RecordedRun& run, ReplayReport& report)
+      : report_(report), placement_(parse_placement(run.placement).value_or(Placement::best_fit)) {
+    config_.worker = o.worker.empty() ? run.worker : o.worker;
+    if (::access(config_.worker.c_str(), X_OK) != 0) {
+      CPRR_THROW_AS(UsageError,
+                    "worker {} (recorded in run {}) is not an executable file: pass --worker with "
+                    "the path of a worker binary holding the same cases",
+                    config_.worker, run.id);
+    }
+    config_.backend = run.backend;
+    config_.env = run.environment;
+    config_.timeout_override_s = o.timeout_s;
+  }
+
+  /// The target alone in a fresh world.
+  ExecutionResult fresh(const CaseInstance& target) {
+    Controller c(config_);
+    ++report_.replays;
+    return c.run(target, Mode::fresh, placement_);
+  }
+
+  /// `before` in order, then the target, in one new pooled world; the target's result.
+  ExecutionResult pooled(const std::vector<const CaseInstance*>& before, const CaseInstance& target) {
+    Controller c(config_);
+    for (const CaseInstance* p : before) c.run(*p, Mode::pool, placement_);
+    ++report_.replays;
+    return c.run(target, Mode::pool, placement_);
+  }
+
+ private:
+  ReplayReport& report_;
+  ControllerConfig config_;
+  Placement placement_;
+};
+
+const RecordedExecution* first_of(const std::vector<RecordedExecution>& execs, Mode mode) {
+  for (const auto& e : execs) {
+    if (e.result.mode == mode) return &e;
+  }
+  return nullptr;
+}
+
+std::string describe(const ExecutionResult& r) {
+  return r.summary.empty() ? std::string(status_name(r.status))
+                           : fmt::format("{} ({})", status_name(r.status), r.summary);
+}
+
+// Delta-debugs the predecessors: which of them, run before the target, make it diverge from the
+// clean fresh result? Each oracle call is one pooled replay in a new world.
+void localize_leak(const std::vector<RecordedCase>& preds, const CaseInstance& target,
+                   const ExecutionResult& clean, Rebuild& rb, ReplayReport& rep,
+                   const std::function<void(const std::string&)>& say) {
+  const PolluterOracle oracle = [&](const std::vector<std::size_t>& subset) {
+    std::vector<const CaseInstance*> before;
+    for (std::size_t i : subset) before.push_back(&preds[i].instance);
+    const ExecutionResult r = rb.pooled(before, target);
+    ++rep.ddmin_replays;
+    const bool leaks = compare(clean, r).has_value();
+    say(fmt::format("ddmin replay {}: {} predecessor(s) -> {}", rep.ddmin_replays, subset.size(),
+                    leaks ? "diverges" : "clean"));
+    return leaks;
+  };
+  for (std::size_t i : minimize_polluters(preds.size(), oracle).polluters) {
+    rep.polluters.push_back(preds[i]);
+  }
+}
+
+}  // namespace
+
+ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* user) {
+  if (o.mode != "fresh" && o.mode != "pool" && o.mode != "both") {
+    CPRR_THROW_AS(UsageError, "--mode {}: use fresh, pool or both", o.mode);
+  }
+  const RecordReader reader(o.db);
+  ReplayReport rep;
+  rep.recorded = reader.find_case(o.case_id);
+  rep.label = rep.recorded.instance.label();
+  const RecordedRun run = reader.run(rep.recorded.run_id);
+  const std::vector<RecordedExecution> execs = reader.executions(o.case_id);
+  const RecordedExecution* rf = first_of(execs, Mode::fresh);
+  const RecordedExecution* rp = first_of(execs, Mode::pool);
+  if (rf) rep.recorded_fresh = rf->result.status;
+  if (rp) rep.recorded_pool = rp->result.status;
+  const std::vector<RecordedCase> preds = rp ? reader.predecessors(*rp) : std::vector<RecordedCase>{};
+  rep.predecessors = preds.size();
+  const std::function<void(const std::string&)> say = [&](const std::string& line) {
+    rep.log.push_back(line);
+    if (progress != nullptr) progress(line, user);
+  };
+  Rebuild rb(o, run, rep);
+  const CaseInstance& target = rep.recorded.instance;
+
+  std::optional<ExecutionResult> fresh, pooled;
+  if (o.mode != "pool") {
+    fresh = rb.fresh(target);
+    rep.replayed_fresh = fresh->status;
+    say("fresh replay: " + describe(*fresh));
+  }
+  if (o.mode != "fresh") {
+    std::vector<const CaseInstance*> before;
+    for (const RecordedCase& p : preds) before.push_back(&p.instance);
+    pooled = rb.pooled(before, target);
+    rep.replayed_pool = pooled->status;
+    say(fmt::format("pooled replay after {} predecessor(s): {}", preds.size(), describe(*pooled)));
+  }
+  for (const auto* r : {fresh ? &*fresh : nullptr, pooled ? &*pooled : nullptr}) {
+    if (r != nullptr && (r->status == ExecStatus::crash || r->status == ExecStatus::hang)) {
+      rep.verdict = std::string(status_name(r->status));
+      say(fmt::format("{} in {} replay: {}", rep.verdict, mode_name(r->mode), r->summary));
+      return rep;
+    }
+  }
+  if (fresh && rf) {
+    if (auto d = compare(rf->result, *fresh)) {
+      rep.verdict = "nondeterministic";
+      rep.first_divergence = d;
+      say("a fresh replay differs from the fresh record: " + d->describe());
+      return rep;
+    }
+  }
+  if (fresh && pooled) {
+    if (auto leak = compare(*fresh, *pooled)) {
+      rep.verdict = "state_leak";
+      rep.first_divergence = leak;
+      say("pooled differs from fresh: " + leak->describe());
+      localize_leak(preds, target, *fresh, rb, rep, say);
+      return rep;
+    }
+  }
+  // What is left: the pooled replay against the pooled record (same predecessors, so a difference
+  // is nondeterminism), or, when only a pooled record exists, the fresh replay against it.
+  const RecordedExecution* reference = pooled ? rp : (rf == nullptr ? rp : nullptr);
+  const ExecutionResult* replayed = pooled ? &*pooled : &*fresh;
+  if (reference != nullptr) {
+    if (auto d = compare(reference->result, *replayed)) {
+      rep.verdict = pooled ? "nondeterministic" : "state_leak";
+      rep.first_divergence = d;
+      say(fmt::format("{} replay differs from the {} record: {}", mode_name(replayed->mode),
+                      mode_name(reference->result.mode), d->describe()));
+      return rep;
+    }
+  }
+  rep.verdict = "reproduced";
+  say("every rank's probes and outputs match the record");
+  return rep;
+}
+
+int ReplayReport::exit_code() const {
+  if (verdict != "reproduced") return 1;
+  const std::optional<ExecStatus>& s = replayed_pool ? replayed_pool : replayed_fresh;
+  return s && meets(*s, recorded.instance.info.options.expect) ? 0 : 1;
+}
+
+}  // namespace cprr

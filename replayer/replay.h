@@ -1,0 +1,45 @@
+#pragma once
+// Replaying one recorded case: rebuild it exactly (parameters, seed, world size, the run's
+// environment and placement policy, and for a pooled case its predecessors in the same world),
+// re-run it fresh and/or pooled, compare with the record, and name the kind of bug and where.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "recorder/divergence.h"
+#include "replayer/record_reader.h"
+
+namespace cprr {
+
+struct ReplayOptions {
+  std::string db;
+  int64_t case_id = 0;
+  std::string mode = "both";        ///< fresh | pool | both
+  std::string worker;               ///< empty: the worker recorded in the run
+  std::optional<double> timeout_s;  ///< overrides the case's deadline
+};
+
+/// What the replay concluded. `verdict` uses the brief's vocabulary.
+struct ReplayReport {
+  RecordedCase recorded;
+  std::string label;
+  std::string verdict;               ///< reproduced | state_leak | nondeterministic | crash | hang
+  std::optional<Divergence> first_divergence;
+  std::vector<RecordedCase> polluters;
+  std::size_t predecessors = 0;      ///< pooled predecessors in the record
+  int replays = 0;                   ///< executions of the target (each in its own world)
+  int ddmin_replays = 0;             ///< of those, the delta-debugging ones
+  std::optional<ExecStatus> recorded_fresh, recorded_pool, replayed_fresh, replayed_pool;
+  std::vector<std::string> log;      ///< what was done, in order, for humans
+  /// 0 when the case reproduced and met its expectation; 1 otherwise.
+  int exit_code() const;
+};
+
+/// Progress callback: one line per step (may be null).
+using ReplayProgress = void (*)(const std::string& line, void* user);
+
+/// Runs the replay. Throws UsageError for a bad --db, --case or --worker.
+ReplayReport replay_case(const ReplayOptions& options, ReplayProgress progress = nullptr,
+                         void* user = nullptr);
+
+}  // namespace cprr

@@ -1,0 +1,132 @@
+#include "replayer/replay_command.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "replayer/replay.h"
+#include "runtime/error.h"
+
+namespace cprr {
+namespace {
+
+nlohmann::json status_json(const std::optional<ExecStatus>& s) {
+  return s ? nlohmann::json(std::string(status_name(*s))) : nlohmann::json();
+}
+
+nlohmann::json divergence_json(const std::optional<Divergence>& d) {
+  if (!d) return nullptr;
+  nlohmann::json j{{"rank", d->rank},         {"kind", d->kind},
+                   {"name", d->name},         {"seq", d->seq},
+                   {"reason", d->reason},     {"chunk", d->chunk},
+                   {"byte_range", {d->byte_begin, d->byte_end}},
+                   {"element_range", {d->elem_begin, d->elem_end}},
+                   {"dtype", dtype_name(d->dtype)},
+                   {"expected", d->expected}, {"actual", d->actual},
+                   {"detail", d->describe()}};
+  j["element"] = d->element ? nlohmann::json(*d->element) : nlohmann::json();
+  return j;
+}
+
+void print_replay_json(std::ostream& out, const ReplayReport& r, const std::string& mode) {
+  nlohmann::json polluters = nlohmann::json::array(), labels = nlohmann::json::array();
+  for (const RecordedCase& p : r.polluters) {
+    polluters.push_back(p.id);
+    labels.push_back(p.instance.label());
+  }
+  nlohmann::json doc{{"tool", "cpreplay"},
+                     {"case", r.recorded.id},
+                     {"run", r.recorded.run_id},
+                     {"name", r.recorded.instance.info.name},
+                     {"label", r.label},
+                     {"mode", mode},
+                     {"verdict", r.verdict},
+                     {"polluters", std::move(polluters)},
+                     {"polluter_labels", std::move(labels)},
+                     {"first_divergence", divergence_json(r.first_divergence)},
+                     {"predecessors", r.predecessors},
+                     {"replays", r.replays},
+                     {"ddmin_replays", r.ddmin_replays},
+                     {"recorded", {{"fresh", status_json(r.recorded_fresh)}, {"pool", status_json(r.recorded_pool)}}},
+                     {"replayed", {{"fresh", status_json(r.replayed_fresh)}, {"pool", status_json(r.replayed_pool)}}},
+                     {"log", r.log},
+                     {"exit_code", r.exit_code()}};
+  out << doc.dump(2) << '\n';
+}
+
+void print_replay_text(std::ostream& out, const ReplayReport& r) {
+  out << fmt::format("case {} {} (run {}): {}\n", r.recorded.id, r.label, r.recorded.run_id, r.verdict);
+  if (r.first_divergence) out << "  where: " << r.first_divergence->describe() << '\n';
+  if (!r.polluters.empty()) {
+    out << fmt::format("  polluted by {} of {} predecessor(s):\n", r.polluters.size(), r.predecessors);
+    for (const RecordedCase& p : r.polluters) {
+      out << fmt::format("    case {} {}\n", p.id, p.instance.label());
+    }
+  }
+  out << fmt::format("  {} replay(s), {} of them delta debugging\n", r.replays, r.ddmin_replays);
+}
+
+}  // namespace
+
+/// cpreplay --list (replay_list.cpp).
+void list_db(std::ostream& out, const std::string& db, bool json);
+
+int run_replay(const ReplayCommandOptions& o, std::ostream& out, std::ostream& err, bool progress) {
+  if (o.list == o.case_id.has_value()) {
+    CPRR_THROW_AS(UsageError, "give exactly one of --list and --case ID");
+  }
+  if (o.list) {
+    list_db(out, o.db, o.json);
+    return 0;
+  }
+  ReplayOptions ro{o.db, *o.case_id, o.mode, o.worker, o.timeout_s};
+  auto echo = [](const std::string& line, void* user) {
+    *static_cast<std::ostream*>(user) << "cpreplay: " << line << '\n' << std::flush;
+  };
+  const ReplayReport r = replay_case(ro, progress ? +echo : nullptr, &err);
+  if (o.json) {
+    print_replay_json(out, r, o.mode);
+  } else {
+    print_replay_text(out, r);
+  }
+  return r.exit_code();
+}
+
+int replay_main(int argc, char** argv) {
+  ReplayCommandOptions o;
+  int64_t case_id = 0;
+  CLI::App app{"cpreplay: rebuild a recorded case exactly, re-run it fresh and/or pooled, and say "
+               "which kind of bug it is and where."};
+  app.add_option("--db", o.db, "database written by cprecord (default: cprr.db)");
+  auto* list = app.add_flag("--list", o.list, "list the runs and cases in the database");
+  auto* cas = app.add_option("--case", case_id, "replay the case with this id (see --list)");
+  list->excludes(cas);
+  app.add_option("--mode", o.mode,
+                 "fresh: replay alone in a new world; pool: after its recorded predecessors; "
+                 "both: both, and delta-debug the predecessors when they differ (default)")
+      ->check(CLI::IsMember({"fresh", "pool", "both"}));
+  app.add_option("--worker", o.worker, "worker binary (default: the one recorded in the run)");
+  app.add_option("--timeout", o.timeout_s, "per-case deadline in seconds, overriding the case's")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--json", o.json, "print one JSON document on stdout and nothing else there");
+  app.footer(
+      "Verdicts: reproduced, state_leak (with polluters), nondeterministic, crash, hang.\n"
+      "Exit codes: 0 the case reproduced and met its expectation; 1 it diverged or failed; 2 bad "
+      "usage, an unreadable database or an infrastructure error.");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (*cas) o.case_id = case_id;
+  try {
+    return run_replay(o, std::cout, std::cerr, ::isatty(STDERR_FILENO) != 0 || !o.json);
+  } catch (const std::exception& e) {
+    std::cerr << "cpreplay: " << e.what() << '\n';
+    return 2;
+  }
+}
+
+}  // namespace cprr

@@ -1,0 +1,29 @@
+#pragma once
+// The cpreplay verb: list what a database holds, or replay one case and say what kind of bug it
+// is and where. Mirrors recorder/record_command.h.
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+
+namespace cprr {
+
+struct ReplayCommandOptions {
+  std::string db = "cprr.db";
+  bool list = false;
+  std::optional<int64_t> case_id;
+  std::string mode = "both";  ///< fresh | pool | both
+  std::string worker;         ///< empty: the worker recorded in the run
+  std::optional<double> timeout_s;
+  bool json = false;
+};
+
+/// Runs the verb in-process; `progress` prints each replay step on `err`. Returns the exit code:
+/// 0 reproduced (and met its expectation), 1 diverged or failing, 2 via UsageError/Error.
+int run_replay(const ReplayCommandOptions& options, std::ostream& out, std::ostream& err,
+               bool progress);
+
+/// The cpreplay main: parses argv (CLI11), then run_replay; exceptions become exit code 2.
+int replay_main(int argc, char** argv);
+
+}  // namespace cprr

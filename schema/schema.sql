@@ -1,0 +1,137 @@
+-- cprr store: the SQLite schema. Version 1 (schema/store.h: kSchemaVersion and its bump rule).
+--
+-- One database file holds any number of runs. The recorder writes the run row and the planned
+-- cases first, then every execution with all its per-rank rows in ONE transaction, committed
+-- explicitly; run.finished_at is set last. A recorder killed mid-run therefore leaves every
+-- completed execution intact and the run visibly incomplete (finished_at IS NULL).
+-- 64-bit hashes are stored as INTEGER holding the unsigned value's bit pattern.
+
+-- A cprecord invocation.
+CREATE TABLE run (
+  id            INTEGER PRIMARY KEY,
+  started_at    TEXT NOT NULL,     -- ISO-8601 UTC
+  finished_at   TEXT,              -- NULL: still running, or the recorder died (incomplete)
+  exit_code     INTEGER,           -- cprecord's exit code; NULL while incomplete
+  tool_version  TEXT NOT NULL,
+  host          TEXT NOT NULL,
+  backend       TEXT NOT NULL,     -- cpu | cuda
+  mode          TEXT NOT NULL,     -- pool | fresh | both
+  placement     TEXT NOT NULL,     -- allocator placement policy of every execution
+  worker        TEXT NOT NULL,     -- absolute path of the worker binary holding the cases
+  argv          TEXT NOT NULL,     -- JSON array: the command line
+  libraries     TEXT NOT NULL,     -- JSON object: library -> version (sqlite, protocol, cuda, nccl, ...)
+  environment   TEXT NOT NULL      -- JSON object: the variables that shape a run (CPRR_*, NCCL_*, CUDA_*, OMP_*)
+);
+
+-- A case instance as planned: case x grid point x world size. `id` is what cpreplay --case takes.
+CREATE TABLE test_case (
+  id            INTEGER PRIMARY KEY,
+  run_id        INTEGER NOT NULL REFERENCES run(id),
+  plan_id       INTEGER NOT NULL,  -- 1-based position in the run's plan
+  name          TEXT NOT NULL,     -- registered name, e.g. healthy/all_reduce
+  label         TEXT NOT NULL,     -- name{k=v,...}@world_size
+  params        TEXT NOT NULL,     -- JSON object
+  world_size    INTEGER NOT NULL,
+  seed          INTEGER NOT NULL,
+  expect        TEXT NOT NULL,     -- pass | fail | crash | hang
+  timeout_s     REAL NOT NULL,     -- the case's own deadline (0: the run's default)
+  seeded_bug    TEXT NOT NULL DEFAULT ''  -- a seeded bug's expected verdict (e.g. state_leak)
+);
+
+-- One run of one case in one world. For pooled executions (mode = 'pool'), the executions of the
+-- same run with the same world_id and a smaller pool_position are its predecessors: the cases
+-- that ran before it in that process.
+CREATE TABLE execution (
+  id            INTEGER PRIMARY KEY,
+  run_id        INTEGER NOT NULL REFERENCES run(id),
+  case_id       INTEGER NOT NULL REFERENCES test_case(id),
+  mode          TEXT NOT NULL,     -- fresh | pool
+  world_id      INTEGER NOT NULL,  -- world that ran it within the run (0: none started)
+  pool_position INTEGER NOT NULL,  -- 1-based position among the executions of that world
+  attempt       INTEGER NOT NULL,  -- 1-based repeat number (--repeat)
+  status        TEXT NOT NULL,     -- pass | fail | crash | hang | error
+  as_expected   INTEGER NOT NULL,  -- 1 when status meets test_case.expect
+  summary       TEXT NOT NULL,     -- one line: what went wrong and where
+  started_at    TEXT NOT NULL,
+  wall_ms       REAL NOT NULL,
+  startup_ms    REAL NOT NULL      -- world start-up included in wall_ms (0 when reused)
+);
+CREATE INDEX execution_by_world ON execution(run_id, world_id, pool_position);
+CREATE INDEX execution_by_case ON execution(case_id);
+
+-- What each rank said (or how it ended) in one execution.
+CREATE TABLE rank_result (
+  execution_id  INTEGER NOT NULL REFERENCES execution(id),
+  rank          INTEGER NOT NULL,
+  outcome       TEXT NOT NULL,     -- ok | fail | error | died | no_result
+  error         TEXT NOT NULL,     -- the rank's error text (failed expectation, exception)
+  signal        INTEGER,           -- terminating signal of a rank that died
+  exit_code     INTEGER,           -- exit code of a rank that exited
+  protocol_error TEXT NOT NULL,
+  watchdog      TEXT,              -- JSON: the watchdog's answer when the case hung
+  stdout_tail   BLOB NOT NULL,     -- what the rank wrote during this execution (newest bytes kept)
+  stderr_tail   BLOB NOT NULL,
+  reset_ms      REAL NOT NULL,
+  body_ms       REAL NOT NULL,
+  PRIMARY KEY (execution_id, rank)
+) WITHOUT ROWID;
+
+-- Probes (intermediates, in stream order) and outputs (results) of a rank, with their hashes
+-- (kernels/hash.h defines chunk and whole hashes).
+CREATE TABLE capture (
+  execution_id  INTEGER NOT NULL REFERENCES execution(id),
+  rank          INTEGER NOT NULL,
+  kind          TEXT NOT NULL,     -- probe | output
+  seq           INTEGER NOT NULL,  -- order among the rank's captures of this kind
+  name          TEXT NOT NULL,
+  dtype         TEXT NOT NULL,
+  shape         TEXT NOT NULL,     -- JSON array
+  bytes         INTEGER NOT NULL,
+  stream        INTEGER NOT NULL,
+  hash          INTEGER NOT NULL,  -- whole-buffer hash
+  chunk_hashes  BLOB NOT NULL,     -- little-endian uint64 per 64 KiB chunk
+  raw           BLOB,              -- the bytes themselves when bytes <= 4096
+  PRIMARY KEY (execution_id, rank, kind, seq)
+) WITHOUT ROWID;
+
+-- Allocator events of a rank in one execution (seq restarts at 0 per execution).
+CREATE TABLE alloc_event (
+  execution_id  INTEGER NOT NULL REFERENCES execution(id),
+  rank          INTEGER NOT NULL,
+  seq           INTEGER NOT NULL,
+  is_free       INTEGER NOT NULL,
+  buffer        INTEGER NOT NULL,  -- buffer id within the execution
+  name          TEXT NOT NULL,
+  pool          TEXT NOT NULL,     -- device | symmetric | host
+  bytes         INTEGER NOT NULL,
+  offset        INTEGER NOT NULL,  -- offset inside the pool's arena
+  stream        INTEGER NOT NULL,
+  PRIMARY KEY (execution_id, rank, seq)
+) WITHOUT ROWID;
+
+-- The op log: every op in host issue order with its stream and access sets.
+CREATE TABLE op (
+  execution_id  INTEGER NOT NULL REFERENCES execution(id),
+  rank          INTEGER NOT NULL,
+  seq           INTEGER NOT NULL,
+  stream        INTEGER NOT NULL,  -- -1: host
+  kind          TEXT NOT NULL,     -- kernel | copy | collective | record | wait | probe | output | host | sync
+  name          TEXT NOT NULL,
+  reads         TEXT NOT NULL,     -- comma-separated buffer ids
+  writes        TEXT NOT NULL,
+  event         INTEGER NOT NULL,  -- event id of record/wait (-1 otherwise; stream id for sync)
+  PRIMARY KEY (execution_id, rank, seq)
+) WITHOUT ROWID;
+
+-- The collective log, numbered per communicator.
+CREATE TABLE collective (
+  execution_id  INTEGER NOT NULL REFERENCES execution(id),
+  rank          INTEGER NOT NULL,
+  seq           INTEGER NOT NULL,
+  kind          TEXT NOT NULL,
+  stream        INTEGER NOT NULL,
+  dtype         TEXT NOT NULL,
+  bytes         INTEGER NOT NULL,
+  root          INTEGER NOT NULL,
+  PRIMARY KEY (execution_id, rank, seq)
+) WITHOUT ROWID;

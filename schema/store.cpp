@@ -1,0 +1,415 @@
+#include "schema/store.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <utility>
+
+#include "runtime/error.h"
+
+namespace cprr {
+namespace {
+
+constexpr int kBusyTimeoutMs = 60'000;
+
+/// The SQL of a statement shortened for messages: one line, at most 80 characters.
+std::string short_sql(std::string_view sql) {
+  std::string out;
+  for (char c : sql) {
+    if (out.size() >= 80) {
+      out += "...";
+      break;
+    }
+    const bool space = c == '\n' || c == '\r' || c == '\t' || c == ' ';
+    if (space && (out.empty() || out.back() == ' ')) continue;
+    out += space ? ' ' : c;
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+/// The file a statement's connection has open, for messages. Taken from SQLite rather than from
+/// the Database object so a Statement never depends on where its Database lives.
+std::string stmt_db_path(sqlite3_stmt* stmt) {
+  sqlite3* db = sqlite3_db_handle(stmt);
+  const char* name = db != nullptr ? sqlite3_db_filename(db, "main") : nullptr;
+  return name != nullptr && *name != '\0' ? name : "(temporary database)";
+}
+
+std::string errmsg(sqlite3* db, int rc) {
+  return db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+}
+
+/// Throws the error for a failure while opening `path`: UsageError for what the user can fix by
+/// passing another path (not a database, corrupt, unreadable/unwritable location), Error otherwise.
+[[noreturn]] void throw_open_error(const std::string& path, sqlite3* db, int rc,
+                                   std::string_view step) {
+  const std::string msg = errmsg(db, rc);
+  switch (rc & 0xff) {
+    case SQLITE_NOTADB:
+      CPRR_THROW_AS(UsageError,
+                    "--db {}: not an SQLite database ({}); pass a cprr database or a new path",
+                    path, msg);
+    case SQLITE_CORRUPT:
+      CPRR_THROW_AS(
+          UsageError,
+          "--db {}: the database is corrupt ({}); restore it from a copy or pass a new path", path,
+          msg);
+    case SQLITE_CANTOPEN:
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_AUTH: {
+      const int err = db != nullptr ? sqlite3_system_errno(db) : 0;
+      const std::string why = err != 0 ? fmt::format("{}: {}", msg, std::strerror(err)) : msg;
+      CPRR_THROW_AS(
+          UsageError,
+          "--db {}: cannot open ({}); check the path and its permissions, or pass another path",
+          path, why);
+    }
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      CPRR_THROW("{}: {}: locked by another process for more than {} s ({})", path, step,
+                 kBusyTimeoutMs / 1000, msg);
+    default:
+      CPRR_THROW("{}: {}: {}", path, step, msg);
+  }
+}
+
+/// Runs a query returning one text value (a pragma) during open; failures go through
+/// throw_open_error, which is where "file is not a database" and corruption surface.
+std::string open_query(sqlite3* db, const std::string& path, const char* sql,
+                       std::string_view step) {
+  // A few statements (switching to WAL while another process switches too) answer SQLITE_BUSY
+  // without consulting the busy handler: retry those until the busy timeout has passed.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  for (int attempt = 0;; ++attempt) {
+    sqlite3_stmt* raw = nullptr;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &raw, nullptr);
+    std::unique_ptr<sqlite3_stmt, decltype(&sqlite3_finalize)> stmt(raw, &sqlite3_finalize);
+    if (rc == SQLITE_OK) rc = sqlite3_step(stmt.get());
+    if (rc == SQLITE_ROW || rc == SQLITE_DONE) {
+      const auto* text = rc == SQLITE_ROW
+                             ? reinterpret_cast<const char*>(sqlite3_column_text(stmt.get(), 0))
+                             : nullptr;
+      return text != nullptr ? std::string(text) : std::string();
+    }
+    if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() > deadline) {
+      throw_open_error(path, db, rc, step);
+    }
+    sqlite3_sleep(std::min(1 + attempt, 20));  // milliseconds
+  }
+}
+
+void open_exec(sqlite3* db, const std::string& path, const std::string& sql,
+               std::string_view step) {
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  if (rc == SQLITE_OK) return;
+  sqlite3_free(err);  // sqlite3_errmsg(db) carries the same text
+  throw_open_error(path, db, rc, step);
+}
+
+struct SchemaState {
+  int64_t version = 0;
+  bool empty = false;
+};
+
+SchemaState read_schema_state(sqlite3* db, const std::string& path) {
+  // One statement, hence one read transaction: another process creating the schema cannot commit
+  // between the two reads (tables seen but version 0 would look like a foreign database).
+  sqlite3_stmt* raw = nullptr;
+  const char* sql =
+      "SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_master)";
+  int rc = sqlite3_prepare_v2(db, sql, -1, &raw, nullptr);
+  std::unique_ptr<sqlite3_stmt, decltype(&sqlite3_finalize)> stmt(raw, &sqlite3_finalize);
+  if (rc != SQLITE_OK) throw_open_error(path, db, rc, "reading the schema version");
+  rc = sqlite3_step(stmt.get());
+  if (rc != SQLITE_ROW) throw_open_error(path, db, rc, "reading the schema version");
+  SchemaState s;
+  s.version = sqlite3_column_int64(stmt.get(), 0);
+  s.empty = sqlite3_column_int64(stmt.get(), 1) == 0;
+  return s;
+}
+
+/// Refuses a database this build cannot use. An empty database (no tables, version 0) passes:
+/// the caller creates the schema or refuses it, depending on the mode.
+void check_schema_state(const SchemaState& s, const std::string& path) {
+  if (s.version > kSchemaVersion) {
+    CPRR_THROW_AS(
+        UsageError,
+        "--db {} has schema version {}, newer than this cprr (version {}): use a newer cprr", path,
+        s.version, kSchemaVersion);
+  }
+  if (s.empty) {
+    if (s.version != 0) {
+      CPRR_THROW_AS(
+          UsageError,
+          "--db {} has schema version {} but no tables; pass a cprr database or a new path", path,
+          s.version);
+    }
+    return;
+  }
+  if (s.version == 0) {
+    CPRR_THROW_AS(UsageError,
+                  "--db {}: not a cprr database (an SQLite database with tables but no cprr schema "
+                  "version); pass a cprr database or a new path",
+                  path);
+  }
+  if (s.version < kSchemaVersion) {
+    CPRR_THROW_AS(UsageError,
+                  "--db {} has schema version {}, written by an older cprr (this cprr uses version "
+                  "{}) and no migration exists: use the cprr that wrote it, or pass a new path",
+                  path, s.version, kSchemaVersion);
+  }
+}
+
+}  // namespace
+
+// ---- Database ---------------------------------------------------------------------------------
+
+Database Database::open(const std::string& path, Mode mode) {
+  const bool writable = mode == Mode::read_write;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      CPRR_THROW_AS(UsageError, "--db {} is a directory; pass the path of a database file", path);
+    }
+  } else if (errno == ENOENT && !writable) {
+    CPRR_THROW_AS(UsageError, "--db {}: no such file; pass an existing cprr database", path);
+  }
+
+  sqlite3* raw = nullptr;
+  const int flags = writable ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
+  const int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
+  // From here the handle (even a failed one) is owned by `db` and closed on every error path.
+  Database db(raw, path);
+  if (rc != SQLITE_OK) throw_open_error(path, raw, rc, "opening");
+  // Before anything else: every later statement may meet another process's lock.
+  sqlite3_busy_timeout(raw, kBusyTimeoutMs);
+  if (writable && sqlite3_db_readonly(raw, "main") == 1) {
+    CPRR_THROW_AS(UsageError,
+                  "--db {}: cannot open for writing (the file is read-only); check its permissions "
+                  "or pass a new path",
+                  path);
+  }
+
+  // The first read of the file: "file is not a database" and corruption are reported here.
+  SchemaState state = read_schema_state(raw, path);
+  check_schema_state(state, path);
+  if (state.empty && !writable) {
+    CPRR_THROW_AS(
+        UsageError,
+        "--db {} is an empty database (no cprr schema); pass a database written by cprecord", path);
+  }
+
+  if (writable) {
+    // Answers "wal" ("memory" for an in-memory database): nothing to check in the answer.
+    open_query(raw, path, "PRAGMA journal_mode=WAL", "enabling the WAL journal");
+  }
+  open_exec(raw, path, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON", "setting pragmas");
+
+  if (state.empty) {
+    // Two processes may create the same new file at once: decide under the write lock.
+    open_exec(raw, path, "BEGIN IMMEDIATE", "creating the schema");
+    try {
+      state = read_schema_state(raw, path);
+      check_schema_state(state, path);
+      if (state.empty) {
+        open_exec(raw, path, std::string(schema_sql()), "creating the schema");
+        open_exec(raw, path, fmt::format("PRAGMA user_version = {}", kSchemaVersion),
+                  "setting the schema version");
+      }
+      open_exec(raw, path, "COMMIT", "committing the schema");
+    } catch (...) {
+      if (sqlite3_get_autocommit(raw) == 0)
+        sqlite3_exec(raw, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+  }
+  return db;
+}
+
+Database::Database(Database&& other) noexcept
+    : db_(std::exchange(other.db_, nullptr)), path_(std::move(other.path_)) {}
+
+Database& Database::operator=(Database&& other) noexcept {
+  if (this != &other) {
+    if (db_ != nullptr) sqlite3_close_v2(db_);
+    db_ = std::exchange(other.db_, nullptr);
+    path_ = std::move(other.path_);
+  }
+  return *this;
+}
+
+Database::~Database() {
+  // close_v2: statements still alive keep the connection as a zombie until they are finalized.
+  if (db_ != nullptr) sqlite3_close_v2(db_);
+}
+
+void Database::exec(std::string_view sql) {
+  CPRR_CHECK(db_ != nullptr, "exec on a closed database: {}", short_sql(sql));
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db_, std::string(sql).c_str(), nullptr, nullptr, &err);
+  if (rc == SQLITE_OK) return;
+  const std::string msg = err != nullptr ? err : errmsg(db_, rc);
+  sqlite3_free(err);
+  CPRR_THROW("{}: {}: {}", path_, short_sql(sql), msg);
+}
+
+int64_t Database::last_insert_id() const { return sqlite3_last_insert_rowid(db_); }
+
+// ---- Statement --------------------------------------------------------------------------------
+
+Statement::Statement(const Database& db, std::string_view sql) : db_(&db) {
+  CPRR_CHECK(db.handle() != nullptr, "prepare on a closed database: {}", short_sql(sql));
+  const int rc = sqlite3_prepare_v3(db.handle(), sql.data(), static_cast<int>(sql.size()),
+                                    SQLITE_PREPARE_PERSISTENT, &stmt_, nullptr);
+  if (rc != SQLITE_OK) {
+    const std::string msg = sqlite3_errmsg(db.handle());
+    sqlite3_finalize(stmt_);
+    stmt_ = nullptr;
+    CPRR_THROW("{}: prepare {}: {}", db.path(), short_sql(sql), msg);
+  }
+  CPRR_CHECK(stmt_ != nullptr, "{}: prepare: no SQL statement in '{}'", db.path(), short_sql(sql));
+}
+
+Statement::Statement(Statement&& other) noexcept
+    : stmt_(std::exchange(other.stmt_, nullptr)), db_(other.db_) {}
+
+Statement::~Statement() { sqlite3_finalize(stmt_); }
+
+namespace {
+
+[[noreturn]] void throw_stmt_error(sqlite3_stmt* stmt, std::string_view what, int rc) {
+  sqlite3* db = sqlite3_db_handle(stmt);
+  CPRR_THROW("{}: {} {}: {}", stmt_db_path(stmt), what, short_sql(sqlite3_sql(stmt)),
+             errmsg(db, rc));
+}
+
+void check_bind(sqlite3_stmt* stmt, int rc, int index) {
+  if (rc != SQLITE_OK) throw_stmt_error(stmt, fmt::format("bind parameter {} of", index), rc);
+}
+
+// SQLite binds NULL for a null pointer; an empty text or blob must stay a (non-NULL) empty value.
+const char kEmpty[1] = {0};
+
+}  // namespace
+
+Statement& Statement::bind(int index, int64_t value) {
+  check_bind(stmt_, sqlite3_bind_int64(stmt_, index, value), index);
+  return *this;
+}
+
+Statement& Statement::bind(int index, double value) {
+  check_bind(stmt_, sqlite3_bind_double(stmt_, index, value), index);
+  return *this;
+}
+
+Statement& Statement::bind(int index, std::string_view text) {
+  const char* data = text.data() != nullptr ? text.data() : kEmpty;
+  check_bind(stmt_,
+             sqlite3_bind_text64(stmt_, index, data, text.size(), SQLITE_TRANSIENT, SQLITE_UTF8),
+             index);
+  return *this;
+}
+
+Statement& Statement::bind_blob(int index, const void* data, std::size_t bytes) {
+  const void* p = data != nullptr && bytes != 0 ? data : kEmpty;
+  check_bind(stmt_, sqlite3_bind_blob64(stmt_, index, p, bytes, SQLITE_TRANSIENT), index);
+  return *this;
+}
+
+Statement& Statement::bind_null(int index) {
+  check_bind(stmt_, sqlite3_bind_null(stmt_, index), index);
+  return *this;
+}
+
+bool Statement::step() {
+  const int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  // SQLITE_BUSY only arrives here once the busy timeout has run out.
+  sqlite3* db = sqlite3_db_handle(stmt_);
+  const std::string msg = errmsg(db, rc);
+  sqlite3_reset(stmt_);  // rewinds so the statement can be used again; bindings are kept
+  CPRR_THROW("{}: {}: {}", stmt_db_path(stmt_), short_sql(sqlite3_sql(stmt_)), msg);
+}
+
+void Statement::run() {
+  while (step()) {
+  }
+  reset();
+}
+
+void Statement::reset() {
+  sqlite3_reset(stmt_);  // returns the last step's error, already reported by step()
+  sqlite3_clear_bindings(stmt_);
+}
+
+namespace {
+
+void check_column(sqlite3_stmt* stmt, int column) {
+  const int n = sqlite3_data_count(stmt);
+  if (column < 0 || column >= n) {
+    CPRR_THROW("{}: column {} of {}: {}", stmt_db_path(stmt), column, short_sql(sqlite3_sql(stmt)),
+               n == 0 ? "no current row (step() did not return true)"
+                      : fmt::format("out of range (the row has {} columns)", n));
+  }
+}
+
+}  // namespace
+
+int64_t Statement::int64(int column) const {
+  check_column(stmt_, column);
+  return sqlite3_column_int64(stmt_, column);
+}
+
+double Statement::real(int column) const {
+  check_column(stmt_, column);
+  return sqlite3_column_double(stmt_, column);
+}
+
+std::string Statement::text(int column) const {
+  check_column(stmt_, column);
+  const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, column));
+  const int n = sqlite3_column_bytes(stmt_, column);
+  return p != nullptr ? std::string(p, static_cast<std::size_t>(n)) : std::string();
+}
+
+std::string Statement::blob(int column) const {
+  check_column(stmt_, column);
+  const auto* p = static_cast<const char*>(sqlite3_column_blob(stmt_, column));
+  const int n = sqlite3_column_bytes(stmt_, column);
+  return p != nullptr ? std::string(p, static_cast<std::size_t>(n)) : std::string();
+}
+
+bool Statement::is_null(int column) const {
+  check_column(stmt_, column);
+  return sqlite3_column_type(stmt_, column) == SQLITE_NULL;
+}
+
+// ---- Transaction ------------------------------------------------------------------------------
+
+Transaction::Transaction(Database& db) : db_(db) { db_.exec("BEGIN IMMEDIATE"); }
+
+Transaction::~Transaction() {
+  // An error inside the transaction may already have rolled it back (SQLite does so for some
+  // errors); ROLLBACK only an open one, and never throw from here.
+  if (!done_ && db_.handle() != nullptr && sqlite3_get_autocommit(db_.handle()) == 0) {
+    sqlite3_exec(db_.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+}
+
+void Transaction::commit() {
+  CPRR_CHECK(!done_, "{}: transaction committed twice", db_.path());
+  db_.exec("COMMIT");  // on failure the transaction stays open and the destructor rolls it back
+  done_ = true;
+}
+
+}  // namespace cprr

@@ -1,0 +1,110 @@
+#pragma once
+// The store: one SQLite file, opened through RAII handles. This header owns the schema version;
+// schema/schema.sql owns the tables (and documents each one).
+//
+// Bump rule: any change to schema.sql that an older cprr could misread (a new table or column,
+// a changed meaning) bumps kSchemaVersion. A database with a newer version than this build is
+// refused with a clear error; an older one is refused too until a migration is written here.
+//
+// Crash safety: WAL journal, synchronous=NORMAL (a committed transaction survives a process
+// crash), explicit transactions that roll back unless committed. Concurrent writers: every write
+// transaction is BEGIN IMMEDIATE and the busy timeout is long, so two cprecord processes sharing
+// one file serialize their transactions and lose nothing.
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cprr {
+
+inline constexpr int kSchemaVersion = 1;
+
+/// The text of schema/schema.sql (generated into the build from that file).
+std::string_view schema_sql();
+
+/// An open database. Move-only; closes on destruction.
+class Database {
+ public:
+  enum class Mode { read_write, read_only };
+
+  /// Opens `path`. read_write creates the file and the schema when missing (user_version 0 and no
+  /// tables); read_only requires an existing file. Throws UsageError, naming the path and what to
+  /// do, for: a file that is not an SQLite database, a corrupt database, a schema version newer
+  /// (or older) than kSchemaVersion, a missing file in read_only mode, an unwritable location.
+  static Database open(const std::string& path, Mode mode);
+
+  Database(Database&& other) noexcept;
+  Database& operator=(Database&& other) noexcept;
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+  ~Database();
+
+  sqlite3* handle() const { return db_; }
+  const std::string& path() const { return path_; }
+  /// Runs SQL without results (may contain several statements). Throws cprr::Error with the
+  /// SQLite message and the path.
+  void exec(std::string_view sql);
+  /// Rowid of the last INSERT on this connection.
+  int64_t last_insert_id() const;
+
+ private:
+  Database(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  sqlite3* db_ = nullptr;
+  std::string path_;
+};
+
+/// A prepared statement. Bind indexes are 1-based like SQLite's; column indexes 0-based.
+class Statement {
+ public:
+  Statement(const Database& db, std::string_view sql);
+  Statement(Statement&& other) noexcept;
+  Statement& operator=(Statement&&) = delete;
+  Statement(const Statement&) = delete;
+  ~Statement();
+
+  Statement& bind(int index, int64_t value);
+  Statement& bind(int index, double value);
+  Statement& bind(int index, std::string_view text);
+  Statement& bind_blob(int index, const void* data, std::size_t bytes);
+  Statement& bind_null(int index);
+  /// Binds a uint64 hash as the INTEGER with the same bit pattern.
+  Statement& bind_u64(int index, uint64_t value) { return bind(index, static_cast<int64_t>(value)); }
+
+  /// Steps once: true when a row is available, false when done. Throws cprr::Error on failure
+  /// (message has the SQL, the SQLite error and the database path).
+  bool step();
+  /// Steps to completion (for INSERT/UPDATE), then resets for the next bind.
+  void run();
+  /// Clears bindings and rewinds, keeping the compiled statement.
+  void reset();
+
+  int64_t int64(int column) const;
+  uint64_t u64(int column) const { return static_cast<uint64_t>(int64(column)); }
+  double real(int column) const;
+  std::string text(int column) const;
+  std::string blob(int column) const;
+  bool is_null(int column) const;
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+  const Database* db_;
+};
+
+/// BEGIN IMMEDIATE on construction; ROLLBACK on destruction unless commit() was called.
+class Transaction {
+ public:
+  explicit Transaction(Database& db);
+  ~Transaction();
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  void commit();
+
+ private:
+  Database& db_;
+  bool done_ = false;
+};
+
+}  // namespace cprr

@@ -1,0 +1,243 @@
+// End-to-end: the two CLIs on the corpus. cprecord --mode both records a subset with the seeded
+// state-leak bugs and their twins; cpreplay must call the victims state_leak and name the polluter.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "replayer/record_reader.h"
+#include "schema/store.h"
+
+namespace cprr {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Cmd {
+  int code = -1;
+  std::string out;
+};
+
+// Runs a command line through the shell, capturing stdout; stderr is discarded unless merged.
+Cmd run(const std::string& cmdline, bool merge_stderr = false) {
+  Cmd r;
+  FILE* p = ::popen((cmdline + (merge_stderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+Cmd run_stderr(const std::string& cmdline) { return run(cmdline, true); }
+
+std::string temp_dir() {
+  std::string t = "/tmp/cprr-cli-XXXXXX";
+  EXPECT_NE(::mkdtemp(t.data()), nullptr);
+  return t;
+}
+
+const std::string kRecord = CPRR_CPRECORD_PATH;
+const std::string kReplay = CPRR_CPREPLAY_PATH;
+const std::string kFilter =
+    "'^(bug|fixed)/(global_rng|config_mutation)|^healthy/noop@2|^healthy/all_reduce\\{count=1,dtype=i32\\}@2'";
+
+// One recorded run shared by the suite: recording is the expensive part.
+class ReplayCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(temp_dir());
+    const Cmd r = run(kRecord + " --db " + db() + " --mode both --json --junit " + *dir_ +
+                      "/run.xml --filter " + kFilter);
+    code_ = r.code;
+    doc_ = new nlohmann::json(nlohmann::json::parse(r.out));
+    for (const auto& c : (*doc_)["cases"]) (*ids_)[c["label"].get<std::string>()] = c["id"];
+  }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+    delete doc_;
+  }
+  static std::string db() { return *dir_ + "/run.db"; }
+  static int64_t id(const std::string& label) { return ids_->at(label); }
+
+  static nlohmann::json replay(int64_t case_id, int* code) {
+    const Cmd r = run(kReplay + " --db " + db() + " --case " + std::to_string(case_id) + " --json");
+    *code = r.code;
+    return nlohmann::json::parse(r.out);
+  }
+
+  static inline std::string* dir_ = nullptr;
+  static inline nlohmann::json* doc_ = nullptr;
+  static inline std::map<std::string, int64_t>* ids_ = new std::map<std::string, int64_t>();
+  static inline int code_ = -1;
+};
+
+TEST_F(ReplayCli, RecordBothFlagsTheBugVictimsAndNotTheTwins) {
+  EXPECT_EQ(code_, 0) << "seeded bugs are expected to diverge; nothing else may";
+  std::set<std::string> flagged;
+  for (const auto& c : (*doc_)["cases"]) {
+    if (!c["fresh_vs_pool"].is_null()) flagged.insert(c["label"]);
+  }
+  EXPECT_EQ(flagged, (std::set<std::string>{
+                         "bug/global_rng{n=4096}@2", "bug/global_rng{n=4096}@4",
+                         "bug/config_mutation{format=bshd}@2", "bug/config_mutation{format=bshd}@4"}));
+  EXPECT_TRUE((*doc_)["run"].is_number_integer());
+  EXPECT_TRUE(std::filesystem::exists(*dir_ + "/run.xml"));
+}
+
+TEST_F(ReplayCli, ReplayNamesThePolluterOfTheGlobalRng) {
+  int code = 0;
+  const auto r = replay(id("bug/global_rng{n=4096}@2"), &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(r["verdict"], "state_leak");
+  EXPECT_EQ(r["polluters"], nlohmann::json::array({id("bug/global_rng{n=256}@2")}));
+  const auto& d = r["first_divergence"];
+  ASSERT_FALSE(d.is_null());
+  EXPECT_EQ(d["kind"], "output");
+  EXPECT_EQ(d["name"], "sum");
+  EXPECT_EQ(d["byte_range"], nlohmann::json::array({0, 16384}));
+  // One polluter among N predecessors: at most ceil(log2 N) + 2 delta-debugging replays.
+  const auto n = r["predecessors"].get<int>();
+  ASSERT_GE(n, 2);
+  EXPECT_LE(r["ddmin_replays"].get<int>(), static_cast<int>(std::ceil(std::log2(n))) + 2);
+}
+
+TEST_F(ReplayCli, ReplayNamesThePolluterOfTheConfigMutation) {
+  int code = 0;
+  const auto r = replay(id("bug/config_mutation{format=bshd}@4"), &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(r["verdict"], "state_leak");
+  EXPECT_EQ(r["polluters"], nlohmann::json::array({id("bug/config_mutation{format=thd}@4")}));
+  EXPECT_EQ(r["recorded"]["pool"], "fail");
+  EXPECT_EQ(r["recorded"]["fresh"], "pass");
+}
+
+TEST_F(ReplayCli, TwinsAndHealthyCasesReproduce) {
+  for (const char* label : {"fixed/global_rng{n=4096}@2", "fixed/config_mutation{format=bshd}@2",
+                            "healthy/all_reduce{count=1,dtype=i32}@2"}) {
+    int code = 1;
+    const auto r = replay(id(label), &code);
+    EXPECT_EQ(r["verdict"], "reproduced") << label;
+    EXPECT_EQ(code, 0) << label;
+    EXPECT_TRUE(r["polluters"].empty()) << label;
+    EXPECT_TRUE(r["first_divergence"].is_null()) << label;
+  }
+}
+
+TEST_F(ReplayCli, ListShowsRunsAndCasesAndWhichDiffer) {
+  const Cmd r = run(kReplay + " --db " + db() + " --list --json");
+  ASSERT_EQ(r.code, 0);
+  const auto doc = nlohmann::json::parse(r.out);
+  ASSERT_EQ(doc["runs"].size(), 1u);
+  EXPECT_TRUE(doc["runs"][0]["complete"].get<bool>());
+  EXPECT_EQ(doc["cases"].size(), (*doc_)["cases"].size());
+  int differ = 0;
+  for (const auto& c : doc["cases"]) differ += c["fresh_vs_pool_differs"].get<bool>() ? 1 : 0;
+  EXPECT_EQ(differ, 4);
+}
+
+TEST_F(ReplayCli, BadInputsExitTwoWithAClearMessage) {
+  const std::string dir = temp_dir();
+  {
+    std::ofstream(dir + "/text.db") << "this is not a database, just text\n";
+  }
+  {
+    Database d = Database::open(dir + "/newer.db", Database::Mode::read_write);
+    d.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion + 1));
+  }
+  struct Bad {
+    std::string args;
+    std::string message;
+  };
+  for (const Bad& b : {Bad{"--db " + dir + "/missing.db --list", "no such file"},
+                       Bad{"--db " + dir + "/text.db --list", "not an SQLite database"},
+                       Bad{"--db " + dir + "/newer.db --list", "newer"},
+                       Bad{"--db " + db() + " --case 999999", "no such case"},
+                       Bad{"--db " + db(), "exactly one of --list and --case"}}) {
+    const Cmd r = run_stderr(kReplay + " " + b.args);
+    EXPECT_EQ(r.code, 2) << b.args << ": " << r.out;
+    EXPECT_THAT(r.out, HasSubstr(b.message)) << b.args;
+  }
+  const Cmd rec = run_stderr(kRecord + " --db " + dir + "/text.db --filter noop@2");
+  EXPECT_EQ(rec.code, 2);
+  EXPECT_THAT(rec.out, HasSubstr("not an SQLite database"));
+  std::filesystem::remove_all(dir);
+}
+
+// A recorder killed mid-run keeps every execution it completed, and the run shows incomplete.
+TEST(ReplayCliCrash, KilledRecorderLeavesCompletedExecutionsAndAnIncompleteRun) {
+  const std::string dir = temp_dir();
+  const std::string db = dir + "/killed.db";
+  const std::string cmd = kRecord + " --db " + db + " --worker " CPRR_FIXTURE_WORKER_PATH +
+                          " --timeout 120 --filter '^test/(ok|stall)@2$' > /dev/null 2>&1";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Wait until the first execution is committed, then kill the recorder without warning.
+  bool committed = false;
+  for (int i = 0; i < 300 && !committed; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    try {
+      Database d = Database::open(db, Database::Mode::read_only);
+      Statement st(d, "SELECT count(*) FROM execution");
+      committed = st.step() && st.int64(0) >= 1;
+    } catch (const std::exception&) {
+    }
+  }
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(committed) << "the first execution was never committed";
+  const RecordReader reader(db);
+  const auto runs = reader.runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_FALSE(runs[0].finished_at.has_value());
+  EXPECT_FALSE(runs[0].exit_code.has_value());
+  const auto cases = reader.cases();
+  ASSERT_EQ(cases.size(), 2u);
+  const auto execs = reader.executions(cases[0].id);
+  ASSERT_EQ(execs.size(), 1u);
+  EXPECT_EQ(execs[0].result.status, ExecStatus::pass);
+  EXPECT_TRUE(reader.executions(cases[1].id).empty());
+  const Cmd list = run(kReplay + " --db " + db + " --list");
+  EXPECT_THAT(list.out, HasSubstr("INCOMPLETE"));
+  std::filesystem::remove_all(dir);
+}
+
+// Two recorders writing one database at the same time lose nothing.
+TEST(ReplayCliConcurrency, TwoRecordersShareOneDatabase) {
+  const std::string dir = temp_dir();
+  const std::string db = dir + "/shared.db";
+  const std::string cmd = kRecord + " --db " + db + " --mode both --repeat 3 --filter '^healthy/noop@2$' > /dev/null";
+  std::thread a([&] { EXPECT_EQ(run(cmd).code, 0); });
+  std::thread b([&] { EXPECT_EQ(run(cmd).code, 0); });
+  a.join();
+  b.join();
+  const RecordReader reader(db);
+  const auto runs = reader.runs();
+  ASSERT_EQ(runs.size(), 2u);
+  for (const auto& r : runs) EXPECT_EQ(r.exit_code, 0);
+  int executions = 0;
+  for (const auto& c : reader.cases()) executions += static_cast<int>(reader.executions(c.id).size());
+  EXPECT_EQ(executions, 2 * 3 * 2);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace cprr
