@@ -21,10 +21,19 @@ if(NOT CPRR_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES 90)  # H100/H200, the GPU machine
     endif()
     enable_language(CUDA)
+    # CMake 3.25 (Debian 12) predates nvcc's C++20 support: teach it the flag.
+    if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    endif()
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
+    # cudart is linked statically so binaries built here run on the GPU machine without carrying
+    # it; NCCL is found there as libnccl.so.2 (../shared/design/DEVICE.md).
     add_library(cprr_nccl INTERFACE)
     target_include_directories(cprr_nccl INTERFACE ${NCCL_INCLUDE_DIR})
-    target_link_libraries(cprr_nccl INTERFACE ${NCCL_LIBRARY} CUDA::cudart)
+    target_link_libraries(cprr_nccl INTERFACE ${NCCL_LIBRARY} CUDA::cudart_static)
     set(CPRR_HAVE_CUDA ON)
     message(STATUS "cprr: CUDA backend enabled (nccl: ${NCCL_LIBRARY})")
   elseif(CPRR_CUDA STREQUAL "ON")

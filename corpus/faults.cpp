@@ -37,7 +37,8 @@ CPRR_WORKER_INIT(nccl_style_banner) {
 }
 
 CPRR_CASE(banner_flood, "healthy/banner_flood",
-          {.world_sizes = {2, 4}, .grid = {{"mib", {"100"}}},
+          {.world_sizes = {2, 4},
+           .grid = {{"mib", {"100"}}},
            .description = "floods fd 1 and fd 2 between collectives; results must stay intact"}) {
   const uint64_t half = static_cast<uint64_t>(ctx.param_int("mib")) << 19;  // mib/2 MiB per fd
   const Buffer buf = ctx.alloc("data", 1 << 16);
@@ -49,13 +50,14 @@ CPRR_CASE(banner_flood, "healthy/banner_flood",
   flood(2, half);
   flood(1, half - half / 2);
   ctx.output("sum", buf, DType::i32);
-  ctx.synchronize();
+  const std::vector<int32_t> sum = ctx.read<int32_t>(ctx.stream(), buf);
   const int w = ctx.world_size();
-  CPRR_EXPECT(buf.as<int32_t>()[5] == 5 * w + w * (w - 1) / 2, "sum corrupted: {}", buf.as<int32_t>()[5]);
+  CPRR_EXPECT(sum[5] == 5 * w + w * (w - 1) / 2, "sum corrupted: {}", sum[5]);
 }
 
 CPRR_CASE(segfault_rank, "bug/segfault_rank",
-          {.world_sizes = {2, 4}, .expect = Expect::crash,
+          {.world_sizes = {2, 4},
+           .expect = Expect::crash,
            .description = "the last rank writes to a PROT_NONE page after one collective"}) {
   const Buffer buf = ctx.alloc("data", 1024);
   ctx.all_reduce(ctx.stream(), buf, DType::f32);
@@ -74,7 +76,9 @@ CPRR_CASE(segfault_rank, "bug/segfault_rank",
 }
 
 CPRR_CASE(skip_collective, "bug/skip_collective",
-          {.world_sizes = {2, 4}, .expect = Expect::hang, .timeout_s = 3,
+          {.world_sizes = {2, 4},
+           .expect = Expect::hang,
+           .timeout_s = 3,
            .description = "the last rank skips the second all_reduce; the others wait forever"}) {
   const Buffer buf = ctx.alloc("data", 4096);
   ctx.all_reduce(ctx.stream(), buf, DType::f32);

@@ -6,7 +6,8 @@
 namespace cprr {
 
 CPRR_CASE(two_stream_pipeline, "healthy/two_stream_pipeline",
-          {.world_sizes = {2, 4}, .grid = {{"n", {"4096", "1048576"}}},
+          {.world_sizes = {2, 4},
+           .grid = {{"n", {"4096", "1048576"}}},
            .description = "producer stream -> event -> consumer stream -> all_reduce"}) {
   const auto n = static_cast<uint64_t>(ctx.param_int("n"));
   const Stream producer = ctx.create_stream("producer");
@@ -14,12 +15,13 @@ CPRR_CASE(two_stream_pipeline, "healthy/two_stream_pipeline",
   const Buffer x = ctx.alloc("x", n * 4, MemPool::device, producer);
   const Buffer y = ctx.alloc("y", n * 4, MemPool::device, producer);
   const Buffer out = ctx.alloc("out", n * 4, MemPool::device, consumer);
-  ctx.launch(producer, "fill_x", n, kernels::FillRandom<float>{x.as<float>(), ctx.seed() ^ ctx.rank()},
-             Access{{}, {x}});
+  ctx.launch(producer, "fill_x", n,
+             kernels::FillRandom<float>{x.as<float>(), ctx.seed() ^ ctx.rank()}, Access{{}, {x}});
   ctx.launch(producer, "fill_y", n, kernels::FillRandom<float>{y.as<float>(), ctx.seed() + 1},
              Access{{}, {y}});
   ctx.wait(consumer, ctx.record(producer));
-  ctx.launch(consumer, "axpy", n, kernels::Axpy{out.as<float>(), x.as<float>(), y.as<float>(), 2.0f},
+  ctx.launch(consumer, "axpy", n,
+             kernels::Axpy{out.as<float>(), x.as<float>(), y.as<float>(), 2.0f},
              Access{{x, y}, {out}});
   ctx.probe("axpy", out, DType::f32, consumer);
   ctx.all_reduce(consumer, out, DType::f32);
@@ -30,7 +32,8 @@ CPRR_CASE(two_stream_pipeline, "healthy/two_stream_pipeline",
 // computes on the KV block it holds (compute stream) while passing that block to its right
 // neighbour and receiving the left one's (comm stream), then folds the step into its result.
 CPRR_CASE(cp_ring, "healthy/cp_ring",
-          {.world_sizes = {2, 4}, .grid = {{"block", {"1024", "65536"}}},
+          {.world_sizes = {2, 4},
+           .grid = {{"block", {"1024", "65536"}}},
            .description = "context-parallel ring: compute / exchange / combine per step"}) {
   const auto n = static_cast<uint64_t>(ctx.param_int("block"));
   const int w = ctx.world_size();
@@ -43,11 +46,14 @@ CPRR_CASE(cp_ring, "healthy/cp_ring",
   const Buffer partial = ctx.alloc("partial", n * 4, MemPool::device, compute);
   const Buffer acc = ctx.alloc("acc", n * 4, MemPool::device, compute);
   const Buffer max_logit = ctx.alloc("max_logit", n * 4, MemPool::device, compute);
-  ctx.launch(compute, "fill_q", n, kernels::FillRandom<float>{q.as<float>(), ctx.seed() + 17 * ctx.rank()},
+  ctx.launch(compute, "fill_q", n,
+             kernels::FillRandom<float>{q.as<float>(), ctx.seed() + 17 * ctx.rank()},
              Access{{}, {q}});
-  ctx.launch(compute, "fill_kv", n, kernels::FillRandom<float>{kv[0].as<float>(), ctx.seed() + 31 * ctx.rank()},
+  ctx.launch(compute, "fill_kv", n,
+             kernels::FillRandom<float>{kv[0].as<float>(), ctx.seed() + 31 * ctx.rank()},
              Access{{}, {kv[0]}});
-  ctx.launch(compute, "zero_acc", n, kernels::FillConst<float>{acc.as<float>(), 0.0f}, Access{{}, {acc}});
+  ctx.launch(compute, "zero_acc", n, kernels::FillConst<float>{acc.as<float>(), 0.0f},
+             Access{{}, {acc}});
   ctx.launch(compute, "init_max", n, kernels::FillConst<float>{max_logit.as<float>(), -1e30f},
              Access{{}, {max_logit}});
   Event computed = ctx.record(compute);
@@ -64,7 +70,8 @@ CPRR_CASE(cp_ring, "healthy/cp_ring",
       ctx.all_to_all_v(comm, cur, send, nxt, recv, DType::f32);
       exchanged = ctx.record(comm);
     }
-    ctx.launch(compute, "attend", n, kernels::AttendStep{partial.as<float>(), q.as<float>(), cur.as<float>(), n},
+    ctx.launch(compute, "attend", n,
+               kernels::AttendStep{partial.as<float>(), q.as<float>(), cur.as<float>(), n},
                Access{{q, cur}, {partial}});
     ctx.launch(compute, "combine", n,
                kernels::CombineStep{acc.as<float>(), max_logit.as<float>(), partial.as<float>()},

@@ -29,13 +29,14 @@ void attend_with(Context& ctx, const AttnConfig& cfg, const std::string& format)
   const uint64_t n = 4096;
   const Buffer scores = ctx.alloc("scores", n * 4);
   const float bias = cfg.mask == "causal" ? 0.0f : 1.0f;
-  ctx.launch(ctx.stream(), "fill", n, kernels::FillConst<float>{scores.as<float>(), bias + cfg.heads},
-             Access{{}, {scores}});
+  ctx.launch(ctx.stream(), "fill", n,
+             kernels::FillConst<float>{scores.as<float>(), bias + cfg.heads}, Access{{}, {scores}});
   ctx.all_reduce(ctx.stream(), scores, DType::f32);
   ctx.output("scores", scores, DType::f32);
   ctx.synchronize();
   // The kernel behind the format supports only these masks (seed 001's assert).
-  const bool supported = format == "thd" ? cfg.mask == "padding_causal" : cfg.mask == "causal" || cfg.mask == "no_mask";
+  const bool supported = format == "thd" ? cfg.mask == "padding_causal"
+                                         : cfg.mask == "causal" || cfg.mask == "no_mask";
   CPRR_EXPECT(supported, "format {} does not support mask '{}'", format, cfg.mask);
 }
 
@@ -55,7 +56,8 @@ void sum_random_inputs(Context& ctx, Rng& rng) {
   const auto n = static_cast<uint64_t>(ctx.param_int("n"));
   const Buffer host = ctx.alloc("host_inputs", n * 4, MemPool::host);
   const Buffer dev = ctx.alloc("inputs", n * 4);
-  for (uint64_t i = 0; i < n; ++i) host.as<int32_t>()[i] = static_cast<int32_t>(rng.uniform(0, 999));
+  for (uint64_t i = 0; i < n; ++i)
+    host.as<int32_t>()[i] = static_cast<int32_t>(rng.uniform(0, 999));
   ctx.host_access("draw inputs", Access{{}, {host}});
   ctx.copy(ctx.stream(), dev, host);
   ctx.all_reduce(ctx.stream(), dev, DType::i32);
@@ -65,7 +67,8 @@ void sum_random_inputs(Context& ctx, Rng& rng) {
 }  // namespace
 
 CPRR_CASE(config_mutation, "bug/config_mutation",
-          {.world_sizes = {2, 4}, .grid = {{"format", {"thd", "bshd"}}},
+          {.world_sizes = {2, 4},
+           .grid = {{"format", {"thd", "bshd"}}},
            .description = "the thd branch rewrites a shared config in place; a later bshd case "
                           "reading the same entry fails only pooled",
            .seeded_bug = "state_leak"}) {
@@ -75,7 +78,8 @@ CPRR_CASE(config_mutation, "bug/config_mutation",
 }
 
 CPRR_CASE(config_mutation_fixed, "fixed/config_mutation",
-          {.world_sizes = {2, 4}, .grid = {{"format", {"thd", "bshd"}}},
+          {.world_sizes = {2, 4},
+           .grid = {{"format", {"thd", "bshd"}}},
            .description = "the twin: the thd branch adjusts its own copy of the config"}) {
   // Its own table entry, so the bug case's pollution of cp_1_0 cannot reach it; and a copy, so it
   // pollutes nothing itself.
@@ -85,7 +89,8 @@ CPRR_CASE(config_mutation_fixed, "fixed/config_mutation",
 }
 
 CPRR_CASE(global_rng, "bug/global_rng",
-          {.world_sizes = {2, 4}, .grid = {{"n", {"256", "4096"}}},
+          {.world_sizes = {2, 4},
+           .grid = {{"n", {"256", "4096"}}},
            .description = "inputs from a process-wide generator the case never reseeds",
            .seeded_bug = "state_leak"}) {
   sum_random_inputs(ctx, user_rng());
@@ -95,7 +100,8 @@ CPRR_CASE(global_rng, "bug/global_rng",
 CPRR_RESET_HOOK(reseed_fixed_rng) { fixed_rng().reseed(1234); }
 
 CPRR_CASE(global_rng_fixed, "fixed/global_rng",
-          {.world_sizes = {2, 4}, .grid = {{"n", {"256", "4096"}}},
+          {.world_sizes = {2, 4},
+           .grid = {{"n", {"256", "4096"}}},
            .description = "the twin: a reset hook reseeds the generator before every case"}) {
   sum_random_inputs(ctx, fixed_rng());
 }

@@ -4,6 +4,7 @@
 // (integer ops, float add/mul/fmax) so both backends agree bit for bit.
 #include <cstdint>
 
+#include "kernels/device_launch.h"
 #include "kernels/hd.h"
 #include "kernels/rng.h"
 
@@ -69,5 +70,20 @@ struct CombineStep {
     max_logit[i] = max_logit[i] > partial[i] ? max_logit[i] : partial[i];
   }
 };
+
+// Every functor above has a device build (kernels/corpus_kernels.cu instantiates the fills for
+// u8, i32, i64, f32 and f64).
+template <class T>
+inline constexpr bool kDeviceKernel<FillRandom<T>> = true;
+template <class T>
+inline constexpr bool kDeviceKernel<FillIota<T>> = true;
+template <class T>
+inline constexpr bool kDeviceKernel<FillConst<T>> = true;
+template <>
+inline constexpr bool kDeviceKernel<Axpy> = true;
+template <>
+inline constexpr bool kDeviceKernel<AttendStep> = true;
+template <>
+inline constexpr bool kDeviceKernel<CombineStep> = true;
 
 }  // namespace cprr::kernels

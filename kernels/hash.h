@@ -12,6 +12,7 @@
 // Chunks are independent, so a device computes them in parallel and the whole hash is one more
 // tiny XXH3 over the chunk hashes. Seeding the whole hash with n separates buffers whose chunk
 // hashes agree but whose lengths differ.
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -34,5 +35,13 @@ Digest hash_buffer(const void* data, std::size_t bytes);
 constexpr std::size_t hash_chunk_count(std::size_t bytes) {
   return (bytes + kHashChunkBytes - 1) / kHashChunkBytes;
 }
+
+/// The whole hash of a `bytes`-byte buffer from its `count` chunk hashes (count must equal
+/// hash_chunk_count(bytes)); the one home of that step, shared by hash_buffer and device hashing.
+uint64_t whole_hash_of_chunks(const uint64_t* chunks, std::size_t count, std::size_t bytes);
+
+/// XXH3's 192-byte secret for seed 0, obtained from libxxhash at run time so the device twin
+/// (kernels/xxh3_hd.h) can hash without cprr carrying a copy of XXH3's built-in secret table.
+std::array<uint8_t, 192> xxh3_seed0_secret();
 
 }  // namespace cprr

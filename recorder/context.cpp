@@ -25,6 +25,7 @@ Context::Context(RankState& state, std::string case_name, Params params, uint64_
       placement_(placement),
       rng_(splitmix64(seed ^ splitmix64(static_cast<uint64_t>(state.rank) + 1))) {
   for (auto& engine : state_.engines) engine->set_policy(placement_);
+  if (!state_.hasher) state_.hasher = make_capture_hasher(*state_.backend);
 }
 
 const std::string& Context::param(std::string_view key) const {
@@ -70,8 +71,8 @@ void Context::free(const Buffer& b) {
 
 void Context::log_alloc(bool is_free, uint32_t id, const Live& live, int stream) {
   logs_.allocs.push_back(AllocRecord{logs_.allocs.size(), is_free, id, live.name,
-                                     std::string(mem_pool_name(live.pool)), live.bytes,
-                                     live.offset, stream});
+                                     std::string(mem_pool_name(live.pool)), live.bytes, live.offset,
+                                     stream});
 }
 
 void Context::log_op(int stream, std::string kind, std::string name, const Access& access,
@@ -119,6 +120,12 @@ void Context::copy(Stream s, const Buffer& dst, const Buffer& src, uint64_t byte
   state_.backend->copy_async(s.id, dst.ptr, src.ptr, bytes);
 }
 
+void Context::read_bytes(Stream s, const Buffer& b, void* dst, uint64_t bytes) {
+  log_op(s.id, "copy", "read back", Access{{b}, {}});
+  state_.backend->copy_async(s.id, dst, b.ptr, bytes);
+  state_.backend->synchronize(s.id);
+}
+
 void Context::host_access(std::string name, const Access& access) {
   log_op(-1, "host", std::move(name), access);
 }
@@ -129,8 +136,11 @@ CaseCapture Context::finish() {
     free(Buffer{id, state_.backend->arena_base(live.pool) + live.offset, live.bytes, live.pool});
   }
   state_.backend->release_events();
-  logs_.probes.assign(std::make_move_iterator(probes_.begin()), std::make_move_iterator(probes_.end()));
-  logs_.outputs.assign(std::make_move_iterator(outputs_.begin()), std::make_move_iterator(outputs_.end()));
+  state_.hasher->complete();
+  logs_.probes.assign(std::make_move_iterator(probes_.begin()),
+                      std::make_move_iterator(probes_.end()));
+  logs_.outputs.assign(std::make_move_iterator(outputs_.begin()),
+                       std::make_move_iterator(outputs_.end()));
   return std::move(logs_);
 }
 

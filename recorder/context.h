@@ -11,8 +11,10 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/device_launch.h"
 #include "kernels/rng.h"
 #include "recorder/capture.h"
+#include "recorder/capture_hasher.h"
 #include "runtime/backend.h"
 #include "runtime/error.h"
 #include "runtime/placement.h"
@@ -64,6 +66,10 @@ struct RankState {
   int world_size = 1;
   std::unique_ptr<Backend> backend;
   std::array<std::unique_ptr<PlacementEngine>, 3> engines;  // indexed by MemPool
+  std::unique_ptr<CaptureHasher> hasher;  ///< made on first use, for the backend above
+  /// False when the worker runs with CPRR_CAPTURE=off: probes and outputs are logged but not
+  /// hashed. Only for measuring what recording costs (tools/bench); replay needs the hashes.
+  bool capture = true;
 };
 
 /// What a case body is given. Not thread-safe: call it from the case body's thread.
@@ -111,9 +117,21 @@ class Context {
   template <class F>
   void launch(Stream s, std::string name, uint64_t n, F f, const Access& access) {
     log_op(s.id, "kernel", name, access);
+    if (state_.backend->device_kernels()) {
+      launch_on_device(s, std::move(name), n, f);
+      return;
+    }
     state_.backend->enqueue_host(s.id, "kernel " + name, [f, n] {
       for (uint64_t i = 0; i < n; ++i) f(i);
     });
+  }
+  /// Copies `b` to the host once stream `s` reaches this point and waits for it: how a case
+  /// checks results on every backend (CUDA device memory is not host-accessible).
+  template <class T>
+  std::vector<T> read(Stream s, const Buffer& b) {
+    std::vector<T> out(b.bytes / sizeof(T));
+    read_bytes(s, b, out.data(), out.size() * sizeof(T));
+    return out;
   }
   /// Copies `bytes` (default: all of src) from src to dst in stream order (H2D, D2H or D2D).
   void copy(Stream s, const Buffer& dst, const Buffer& src, uint64_t bytes = UINT64_MAX);
@@ -125,10 +143,16 @@ class Context {
   /// `out` holds world_size * in.bytes.
   void all_gather(Stream s, const Buffer& in, const Buffer& out, DType dtype);
   /// Counts are elements per peer, packed in rank order in `in` and `out`.
-  void all_to_all_v(Stream s, const Buffer& in, std::vector<int64_t> send_counts,
-                    const Buffer& out, std::vector<int64_t> recv_counts, DType dtype);
+  void all_to_all_v(Stream s, const Buffer& in, std::vector<int64_t> send_counts, const Buffer& out,
+                    std::vector<int64_t> recv_counts, DType dtype);
   void broadcast(Stream s, const Buffer& buf, DType dtype, int root);
   void barrier(Stream s);
+
+  // ---- native handles, for real code (what they do is not captured) ----
+  /// The cudaStream_t behind `s`, or nullptr on the CPU backend.
+  void* native_stream(Stream s) { return state_.backend->native_stream(s.id); }
+  /// The ncclComm_t of the world, or nullptr on the CPU backend.
+  void* native_comm() { return state_.backend->native_comm(); }
 
   // ---- captures ----
   /// Hashes `b` when stream `s` reaches this point: an intermediate that replay compares in order.
@@ -152,6 +176,22 @@ class Context {
   };
   void log_op(int stream, std::string kind, std::string name, const Access& access,
               int64_t event = -1);
+  void read_bytes(Stream s, const Buffer& b, void* dst, uint64_t bytes);
+  template <class F>
+  void launch_on_device(Stream s, std::string name, uint64_t n, const F& f) {
+    if constexpr (kernels::kDeviceKernel<F>) {
+#if CPRR_HAVE_CUDA
+      kernels::device_launch(f, n, state_.backend->native_stream(s.id));
+      state_.backend->note_launch(s.id, "kernel " + name);
+      return;
+#endif
+    }
+    CPRR_THROW_AS(CaseFailure,
+                  "kernel '{}' has no device build, so it cannot run on the {} backend: make it a "
+                  "CPRR_HD functor with kDeviceKernel and CPRR_DEVICE_KERNEL "
+                  "(kernels/device_launch.h)",
+                  name, state_.backend->name());
+  }
   void log_alloc(bool is_free, uint32_t id, const Live& live, int stream);
   void enqueue_collective(Stream s, CollectiveCall call, const Access& access);
   void capture(bool is_output, std::string name, const Buffer& b, DType dtype,
@@ -177,9 +217,9 @@ class Context {
 
 /// Checks a condition inside a case body; failure ends the case on this rank as `fail` with the
 /// file, line and formatted message.
-#define CPRR_EXPECT(cond, ...)                                                         \
-  do {                                                                                 \
-    if (!(cond))                                                                       \
-      ::cprr::throw_at<::cprr::CaseFailure>(                                           \
+#define CPRR_EXPECT(cond, ...)                                                                 \
+  do {                                                                                         \
+    if (!(cond))                                                                               \
+      ::cprr::throw_at<::cprr::CaseFailure>(                                                   \
           __FILE__, __LINE__, "expectation failed: " #cond ": " + ::fmt::format(__VA_ARGS__)); \
   } while (0)

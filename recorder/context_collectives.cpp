@@ -24,17 +24,21 @@ int64_t total(const std::vector<int64_t>& counts) {
 
 void Context::enqueue_collective(Stream s, CollectiveCall call, const Access& access) {
   call.seq = next_collective_++;
-  const uint64_t bytes =
-      call.kind == "all_to_all_v" ? total(call.send_counts) * dtype_size(call.dtype)
-                                  : call.count * dtype_size(call.dtype);
-  logs_.collectives.push_back(
-      CollectiveRecord{call.seq, call.kind, s.id, call.dtype, bytes, call.kind == "broadcast" ? call.root : -1});
+  const uint64_t bytes = call.kind == "all_to_all_v"
+                             ? total(call.send_counts) * dtype_size(call.dtype)
+                             : call.count * dtype_size(call.dtype);
+  logs_.collectives.push_back(CollectiveRecord{call.seq, call.kind, s.id, call.dtype, bytes,
+                                               call.kind == "broadcast" ? call.root : -1});
   log_op(s.id, "collective", call.kind, access);
   state_.backend->collective(s.id, std::move(call));
 }
 
 void Context::all_reduce(Stream s, const Buffer& buf, DType dtype, ReduceOp op) {
-  CollectiveCall c{.kind = "all_reduce", .dtype = dtype, .op = op, .in = buf.ptr, .out = buf.ptr,
+  CollectiveCall c{.kind = "all_reduce",
+                   .dtype = dtype,
+                   .op = op,
+                   .in = buf.ptr,
+                   .out = buf.ptr,
                    .count = elements(buf, dtype, "all_reduce")};
   enqueue_collective(s, std::move(c), Access{{buf}, {buf}});
 }
@@ -62,8 +66,12 @@ void Context::all_to_all_v(Stream s, const Buffer& in, std::vector<int64_t> send
     CPRR_THROW_AS(CaseFailure, "all_to_all_v: counts exceed buffers ({} in / {} out bytes)",
                   in.bytes, out.bytes);
   }
-  CollectiveCall c{.kind = "all_to_all_v", .dtype = dtype, .in = in.ptr, .out = out.ptr,
-                   .send_counts = std::move(send_counts), .recv_counts = std::move(recv_counts)};
+  CollectiveCall c{.kind = "all_to_all_v",
+                   .dtype = dtype,
+                   .in = in.ptr,
+                   .out = out.ptr,
+                   .send_counts = std::move(send_counts),
+                   .recv_counts = std::move(recv_counts)};
   enqueue_collective(s, std::move(c), Access{{in}, {out}});
 }
 
@@ -71,8 +79,12 @@ void Context::broadcast(Stream s, const Buffer& buf, DType dtype, int root) {
   if (root < 0 || root >= world_size()) {
     CPRR_THROW_AS(CaseFailure, "broadcast: root {} outside world of {}", root, world_size());
   }
-  CollectiveCall c{.kind = "broadcast", .dtype = dtype, .root = root, .in = buf.ptr,
-                   .out = buf.ptr, .count = elements(buf, dtype, "broadcast")};
+  CollectiveCall c{.kind = "broadcast",
+                   .dtype = dtype,
+                   .root = root,
+                   .in = buf.ptr,
+                   .out = buf.ptr,
+                   .count = elements(buf, dtype, "broadcast")};
   enqueue_collective(s, std::move(c), Access{{buf}, {buf}});
 }
 
@@ -100,11 +112,9 @@ void Context::capture(bool is_output, std::string name, const Buffer& b, DType d
   slot.stream = s.id;
   const char* kind = is_output ? "output" : "probe";
   log_op(s.id, kind, name, Access{{b}, {}});
+  if (!state_.capture) return;
   // Hashing runs when the stream reaches this point, so a probe sees exactly what later ops see.
-  state_.backend->enqueue_host(s.id, fmt::format("{} {}", kind, name), [&slot, b] {
-    slot.digest = hash_buffer(b.ptr, b.bytes);
-    if (b.bytes <= kRawCaptureLimit) slot.raw.assign(reinterpret_cast<const char*>(b.ptr), b.bytes);
-  });
+  state_.hasher->enqueue(s.id, fmt::format("{} {}", kind, name), b.ptr, b.bytes, slot);
 }
 
 }  // namespace cprr

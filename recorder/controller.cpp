@@ -47,7 +47,6 @@ World& Controller::world_for(const CaseInstance& inst, Mode mode, std::unique_pt
                              ExecutionResult& res) {
   WorldConfig wc{config_.worker, config_.backend, inst.world_size, config_.startup_timeout,
                  config_.log_tail_bytes, config_.env};
-  wc.env.emplace_back("NCCL_NVLS_ENABLE", "0");
   std::unique_ptr<World>* slot = &fresh;
   if (mode == Mode::pool) {
     slot = &pools_[inst.world_size];

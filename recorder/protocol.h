@@ -23,7 +23,7 @@ namespace cprr {
 inline constexpr uint32_t kProtocolMagic = 0x52525043;  // "CPRR" read as little-endian bytes
 /// Bump when any message below changes layout or meaning. Controller and worker of different
 /// versions refuse each other at the hello with a message naming both versions.
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;  // 2: Hello.comm_id, Bootstrap, Abort
 inline constexpr uint32_t kMaxFrameBytes = 256u << 20;
 
 /// First message of every rank: who it is.
@@ -33,10 +33,13 @@ struct Hello {
   int32_t pid = 0;
   std::string backend;
   std::string version;  ///< cprr version the worker was built from
+  /// Rank 0's communicator id (CUDA: the ncclUniqueId bytes); empty on other ranks and on
+  /// backends that rendezvous by themselves. The controller hands it to every rank (Bootstrap).
+  std::string comm_id;
 
   template <class A>
   void serialize(A& a) {
-    a(rank, world_size, pid, backend, version);
+    a(rank, world_size, pid, backend, version, comm_id);
   }
 };
 
@@ -71,7 +74,24 @@ struct Shutdown {
   void serialize(A&) {}
 };
 
-using ToRank = std::variant<RunCase, StatusQuery, Shutdown>;
+/// The first message after every hello: rank 0's communicator id, for every rank to join.
+struct Bootstrap {
+  std::string comm_id;
+  template <class A>
+  void serialize(A& a) {
+    a(comm_id);
+  }
+};
+
+/// The controller gave up on the running case (deadline): the watchdog thread aborts the
+/// communicator (ncclCommAbort), so stuck collectives end, and the rank exits. Handled even while
+/// the case body is stuck.
+struct Abort {
+  template <class A>
+  void serialize(A&) {}
+};
+
+using ToRank = std::variant<RunCase, StatusQuery, Shutdown, Bootstrap, Abort>;
 
 // ---- rank -> controller ----
 
@@ -99,9 +119,9 @@ struct CaseDone {
 
 /// The watchdog's answer: enough to tell which rank never joined which collective.
 struct WatchdogStatus {
-  uint64_t execution = 0;      ///< execution being run, 0 when idle
-  std::string phase;           ///< idle | reset | body | drain | capture
-  int64_t entered_seq = -1;    ///< last collective this rank's streams started (-1: none)
+  uint64_t execution = 0;    ///< execution being run, 0 when idle
+  std::string phase;         ///< idle | reset | body | drain | capture
+  int64_t entered_seq = -1;  ///< last collective this rank's streams started (-1: none)
   std::string entered_kind;
   int64_t completed_seq = -1;  ///< last collective that completed on this rank
   std::string completed_kind;

@@ -26,8 +26,8 @@ void RankChannel::send(const FromRank& msg) {
   write_frame(fd_.get(), payload);
 }
 
-void RankChannel::start(std::function<WatchdogStatus()> status) {
-  reader_ = std::thread([this, status = std::move(status)] { read_loop(status); });
+void RankChannel::start(Watchdog watchdog) {
+  reader_ = std::thread([this, w = std::move(watchdog)] { read_loop(w); });
 }
 
 void RankChannel::push(ToRank msg) {
@@ -38,15 +38,17 @@ void RankChannel::push(ToRank msg) {
   queue_cv_.notify_one();
 }
 
-void RankChannel::read_loop(std::function<WatchdogStatus()> status) {
+void RankChannel::read_loop(const Watchdog& watchdog) {
   FrameReader reader;
   try {
     while (auto frame = read_frame(fd_.get(), reader)) {
       ToRank msg = decode_to_rank(*frame);
       if (const auto* q = std::get_if<StatusQuery>(&msg)) {
-        WatchdogStatus s = status();
+        WatchdogStatus s = watchdog.status();
         if (s.execution == 0) s.execution = q->execution;
         send(FromRank{std::move(s)});
+      } else if (std::holds_alternative<Abort>(msg)) {
+        watchdog.abort();  // does not return: the main thread may be stuck in the case
       } else {
         push(std::move(msg));
       }

@@ -23,14 +23,19 @@ class RankChannel {
   void send_hello(const Hello& hello);
   /// Sends one message; safe from any thread.
   void send(const FromRank& msg);
-  /// Starts the watchdog/reader thread; `status` is called on it for every StatusQuery.
-  void start(std::function<WatchdogStatus()> status);
-  /// The next RunCase or Shutdown. EOF or a protocol error from the controller reads as Shutdown
-  /// (the error is printed to stderr first).
+  /// What the watchdog/reader thread does for the messages it handles itself.
+  struct Watchdog {
+    std::function<WatchdogStatus()> status;  ///< answers every StatusQuery
+    std::function<void()> abort;             ///< Abort: end stuck collectives and exit
+  };
+  /// Starts the watchdog/reader thread.
+  void start(Watchdog watchdog);
+  /// The next Bootstrap, RunCase or Shutdown. EOF or a protocol error from the controller reads as
+  /// Shutdown (the error is printed to stderr first).
   ToRank next();
 
  private:
-  void read_loop(std::function<WatchdogStatus()> status);
+  void read_loop(const Watchdog& watchdog);
   void push(ToRank msg);
 
   UniqueFd fd_;

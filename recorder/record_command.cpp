@@ -11,6 +11,7 @@
 #include "recorder/junit.h"
 #include "recorder/record_writer.h"
 #include "recorder/report.h"
+#include "runtime/backend.h"
 #include "runtime/error.h"
 
 namespace cprr {
@@ -20,15 +21,6 @@ std::string default_worker() {
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? "cpworker" : (self.parent_path() / "cpworker").string();
-}
-
-// The backends this build can run. "auto" picks the CUDA backend once it exists and a GPU is
-// present; until then it is the CPU backend.
-std::string resolve_backend(const std::string& requested) {
-  if (requested == "auto" || requested == "cpu") return "cpu";
-  CPRR_THROW_AS(UsageError,
-                "--backend {}: this build has no {} backend yet; use --backend cpu or auto",
-                requested, requested);
 }
 
 std::optional<std::regex> compile_filter(const std::string& filter) {
@@ -94,8 +86,8 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
     print_plan(out, plan);
     return 0;
   }
-  RecordWriter writer(o.db, RunMeta{backend, o.mode, std::string(placement_name(*placement)),
-                                    worker, argv});
+  RecordWriter writer(
+      o.db, RunMeta{backend, o.mode, std::string(placement_name(*placement)), worker, argv});
   const std::vector<int64_t> case_ids = writer.add_cases(plan);
   ControllerConfig cc;
   cc.worker = worker;
@@ -123,7 +115,11 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   const auto outcomes = summarize(plan, case_ids, results);
   const int code = exit_code_for(outcomes);
   writer.finish(code);
-  const RunInfo info{writer.run_id(), absolute(o.db), worker, backend, o.mode,
+  const RunInfo info{writer.run_id(),
+                     absolute(o.db),
+                     worker,
+                     backend,
+                     o.mode,
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
   if (!o.junit.empty()) write_junit_file(o.junit, plan, results, info.wall_s);
   if (o.json) {
@@ -136,8 +132,9 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
 
 int record_main(int argc, char** argv) {
   RecordOptions o;
-  CLI::App app{"cprecord: run multi-rank test cases in a pool of rank processes or in fresh "
-               "processes, and report per-case status."};
+  CLI::App app{
+      "cprecord: run multi-rank test cases in a pool of rank processes or in fresh "
+      "processes, and report per-case status."};
   app.add_option("--worker", o.worker,
                  "worker binary holding the cases (default: cpworker next to cprecord)");
   app.add_option("--backend", o.backend, "device backend: auto | cpu | cuda")
@@ -148,7 +145,8 @@ int record_main(int argc, char** argv) {
                  "fresh and pooled, flagging cases whose results differ")
       ->check(CLI::IsMember({"pool", "fresh", "both"}));
   app.add_option("--junit", o.junit, "also write JUnit XML (one testcase per execution) to PATH");
-  app.add_option("--filter", o.filter, "regex searched in each case label 'name{params}@world_size'");
+  app.add_option("--filter", o.filter,
+                 "regex searched in each case label 'name{params}@world_size'");
   app.add_option("--repeat", o.repeat, "run the plan N times (outputs that vary: nondeterministic)")
       ->check(CLI::PositiveNumber);
   app.add_option("--timeout", o.timeout_s,

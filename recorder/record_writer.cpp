@@ -5,6 +5,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "runtime/backend.h"
 #include "runtime/error.h"
 
 extern char** environ;
@@ -33,6 +34,9 @@ std::string libraries_json(const std::string& backend) {
                    {"schema", kSchemaVersion},
                    {"protocol", kProtocolVersion},
                    {"backend", backend}};
+  if (backend == "cuda") {
+    for (const auto& [k, v] : device_versions()) j[k] = v;
+  }
   return j.dump();
 }
 
@@ -145,14 +149,23 @@ void RecordWriter::write_rank(int64_t execution, int rank, const RankReport& rep
   Statement& st = st_->rank;
   st.bind(1, execution).bind(2, int64_t{rank}).bind(3, outcome_text(rep));
   st.bind(4, rep.done ? std::string_view(rep.done->error) : std::string_view());
-  if (rep.exit && rep.exit->signal != 0) st.bind(5, int64_t{rep.exit->signal}); else st.bind_null(5);
-  if (rep.exit && rep.exit->signal == 0) st.bind(6, int64_t{rep.exit->exit_code}); else st.bind_null(6);
+  if (rep.exit && rep.exit->signal != 0)
+    st.bind(5, int64_t{rep.exit->signal});
+  else
+    st.bind_null(5);
+  if (rep.exit && rep.exit->signal == 0)
+    st.bind(6, int64_t{rep.exit->exit_code});
+  else
+    st.bind_null(6);
   st.bind(7, rep.protocol_error);
   if (rep.watchdog) {
     const WatchdogStatus& w = *rep.watchdog;
-    st.bind(8, nlohmann::json{{"phase", w.phase}, {"entered_seq", w.entered_seq},
-                               {"entered_kind", w.entered_kind}, {"completed_seq", w.completed_seq},
-                               {"completed_kind", w.completed_kind}, {"running", w.running}}
+    st.bind(8, nlohmann::json{{"phase", w.phase},
+                              {"entered_seq", w.entered_seq},
+                              {"entered_kind", w.entered_kind},
+                              {"completed_seq", w.completed_seq},
+                              {"completed_kind", w.completed_kind},
+                              {"running", w.running}}
                    .dump());
   } else {
     st.bind_null(8);
@@ -174,7 +187,10 @@ void RecordWriter::write_capture(int64_t execution, int rank, const char* kind, 
   st.bind(7, nlohmann::json(c.shape).dump()).bind(8, static_cast<int64_t>(c.bytes));
   st.bind(9, int64_t{c.stream}).bind_u64(10, c.digest.whole);
   st.bind_blob(11, c.digest.chunks.data(), c.digest.chunks.size() * sizeof(uint64_t));
-  if (c.bytes <= kRawCaptureLimit) st.bind_blob(12, c.raw.data(), c.raw.size()); else st.bind_null(12);
+  if (c.bytes <= kRawCaptureLimit)
+    st.bind_blob(12, c.raw.data(), c.raw.size());
+  else
+    st.bind_null(12);
   st.run();
 }
 

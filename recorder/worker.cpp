@@ -6,7 +6,9 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <string_view>
 
 #include "recorder/case_runner.h"
 #include "recorder/rank_channel.h"
@@ -49,6 +51,8 @@ RankState make_state(const WorkerArgs& a) {
   state.rank = a.rank;
   state.world_size = a.world_size;
   state.backend = make_backend(BackendConfig{a.backend, a.rank, a.world_size, a.rendezvous});
+  const char* capture = std::getenv("CPRR_CAPTURE");
+  state.capture = capture == nullptr || std::string_view(capture) != "off";
   for (MemPool pool : {MemPool::device, MemPool::symmetric, MemPool::host}) {
     state.engines[static_cast<int>(pool)] = std::make_unique<PlacementEngine>(
         state.backend->arena_capacity(pool), 256, Placement::best_fit);
@@ -56,9 +60,13 @@ RankState make_state(const WorkerArgs& a) {
   return state;
 }
 
-Hello hello_of(const WorkerArgs& a) {
-  return Hello{a.rank, a.world_size, static_cast<int32_t>(::getpid()), a.backend, CPRR_VERSION};
+Hello hello_of(const WorkerArgs& a, std::string comm_id = {}) {
+  return Hello{a.rank,    a.world_size, static_cast<int32_t>(::getpid()),
+               a.backend, CPRR_VERSION, std::move(comm_id)};
 }
+
+// Exit status of a rank that the controller told to abort its hung case.
+constexpr int kAbortedExit = 4;
 
 int send_catalog(const WorkerArgs& a) {
   RankChannel channel{UniqueFd(a.control_fd)};
@@ -77,11 +85,18 @@ int serve(const WorkerArgs& a) {
   CaseRunner runner(state, reg, std::move(env));
   // Declared after the runner: the watchdog thread calls into it, so it must stop first.
   RankChannel channel{UniqueFd(a.control_fd)};
-  channel.send_hello(hello_of(a));
-  channel.start([&runner] { return runner.status(); });
+  channel.send_hello(hello_of(a, state.backend->bootstrap_id()));
+  Backend& backend = *state.backend;
+  channel.start(RankChannel::Watchdog{[&runner] { return runner.status(); },
+                                      [&backend] {
+                                        backend.abort();
+                                        std::fflush(nullptr);
+                                        std::_Exit(kAbortedExit);
+                                      }});
   for (;;) {
     ToRank msg = channel.next();
     if (std::holds_alternative<Shutdown>(msg)) return 0;
+    if (const auto* boot = std::get_if<Bootstrap>(&msg)) backend.connect(boot->comm_id);
     if (const auto* run = std::get_if<RunCase>(&msg)) {
       CaseDone done = runner.run(*run);
       // Buffered stdio output belongs to this case: flush it before reporting, so the

@@ -59,13 +59,25 @@ void World::spawn_rank(int r, const WorldConfig& config) {
   UniqueFd devnull(CPRR_SYSCALL(::open("/dev/null", O_RDONLY | O_CLOEXEC)));
 
   SpawnSpec spec;
-  spec.argv = {config.worker,       "--rank",          std::to_string(r),
-               "--world-size",      std::to_string(config.world_size),
-               "--control-fd",      "3",               "--rendezvous",
-               rendezvous_,         "--backend",       config.backend};
+  spec.argv = {config.worker,
+               "--rank",
+               std::to_string(r),
+               "--world-size",
+               std::to_string(config.world_size),
+               "--control-fd",
+               "3",
+               "--rendezvous",
+               rendezvous_,
+               "--backend",
+               config.backend};
   spec.fds = {{devnull.get(), 0}, {out_w.get(), 1}, {err_w.get(), 2}, {child.get(), 3}};
   spec.process_group = group_;
-  spec.env = config.env;
+  // NVLink multicast stays off in every rank, whatever the caller's or a recorded environment says
+  // (it is unsafe on the shared GPU machines, ../shared/design/DEVICE.md).
+  for (const auto& kv : config.env) {
+    if (kv.first != "NCCL_NVLS_ENABLE") spec.env.push_back(kv);
+  }
+  spec.env.emplace_back("NCCL_NVLS_ENABLE", "0");
   spec.env.emplace_back("CPRR_RANK", std::to_string(r));
   spec.env.emplace_back("CPRR_WORLD_SIZE", std::to_string(config.world_size));
 
@@ -82,6 +94,7 @@ void World::spawn_rank(int r, const WorldConfig& config) {
 void World::await_hellos(const WorldConfig& config) {
   const auto deadline = Clock::now() + config.startup_timeout;
   std::vector<bool> greeted(ranks_.size(), false);
+  std::string comm_id;
   for (std::size_t have = 0; have < ranks_.size();) {
     std::vector<pollfd> fds;
     std::vector<int> idx;
@@ -94,7 +107,7 @@ void World::await_hellos(const WorldConfig& config) {
     const int timeout = ms_until(deadline);
     if (timeout == 0 || ::poll(fds.data(), fds.size(), timeout) == 0) {
       CPRR_THROW("{}", startup_failure(idx.front(), fmt::format("no hello within {} ms",
-                                                                  config.startup_timeout.count())));
+                                                                config.startup_timeout.count())));
     }
     for (std::size_t k = 0; k < fds.size(); ++k) {
       if (fds[k].revents == 0) continue;
@@ -107,11 +120,16 @@ void World::await_hellos(const WorldConfig& config) {
         CPRR_CHECK(hello.rank == idx[k] && hello.world_size == size(),
                    "rank {} introduced itself as rank {} of {}", idx[k], hello.rank,
                    hello.world_size);
+        if (idx[k] == 0) comm_id = hello.comm_id;
         greeted[idx[k]] = true;
         ++have;
       }
     }
   }
+  // Every rank joins the communicator with rank 0's id (NCCL); ranks that rendezvous by
+  // themselves (Gloo) ignore it. Joining happens before the first case, inside its deadline.
+  const std::string boot = encode(ToRank{Bootstrap{comm_id}});
+  for (Rank& r : ranks_) write_frame(r.control.get(), boot);
 }
 
 std::string World::startup_failure(int rank, const std::string& why) {
@@ -146,6 +164,18 @@ void World::kill(std::chrono::milliseconds grace) {
   bool any = false;
   for (Rank& r : ranks_) any = any || !r.process.poll();
   if (any) {
+    // Abort first: a rank stuck in an NCCL collective ends it with ncclCommAbort and exits, so
+    // the GPU is left clean; TERM and KILL are for ranks that cannot even do that.
+    const std::string abort = encode(ToRank{Abort{}});
+    for (Rank& r : ranks_) {
+      if (r.eof || r.process.poll()) continue;
+      try {
+        write_frame(r.control.get(), abort);
+      } catch (const std::exception&) {
+      }
+    }
+    const auto abort_deadline = Clock::now() + grace;
+    for (Rank& r : ranks_) r.process.wait(ms_until(abort_deadline));
     signal_group(group_, SIGTERM);
     const auto deadline = Clock::now() + grace;
     for (Rank& r : ranks_) r.process.wait(ms_until(deadline));

@@ -22,7 +22,8 @@ struct WorldConfig {
   int world_size = 2;
   std::chrono::milliseconds startup_timeout{60000};
   std::size_t log_tail_bytes = 64 * 1024;
-  /// Set in every rank's environment on top of the controller's (e.g. NCCL_NVLS_ENABLE=0).
+  /// Set in every rank's environment on top of the controller's. NCCL_NVLS_ENABLE=0 always wins:
+  /// an entry turning NVLink multicast on is dropped.
   std::vector<std::pair<std::string, std::string>> env;
 };
 

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "runtime/dtype.h"
@@ -78,17 +79,50 @@ class Backend {
   virtual std::vector<std::string> running_ops() const = 0;
   /// Start of a case: collective sequence numbers restart at 0 on every rank.
   virtual void reset_collective_progress() = 0;
+
+  // ---- communicator bootstrap through the controller (CUDA: NCCL's unique id) ----
+  /// What this rank puts in its hello: rank 0's communicator id, empty elsewhere and on backends
+  /// that rendezvous on their own (CPU: Gloo's FileStore).
+  virtual std::string bootstrap_id() { return {}; }
+  /// Joins the communicator with rank 0's id, which the controller hands to every rank.
+  virtual void connect(const std::string& id) {}
+  /// Called from the watchdog thread when the controller gives up on a hung case: ends stuck
+  /// collectives (ncclCommAbort) so the rank can exit; the rank process is not reused after it.
+  virtual void abort() {}
+
+  // ---- device execution ----
+  /// True when kernels run on a device: Context::launch then launches the functor as a grid on
+  /// native_stream() instead of calling it on the host.
+  virtual bool device_kernels() const { return false; }
+  /// The native stream handle (cudaStream_t) of `stream`, or nullptr on the CPU backend.
+  virtual void* native_stream(int stream) { return nullptr; }
+  /// The native communicator (ncclComm_t), or nullptr on the CPU backend.
+  virtual void* native_comm() { return nullptr; }
+  /// Notes a device op launched outside the backend (a kernel) on `stream`, for running_ops().
+  virtual void note_launch(int stream, std::string label) {}
 };
 
 /// Options for creating a backend in a rank process.
 struct BackendConfig {
-  std::string kind = "cpu";    ///< cpu | cuda
+  std::string kind = "cpu";  ///< cpu | cuda
   int rank = 0;
   int world_size = 1;
-  std::string rendezvous;      ///< CPU: FileStore directory made by the controller
+  std::string rendezvous;  ///< CPU: FileStore directory made by the controller
 };
 
 /// Creates the backend named by config.kind; throws UsageError for an unknown or unbuilt one.
 std::unique_ptr<Backend> make_backend(const BackendConfig& config);
+
+/// GPUs this process can use: 0 without the CUDA backend in this build, without a driver or
+/// without devices; then `why` (if given) says which.
+int visible_gpus(std::string* why = nullptr);
+
+/// Versions a cuda run is recorded with (CUDA runtime and driver, NCCL, GPU model and count);
+/// empty without the CUDA backend or without a GPU.
+std::vector<std::pair<std::string, std::string>> device_versions();
+
+/// Resolves --backend: "auto" is "cuda" when this build has the CUDA backend and a GPU is
+/// visible, else "cpu"; "cuda" without either throws UsageError saying what is missing.
+std::string resolve_backend(const std::string& requested);
 
 }  // namespace cprr

@@ -179,12 +179,4 @@ void CpuBackend::reset_collective_progress() {
   progress_ = CollectiveProgress{};
 }
 
-std::unique_ptr<Backend> make_backend(const BackendConfig& config) {
-  if (config.kind == "cpu") return std::make_unique<CpuBackend>(config);
-  CPRR_THROW_AS(UsageError,
-                "backend '{}' is not available in this build: use --backend cpu (the CUDA backend "
-                "is not built yet)",
-                config.kind);
-}
-
 }  // namespace cprr

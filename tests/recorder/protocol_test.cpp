@@ -282,6 +282,15 @@ TEST(ProtocolRoundTrip, Shutdown) {
   EXPECT_NE(encode(ToRank{Shutdown{}}), encode(ToRank{StatusQuery{}}));
 }
 
+TEST(ProtocolRoundTrip, BootstrapCarriesBinaryIdsAndAbortIsItsOwnMessage) {
+  std::string id(128, '\0');
+  for (std::size_t i = 0; i < id.size(); ++i) id[i] = static_cast<char>(i * 37);
+  EXPECT_EQ(round_trip_to_rank(Bootstrap{id}).comm_id, id);
+  EXPECT_EQ(round_trip_to_rank(Bootstrap{}).comm_id, "");
+  round_trip_to_rank(Abort{});
+  EXPECT_NE(encode(ToRank{Abort{}}), encode(ToRank{Shutdown{}}));
+}
+
 TEST(ProtocolRoundTrip, CaseDoneWithCaptures) {
   const CaseDone done = sample_case_done();
   expect_same(round_trip_from_rank(done), done);
@@ -356,7 +365,12 @@ TEST(ProtocolRoundTrip, EmptyCatalog) {
 // ---- hello ----
 
 Hello sample_hello() {
-  return Hello{.rank = 3, .world_size = 8, .pid = 424242, .backend = "cpu", .version = "0.1.0"};
+  return Hello{.rank = 3,
+               .world_size = 8,
+               .pid = 424242,
+               .backend = "cuda",
+               .version = "0.1.0",
+               .comm_id = std::string("\0nccl\xff-id", 10)};
 }
 
 TEST(Hello, RoundTrip) {
@@ -367,6 +381,7 @@ TEST(Hello, RoundTrip) {
   EXPECT_EQ(back.pid, h.pid);
   EXPECT_EQ(back.backend, h.backend);
   EXPECT_EQ(back.version, h.version);
+  EXPECT_EQ(back.comm_id, h.comm_id);  // binary bytes, embedded NUL included
 }
 
 TEST(Hello, StartsWithRawMagicAndVersion) {

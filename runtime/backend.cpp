@@ -1,0 +1,53 @@
+// Choosing and creating a backend. The CUDA backend exists only in builds with nvcc and NCCL
+// (CPRR_HAVE_CUDA); every other file can ask for it by name and get a clear error otherwise.
+#include "runtime/backend.h"
+
+#include "runtime/cpu_backend.h"
+#include "runtime/error.h"
+#if CPRR_HAVE_CUDA
+#include "runtime/cuda_backend.h"
+#endif
+
+namespace cprr {
+
+std::unique_ptr<Backend> make_backend(const BackendConfig& config) {
+  if (config.kind == "cpu") return std::make_unique<CpuBackend>(config);
+#if CPRR_HAVE_CUDA
+  if (config.kind == "cuda") return std::make_unique<CudaBackend>(config);
+#endif
+  CPRR_THROW_AS(UsageError, "backend '{}' is not available in this build: use --backend cpu{}",
+                config.kind,
+                config.kind == "cuda" ? " (rebuild with nvcc and NCCL installed for cuda)" : "");
+}
+
+int visible_gpus(std::string* why) {
+#if CPRR_HAVE_CUDA
+  return cuda_device_count(why);
+#else
+  if (why != nullptr) *why = "this build has no CUDA backend (nvcc or NCCL was not found)";
+  return 0;
+#endif
+}
+
+std::vector<std::pair<std::string, std::string>> device_versions() {
+#if CPRR_HAVE_CUDA
+  return cuda_versions();
+#else
+  return {};
+#endif
+}
+
+std::string resolve_backend(const std::string& requested) {
+  if (requested == "cpu") return "cpu";
+  std::string why;
+  const int gpus = visible_gpus(&why);
+  if (requested == "auto") return gpus > 0 ? "cuda" : "cpu";
+  if (requested == "cuda") {
+    if (gpus > 0) return "cuda";
+    CPRR_THROW_AS(UsageError, "--backend cuda: no GPU can be used: {}; use --backend cpu or auto",
+                  why);
+  }
+  CPRR_THROW_AS(UsageError, "--backend '{}' is not a backend: use auto, cpu or cuda", requested);
+}
+
+}  // namespace cprr

@@ -1,0 +1,371 @@
+#include "runtime/cuda_backend.h"
+
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "runtime/cuda_check.h"
+
+namespace cprr {
+namespace {
+
+// Defaults leave room for four ranks' worth of test data on one 80 GB card's share.
+constexpr uint64_t kDefaultMib[] = {8192, 512, 256};  // device, symmetric, host (MemPool order)
+constexpr const char* kSizeVars[] = {"CPRR_CUDA_DEVICE_MIB", "CPRR_CUDA_SYMMETRIC_MIB",
+                                     "CPRR_CUDA_HOST_MIB"};
+
+uint64_t arena_bytes(int pool) {
+  const char* v = std::getenv(kSizeVars[pool]);
+  uint64_t mib = kDefaultMib[pool];
+  if (v != nullptr && *v != '\0') {
+    auto [end, ec] = std::from_chars(v, v + std::strlen(v), mib);
+    if (ec != std::errc() || *end != '\0' || mib == 0) {
+      CPRR_THROW_AS(UsageError, "{}='{}' is not a positive number of MiB", kSizeVars[pool], v);
+    }
+  }
+  return mib << 20;
+}
+
+struct HostCall {
+  std::function<void()> fn;
+  std::mutex* mu;
+  std::exception_ptr* error;
+};
+
+}  // namespace
+
+int cuda_device_count(std::string* why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (why != nullptr) {
+      *why = fmt::format("cudaGetDeviceCount: {} ({})", cudaGetErrorName(e), cudaGetErrorString(e));
+    }
+    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    return 0;
+  }
+  if (n == 0 && why != nullptr) {
+    const char* vis = std::getenv("CUDA_VISIBLE_DEVICES");
+    *why = fmt::format("no CUDA device is visible (CUDA_VISIBLE_DEVICES='{}')", vis ? vis : "");
+  }
+  return n;
+}
+
+std::vector<std::pair<std::string, std::string>> cuda_versions() {
+  const int n = cuda_device_count(nullptr);
+  if (n == 0) return {};
+  auto dotted = [](int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); };
+  int runtime = 0, driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  cudaDriverGetVersion(&driver);
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  return {{"cuda_runtime", dotted(runtime)},
+          {"cuda_driver", dotted(driver)},
+          {"nccl", nccl_runtime_version()},
+          {"gpu", fmt::format("{} x{}", prop.name, n)}};
+}
+
+CudaArena::CudaArena(Kind kind, uint64_t bytes) : kind_(kind) {
+  void* p = nullptr;
+  switch (kind) {
+    case Kind::device:
+      CPRR_CUDA(cudaMalloc(&p, bytes));
+      break;
+    case Kind::host:
+      CPRR_CUDA(cudaMallocHost(&p, bytes));
+      break;
+    case Kind::nccl:
+      CPRR_NCCL(ncclMemAlloc(&p, bytes));
+      break;
+    case Kind::none:
+      return;
+  }
+  data_ = static_cast<std::byte*>(p);
+  CPRR_CUDA(cudaMemset(p, 0, bytes));
+}
+
+CudaArena& CudaArena::operator=(CudaArena&& o) noexcept {
+  std::swap(kind_, o.kind_);
+  std::swap(data_, o.data_);
+  return *this;
+}
+
+CudaArena::~CudaArena() {
+  if (data_ == nullptr) return;
+  switch (kind_) {
+    case Kind::device:
+      cudaFree(data_);
+      break;
+    case Kind::host:
+      cudaFreeHost(data_);
+      break;
+    case Kind::nccl:
+      ncclMemFree(data_);
+      break;
+    case Kind::none:
+      break;
+  }
+}
+
+CudaBackend::CudaBackend(const BackendConfig& config)
+    : rank_(config.rank), world_size_(config.world_size), device_(config.rank) {
+  std::string why;
+  const int gpus = cuda_device_count(&why);
+  CPRR_CHECK(gpus > 0, "rank {}: the cuda backend needs a GPU: {}", rank_, why);
+  CPRR_CHECK(device_ < gpus,
+             "rank {}: a world of {} needs one GPU per rank (NCCL ranks cannot share one), but "
+             "{} are visible: run smaller worlds or expose more GPUs (CUDA_VISIBLE_DEVICES)",
+             rank_, world_size_, gpus);
+  CPRR_CUDA(cudaSetDevice(device_));
+  for (int p = 0; p < 3; ++p) capacity_[p] = arena_bytes(p);
+  arenas_[static_cast<int>(MemPool::device)] = CudaArena(CudaArena::Kind::device, capacity_[0]);
+  arenas_[static_cast<int>(MemPool::host)] = CudaArena(CudaArena::Kind::host, capacity_[2]);
+  CPRR_CUDA(cudaMalloc(&barrier_scratch_, sizeof(int)));
+  CPRR_CUDA(cudaMemset(barrier_scratch_, 0, sizeof(int)));
+  stream(0, "default");
+}
+
+CudaBackend::~CudaBackend() {
+  cudaSetDevice(device_);
+  if (comm_ && !comm_->aborted()) {
+    for (auto& s : streams_) cudaStreamSynchronize(s.handle);
+  }
+  comm_.reset();
+  for (auto& s : streams_) cudaStreamDestroy(s.handle);
+  for (cudaEvent_t e : events_) cudaEventDestroy(e);
+  for (const Pending& p : pending_) {
+    cudaEventDestroy(p.before);
+    cudaEventDestroy(p.after);
+  }
+  for (cudaEvent_t e : spare_events_) cudaEventDestroy(e);
+  cudaFree(barrier_scratch_);
+}
+
+std::byte* CudaBackend::arena_base(MemPool pool) {
+  std::byte* base = arenas_[static_cast<int>(pool)].data();
+  CPRR_CHECK(base != nullptr, "rank {}: the {} pool exists only once the communicator is up", rank_,
+             mem_pool_name(pool));
+  return base;
+}
+
+uint64_t CudaBackend::arena_capacity(MemPool pool) const {
+  return capacity_[static_cast<int>(pool)];
+}
+
+int CudaBackend::stream(int index, std::string_view name) {
+  std::lock_guard lock(mu_);
+  while (static_cast<int>(streams_.size()) <= index) {
+    // Non-blocking streams, stream 0 included: the legacy default stream would order every
+    // stream after it and hide exactly the races cprr looks for.
+    StreamSlot slot;
+    CPRR_CUDA(cudaStreamCreateWithFlags(&slot.handle, cudaStreamNonBlocking));
+    slot.name = static_cast<int>(streams_.size()) == index ? std::string(name) : "";
+    streams_.push_back(std::move(slot));
+  }
+  return index;
+}
+
+CudaBackend::StreamSlot& CudaBackend::at(int stream) {
+  std::lock_guard lock(mu_);
+  CPRR_CHECK(stream >= 0 && stream < static_cast<int>(streams_.size()), "no stream {}", stream);
+  return streams_[stream];
+}
+
+void* CudaBackend::native_stream(int stream) { return at(stream).handle; }
+
+void CudaBackend::note_launch(int stream, std::string label) {
+  StreamSlot& s = at(stream);
+  std::lock_guard lock(mu_);
+  s.last_op = std::move(label);
+}
+
+void CudaBackend::run_host_fn(void* arg) {
+  std::unique_ptr<HostCall> call(static_cast<HostCall*>(arg));
+  try {
+    call->fn();
+  } catch (...) {
+    std::lock_guard lock(*call->mu);
+    if (!*call->error) *call->error = std::current_exception();
+  }
+}
+
+void CudaBackend::enqueue_host(int stream, std::string label, std::function<void()> fn) {
+  auto call = std::make_unique<HostCall>(HostCall{std::move(fn), &mu_, &host_error_});
+  CPRR_CUDA(cudaLaunchHostFunc(at(stream).handle, &CudaBackend::run_host_fn, call.get()));
+  call.release();  // run_host_fn owns it now
+  note_launch(stream, std::move(label));
+}
+
+void CudaBackend::copy_async(int stream, void* dst, const void* src, std::size_t bytes) {
+  CPRR_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, at(stream).handle));
+  note_launch(stream, "copy");
+}
+
+cudaEvent_t CudaBackend::take_event() {
+  if (!spare_events_.empty()) {
+    cudaEvent_t e = spare_events_.back();
+    spare_events_.pop_back();
+    return e;
+  }
+  cudaEvent_t e = nullptr;
+  CPRR_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  return e;
+}
+
+void CudaBackend::collective(int stream, CollectiveCall call) {
+  CPRR_CHECK(comm_ != nullptr, "rank {}: collective {} before the communicator was connected",
+             rank_, call.kind);
+  cudaStream_t s = at(stream).handle;
+  Pending p{call.seq, call.kind, nullptr, nullptr};
+  {
+    std::lock_guard lock(mu_);
+    p.before = take_event();
+    p.after = take_event();
+  }
+  CPRR_CUDA(cudaEventRecord(p.before, s));
+  comm_->issue(call, s, barrier_scratch_);
+  CPRR_CUDA(cudaEventRecord(p.after, s));
+  note_launch(stream, fmt::format("{} #{}", call.kind, call.seq));
+  std::lock_guard lock(mu_);
+  pending_.push_back(std::move(p));
+}
+
+int CudaBackend::create_event() {
+  if (events_used_ == events_.size()) {
+    cudaEvent_t e = nullptr;
+    CPRR_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    events_.push_back(e);
+  }
+  return static_cast<int>(events_used_++);
+}
+
+void CudaBackend::record_event(int event, int stream) {
+  CPRR_CHECK(event >= 0 && static_cast<std::size_t>(event) < events_used_, "no event {}", event);
+  CPRR_CUDA(cudaEventRecord(events_[event], at(stream).handle));
+}
+
+void CudaBackend::wait_event(int stream, int event) {
+  CPRR_CHECK(event >= 0 && static_cast<std::size_t>(event) < events_used_, "no event {}", event);
+  CPRR_CUDA(cudaStreamWaitEvent(at(stream).handle, events_[event], 0));
+}
+
+void CudaBackend::wait_stream(int stream) {
+  cudaStream_t h = at(stream).handle;
+  // Poll instead of cudaStreamSynchronize: a collective stuck on a dead or hung peer must leave
+  // this thread free to notice an NCCL error or an abort.
+  for (int spins = 0;; ++spins) {
+    const cudaError_t r = cudaStreamQuery(h);
+    if (r == cudaSuccess) return;
+    if (r != cudaErrorNotReady) CPRR_CUDA(r);
+    if (comm_) comm_->check_async();
+    if (spins < 64) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+}
+
+void CudaBackend::rethrow_host_error() {
+  std::exception_ptr e;
+  {
+    std::lock_guard lock(mu_);
+    std::swap(e, host_error_);
+  }
+  if (e) std::rethrow_exception(e);
+}
+
+void CudaBackend::synchronize(int stream) {
+  wait_stream(stream);
+  rethrow_host_error();
+}
+
+void CudaBackend::synchronize_all() {
+  std::size_t n;
+  {
+    std::lock_guard lock(mu_);
+    n = streams_.size();
+  }
+  std::exception_ptr first;
+  for (std::size_t i = 0; i < n; ++i) {
+    try {
+      wait_stream(static_cast<int>(i));
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+  rethrow_host_error();
+}
+
+CollectiveProgress CudaBackend::collective_progress() const {
+  std::lock_guard lock(mu_);
+  cudaSetDevice(device_);  // the watchdog thread has no current device of its own
+  std::size_t done = 0;
+  for (const Pending& p : pending_) {
+    if (cudaEventQuery(p.before) != cudaSuccess) break;
+    progress_.entered_seq = static_cast<int64_t>(p.seq);
+    progress_.entered_kind = p.kind;
+    if (cudaEventQuery(p.after) != cudaSuccess) break;
+    progress_.completed_seq = static_cast<int64_t>(p.seq);
+    progress_.completed_kind = p.kind;
+    ++done;
+  }
+  for (std::size_t i = 0; i < done; ++i) {
+    spare_events_.push_back(pending_[i].before);
+    spare_events_.push_back(pending_[i].after);
+  }
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(done));
+  return progress_;
+}
+
+std::vector<std::string> CudaBackend::running_ops() const {
+  std::lock_guard lock(mu_);
+  cudaSetDevice(device_);
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < streams_.size(); ++i) {
+    if (cudaStreamQuery(streams_[i].handle) != cudaErrorNotReady) continue;
+    out.push_back(fmt::format("stream {} ({}): busy; last enqueued: {}", i, streams_[i].name,
+                              streams_[i].last_op));
+  }
+  return out;
+}
+
+void CudaBackend::reset_collective_progress() {
+  std::lock_guard lock(mu_);
+  for (const Pending& p : pending_) {
+    spare_events_.push_back(p.before);
+    spare_events_.push_back(p.after);
+  }
+  pending_.clear();
+  progress_ = CollectiveProgress{};
+}
+
+std::string CudaBackend::bootstrap_id() { return rank_ == 0 ? nccl_unique_id() : std::string(); }
+
+void CudaBackend::connect(const std::string& id) {
+  comm_ = std::make_unique<NcclComm>(rank_, world_size_, id);
+  const int sym = static_cast<int>(MemPool::symmetric);
+  std::string why;
+  try {
+    arenas_[sym] = CudaArena(CudaArena::Kind::nccl, capacity_[sym]);
+    why = comm_->register_window(arenas_[sym].data(), capacity_[sym]);
+  } catch (const std::exception& e) {
+    why = e.what();
+    arenas_[sym] = CudaArena(CudaArena::Kind::device, capacity_[sym]);
+  }
+  if (!why.empty()) {
+    std::fprintf(stderr,
+                 "cprr rank %d: symmetric pool is plain device memory, not an NCCL window: %s\n",
+                 rank_, why.c_str());
+  }
+}
+
+void CudaBackend::abort() {
+  if (comm_) comm_->abort();
+}
+
+}  // namespace cprr

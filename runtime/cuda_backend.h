@@ -1,0 +1,112 @@
+#pragma once
+// The CUDA/NCCL backend: one GPU per rank (rank r uses visible device r, so CUDA_VISIBLE_DEVICES
+// picks and orders them), arenas from cudaMalloc (device), cudaMallocHost (pinned host) and
+// ncclMemAlloc registered as an NCCL symmetric window (plain cudaMalloc, with the reason on
+// stderr, where windows are not supported), CUDA streams and events, and a non-blocking NCCL
+// communicator bootstrapped through the controller. Arena sizes come from CPRR_CUDA_DEVICE_MIB,
+// CPRR_CUDA_SYMMETRIC_MIB and CPRR_CUDA_HOST_MIB (recorded with the run like every CPRR_*).
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/backend.h"
+#include "runtime/cuda_nccl.h"
+
+namespace cprr {
+
+/// Usable CUDA devices; 0 with `why` set when there is no driver or no device ("no GPU", not an
+/// error: that is how the development machine and CI look).
+int cuda_device_count(std::string* why);
+
+/// CUDA runtime and driver, NCCL (as loaded), GPU model and count; empty without a GPU.
+std::vector<std::pair<std::string, std::string>> cuda_versions();
+
+/// One arena: RAII over whichever allocator made it.
+class CudaArena {
+ public:
+  enum class Kind { none, device, host, nccl };
+  CudaArena() = default;
+  CudaArena(Kind kind, uint64_t bytes);  ///< allocates and zeroes (as the CPU backend's mmap does)
+  ~CudaArena();
+  CudaArena(CudaArena&& o) noexcept { *this = std::move(o); }
+  CudaArena& operator=(CudaArena&& o) noexcept;
+  std::byte* data() const { return data_; }
+
+ private:
+  Kind kind_ = Kind::none;
+  std::byte* data_ = nullptr;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const BackendConfig& config);
+  ~CudaBackend() override;
+
+  std::string_view name() const override { return "cuda"; }
+  std::byte* arena_base(MemPool pool) override;
+  uint64_t arena_capacity(MemPool pool) const override;
+  int stream(int index, std::string_view name) override;
+  void enqueue_host(int stream, std::string label, std::function<void()> fn) override;
+  void copy_async(int stream, void* dst, const void* src, std::size_t bytes) override;
+  void collective(int stream, CollectiveCall call) override;
+  int create_event() override;
+  void record_event(int event, int stream) override;
+  void wait_event(int stream, int event) override;
+  void release_events() override { events_used_ = 0; }
+  void synchronize(int stream) override;
+  void synchronize_all() override;
+  CollectiveProgress collective_progress() const override;
+  std::vector<std::string> running_ops() const override;
+  void reset_collective_progress() override;
+
+  std::string bootstrap_id() override;
+  void connect(const std::string& id) override;
+  void abort() override;
+  bool device_kernels() const override { return true; }
+  void* native_stream(int stream) override;
+  void* native_comm() override { return comm_ ? comm_->get() : nullptr; }
+  void note_launch(int stream, std::string label) override;
+
+ private:
+  struct StreamSlot {
+    cudaStream_t handle = nullptr;
+    std::string name;
+    std::string last_op;  // guarded by mu_
+  };
+  /// A collective in flight: events before and after it tell the watchdog how far it got.
+  struct Pending {
+    uint64_t seq;
+    std::string kind;
+    cudaEvent_t before;
+    cudaEvent_t after;
+  };
+
+  StreamSlot& at(int stream);
+  cudaEvent_t take_event();  // with mu_ held
+  void wait_stream(int stream);
+  void rethrow_host_error();
+  static void run_host_fn(void* arg);
+
+  int rank_ = 0;
+  int world_size_ = 1;
+  int device_ = 0;
+  std::array<uint64_t, 3> capacity_{};
+  std::array<CudaArena, 3> arenas_;
+  std::unique_ptr<NcclComm> comm_;
+  void* barrier_scratch_ = nullptr;
+  mutable std::mutex mu_;  // streams_, last_op, pending_, progress_, host_error_
+  std::vector<StreamSlot> streams_;
+  std::vector<cudaEvent_t> events_;  // case events (Context::record), reused across cases
+  std::size_t events_used_ = 0;
+  mutable std::vector<Pending> pending_;
+  mutable std::vector<cudaEvent_t> spare_events_;
+  mutable CollectiveProgress progress_;
+  std::exception_ptr host_error_;
+};
+
+}  // namespace cprr

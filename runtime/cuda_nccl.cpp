@@ -1,0 +1,160 @@
+#include "runtime/cuda_nccl.h"
+
+#include <cstring>
+#include <thread>
+
+#include "runtime/cuda_check.h"
+
+namespace cprr {
+namespace {
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::u8:
+      return ncclUint8;
+    case DType::i32:
+      return ncclInt32;
+    case DType::i64:
+      return ncclInt64;
+    case DType::f32:
+      return ncclFloat32;
+    case DType::f64:
+      return ncclFloat64;
+  }
+  CPRR_THROW("dtype {} has no NCCL type", static_cast<int>(t));
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+      return ncclSum;
+    case ReduceOp::max:
+      return ncclMax;
+    case ReduceOp::min:
+      return ncclMin;
+  }
+  CPRR_THROW("reduce op {} has no NCCL op", static_cast<int>(op));
+}
+
+}  // namespace
+
+std::string nccl_unique_id() {
+  ncclUniqueId id;
+  CPRR_NCCL(ncclGetUniqueId(&id));
+  return std::string(id.internal, sizeof(id.internal));
+}
+
+std::string nccl_runtime_version() {
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) return "unknown";
+  return fmt::format("{}.{}.{}", v / 10000, (v / 100) % 100, v % 100);
+}
+
+NcclComm::NcclComm(int rank, int world_size, const std::string& unique_id)
+    : world_size_(world_size) {
+  ncclUniqueId id;
+  CPRR_CHECK(unique_id.size() == sizeof(id.internal),
+             "rank {}: NCCL unique id from the controller has {} bytes, expected {}", rank,
+             unique_id.size(), sizeof(id.internal));
+  std::memcpy(id.internal, unique_id.data(), sizeof(id.internal));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // so a hang can be ended with ncclCommAbort
+  CPRR_NCCL(ncclCommInitRankConfig(&comm_, world_size, id, rank, &config));
+  wait_ready("ncclCommInitRankConfig");
+}
+
+NcclComm::~NcclComm() {
+  std::lock_guard lock(mu_);
+  if (aborted_ || comm_ == nullptr) return;
+  if (window_ != nullptr) ncclCommWindowDeregister(comm_, window_);
+  // Finalize flushes outstanding work; bounded, since a dead peer must not hold a rank forever.
+  ncclResult_t state = ncclCommFinalize(comm_);
+  for (int i = 0; state == ncclInProgress && i < 50000; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    ncclCommGetAsyncError(comm_, &state);
+  }
+  if (state == ncclSuccess) {
+    ncclCommDestroy(comm_);
+  } else {
+    ncclCommAbort(comm_);
+  }
+}
+
+void NcclComm::wait_ready(const char* what) const {
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    {
+      std::lock_guard lock(mu_);
+      CPRR_CHECK(!aborted_, "{}: the communicator was aborted", what);
+      CPRR_NCCL(ncclCommGetAsyncError(comm_, &state));
+    }
+    if (state == ncclSuccess) return;
+    if (state != ncclInProgress) {
+      CPRR_THROW("{}: {} ({})", what, ncclGetErrorString(state), ncclGetLastError(comm_));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+void NcclComm::check_async() const {
+  std::lock_guard lock(mu_);
+  CPRR_CHECK(!aborted_, "the NCCL communicator was aborted (the controller gave up on this case)");
+  ncclResult_t state = ncclSuccess;
+  CPRR_NCCL(ncclCommGetAsyncError(comm_, &state));
+  if (state != ncclSuccess && state != ncclInProgress) {
+    CPRR_THROW("NCCL asynchronous error: {} ({})", ncclGetErrorString(state),
+               ncclGetLastError(comm_));
+  }
+}
+
+void NcclComm::issue(const CollectiveCall& c, cudaStream_t s, void* scratch) {
+  const ncclDataType_t t = nccl_type(c.dtype);
+  const std::size_t elem = dtype_size(c.dtype);
+  if (c.kind == "all_reduce") {
+    CPRR_NCCL(ncclAllReduce(c.in, c.out, c.count, t, nccl_op(c.op), comm_, s));
+  } else if (c.kind == "all_gather") {
+    CPRR_NCCL(ncclAllGather(c.in, c.out, c.count, t, comm_, s));
+  } else if (c.kind == "broadcast") {
+    CPRR_NCCL(ncclBroadcast(c.in, c.out, c.count, t, c.root, comm_, s));
+  } else if (c.kind == "barrier") {
+    CPRR_NCCL(ncclAllReduce(scratch, scratch, 1, ncclInt32, ncclSum, comm_, s));
+  } else if (c.kind == "all_to_all_v") {
+    // Pairs with a zero count are skipped on both sides (a peer's recv count from us is our send
+    // count to it), so no send or receive is ever left unmatched.
+    CPRR_NCCL(ncclGroupStart());
+    std::size_t send_off = 0, recv_off = 0;
+    for (int p = 0; p < world_size_; ++p) {
+      const auto sc = static_cast<std::size_t>(c.send_counts.at(p));
+      const auto rc = static_cast<std::size_t>(c.recv_counts.at(p));
+      if (sc > 0)
+        CPRR_NCCL(ncclSend(static_cast<const char*>(c.in) + send_off * elem, sc, t, p, comm_, s));
+      if (rc > 0)
+        CPRR_NCCL(ncclRecv(static_cast<char*>(c.out) + recv_off * elem, rc, t, p, comm_, s));
+      send_off += sc;
+      recv_off += rc;
+    }
+    CPRR_NCCL(ncclGroupEnd());
+  } else {
+    CPRR_THROW("unknown collective '{}'", c.kind);
+  }
+  wait_ready(c.kind.c_str());
+}
+
+std::string NcclComm::register_window(void* base, std::size_t bytes) {
+  ncclResult_t r = ncclCommWindowRegister(comm_, base, bytes, &window_, NCCL_WIN_COLL_SYMMETRIC);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    window_ = nullptr;
+    return fmt::format("ncclCommWindowRegister: {} ({})", ncclGetErrorString(r),
+                       ncclGetLastError(comm_));
+  }
+  wait_ready("ncclCommWindowRegister");
+  return {};
+}
+
+void NcclComm::abort() {
+  std::lock_guard lock(mu_);
+  if (aborted_.exchange(true) || comm_ == nullptr) return;
+  ncclCommAbort(comm_);
+}
+
+}  // namespace cprr

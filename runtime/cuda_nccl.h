@@ -1,0 +1,61 @@
+#pragma once
+// A non-blocking NCCL communicator (config.blocking = 0) so that a hung collective can be ended
+// with ncclCommAbort from the watchdog thread, plus the symmetric memory window. Bootstrapped
+// through the controller: rank 0's ncclUniqueId travels in its hello and comes back to every rank.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <mutex>
+#include <string>
+
+#include "runtime/backend.h"
+
+namespace cprr {
+
+/// ncclGetUniqueId as bytes (what rank 0 sends in its hello).
+std::string nccl_unique_id();
+
+/// "2.28.3": the NCCL library this process loaded (not the headers it was built with).
+std::string nccl_runtime_version();
+
+class NcclComm {
+ public:
+  /// Joins the communicator and waits until it is ready; throws cprr::Error on failure.
+  NcclComm(int rank, int world_size, const std::string& unique_id);
+  /// Finalizes and destroys the communicator (after deregistering the window), or only forgets
+  /// it once aborted.
+  ~NcclComm();
+  NcclComm(const NcclComm&) = delete;
+  NcclComm& operator=(const NcclComm&) = delete;
+
+  ncclComm_t get() const { return comm_; }
+
+  /// Issues `call` on `stream` (NCCL enqueues; the stream runs it). `scratch` is a device int
+  /// the barrier all-reduces.
+  void issue(const CollectiveCall& call, cudaStream_t stream, void* scratch);
+
+  /// Throws when the communicator reported an asynchronous error or was aborted; used while the
+  /// host polls a stream.
+  void check_async() const;
+
+  /// Registers [base, base + bytes) (from ncclMemAlloc) as a symmetric window. Collective: every
+  /// rank calls it in the same order. Returns an empty string, or why it could not.
+  std::string register_window(void* base, std::size_t bytes);
+
+  /// Ends every outstanding operation (thread-safe, idempotent); later calls throw.
+  void abort();
+  bool aborted() const { return aborted_.load(); }
+
+ private:
+  /// Non-blocking calls may return ncclInProgress: poll until the communicator settles.
+  void wait_ready(const char* what) const;
+
+  ncclComm_t comm_ = nullptr;
+  ncclWindow_t window_ = nullptr;
+  int world_size_ = 1;
+  mutable std::mutex mu_;  // abort() must not free comm_ under a concurrent query
+  std::atomic<bool> aborted_{false};
+};
+
+}  // namespace cprr

@@ -1,0 +1,147 @@
+// The Case API on the cuda backend, in-process, in a world of one GPU: kernels launched as grids,
+// read-back, device-side capture hashing that must equal the host definition, NCCL collectives
+// through a communicator bootstrapped the way the controller does it. Skips without a GPU.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "kernels/corpus_kernels.h"
+#include "kernels/hash.h"
+#include "recorder/context.h"
+
+namespace cprr {
+namespace {
+
+using ::testing::HasSubstr;
+
+#define SKIP_WITHOUT_GPU()                                           \
+  do {                                                               \
+    std::string why_;                                                \
+    if (visible_gpus(&why_) < 1) GTEST_SKIP() << "no GPU: " << why_; \
+  } while (0)
+
+RankState make_cuda_state() {
+  RankState s;
+  s.backend = make_backend(BackendConfig{"cuda", 0, 1, ""});
+  s.backend->connect(s.backend->bootstrap_id());  // what World does with rank 0's hello
+  for (MemPool pool : {MemPool::device, MemPool::symmetric, MemPool::host}) {
+    s.engines[static_cast<int>(pool)] = std::make_unique<PlacementEngine>(
+        s.backend->arena_capacity(pool), 256, Placement::best_fit);
+  }
+  return s;
+}
+
+TEST(CudaContext, KernelRunsOnTheDeviceAndReadsBack) {
+  SKIP_WITHOUT_GPU();
+  RankState st = make_cuda_state();
+  Context ctx(st, "gpu/iota", {}, 1, Placement::best_fit);
+  const uint64_t n = 100003;  // not a multiple of the block size
+  const Buffer b = ctx.alloc("b", n * 4);
+  ctx.launch(ctx.stream(), "iota", n, kernels::FillIota<int32_t>{b.as<int32_t>(), 7},
+             Access{{}, {b}});
+  const std::vector<int32_t> got = ctx.read<int32_t>(ctx.stream(), b);
+  ASSERT_EQ(got.size(), n);
+  for (uint64_t i = 0; i < n; i += 997) ASSERT_EQ(got[i], 7 + static_cast<int32_t>(i)) << i;
+  EXPECT_EQ(got[n - 1], 7 + static_cast<int32_t>(n - 1));
+  ctx.drain();
+  ctx.finish();
+}
+
+TEST(CudaContext, CapturesHashedOnTheDeviceMatchTheHostDefinition) {
+  SKIP_WITHOUT_GPU();
+  RankState st = make_cuda_state();
+  Context ctx(st, "gpu/capture", {}, 1, Placement::best_fit);
+  const Stream side = ctx.create_stream("side");
+  const std::vector<uint64_t> sizes = {0, 16, kRawCaptureLimit, 3 * kHashChunkBytes + 17};
+  std::vector<Buffer> bufs;
+  for (uint64_t bytes : sizes) {
+    bufs.push_back(ctx.alloc("b", std::max<uint64_t>(bytes, 1)).slice(0, bytes));
+    ctx.launch(side, "fill", bytes, kernels::FillRandom<uint8_t>{bufs.back().as<uint8_t>(), bytes},
+               Access{{}, {bufs.back()}});
+    ctx.output("out", bufs.back(), DType::u8, {}, side);
+  }
+  ctx.probe("odd_slice", bufs.back().slice(3, 70001), DType::u8, side);  // unaligned start
+  std::vector<std::vector<uint8_t>> host;
+  for (const Buffer& b : bufs) host.push_back(ctx.read<uint8_t>(side, b));
+  ctx.drain();
+  const CaseCapture cap = ctx.finish();
+  ASSERT_EQ(cap.outputs.size(), sizes.size());
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_EQ(cap.outputs[i].digest, hash_buffer(host[i].data(), host[i].size())) << sizes[i];
+    if (sizes[i] <= kRawCaptureLimit) {
+      EXPECT_EQ(cap.outputs[i].raw, std::string(host[i].begin(), host[i].end())) << sizes[i];
+    } else {
+      EXPECT_TRUE(cap.outputs[i].raw.empty());
+    }
+  }
+  ASSERT_EQ(cap.probes.size(), 1u);
+  EXPECT_EQ(cap.probes[0].digest, hash_buffer(host.back().data() + 3, 70001));
+}
+
+TEST(CudaContext, HostOnlyKernelIsACaseFailureNamingIt) {
+  SKIP_WITHOUT_GPU();
+  RankState st = make_cuda_state();
+  Context ctx(st, "gpu/lambda", {}, 1, Placement::best_fit);
+  const Buffer b = ctx.alloc("b", 64);
+  try {
+    ctx.launch(
+        ctx.stream(), "host_lambda", 1, [](uint64_t) {}, Access{{}, {b}});
+    ADD_FAILURE() << "a host lambda was launched on the cuda backend";
+  } catch (const CaseFailure& e) {
+    EXPECT_THAT(e.what(), HasSubstr("host_lambda"));
+    EXPECT_THAT(e.what(), HasSubstr("no device build"));
+  }
+}
+
+TEST(CudaContext, CollectivesRunThroughNcclAndAreLogged) {
+  SKIP_WITHOUT_GPU();
+  RankState st = make_cuda_state();
+  Context ctx(st, "gpu/collectives", {}, 1, Placement::best_fit);
+  const Buffer in = ctx.alloc("in", 4096 * 4);
+  const Buffer out = ctx.alloc("out", 4096 * 4);
+  const Buffer sym = ctx.alloc("sym", 4096 * 4, MemPool::symmetric);
+  ctx.launch(ctx.stream(), "fill", 4096, kernels::FillIota<int32_t>{in.as<int32_t>(), 1},
+             Access{{}, {in}});
+  ctx.launch(ctx.stream(), "fill_sym", 4096, kernels::FillConst<int32_t>{sym.as<int32_t>(), 5},
+             Access{{}, {sym}});
+  ctx.all_reduce(ctx.stream(), in, DType::i32);
+  ctx.all_reduce(ctx.stream(), sym, DType::i32, ReduceOp::max);
+  ctx.all_gather(ctx.stream(), in, out, DType::i32);
+  ctx.all_to_all_v(ctx.stream(), in, {4096}, out, {4096}, DType::i32);
+  ctx.broadcast(ctx.stream(), out, DType::i32, 0);
+  ctx.barrier(ctx.stream());
+  const std::vector<int32_t> got = ctx.read<int32_t>(ctx.stream(), out);
+  const std::vector<int32_t> s = ctx.read<int32_t>(ctx.stream(), sym);
+  for (int i = 0; i < 4096; i += 511) EXPECT_EQ(got[i], 1 + i) << i;
+  EXPECT_EQ(s[4095], 5);
+  const CollectiveProgress p = st.backend->collective_progress();
+  EXPECT_EQ(p.completed_seq, 5);
+  EXPECT_EQ(p.completed_kind, "barrier");
+  EXPECT_TRUE(st.backend->running_ops().empty());
+  ctx.drain();
+  const CaseCapture cap = ctx.finish();
+  ASSERT_EQ(cap.collectives.size(), 6u);
+  EXPECT_EQ(cap.collectives[3].kind, "all_to_all_v");
+}
+
+TEST(CudaContext, EventsOrderAConsumerStreamAfterItsProducer) {
+  SKIP_WITHOUT_GPU();
+  RankState st = make_cuda_state();
+  Context ctx(st, "gpu/events", {}, 1, Placement::best_fit);
+  const Stream producer = ctx.create_stream("producer");
+  const Stream consumer = ctx.create_stream("consumer");
+  const uint64_t n = uint64_t{1} << 24;  // long enough that an unordered consumer would lose
+  const Buffer x = ctx.alloc("x", n * 4), y = ctx.alloc("y", n * 4), z = ctx.alloc("z", n * 4);
+  ctx.launch(producer, "x", n, kernels::FillConst<float>{x.as<float>(), 2.0f}, Access{{}, {x}});
+  ctx.launch(producer, "y", n, kernels::FillConst<float>{y.as<float>(), 3.0f}, Access{{}, {y}});
+  ctx.wait(consumer, ctx.record(producer));
+  ctx.launch(consumer, "axpy", n, kernels::Axpy{z.as<float>(), x.as<float>(), y.as<float>(), 4.0f},
+             Access{{x, y}, {z}});
+  const std::vector<float> got = ctx.read<float>(consumer, z);
+  EXPECT_EQ(got[0], 11.0f);
+  EXPECT_EQ(got[n - 1], 11.0f);
+}
+
+}  // namespace
+}  // namespace cprr

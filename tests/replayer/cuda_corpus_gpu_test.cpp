@@ -1,0 +1,101 @@
+// The whole corpus on the cuda backend, end to end through the two CLIs, at W=2 and W=4: every
+// case meets its expectation fresh and pooled (crash and hang fixtures included, and the cases
+// after them pass), the seeded state leaks are flagged and their twins are not, and cpreplay names
+// the polluters as it does on the CPU backend. Skips when fewer GPUs than ranks are visible.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "runtime/backend.h"
+
+namespace cprr {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Cmd {
+  int code = -1;
+  std::string out;
+};
+
+Cmd run(const std::string& cmdline) {
+  Cmd r;
+  FILE* p = ::popen((cmdline + " 2>/dev/null").c_str(), "r");
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+class CudaCorpus : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    const int gpus = visible_gpus(&why);
+    if (gpus < GetParam()) {
+      GTEST_SKIP() << "needs " << GetParam() << " GPUs (one per rank), " << gpus
+                   << " visible: " << (why.empty() ? "too few devices" : why);
+    }
+    dir_ = "/tmp/cprr-gpu-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir_.data()), nullptr);
+  }
+  void TearDown() override {
+    if (!dir_.empty() && !HasFailure()) std::filesystem::remove_all(dir_);
+  }
+  std::string dir_;
+};
+
+TEST_P(CudaCorpus, RecordBothMeetsEveryExpectationAndReplayNamesThePolluters) {
+  const int w = GetParam();
+  const std::string at = "@" + std::to_string(w);
+  const std::string db = dir_ + "/run.db";
+  const Cmd rec = run(std::string(CPRR_CPRECORD_PATH) + " --backend cuda --mode both --json --db " +
+                      db + " --filter '" + at + "$'");
+  ASSERT_FALSE(rec.out.empty()) << "cprecord printed nothing (exit " << rec.code << ")";
+  const auto doc = nlohmann::json::parse(rec.out);
+  EXPECT_EQ(doc["backend"], "cuda");
+  std::map<std::string, int64_t> ids;
+  std::set<std::string> flagged, unexpected;
+  for (const auto& c : doc["cases"]) {
+    const std::string label = c["label"];
+    ids[label] = c["id"];
+    if (!c["fresh_vs_pool"].is_null()) flagged.insert(label);
+    if (!c["as_expected"].get<bool>()) unexpected.insert(label + ": " + c["status"].dump());
+  }
+  EXPECT_EQ(rec.code, 0);
+  EXPECT_TRUE(unexpected.empty()) << ::testing::PrintToString(unexpected);
+  EXPECT_EQ(flagged, (std::set<std::string>{"bug/global_rng{n=4096}" + at,
+                                            "bug/config_mutation{format=bshd}" + at}));
+  ASSERT_GT(ids.count("bug/skip_collective" + at), 0u);
+
+  const std::pair<const char*, const char*> victims[] = {
+      {"bug/global_rng{n=4096}", "bug/global_rng{n=256}"},
+      {"bug/config_mutation{format=bshd}", "bug/config_mutation{format=thd}"}};
+  for (const auto& [victim, polluter] : victims) {
+    const Cmd rep = run(std::string(CPRR_CPREPLAY_PATH) + " --db " + db + " --case " +
+                        std::to_string(ids.at(victim + at)) + " --json");
+    ASSERT_FALSE(rep.out.empty()) << victim;
+    const auto r = nlohmann::json::parse(rep.out);
+    EXPECT_EQ(rep.code, 1) << victim;
+    EXPECT_EQ(r["verdict"], "state_leak") << victim;
+    EXPECT_EQ(r["polluters"], nlohmann::json::array({ids.at(polluter + at)})) << victim;
+  }
+  const Cmd healthy = run(std::string(CPRR_CPREPLAY_PATH) + " --db " + db + " --case " +
+                          std::to_string(ids.at("healthy/cp_ring{block=65536}" + at)) + " --json");
+  EXPECT_EQ(healthy.code, 0);
+  EXPECT_EQ(nlohmann::json::parse(healthy.out)["verdict"], "reproduced");
+}
+
+INSTANTIATE_TEST_SUITE_P(W, CudaCorpus, ::testing::Values(2, 4),
+                         [](const auto& info) { return "W" + std::to_string(info.param); });
+
+}  // namespace
+}  // namespace cprr

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, from the repo root, with .device/stage carried (made by
+# tools/device/build.sh): the GPU test suites, the corpus on the cuda backend next to the cpu
+# backend, and the GPU benchmarks. Full logs go to $OUT (or /tmp/cprr-gpu-out); a short table is
+# printed last.
+#
+#   tools/device/run_gpu_checks.sh [tests] [corpus] [bench]     (default: all three)
+#   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+stage=$PWD/.device/stage
+[ -f "$stage/build_path" ] || { echo "no $stage: run tools/device/build.sh first and carry .device/stage" >&2; exit 2; }
+build_path=$(cat "$stage/build_path")
+if [ ! -e "$build_path" ]; then
+  mkdir -p "$(dirname "$build_path")"
+  ln -s "$stage/build" "$build_path"
+fi
+export LD_LIBRARY_PATH="$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export NCCL_NVLS_ENABLE=0  # never NVLink multicast (the harness forces it for ranks as well)
+out=${OUT:-/tmp/cprr-gpu-out}
+mkdir -p "$out"
+b=$build_path
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(tests corpus bench)
+summary=()
+
+nvidia-smi -L >"$out/gpus.txt" 2>&1
+gpus=$(grep -c '^GPU' "$out/gpus.txt")
+nvidia-smi topo -m >>"$out/gpus.txt" 2>&1
+
+for step in "${steps[@]}"; do
+  case $step in
+    tests)
+      for t in "$b"/tests/cprr_*_gpu_tests; do
+        name=$(basename "$t")
+        timeout 500 "$t" >"$out/$name.log" 2>&1
+        rc=$?
+        pass=$(grep -c '^\[       OK \]' "$out/$name.log")
+        fail=$(grep -c '^\[  FAILED  \].*(' "$out/$name.log")
+        skip=$(grep -c '^\[  SKIPPED \].*(' "$out/$name.log")
+        summary+=("$(printf '%-32s rc=%-3s %3s passed %3s failed %3s skipped' "$name" "$rc" "$pass" "$fail" "$skip")")
+      done
+      ;;
+    corpus)
+      for backend in cuda cpu; do
+        start=$(date +%s%N)
+        timeout 550 "$b/tools/cprecord" --backend $backend --mode both --json --db "$out/corpus_$backend.db" \
+          --filter "${CPRR_CORPUS_FILTER:-.}" \
+          >"$out/corpus_$backend.json" 2>"$out/corpus_$backend.err"
+        rc=$?
+        ms=$((($(date +%s%N) - start) / 1000000))
+        summary+=("$(printf 'corpus %-5s rc=%-3s %6d ms' "$backend" "$rc" "$ms")")
+      done
+      python3 tools/device/corpus_table.py "$out/corpus_cpu.json" "$out/corpus_cuda.json" \
+        >"$out/corpus_table.txt" 2>&1
+      summary+=("$(tail -n 3 "$out/corpus_table.txt")")
+      ;;
+    bench)
+      [ -x "$b/tools/bench/cprr_bench_device_hash" ] &&
+        "$b/tools/bench/cprr_bench_device_hash" >"$out/bench_device_hash.txt" 2>&1
+      [ -x "$b/tools/bench/cprr_bench_gpu" ] &&
+        timeout 400 "$b/tools/bench/cprr_bench_gpu" --torch-script tools/bench/torch_allreduce.py \
+          --torch-runs "${CPRR_TORCH_RUNS:-3}" \
+          >"$out/bench_gpu.txt" 2>&1
+      for f in "$out"/bench_*.txt; do summary+=("== $(basename "$f")" "$(tail -n 12 "$f")"); done
+      ;;
+    *) echo "unknown step '$step' (tests, corpus, bench)" >&2; exit 2 ;;
+  esac
+done
+
+echo "GPUs: $gpus ($(head -n 1 "$out/gpus.txt"))"
+printf '%s\n' "${summary[@]}"
