@@ -21,6 +21,8 @@ class CaptureHasher {
                        Capture& slot) = 0;
   /// After every stream drained: fills the slots that are still pending.
   virtual void complete() {}
+  /// Forgets pending slots without touching them (their Context is going away unfinished).
+  virtual void abandon() {}
 };
 
 /// The hasher that fits `backend` (device hashing when backend.device_kernels()). It keeps a

@@ -137,6 +137,7 @@ CaseCapture Context::finish() {
   }
   state_.backend->release_events();
   state_.hasher->complete();
+  finished_ = true;
   logs_.probes.assign(std::make_move_iterator(probes_.begin()),
                       std::make_move_iterator(probes_.end()));
   logs_.outputs.assign(std::make_move_iterator(outputs_.begin()),
@@ -145,5 +146,14 @@ CaseCapture Context::finish() {
 }
 
 void Context::drain() { state_.backend->synchronize_all(); }
+
+Context::~Context() {
+  if (finished_) return;
+  try {
+    drain();
+  } catch (const std::exception&) {
+  }
+  state_.hasher->abandon();
+}
 
 }  // namespace cprr

@@ -77,6 +77,9 @@ class Context {
  public:
   Context(RankState& state, std::string case_name, Params params, uint64_t seed,
           Placement placement);
+  /// A Context dropped without finish() (a test, an embedder) still drains its streams and makes
+  /// the hasher forget its captures, so nothing later writes into freed slots.
+  ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
@@ -211,6 +214,7 @@ class Context {
   std::deque<Capture> probes_;
   std::deque<Capture> outputs_;
   CaseCapture logs_;
+  bool finished_ = false;
 };
 
 }  // namespace cprr

@@ -60,6 +60,11 @@ void Context::all_to_all_v(Stream s, const Buffer& in, std::vector<int64_t> send
     CPRR_THROW_AS(CaseFailure, "all_to_all_v: {} send and {} recv counts for a world of {}",
                   send_counts.size(), recv_counts.size(), w);
   }
+  for (const auto* counts : {&send_counts, &recv_counts}) {
+    for (int64_t n : *counts) {
+      if (n < 0) CPRR_THROW_AS(CaseFailure, "all_to_all_v: negative count {}", n);
+    }
+  }
   const uint64_t elem = dtype_size(dtype);
   if (static_cast<uint64_t>(total(send_counts)) * elem > in.bytes ||
       static_cast<uint64_t>(total(recv_counts)) * elem > out.bytes) {

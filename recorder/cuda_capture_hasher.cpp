@@ -12,96 +12,116 @@
 namespace cprr {
 namespace {
 
-/// Device array + pinned host mirror of `count` elements of T, reallocated only to grow.
-template <class T>
-class Staging {
+/// Staging that only grows by chaining blocks, never by reallocating: a full block must not force
+/// a host synchronization mid-case (that would order the streams and hide races), so space runs
+/// out only when a new block cannot be allocated. Blocks are kept across cases.
+template <class T, bool kOnDevice>
+class StagingChain {
  public:
-  ~Staging() { release(); }
-  void reserve(std::size_t count) {
-    if (count <= capacity_) return;
-    release();
-    CPRR_CUDA(cudaMalloc(&device_, count * sizeof(T)));
-    CPRR_CUDA(cudaMallocHost(&host_, count * sizeof(T)));
-    capacity_ = count;
+  struct Slot {
+    T* device;  ///< nullptr unless kOnDevice
+    T* host;
+  };
+  explicit StagingChain(std::size_t first_block) : next_block_(first_block) {}
+  ~StagingChain() {
+    for (Block& b : blocks_) {
+      if (b.device != nullptr) cudaFree(b.device);
+      cudaFreeHost(b.host);
+    }
   }
-  std::size_t capacity() const { return capacity_; }
-  T* device() const { return device_; }
-  T* host() const { return host_; }
+  StagingChain(const StagingChain&) = delete;
+  StagingChain& operator=(const StagingChain&) = delete;
+
+  /// Room for `n` elements in one block.
+  Slot take(std::size_t n) {
+    while (current_ < blocks_.size() && blocks_[current_].used + n > blocks_[current_].capacity) {
+      ++current_;
+    }
+    if (current_ == blocks_.size()) add_block(std::max(n, next_block_));
+    Block& b = blocks_[current_];
+    Slot s{b.device ? b.device + b.used : nullptr, b.host + b.used};
+    b.used += n;
+    return s;
+  }
+  /// Every slot handed out is finished with (after the streams drained).
+  void reset() {
+    for (Block& b : blocks_) b.used = 0;
+    current_ = 0;
+  }
 
  private:
-  void release() {
-    if (device_ != nullptr) cudaFree(device_);
-    if (host_ != nullptr) cudaFreeHost(host_);
-    device_ = host_ = nullptr;
-    capacity_ = 0;
+  struct Block {
+    T* device = nullptr;
+    T* host = nullptr;
+    std::size_t capacity = 0;
+    std::size_t used = 0;
+  };
+  void add_block(std::size_t n) {
+    Block b;
+    b.capacity = n;
+    CPRR_CUDA(cudaMallocHost(&b.host, n * sizeof(T)));
+    if constexpr (kOnDevice) CPRR_CUDA(cudaMalloc(&b.device, n * sizeof(T)));
+    blocks_.push_back(b);
+    next_block_ = 2 * n;
   }
-  T* device_ = nullptr;
-  T* host_ = nullptr;
-  std::size_t capacity_ = 0;
+  std::vector<Block> blocks_;
+  std::size_t current_ = 0;
+  std::size_t next_block_;
 };
 
 class CudaCaptureHasher final : public CaptureHasher {
  public:
-  explicit CudaCaptureHasher(Backend& backend) : backend_(backend) {
-    chunks_.reserve(1 << 16);  // 4 GiB of captures per case before the first regrowth
-    raw_.reserve(64 * kRawCaptureLimit);
-  }
+  explicit CudaCaptureHasher(Backend& backend) : backend_(backend) {}
 
   void enqueue(int stream, std::string label, const std::byte* data, uint64_t bytes,
                Capture& slot) override {
     const std::size_t k = hash_chunk_count(bytes);
     const std::size_t raw = bytes <= kRawCaptureLimit ? bytes : 0;
-    if (chunks_used_ + k > chunks_.capacity() || raw_used_ + raw > raw_.capacity()) {
-      grow(k, raw);
-    }
     auto s = static_cast<cudaStream_t>(backend_.native_stream(stream));
-    uint64_t* dev_chunks = chunks_.device() + chunks_used_;
-    kernels::launch_chunk_hashes(data, bytes, dev_chunks, s);
+    Pending p{&slot, bytes, k, raw, nullptr, nullptr};
     if (k > 0) {
-      CPRR_CUDA(cudaMemcpyAsync(chunks_.host() + chunks_used_, dev_chunks, k * sizeof(uint64_t),
+      const auto chunks = chunks_.take(k);
+      kernels::launch_chunk_hashes(data, bytes, chunks.device, s);
+      CPRR_CUDA(cudaMemcpyAsync(chunks.host, chunks.device, k * sizeof(uint64_t),
                                 cudaMemcpyDeviceToHost, s));
+      p.chunks = chunks.host;
     }
     if (raw > 0) {
-      CPRR_CUDA(cudaMemcpyAsync(raw_.host() + raw_used_, data, raw, cudaMemcpyDefault, s));
+      unsigned char* dst = raw_.take(raw).host;
+      CPRR_CUDA(cudaMemcpyAsync(dst, data, raw, cudaMemcpyDefault, s));
+      p.raw = dst;
     }
-    pending_.push_back(Pending{&slot, chunks_used_, k, bytes, raw_used_, raw});
-    chunks_used_ += k;
-    raw_used_ += raw;
+    pending_.push_back(p);
     backend_.note_launch(stream, std::move(label));
   }
 
   void complete() override {
     for (const Pending& p : pending_) {
-      const uint64_t* c = chunks_.host() + p.chunk_at;
-      p.slot->digest.chunks.assign(c, c + p.chunks);
-      p.slot->digest.whole = whole_hash_of_chunks(c, p.chunks, p.bytes);
-      p.slot->raw.assign(reinterpret_cast<const char*>(raw_.host() + p.raw_at), p.raw);
+      p.slot->digest.chunks.assign(p.chunks, p.chunks + p.chunk_count);
+      p.slot->digest.whole = whole_hash_of_chunks(p.chunks, p.chunk_count, p.bytes);
+      p.slot->raw.assign(reinterpret_cast<const char*>(p.raw), p.raw_bytes);
     }
+    abandon();
+  }
+
+  void abandon() override {
     pending_.clear();
-    chunks_used_ = raw_used_ = 0;
+    chunks_.reset();
+    raw_.reset();
   }
 
  private:
   struct Pending {
     Capture* slot;
-    std::size_t chunk_at, chunks;
     uint64_t bytes;
-    std::size_t raw_at, raw;
+    std::size_t chunk_count, raw_bytes;
+    const uint64_t* chunks;
+    const unsigned char* raw;
   };
 
-  // Staging is full: finish what is in flight, then make room for at least one more capture.
-  void grow(std::size_t k, std::size_t raw) {
-    backend_.synchronize_all();
-    complete();
-    chunks_.reserve(std::max(2 * chunks_.capacity(), k));
-    raw_.reserve(std::max(2 * raw_.capacity(), raw));
-  }
-
   Backend& backend_;
-  Staging<uint64_t> chunks_;
-  Staging<unsigned char> raw_;
-  std::size_t chunks_used_ = 0;
-  std::size_t raw_used_ = 0;
+  StagingChain<uint64_t, true> chunks_{std::size_t{1} << 16};  // 4 GiB of captures per block
+  StagingChain<unsigned char, false> raw_{std::size_t{1} << 20};  // 256 small captures per block
   std::vector<Pending> pending_;
 };
 

@@ -23,7 +23,7 @@ namespace cprr {
 inline constexpr uint32_t kProtocolMagic = 0x52525043;  // "CPRR" read as little-endian bytes
 /// Bump when any message below changes layout or meaning. Controller and worker of different
 /// versions refuse each other at the hello with a message naming both versions.
-inline constexpr uint32_t kProtocolVersion = 2;  // 2: Hello.comm_id, Bootstrap, Abort
+inline constexpr uint32_t kProtocolVersion = 2;  // 2: Hello.comm_id, Bootstrap, Connected, Abort
 inline constexpr uint32_t kMaxFrameBytes = 256u << 20;
 
 /// First message of every rank: who it is.
@@ -142,7 +142,17 @@ struct Catalog {
   }
 };
 
-using FromRank = std::variant<CaseDone, WatchdogStatus, Catalog>;
+/// A rank's answer to Bootstrap: it joined the communicator, or why it could not. The world is
+/// ready only when every rank said so, so joining is part of start-up, not of the first case.
+struct Connected {
+  std::string error;  ///< empty on success
+  template <class A>
+  void serialize(A& a) {
+    a(error);
+  }
+};
+
+using FromRank = std::variant<CaseDone, WatchdogStatus, Catalog, Connected>;
 
 // ---- encoding ----
 

@@ -96,7 +96,15 @@ int serve(const WorkerArgs& a) {
   for (;;) {
     ToRank msg = channel.next();
     if (std::holds_alternative<Shutdown>(msg)) return 0;
-    if (const auto* boot = std::get_if<Bootstrap>(&msg)) backend.connect(boot->comm_id);
+    if (const auto* boot = std::get_if<Bootstrap>(&msg)) {
+      try {
+        backend.connect(boot->comm_id);
+      } catch (const std::exception& e) {
+        channel.send(FromRank{Connected{e.what()}});  // the controller reports it as start-up
+        return 2;
+      }
+      channel.send(FromRank{Connected{}});
+    }
     if (const auto* run = std::get_if<RunCase>(&msg)) {
       CaseDone done = runner.run(*run);
       // Buffered stdio output belongs to this case: flush it before reporting, so the

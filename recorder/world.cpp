@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include <filesystem>
+#include <functional>
 
 #include "runtime/error.h"
 
@@ -37,7 +38,7 @@ World::World(const WorldConfig& config, uint64_t id)
   try {
     for (int r = 0; r < config.world_size; ++r) spawn_rank(r, config);
     logs_.start();
-    await_hellos(config);
+    await_ready(config);
   } catch (...) {
     kill(std::chrono::milliseconds(100));
     std::error_code ec;
@@ -91,23 +92,54 @@ void World::spawn_rank(int r, const WorldConfig& config) {
   ranks_.push_back(std::move(rank));
 }
 
-void World::await_hellos(const WorldConfig& config) {
+void World::await_ready(const WorldConfig& config) {
   const auto deadline = Clock::now() + config.startup_timeout;
-  std::vector<bool> greeted(ranks_.size(), false);
+  const auto limit = fmt::format("within {} ms", config.startup_timeout.count());
   std::string comm_id;
+  await_each(deadline, "no hello " + limit, [&](int r, const std::string& frame) {
+    const Hello hello = decode_hello(frame);
+    CPRR_CHECK(hello.rank == r && hello.world_size == size(),
+               "rank {} introduced itself as rank {} of {}", r, hello.rank, hello.world_size);
+    if (r == 0) comm_id = hello.comm_id;
+  });
+  // Every rank joins the communicator with rank 0's id (NCCL) and says when it has; ranks that
+  // rendezvous by themselves (Gloo) answer at once.
+  const std::string boot = encode(ToRank{Bootstrap{comm_id}});
+  for (Rank& r : ranks_) write_frame(r.control.get(), boot);
+  await_each(deadline, "it did not join the communicator " + limit,
+             [&](int r, const std::string& frame) {
+               const FromRank msg = decode_from_rank(frame);
+               const auto* c = std::get_if<Connected>(&msg);
+               if (c == nullptr) {
+                 CPRR_THROW("{}", startup_failure(r, "it answered Bootstrap with another message"));
+               }
+               if (!c->error.empty()) {
+                 CPRR_THROW("{}", startup_failure(r, "it could not join the communicator: " + c->error));
+               }
+             });
+}
+
+void World::await_each(Clock::time_point deadline, const std::string& timeout_why,
+                       const std::function<void(int, const std::string&)>& on_frame) {
+  std::vector<bool> answered(ranks_.size(), false);
   for (std::size_t have = 0; have < ranks_.size();) {
     std::vector<pollfd> fds;
     std::vector<int> idx;
     for (int r = 0; r < size(); ++r) {
-      if (!greeted[r]) {
-        fds.push_back(pollfd{ranks_[r].control.get(), POLLIN, 0});
-        idx.push_back(r);
+      if (answered[r]) continue;
+      if (auto frame = ranks_[r].reader.next()) {  // already buffered by an earlier read
+        on_frame(r, *frame);
+        answered[r] = true;
+        ++have;
+        continue;
       }
+      fds.push_back(pollfd{ranks_[r].control.get(), POLLIN, 0});
+      idx.push_back(r);
     }
+    if (fds.empty()) continue;
     const int timeout = ms_until(deadline);
     if (timeout == 0 || ::poll(fds.data(), fds.size(), timeout) == 0) {
-      CPRR_THROW("{}", startup_failure(idx.front(), fmt::format("no hello within {} ms",
-                                                                config.startup_timeout.count())));
+      CPRR_THROW("{}", startup_failure(idx.front(), timeout_why));
     }
     for (std::size_t k = 0; k < fds.size(); ++k) {
       if (fds[k].revents == 0) continue;
@@ -115,21 +147,8 @@ void World::await_hellos(const WorldConfig& config) {
       if (rank.reader.fill(rank.control.get()) == FrameReader::Fill::eof) {
         CPRR_THROW("{}", startup_failure(idx[k], "it closed its control channel"));
       }
-      if (auto frame = rank.reader.next()) {
-        const Hello hello = decode_hello(*frame);
-        CPRR_CHECK(hello.rank == idx[k] && hello.world_size == size(),
-                   "rank {} introduced itself as rank {} of {}", idx[k], hello.rank,
-                   hello.world_size);
-        if (idx[k] == 0) comm_id = hello.comm_id;
-        greeted[idx[k]] = true;
-        ++have;
-      }
     }
   }
-  // Every rank joins the communicator with rank 0's id (NCCL); ranks that rendezvous by
-  // themselves (Gloo) ignore it. Joining happens before the first case, inside its deadline.
-  const std::string boot = encode(ToRank{Bootstrap{comm_id}});
-  for (Rank& r : ranks_) write_frame(r.control.get(), boot);
 }
 
 std::string World::startup_failure(int rank, const std::string& why) {

@@ -3,6 +3,7 @@
 // control socket and drained stdout/stderr pipes. Fresh mode makes one per case; pool mode keeps
 // one per world size and replaces it after any fault.
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,7 +40,8 @@ struct RankReport {
 
 class World {
  public:
-  /// Spawns the ranks and waits for every hello. Throws cprr::Error naming the rank, how it
+  /// Spawns the ranks and waits until every rank said hello and joined the communicator
+  /// (await_ready). Throws cprr::Error naming the rank, how it
   /// ended and its stderr tail when the world cannot start.
   World(const WorldConfig& config, uint64_t id);
   /// Asks healthy ranks to shut down, then kills the group and reaps every rank.
@@ -82,7 +84,13 @@ class World {
     uint64_t err_mark = 0;
   };
   void spawn_rank(int rank, const WorldConfig& config);
-  void await_hellos(const WorldConfig& config);
+  /// Start-up: every rank's hello, then Bootstrap with rank 0's communicator id, then every
+  /// rank's Connected, all within config.startup_timeout; throws naming the rank that failed.
+  void await_ready(const WorldConfig& config);
+  /// Hands one frame from each rank, in arrival order, to `on_frame`; throws `timeout_why` (with
+  /// the first silent rank's stderr) at the deadline.
+  void await_each(Clock::time_point deadline, const std::string& timeout_why,
+                  const std::function<void(int, const std::string&)>& on_frame);
   /// Reads what rank r's control socket holds into reports[r]; false on EOF.
   bool pump(int r, uint64_t execution, RankReport& report);
   std::string startup_failure(int rank, const std::string& why);

@@ -100,6 +100,10 @@ class Backend {
   virtual void* native_comm() { return nullptr; }
   /// Notes a device op launched outside the backend (a kernel) on `stream`, for running_ops().
   virtual void note_launch(int stream, std::string label) {}
+  /// Empty while the device state is usable; otherwise why not (a sticky CUDA error, an NCCL
+  /// error, an abort). The case's result is then an error, so its world is replaced rather than
+  /// handing the broken state to the next case.
+  virtual std::string broken() const { return {}; }
 };
 
 /// Options for creating a backend in a rank process.

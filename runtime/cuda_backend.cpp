@@ -225,9 +225,18 @@ void CudaBackend::collective(int stream, CollectiveCall call) {
     p.before = take_event();
     p.after = take_event();
   }
-  CPRR_CUDA(cudaEventRecord(p.before, s));
-  comm_->issue(call, s, barrier_scratch_);
-  CPRR_CUDA(cudaEventRecord(p.after, s));
+  try {
+    guarded([&] {
+      CPRR_CUDA(cudaEventRecord(p.before, s));
+      comm_->issue(call, s, barrier_scratch_);
+      CPRR_CUDA(cudaEventRecord(p.after, s));
+    });
+  } catch (...) {
+    std::lock_guard lock(mu_);
+    spare_events_.push_back(p.before);
+    spare_events_.push_back(p.after);
+    throw;
+  }
   note_launch(stream, fmt::format("{} #{}", call.kind, call.seq));
   std::lock_guard lock(mu_);
   pending_.push_back(std::move(p));
@@ -252,7 +261,27 @@ void CudaBackend::wait_event(int stream, int event) {
   CPRR_CUDA(cudaStreamWaitEvent(at(stream).handle, events_[event], 0));
 }
 
+template <class Fn>
+void CudaBackend::guarded(Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    std::lock_guard lock(mu_);
+    if (broken_.empty()) broken_ = e.what();
+    throw;
+  }
+}
+
+std::string CudaBackend::broken() const {
+  std::lock_guard lock(mu_);
+  return broken_;
+}
+
 void CudaBackend::wait_stream(int stream) {
+  guarded([&] { poll_stream(stream); });
+}
+
+void CudaBackend::poll_stream(int stream) {
   cudaStream_t h = at(stream).handle;
   // Poll instead of cudaStreamSynchronize: a collective stuck on a dead or hung peer must leave
   // this thread free to notice an NCCL error or an abort.
@@ -347,24 +376,51 @@ void CudaBackend::reset_collective_progress() {
 std::string CudaBackend::bootstrap_id() { return rank_ == 0 ? nccl_unique_id() : std::string(); }
 
 void CudaBackend::connect(const std::string& id) {
-  comm_ = std::make_unique<NcclComm>(rank_, world_size_, id);
+  auto comm = std::make_unique<NcclComm>(rank_, world_size_, id);
+  {
+    std::lock_guard lock(mu_);  // the watchdog's abort() reads comm_
+    comm_ = std::move(comm);
+  }
+  make_symmetric_pool();
+}
+
+int CudaBackend::min_over_ranks(int value) {
+  CPRR_CUDA(cudaMemcpy(barrier_scratch_, &value, sizeof value, cudaMemcpyHostToDevice));
+  CollectiveCall c{.kind = "all_reduce", .dtype = DType::i32, .op = ReduceOp::min,
+                   .in = barrier_scratch_, .out = barrier_scratch_, .count = 1};
+  comm_->issue(c, streams_[0].handle, barrier_scratch_);
+  wait_stream(0);
+  CPRR_CUDA(cudaMemcpy(&value, barrier_scratch_, sizeof value, cudaMemcpyDeviceToHost));
+  CPRR_CUDA(cudaMemset(barrier_scratch_, 0, sizeof value));  // barrier() all-reduces zeros
+  return value;
+}
+
+void CudaBackend::make_symmetric_pool() {
   const int sym = static_cast<int>(MemPool::symmetric);
   std::string why;
   try {
     arenas_[sym] = CudaArena(CudaArena::Kind::nccl, capacity_[sym]);
-    why = comm_->register_window(arenas_[sym].data(), capacity_[sym]);
   } catch (const std::exception& e) {
     why = e.what();
-    arenas_[sym] = CudaArena(CudaArena::Kind::device, capacity_[sym]);
   }
-  if (!why.empty()) {
-    std::fprintf(stderr,
-                 "cprr rank %d: symmetric pool is plain device memory, not an NCCL window: %s\n",
-                 rank_, why.c_str());
+  // Window registration is collective: the ranks agree first, so either all register or none.
+  const bool all_allocated = min_over_ranks(why.empty() ? 1 : 0) == 1;
+  if (all_allocated) {
+    why = comm_->register_window(arenas_[sym].data(), capacity_[sym]);
+    if (!why.empty()) {
+      std::fprintf(stderr, "cprr rank %d: symmetric pool is ncclMemAlloc memory without an NCCL window: %s\n",
+                   rank_, why.c_str());
+    }
+    return;
   }
+  arenas_[sym] = CudaArena(CudaArena::Kind::device, capacity_[sym]);  // never registered
+  std::fprintf(stderr, "cprr rank %d: symmetric pool is plain device memory: %s\n", rank_,
+               why.empty() ? "another rank could not ncclMemAlloc its pool" : why.c_str());
 }
 
 void CudaBackend::abort() {
+  std::lock_guard lock(mu_);
+  if (broken_.empty()) broken_ = "aborted by the controller";
   if (comm_) comm_->abort();
 }
 

@@ -71,6 +71,7 @@ class CudaBackend final : public Backend {
   void* native_stream(int stream) override;
   void* native_comm() override { return comm_ ? comm_->get() : nullptr; }
   void note_launch(int stream, std::string label) override;
+  std::string broken() const override;
 
  private:
   struct StreamSlot {
@@ -89,7 +90,15 @@ class CudaBackend final : public Backend {
   StreamSlot& at(int stream);
   cudaEvent_t take_event();  // with mu_ held
   void wait_stream(int stream);
+  void poll_stream(int stream);
   void rethrow_host_error();
+  /// The minimum of `value` over all ranks (collective; used while connecting).
+  int min_over_ranks(int value);
+  /// ncclMemAlloc + window registration, agreed across ranks, or plain memory with a reason.
+  void make_symmetric_pool();
+  /// Runs `fn`; an exception from it marks the backend broken (first reason kept) and propagates.
+  template <class Fn>
+  void guarded(Fn&& fn);
   static void run_host_fn(void* arg);
 
   int rank_ = 0;
@@ -107,6 +116,7 @@ class CudaBackend final : public Backend {
   mutable std::vector<cudaEvent_t> spare_events_;
   mutable CollectiveProgress progress_;
   std::exception_ptr host_error_;
+  std::string broken_;  // guarded by mu_
 };
 
 }  // namespace cprr

@@ -36,6 +36,25 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   CPRR_THROW("reduce op {} has no NCCL op", static_cast<int>(op));
 }
 
+/// Ends an NCCL group on every path: a group left open by an exception would swallow every later
+/// collective of this thread.
+class GroupGuard {
+ public:
+  GroupGuard() { CPRR_NCCL(ncclGroupStart()); }
+  ~GroupGuard() {
+    if (open_) ncclGroupEnd();
+  }
+  GroupGuard(const GroupGuard&) = delete;
+  GroupGuard& operator=(const GroupGuard&) = delete;
+  void end() {
+    open_ = false;
+    CPRR_NCCL(ncclGroupEnd());
+  }
+
+ private:
+  bool open_ = true;
+};
+
 }  // namespace
 
 std::string nccl_unique_id() {
@@ -66,13 +85,17 @@ NcclComm::NcclComm(int rank, int world_size, const std::string& unique_id)
 NcclComm::~NcclComm() {
   std::lock_guard lock(mu_);
   if (aborted_ || comm_ == nullptr) return;
-  if (window_ != nullptr) ncclCommWindowDeregister(comm_, window_);
-  // Finalize flushes outstanding work; bounded, since a dead peer must not hold a rank forever.
-  ncclResult_t state = ncclCommFinalize(comm_);
-  for (int i = 0; state == ncclInProgress && i < 50000; ++i) {
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-    ncclCommGetAsyncError(comm_, &state);
-  }
+  // Teardown is bounded (5 s per step): a dead peer must not hold a rank forever.
+  auto settle = [this](ncclResult_t state) {
+    for (int i = 0; state == ncclInProgress && i < 50000; ++i) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      ncclCommGetAsyncError(comm_, &state);
+    }
+    return state;
+  };
+  ncclResult_t state = ncclSuccess;
+  if (window_ != nullptr) state = settle(ncclCommWindowDeregister(comm_, window_));
+  if (state == ncclSuccess) state = settle(ncclCommFinalize(comm_));
   if (state == ncclSuccess) {
     ncclCommDestroy(comm_);
   } else {
@@ -108,6 +131,17 @@ void NcclComm::check_async() const {
 }
 
 void NcclComm::issue(const CollectiveCall& c, cudaStream_t s, void* scratch) {
+  {
+    // Enqueueing returns at once on a non-blocking communicator; holding mu_ keeps abort() from
+    // freeing the communicator underneath it.
+    std::lock_guard lock(mu_);
+    CPRR_CHECK(!aborted_, "{}: the communicator was aborted", c.kind);
+    enqueue(c, s, scratch);
+  }
+  wait_ready(c.kind.c_str());
+}
+
+void NcclComm::enqueue(const CollectiveCall& c, cudaStream_t s, void* scratch) {
   const ncclDataType_t t = nccl_type(c.dtype);
   const std::size_t elem = dtype_size(c.dtype);
   if (c.kind == "all_reduce") {
@@ -121,7 +155,7 @@ void NcclComm::issue(const CollectiveCall& c, cudaStream_t s, void* scratch) {
   } else if (c.kind == "all_to_all_v") {
     // Pairs with a zero count are skipped on both sides (a peer's recv count from us is our send
     // count to it), so no send or receive is ever left unmatched.
-    CPRR_NCCL(ncclGroupStart());
+    GroupGuard group;
     std::size_t send_off = 0, recv_off = 0;
     for (int p = 0; p < world_size_; ++p) {
       const auto sc = static_cast<std::size_t>(c.send_counts.at(p));
@@ -133,15 +167,19 @@ void NcclComm::issue(const CollectiveCall& c, cudaStream_t s, void* scratch) {
       send_off += sc;
       recv_off += rc;
     }
-    CPRR_NCCL(ncclGroupEnd());
+    group.end();
   } else {
     CPRR_THROW("unknown collective '{}'", c.kind);
   }
-  wait_ready(c.kind.c_str());
 }
 
 std::string NcclComm::register_window(void* base, std::size_t bytes) {
-  ncclResult_t r = ncclCommWindowRegister(comm_, base, bytes, &window_, NCCL_WIN_COLL_SYMMETRIC);
+  ncclResult_t r;
+  {
+    std::lock_guard lock(mu_);
+    CPRR_CHECK(!aborted_, "ncclCommWindowRegister: the communicator was aborted");
+    r = ncclCommWindowRegister(comm_, base, bytes, &window_, NCCL_WIN_COLL_SYMMETRIC);
+  }
   if (r != ncclSuccess && r != ncclInProgress) {
     window_ = nullptr;
     return fmt::format("ncclCommWindowRegister: {} ({})", ncclGetErrorString(r),

@@ -50,6 +50,8 @@ class NcclComm {
  private:
   /// Non-blocking calls may return ncclInProgress: poll until the communicator settles.
   void wait_ready(const char* what) const;
+  /// The NCCL calls of one collective (mu_ held).
+  void enqueue(const CollectiveCall& call, cudaStream_t stream, void* scratch);
 
   ncclComm_t comm_ = nullptr;
   ncclWindow_t window_ = nullptr;

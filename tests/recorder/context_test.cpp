@@ -244,6 +244,11 @@ TEST(Context, CollectivesAreNumberedFromZeroPerCase) {
                   ctx.all_to_all_v(ctx.stream(), buf, {1, 1}, buf, {1}, DType::f32);
                 }),
                 HasSubstr("all_to_all_v"));
+    // A negative count would become a huge unsigned one in the transport.
+    EXPECT_THAT(case_failure_of([&] {
+                  ctx.all_to_all_v(ctx.stream(), buf, {-1}, buf, {1}, DType::f32);
+                }),
+                HasSubstr("negative count -1"));
     ctx.drain();
     cap = ctx.finish();
   }

@@ -79,6 +79,29 @@ TEST(CudaContext, CapturesHashedOnTheDeviceMatchTheHostDefinition) {
   EXPECT_EQ(cap.probes[0].digest, hash_buffer(host.back().data() + 3, 70001));
 }
 
+TEST(CudaContext, ManySmallCapturesOverflowTheFirstStagingBlockWithoutLoss) {
+  SKIP_WITHOUT_GPU();
+  RankState st = make_cuda_state();
+  for (int round = 0; round < 2; ++round) {  // the second case reuses the chained blocks
+    Context ctx(st, "gpu/many", {}, 1, Placement::best_fit);
+    const Buffer b = ctx.alloc("b", kRawCaptureLimit * 600);
+    ctx.launch(ctx.stream(), "fill", b.bytes, kernels::FillRandom<uint8_t>{b.as<uint8_t>(), 9u + round},
+               Access{{}, {b}});
+    for (int i = 0; i < 600; ++i) {  // 600 x 4 KiB raw bytes: beyond the first 1 MiB block
+      ctx.probe("p", b.slice(i * kRawCaptureLimit, kRawCaptureLimit), DType::u8);
+    }
+    const std::vector<uint8_t> host = ctx.read<uint8_t>(ctx.stream(), b);
+    ctx.drain();
+    const CaseCapture cap = ctx.finish();
+    ASSERT_EQ(cap.probes.size(), 600u);
+    for (int i = 0; i < 600; i += 37) {
+      const uint8_t* at = host.data() + i * kRawCaptureLimit;
+      EXPECT_EQ(cap.probes[i].digest, hash_buffer(at, kRawCaptureLimit)) << i;
+      EXPECT_EQ(cap.probes[i].raw, std::string(at, at + kRawCaptureLimit)) << i;
+    }
+  }
+}
+
 TEST(CudaContext, HostOnlyKernelIsACaseFailureNamingIt) {
   SKIP_WITHOUT_GPU();
   RankState st = make_cuda_state();

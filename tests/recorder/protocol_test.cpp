@@ -288,6 +288,9 @@ TEST(ProtocolRoundTrip, BootstrapCarriesBinaryIdsAndAbortIsItsOwnMessage) {
   EXPECT_EQ(round_trip_to_rank(Bootstrap{id}).comm_id, id);
   EXPECT_EQ(round_trip_to_rank(Bootstrap{}).comm_id, "");
   round_trip_to_rank(Abort{});
+  EXPECT_EQ(round_trip_from_rank(Connected{"ncclCommInitRankConfig: unhandled system error"}).error,
+            "ncclCommInitRankConfig: unhandled system error");
+  EXPECT_EQ(round_trip_from_rank(Connected{}).error, "");
   EXPECT_NE(encode(ToRank{Abort{}}), encode(ToRank{Shutdown{}}));
 }
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Puts two `cprecord --mode both --json` documents side by side (cpu vs cuda), one row per case:
 status, verdict, whether fresh and pooled differed, and whether both met the case's expectation.
-Ends with a count of rows where the backends' verdicts disagree.
+Ends with a count of rows where the backends' verdicts disagree, and of passing cases whose output
+hashes are the same on both backends (kernels agree bit for bit; a float all-reduce need not,
+since NCCL and Gloo sum in different orders).
 
     corpus_table.py corpus_cpu.json corpus_cuda.json
 """
@@ -26,6 +28,14 @@ def cell(c):
     return f'{c["status"]}/{c["verdict"] or "-"}{diff}{mark}'
 
 
+def output_hashes(case):
+    """(mode, rank, output name, hash) of every execution, or None unless every execution passed."""
+    if any(e["status"] != "pass" for e in case["executions"]):
+        return None
+    return sorted((e["mode"], r["rank"], o["name"], o["hash"])
+                  for e in case["executions"] for r in e["ranks"] for o in r.get("outputs", []))
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
@@ -39,9 +49,16 @@ def main():
             a["verdict"] == b["verdict"] and (a["fresh_vs_pool"] is None) == (b["fresh_vs_pool"] is None)
         disagree += 0 if same else 1
         print(f'{label:48} {cell(a):28} {cell(b):28}{"" if same else "  <- differs"}')
+    comparable = [l for l in labels if l in cpu and l in cuda and output_hashes(cpu[l]) is not None
+                  and output_hashes(cuda[l]) is not None]
+    same_bits = [l for l in comparable if output_hashes(cpu[l]) == output_hashes(cuda[l])]
     unexpected = sum(1 for c in cuda.values() if not c["as_expected"])
+    for l in comparable:
+        if l not in same_bits:
+            print(f"output hashes differ across backends: {l}")
     print(f"{len(labels)} cases; cuda: {unexpected} not as expected")
-    print(f"cpu vs cuda: {disagree} case(s) with a different status, verdict or fresh-vs-pool flag")
+    print(f"cpu vs cuda: {disagree} case(s) with a different status, verdict or fresh-vs-pool flag; "
+          f"{len(same_bits)} of {len(comparable)} passing cases with identical output hashes")
 
 
 if __name__ == "__main__":

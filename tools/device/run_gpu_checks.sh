@@ -6,6 +6,8 @@
 #
 #   tools/device/run_gpu_checks.sh [tests] [corpus] [bench]     (default: all three)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
+# Each step takes about 5 minutes on 4 H200s; a device call has 10, so give each step its own call.
+# Every summary line is printed as soon as its step ends, so a run cut short still says something.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 stage=$PWD/.device/stage
@@ -23,6 +25,10 @@ b=$build_path
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(tests corpus bench)
 summary=()
+report() {
+  printf '%s\n' "$@"
+  summary+=("$@")
+}
 
 nvidia-smi -L >"$out/gpus.txt" 2>&1
 gpus=$(grep -c '^GPU' "$out/gpus.txt")
@@ -38,7 +44,7 @@ for step in "${steps[@]}"; do
         pass=$(grep -c '^\[       OK \]' "$out/$name.log")
         fail=$(grep -c '^\[  FAILED  \].*(' "$out/$name.log")
         skip=$(grep -c '^\[  SKIPPED \].*(' "$out/$name.log")
-        summary+=("$(printf '%-32s rc=%-3s %3s passed %3s failed %3s skipped' "$name" "$rc" "$pass" "$fail" "$skip")")
+        report "$(printf '%-32s rc=%-3s %3s passed %3s failed %3s skipped' "$name" "$rc" "$pass" "$fail" "$skip")"
       done
       ;;
     corpus)
@@ -49,11 +55,11 @@ for step in "${steps[@]}"; do
           >"$out/corpus_$backend.json" 2>"$out/corpus_$backend.err"
         rc=$?
         ms=$((($(date +%s%N) - start) / 1000000))
-        summary+=("$(printf 'corpus %-5s rc=%-3s %6d ms' "$backend" "$rc" "$ms")")
+        report "$(printf 'corpus %-5s rc=%-3s %6d ms' "$backend" "$rc" "$ms")"
       done
       python3 tools/device/corpus_table.py "$out/corpus_cpu.json" "$out/corpus_cuda.json" \
         >"$out/corpus_table.txt" 2>&1
-      summary+=("$(tail -n 3 "$out/corpus_table.txt")")
+      report "$(tail -n 2 "$out/corpus_table.txt")"
       ;;
     bench)
       [ -x "$b/tools/bench/cprr_bench_device_hash" ] &&
@@ -62,11 +68,12 @@ for step in "${steps[@]}"; do
         timeout 400 "$b/tools/bench/cprr_bench_gpu" --torch-script tools/bench/torch_allreduce.py \
           --torch-runs "${CPRR_TORCH_RUNS:-3}" \
           >"$out/bench_gpu.txt" 2>&1
-      for f in "$out"/bench_*.txt; do summary+=("== $(basename "$f")" "$(tail -n 12 "$f")"); done
+      for f in "$out"/bench_*.txt; do report "== $(basename "$f")" "$(tail -n 12 "$f")"; done
       ;;
     *) echo "unknown step '$step' (tests, corpus, bench)" >&2; exit 2 ;;
   esac
 done
 
+echo "== summary"
 echo "GPUs: $gpus ($(head -n 1 "$out/gpus.txt"))"
 printf '%s\n' "${summary[@]}"
