@@ -28,6 +28,9 @@ if(NOT CPRR_CUDA STREQUAL "OFF")
     endif()
     set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    # fmt 9 turns its constexpr support off under nvcc yet keeps consteval format strings, which
+    # nvcc then rejects in every CPRR_CHECK/CPRR_CUDA; g++ builds have it on, so .cu files match.
+    add_compile_definitions($<$<COMPILE_LANGUAGE:CUDA>:FMT_USE_CONSTEXPR=1>)
     find_package(CUDAToolkit REQUIRED)
     # cudart is linked statically so binaries built here run on the GPU machine without carrying
     # it; NCCL is found there as libnccl.so.2 (../shared/design/DEVICE.md).

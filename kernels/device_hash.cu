@@ -7,12 +7,6 @@
 // thread sums its stripes' contributions (xxh3::LaneSums), the warp adds the four groups' sums
 // with shuffles, and every thread then holds the same accumulator lane j and scrambles it. Several
 // blocks are loaded before any is used so enough bytes are in flight to keep HBM busy.
-
-// fmt 9 turns its constexpr support off under nvcc yet keeps consteval format strings, which nvcc
-// then rejects in CPRR_CUDA/CPRR_CHECK; g++ builds have it on, so turning it on matches them.
-#ifndef FMT_USE_CONSTEXPR
-#define FMT_USE_CONSTEXPR 1
-#endif
 #include <algorithm>
 #include <array>
 #include <mutex>

@@ -2,11 +2,6 @@
 // over the same bytes, launch_poison against poison_host, and the spin delay. Each test skips with
 // the reason when the process has no usable GPU (no driver counts as no GPU).
 
-// fmt 9 turns its constexpr support off under nvcc yet keeps consteval format strings, which nvcc
-// then rejects in CPRR_CUDA/CPRR_CHECK; g++ builds have it on, so turning it on matches them.
-#ifndef FMT_USE_CONSTEXPR
-#define FMT_USE_CONSTEXPR 1
-#endif
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 

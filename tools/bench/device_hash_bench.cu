@@ -6,11 +6,6 @@
 //   cprr_bench_device_hash [--mib N] [--reps N]
 // Exit status: 0 hashes match, 1 they differ, 2 no GPU or a CUDA failure.
 
-// fmt 9 turns its constexpr support off under nvcc yet keeps consteval format strings, which nvcc
-// then rejects in CPRR_CUDA/CPRR_CHECK; g++ builds have it on, so turning it on matches them.
-#ifndef FMT_USE_CONSTEXPR
-#define FMT_USE_CONSTEXPR 1
-#endif
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
