@@ -120,7 +120,7 @@ class CudaCaptureHasher final : public CaptureHasher {
   };
 
   Backend& backend_;
-  StagingChain<uint64_t, true> chunks_{std::size_t{1} << 16};  // 4 GiB of captures per block
+  StagingChain<uint64_t, true> chunks_{std::size_t{1} << 16};     // 4 GiB of captures per block
   StagingChain<unsigned char, false> raw_{std::size_t{1} << 20};  // 256 small captures per block
   std::vector<Pending> pending_;
 };

@@ -106,17 +106,17 @@ void World::await_ready(const WorldConfig& config) {
   // rendezvous by themselves (Gloo) answer at once.
   const std::string boot = encode(ToRank{Bootstrap{comm_id}});
   for (Rank& r : ranks_) write_frame(r.control.get(), boot);
-  await_each(deadline, "it did not join the communicator " + limit,
-             [&](int r, const std::string& frame) {
-               const FromRank msg = decode_from_rank(frame);
-               const auto* c = std::get_if<Connected>(&msg);
-               if (c == nullptr) {
-                 CPRR_THROW("{}", startup_failure(r, "it answered Bootstrap with another message"));
-               }
-               if (!c->error.empty()) {
-                 CPRR_THROW("{}", startup_failure(r, "it could not join the communicator: " + c->error));
-               }
-             });
+  await_each(
+      deadline, "it did not join the communicator " + limit, [&](int r, const std::string& frame) {
+        const FromRank msg = decode_from_rank(frame);
+        const auto* c = std::get_if<Connected>(&msg);
+        if (c == nullptr) {
+          CPRR_THROW("{}", startup_failure(r, "it answered Bootstrap with another message"));
+        }
+        if (!c->error.empty()) {
+          CPRR_THROW("{}", startup_failure(r, "it could not join the communicator: " + c->error));
+        }
+      });
 }
 
 void World::await_each(Clock::time_point deadline, const std::string& timeout_why,

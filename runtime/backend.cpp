@@ -2,6 +2,8 @@
 // (CPRR_HAVE_CUDA); every other file can ask for it by name and get a clear error otherwise.
 #include "runtime/backend.h"
 
+#include <exception>
+
 #include "runtime/cpu_backend.h"
 #include "runtime/error.h"
 #if CPRR_HAVE_CUDA
@@ -9,6 +11,18 @@
 #endif
 
 namespace cprr {
+
+void wait_each_stream(std::size_t n, const std::function<void(int)>& wait_one) {
+  std::exception_ptr first;
+  for (std::size_t i = 0; i < n; ++i) {
+    try {
+      wait_one(static_cast<int>(i));
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
 
 std::unique_ptr<Backend> make_backend(const BackendConfig& config) {
   if (config.kind == "cpu") return std::make_unique<CpuBackend>(config);

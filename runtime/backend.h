@@ -114,6 +114,10 @@ struct BackendConfig {
   std::string rendezvous;  ///< CPU: FileStore directory made by the controller
 };
 
+/// Calls wait_one(i) for every stream i in [0, n) and only then rethrows the first error, so no
+/// op still runs when the caller goes on to free buffers (synchronize_all of every backend).
+void wait_each_stream(std::size_t n, const std::function<void(int)>& wait_one);
+
 /// Creates the backend named by config.kind; throws UsageError for an unknown or unbuilt one.
 std::unique_ptr<Backend> make_backend(const BackendConfig& config);
 

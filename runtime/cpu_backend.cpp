@@ -147,16 +147,7 @@ void CpuBackend::synchronize_all() {
     std::lock_guard lock(streams_mu_);
     n = streams_.size();
   }
-  // Drain every stream before rethrowing, so no op still runs when the caller frees buffers.
-  std::exception_ptr first;
-  for (std::size_t i = 0; i < n; ++i) {
-    try {
-      at(static_cast<int>(i)).synchronize();
-    } catch (...) {
-      if (!first) first = std::current_exception();
-    }
-  }
-  if (first) std::rethrow_exception(first);
+  wait_each_stream(n, [this](int i) { at(i).synchronize(); });
 }
 
 CollectiveProgress CpuBackend::collective_progress() const {

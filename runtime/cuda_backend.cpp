@@ -318,15 +318,7 @@ void CudaBackend::synchronize_all() {
     std::lock_guard lock(mu_);
     n = streams_.size();
   }
-  std::exception_ptr first;
-  for (std::size_t i = 0; i < n; ++i) {
-    try {
-      wait_stream(static_cast<int>(i));
-    } catch (...) {
-      if (!first) first = std::current_exception();
-    }
-  }
-  if (first) std::rethrow_exception(first);
+  wait_each_stream(n, [this](int i) { wait_stream(i); });
   rethrow_host_error();
 }
 
@@ -386,8 +378,12 @@ void CudaBackend::connect(const std::string& id) {
 
 int CudaBackend::min_over_ranks(int value) {
   CPRR_CUDA(cudaMemcpy(barrier_scratch_, &value, sizeof value, cudaMemcpyHostToDevice));
-  CollectiveCall c{.kind = "all_reduce", .dtype = DType::i32, .op = ReduceOp::min,
-                   .in = barrier_scratch_, .out = barrier_scratch_, .count = 1};
+  CollectiveCall c{.kind = "all_reduce",
+                   .dtype = DType::i32,
+                   .op = ReduceOp::min,
+                   .in = barrier_scratch_,
+                   .out = barrier_scratch_,
+                   .count = 1};
   comm_->issue(c, streams_[0].handle, barrier_scratch_);
   wait_stream(0);
   CPRR_CUDA(cudaMemcpy(&value, barrier_scratch_, sizeof value, cudaMemcpyDeviceToHost));
@@ -408,8 +404,10 @@ void CudaBackend::make_symmetric_pool() {
   if (all_allocated) {
     why = comm_->register_window(arenas_[sym].data(), capacity_[sym]);
     if (!why.empty()) {
-      std::fprintf(stderr, "cprr rank %d: symmetric pool is ncclMemAlloc memory without an NCCL window: %s\n",
-                   rank_, why.c_str());
+      std::fprintf(
+          stderr,
+          "cprr rank %d: symmetric pool is ncclMemAlloc memory without an NCCL window: %s\n", rank_,
+          why.c_str());
     }
     return;
   }

@@ -85,8 +85,8 @@ TEST(CudaContext, ManySmallCapturesOverflowTheFirstStagingBlockWithoutLoss) {
   for (int round = 0; round < 2; ++round) {  // the second case reuses the chained blocks
     Context ctx(st, "gpu/many", {}, 1, Placement::best_fit);
     const Buffer b = ctx.alloc("b", kRawCaptureLimit * 600);
-    ctx.launch(ctx.stream(), "fill", b.bytes, kernels::FillRandom<uint8_t>{b.as<uint8_t>(), 9u + round},
-               Access{{}, {b}});
+    ctx.launch(ctx.stream(), "fill", b.bytes,
+               kernels::FillRandom<uint8_t>{b.as<uint8_t>(), 9u + round}, Access{{}, {b}});
     for (int i = 0; i < 600; ++i) {  // 600 x 4 KiB raw bytes: beyond the first 1 MiB block
       ctx.probe("p", b.slice(i * kRawCaptureLimit, kRawCaptureLimit), DType::u8);
     }

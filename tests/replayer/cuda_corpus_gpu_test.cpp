@@ -4,36 +4,22 @@
 // the polluters as it does on the CPU backend. Skips when fewer GPUs than ranks are visible.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 
 #include "runtime/backend.h"
+#include "tests/replayer/cli_run.h"
 
 namespace cprr {
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Cmd {
-  int code = -1;
-  std::string out;
-};
-
-Cmd run(const std::string& cmdline) {
-  Cmd r;
-  FILE* p = ::popen((cmdline + " 2>/dev/null").c_str(), "r");
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
+using test::Cmd;
+using test::run;
 
 class CudaCorpus : public ::testing::TestWithParam<int> {
  protected:

@@ -19,27 +19,15 @@
 
 #include "replayer/record_reader.h"
 #include "schema/store.h"
+#include "tests/replayer/cli_run.h"
 
 namespace cprr {
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Cmd {
-  int code = -1;
-  std::string out;
-};
-
-// Runs a command line through the shell, capturing stdout; stderr is discarded unless merged.
-Cmd run(const std::string& cmdline, bool merge_stderr = false) {
-  Cmd r;
-  FILE* p = ::popen((cmdline + (merge_stderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
+using test::Cmd;
+using test::run;
 
 Cmd run_stderr(const std::string& cmdline) { return run(cmdline, true); }
 
@@ -52,7 +40,8 @@ std::string temp_dir() {
 const std::string kRecord = CPRR_CPRECORD_PATH;
 const std::string kReplay = CPRR_CPREPLAY_PATH;
 const std::string kFilter =
-    "'^(bug|fixed)/(global_rng|config_mutation)|^healthy/noop@2|^healthy/all_reduce\\{count=1,dtype=i32\\}@2'";
+    "'^(bug|fixed)/(global_rng|config_mutation)|^healthy/noop@2|^healthy/"
+    "all_reduce\\{count=1,dtype=i32\\}@2'";
 
 // One recorded run shared by the suite: recording is the expensive part.
 class ReplayCli : public ::testing::Test {
@@ -91,9 +80,9 @@ TEST_F(ReplayCli, RecordBothFlagsTheBugVictimsAndNotTheTwins) {
   for (const auto& c : (*doc_)["cases"]) {
     if (!c["fresh_vs_pool"].is_null()) flagged.insert(c["label"]);
   }
-  EXPECT_EQ(flagged, (std::set<std::string>{
-                         "bug/global_rng{n=4096}@2", "bug/global_rng{n=4096}@4",
-                         "bug/config_mutation{format=bshd}@2", "bug/config_mutation{format=bshd}@4"}));
+  EXPECT_EQ(flagged, (std::set<std::string>{"bug/global_rng{n=4096}@2", "bug/global_rng{n=4096}@4",
+                                            "bug/config_mutation{format=bshd}@2",
+                                            "bug/config_mutation{format=bshd}@4"}));
   EXPECT_TRUE((*doc_)["run"].is_number_integer());
   EXPECT_TRUE(std::filesystem::exists(*dir_ + "/run.xml"));
 }
@@ -151,9 +140,7 @@ TEST_F(ReplayCli, ListShowsRunsAndCasesAndWhichDiffer) {
 
 TEST_F(ReplayCli, BadInputsExitTwoWithAClearMessage) {
   const std::string dir = temp_dir();
-  {
-    std::ofstream(dir + "/text.db") << "this is not a database, just text\n";
-  }
+  { std::ofstream(dir + "/text.db") << "this is not a database, just text\n"; }
   {
     Database d = Database::open(dir + "/newer.db", Database::Mode::read_write);
     d.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion + 1));
@@ -224,7 +211,8 @@ TEST(ReplayCliCrash, KilledRecorderLeavesCompletedExecutionsAndAnIncompleteRun) 
 TEST(ReplayCliConcurrency, TwoRecordersShareOneDatabase) {
   const std::string dir = temp_dir();
   const std::string db = dir + "/shared.db";
-  const std::string cmd = kRecord + " --db " + db + " --mode both --repeat 3 --filter '^healthy/noop@2$' > /dev/null";
+  const std::string cmd =
+      kRecord + " --db " + db + " --mode both --repeat 3 --filter '^healthy/noop@2$' > /dev/null";
   std::thread a([&] { EXPECT_EQ(run(cmd).code, 0); });
   std::thread b([&] { EXPECT_EQ(run(cmd).code, 0); });
   a.join();
@@ -234,7 +222,8 @@ TEST(ReplayCliConcurrency, TwoRecordersShareOneDatabase) {
   ASSERT_EQ(runs.size(), 2u);
   for (const auto& r : runs) EXPECT_EQ(r.exit_code, 0);
   int executions = 0;
-  for (const auto& c : reader.cases()) executions += static_cast<int>(reader.executions(c.id).size());
+  for (const auto& c : reader.cases())
+    executions += static_cast<int>(reader.executions(c.id).size());
   EXPECT_EQ(executions, 2 * 3 * 2);
   std::filesystem::remove_all(dir);
 }

@@ -1,0 +1,27 @@
+#pragma once
+// Running the CLIs from tests: a command line through the shell, its stdout and exit status.
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+namespace cprr::test {
+
+struct Cmd {
+  int code = -1;
+  std::string out;
+};
+
+/// Runs `cmdline` through the shell, capturing stdout; stderr is discarded unless merged.
+inline Cmd run(const std::string& cmdline, bool merge_stderr = false) {
+  Cmd r;
+  FILE* p = ::popen((cmdline + (merge_stderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+}  // namespace cprr::test
