@@ -29,4 +29,9 @@ class CaptureHasher {
 /// reference to the backend and lives as long as the rank process.
 std::unique_ptr<CaptureHasher> make_capture_hasher(Backend& backend);
 
+#if CPRR_HAVE_CUDA
+/// The device-side hasher (cuda_capture_hasher.cpp); make_capture_hasher picks it for cuda.
+std::unique_ptr<CaptureHasher> make_cuda_capture_hasher(Backend& backend);
+#endif
+
 }  // namespace cprr

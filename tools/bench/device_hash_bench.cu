@@ -17,10 +17,10 @@
 #include "kernels/device_hash.h"
 #include "kernels/hash.h"
 #include "runtime/cuda_check.h"
+#include "tools/bench/timing.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 // One cudaMalloc / cudaMallocHost allocation, freed on scope exit.
 template <bool kPinned>
@@ -71,18 +71,6 @@ double best_gpu_seconds(int reps, cudaStream_t stream, F&& enqueue) {
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   return best_ms / 1e3;
-}
-
-// Best of `reps` runs of a host-side `f` (which synchronizes itself), wall clock, in seconds.
-template <class F>
-double best_wall_seconds(int reps, F&& f) {
-  double best = 1e300;
-  for (int r = 0; r < reps; ++r) {
-    const auto start = Clock::now();
-    f();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
-  }
-  return best;
 }
 
 void print_row(const char* name, double seconds, std::size_t bytes) {
@@ -150,8 +138,8 @@ Timings measure(Buffers& b, int reps) {
   copy();
   CPRR_CUDA(cudaStreamSynchronize(b.stream));
   return {best_gpu_seconds(reps, b.stream, hash), best_gpu_seconds(reps, b.stream, odd_hash),
-          best_wall_seconds(reps, digest), best_gpu_seconds(reps, b.stream, copy),
-          best_wall_seconds(std::min(reps, 3), naive)};
+          cprr::bench::best_seconds(reps, digest), best_gpu_seconds(reps, b.stream, copy),
+          cprr::bench::best_seconds(std::min(reps, 3), naive)};
 }
 
 void print_report(const Buffers& b, const Timings& t, int reps) {

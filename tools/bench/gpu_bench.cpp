@@ -25,15 +25,13 @@
 #include "recorder/plan.h"
 #include "recorder/record_writer.h"
 #include "runtime/backend.h"
+#include "tools/bench/timing.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using cprr::bench::median;
 
 double sum(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); }
 

@@ -13,23 +13,9 @@
 #include <random>
 
 #include "kernels/hash.h"
+#include "tools/bench/timing.h"
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-template <class F>
-double best_seconds(int reps, F&& f) {
-  double best = 1e300;
-  for (int r = 0; r < reps; ++r) {
-    const auto start = Clock::now();
-    f();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
-  }
-  return best;
-}
-
-}  // namespace
+using cprr::bench::best_seconds;
 
 int main(int argc, char** argv) {
   std::size_t mib = 256;
