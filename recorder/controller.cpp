@@ -1,8 +1,21 @@
 #include "recorder/controller.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "runtime/error.h"
 
 namespace cprr {
+namespace {
+
+// The stop descriptor ended (or prevented) the execution: an `error` the caller recognises.
+void interrupt(ExecutionResult& res, const std::string& why) {
+  res.status = ExecStatus::error;
+  res.interrupted = true;
+  res.summary = why;
+}
+
+}  // namespace
 
 std::string_view mode_name(Mode m) { return m == Mode::fresh ? "fresh" : "pool"; }
 
@@ -33,6 +46,14 @@ Controller::~Controller() { close_pools(); }
 
 void Controller::close_pools() { pools_.clear(); }
 
+std::string timeout_problem(double seconds) {
+  if (!std::isfinite(seconds) || seconds <= 0) return "must be a positive number of seconds";
+  if (seconds > kMaxTimeoutS) {
+    return fmt::format("must be at most {} seconds (seven days)", kMaxTimeoutS);
+  }
+  return {};
+}
+
 std::chrono::milliseconds Controller::deadline_for(const CaseInstance& inst) const {
   double s = config_.default_timeout_s;
   if (config_.timeout_override_s) {
@@ -40,13 +61,16 @@ std::chrono::milliseconds Controller::deadline_for(const CaseInstance& inst) con
   } else if (inst.info.options.timeout_s > 0) {
     s = inst.info.options.timeout_s;
   }
+  // Saturate rather than overflow: a case declaring an absurd timeout_s waits the maximum.
+  if (!(s > 0)) s = config_.default_timeout_s;
+  s = std::min(s, kMaxTimeoutS);
   return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
 }
 
 World& Controller::world_for(const CaseInstance& inst, Mode mode, std::unique_ptr<World>& fresh,
                              ExecutionResult& res) {
-  WorldConfig wc{config_.worker, config_.backend, inst.world_size, config_.startup_timeout,
-                 config_.log_tail_bytes, config_.env};
+  WorldConfig wc{config_.worker,         config_.backend, inst.world_size, config_.startup_timeout,
+                 config_.log_tail_bytes, config_.env,     config_.stop_fd};
   std::unique_ptr<World>* slot = &fresh;
   if (mode == Mode::pool) {
     slot = &pools_[inst.world_size];
@@ -67,10 +91,15 @@ World& Controller::world_for(const CaseInstance& inst, Mode mode, std::unique_pt
 ExecutionResult Controller::run(const CaseInstance& inst, Mode mode, Placement placement) {
   const auto t0 = Clock::now();
   ExecutionResult res;
+  res.started_at = std::chrono::system_clock::now();
   res.id = next_execution_++;
   res.case_id = inst.id;
   res.label = inst.label();
   res.mode = mode;
+  if (stop_requested(config_.stop_fd)) {
+    interrupt(res, "interrupted before it started");
+    return res;
+  }
   std::unique_ptr<World> fresh;
   try {
     World& world = world_for(inst, mode, fresh, res);
@@ -80,6 +109,9 @@ ExecutionResult Controller::run(const CaseInstance& inst, Mode mode, Placement p
     res.ranks = world.collect(res.id, Clock::now() + deadline_for(inst), config_.after_death);
     classify(res, world);
     if (mode == Mode::pool && !world.reusable()) pools_.erase(inst.world_size);
+  } catch (const Interrupted& e) {
+    interrupt(res, e.what());
+    if (mode == Mode::pool) pools_.erase(inst.world_size);
   } catch (const std::exception& e) {
     res.status = ExecStatus::error;
     res.summary = e.what();
@@ -106,8 +138,12 @@ void Controller::classify(ExecutionResult& res, World& world) {
     res.status = ExecStatus::crash;
     res.summary = fmt::format("rank {} {}", died, ranks[died].exit->describe());
   } else if (broken >= 0) {
-    res.status = ExecStatus::error;
+    // The rank's own channel broke mid-case (case code wrote to it or closed it, or the rank sent
+    // something that is no answer to this execution): that rank failed this case, like a crash.
+    res.status = ExecStatus::crash;
     res.summary = fmt::format("rank {}: protocol error: {}", broken, ranks[broken].protocol_error);
+  } else if (silent >= 0 && world.stop_requested()) {
+    interrupt(res, fmt::format("interrupted while rank {} was still running the case", silent));
   } else if (silent >= 0) {
     res.status = ExecStatus::hang;
     world.query_status(res.id, ranks, config_.status_grace);
@@ -123,6 +159,7 @@ void Controller::classify(ExecutionResult& res, World& world) {
   }
   if (res.status == ExecStatus::crash || res.status == ExecStatus::hang ||
       res.status == ExecStatus::error) {
+    // Crash, hang, interruption, or a rank's harness reporting an error: the world is not trusted.
     world.kill(config_.kill_grace);
   }
   world.fill_tails(ranks);

@@ -20,13 +20,21 @@ std::string_view mode_name(Mode m);
 enum class ExecStatus : uint8_t {
   pass,   ///< every rank ran the case to completion without failure
   fail,   ///< a rank's body failed (CPRR_EXPECT or an exception)
-  crash,  ///< a rank died
+  crash,  ///< a rank died, or its control channel broke mid-case (RankReport::protocol_error)
   hang,   ///< the deadline passed with a rank still running
-  error,  ///< infrastructure: world did not start, protocol broke, unknown case
+  error,  ///< infrastructure: world did not start, worker not spawned, unknown case, interrupted
 };
 std::string_view status_name(ExecStatus s);
 /// Whether an execution with status `s` meets the case's expectation.
 bool meets(ExecStatus s, Expect e);
+
+/// The longest deadline a case may have (seven days). Longer ones, from --timeout or a case's own
+/// timeout_s, would overflow the steady clock's time_point and expire at once.
+inline constexpr double kMaxTimeoutS = 7 * 24 * 3600;
+
+/// Checks a --timeout value: a finite number of seconds in (0, kMaxTimeoutS]. Returns what is
+/// wrong with it ("" when it is fine), for a CLI validator or a UsageError.
+std::string timeout_problem(double seconds);
 
 struct ControllerConfig {
   std::string worker;
@@ -42,6 +50,11 @@ struct ControllerConfig {
   /// Set in every rank's environment (replay re-applies a run's recorded variables). The ranks
   /// always get NCCL_NVLS_ENABLE=0 on top: NVLink multicast stays off.
   std::vector<std::pair<std::string, std::string>> env;
+  /// Readable when the caller wants to stop (InterruptWatch::fd(); -1: never). Never read, so it
+  /// stays readable: the running execution ends at once (its ranks killed and reaped, its world
+  /// and the world's directory gone) and every later run() returns at once; both are `error`
+  /// results with ExecutionResult::interrupted set.
+  int stop_fd = -1;
 };
 
 struct ExecutionResult {
@@ -57,8 +70,12 @@ struct ExecutionResult {
   std::string summary;         ///< one line: what went wrong and where
   std::string note;            ///< harness remark, e.g. why the pooled world was replaced first
   std::vector<RankReport> ranks;
+  std::chrono::system_clock::time_point started_at{};  ///< wall-clock time of dispatch
   double wall_ms = 0;          ///< dispatch to classified result
   double startup_ms = 0;       ///< world start included in wall_ms (0 when reused)
+  /// The stop descriptor ended (or prevented) this execution: its status is `error` and it
+  /// says nothing about the case. Callers stop their loop and should not count it.
+  bool interrupted = false;
 };
 
 class Controller {

@@ -14,7 +14,8 @@
 #include <system_error>
 
 #include "runtime/error.h"
-#include "runtime/fd.h"
+#include "runtime/atomic_file.h"
+#include "runtime/host_info.h"
 
 namespace cprr {
 namespace {
@@ -101,7 +102,7 @@ std::string escape(std::string_view s) {
 }
 
 // Any bytes -> escaped element text.
-std::string text(std::string_view s) { return escape(sanitize(s)); }
+std::string text_of(std::string_view s) { return escape(sanitize(s)); }
 
 // Any bytes -> escaped attribute value: one line, at most ~kAttrMaxBytes.
 std::string attr(std::string_view s) {
@@ -178,8 +179,9 @@ std::string details(const ExecutionResult& res, const CaseInstance* inst) {
   return out;
 }
 
-// For an execution that met a non-pass expectation: one line saying what was expected and seen.
-std::string expected_line(const ExecutionResult& res) {
+// For an execution that does not count against the exit code but did not simply pass: one line
+// saying what was expected and seen (a fault fixture's crash, a seeded bug showing itself).
+std::string expected_line(const CaseOutcome& o, const ExecutionResult& res) {
   std::string what = res.summary;
   if (what.empty()) {
     for (std::size_t r = 0; r < res.ranks.size(); ++r) {
@@ -188,69 +190,77 @@ std::string expected_line(const ExecutionResult& res) {
           fmt::format("{}rank {} {}", what.empty() ? "" : "; ", r, res.ranks[r].exit->describe());
     }
   }
+  const std::string& seeded = o.instance->info.options.seeded_bug;
+  if (!seeded.empty() && res.status != ExecStatus::pass) {
+    return fmt::format("seeded bug ({}), expected to show: {}: {}\n", seeded,
+                       status_name(res.status), what);
+  }
   return fmt::format("expected {}: {}\n", status_name(res.status), what);
 }
 
-std::string iso8601_utc(std::chrono::system_clock::time_point t) {
-  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  return buf;
-}
-
-std::string host_name() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
-  return buf;
+// The <failure>/<error> element's message and type for an execution that counts against the
+// exit code. A missed expectation keeps the plain "status: summary" form CI reporters show.
+std::pair<std::string, std::string> failure_of(const CaseOutcome& o, const ExecutionResult& res,
+                                               Against why, const std::string& why_text) {
+  const CaseInstance& inst = *o.instance;
+  switch (why) {
+    case Against::status: {
+      const std::string message =
+          res.summary.empty() ? fmt::format("expected {}", expect_name(inst.info.options.expect))
+                              : res.summary;
+      return {fmt::format("{}: {}", status_name(res.status), message),
+              std::string(status_name(res.status))};
+    }
+    case Against::incomplete: return {why_text, std::string(status_name(res.status))};
+    case Against::differential: return {why_text, "fresh_vs_pool"};
+    case Against::nondeterministic: return {why_text, "nondeterministic"};
+  }
+  return {why_text, "?"};
 }
 
 std::string seconds(double s) { return fmt::format("{:.3f}", s < 0 ? 0.0 : s); }
 
-[[noreturn]] void cannot_write(const std::string& path, std::string_view what, int err) {
-  CPRR_THROW_AS(UsageError, "--junit {}: {}: {}", path, what,
-                std::error_code(err, std::generic_category()).message());
-}
-
 }  // namespace
 
-void write_junit(std::ostream& out, const std::vector<CaseInstance>& plan,
-                 const std::vector<ExecutionResult>& results, double wall_s) {
-  std::map<uint32_t, const CaseInstance*> by_id;
-  for (const CaseInstance& inst : plan) by_id[inst.id] = &inst;
+void write_junit(std::ostream& out, const std::vector<CaseOutcome>& outcomes,
+                 const std::vector<ExecutionResult>& results, const RunInfo& info) {
+  std::map<uint32_t, const CaseOutcome*> by_id;
+  for (const CaseOutcome& o : outcomes) by_id[o.instance->id] = &o;
 
   std::string cases;
-  int failures = 0, errors = 0;
+  int tests = 0, failures = 0, errors = 0;
   for (const ExecutionResult& res : results) {
     const auto it = by_id.find(res.case_id);
-    const CaseInstance* inst = it == by_id.end() ? nullptr : it->second;
-    const std::string label = !res.label.empty() ? res.label : inst ? inst->label() : "?";
-    std::string classname = inst ? inst->info.name : label.substr(0, label.find_first_of("{@"));
+    if (it == by_id.end()) continue;  // not in the plan: summarize() judged nothing for it
+    const CaseOutcome& o = *it->second;
+    const CaseInstance& inst = *o.instance;
+    ++tests;
+    std::string classname = inst.info.name;
     for (char& c : classname) {
       if (c == '/') c = '.';
     }
-    const bool ok = inst ? meets(res.status, inst->info.options.expect) : res.as_expected;
     cases += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{}\"", attr(classname),
-                         attr(fmt::format("{} [{} #{}]", label, mode_name(res.mode), res.attempt)),
+                         attr(fmt::format("{} [{} #{}]", res.label, mode_name(res.mode), res.attempt)),
                          seconds(res.wall_ms / 1000.0));
     std::string body;
-    if (!ok) {
+    if (const auto why = against_text(o, res, info)) {
       const bool infra = res.status == ExecStatus::error;
       (infra ? errors : failures) += 1;
-      std::string message = res.summary;
-      if (message.empty() && inst) {
-        message = fmt::format("expected {}", expect_name(inst->info.options.expect));
-      }
+      const auto [message, type] = failure_of(o, res, o.against.at(res.id), *why);
+      std::string text = details(res, &inst);
+      if (message != *why) text = *why + "\n" + text;
       const char* element = infra ? "error" : "failure";
-      body += fmt::format("      <{} message=\"{}\" type=\"{}\">{}</{}>\n", element,
-                          attr(fmt::format("{}: {}", status_name(res.status), message)),
-                          attr(status_name(res.status)), text(details(res, inst)), element);
+      body += fmt::format("      <{} message=\"{}\" type=\"{}\">{}</{}>\n", element, attr(message),
+                          attr(type), text_of(text), element);
     } else {
       std::string sysout;
-      if (res.status != ExecStatus::pass) sysout += expected_line(res);
+      if (res.status != ExecStatus::pass) sysout += expected_line(o, res);
+      if (o.differential && res.mode == Mode::pool && !inst.info.options.seeded_bug.empty()) {
+        sysout += fmt::format("fresh and pooled differ, as the seeded bug should: {}; replay: {}\n",
+                              o.differential->describe(), replay_hint(info, o.case_id));
+      }
       if (!res.note.empty()) sysout += fmt::format("note: {}\n", res.note);
-      if (!sysout.empty()) body += fmt::format("      <system-out>{}</system-out>\n", text(sysout));
+      if (!sysout.empty()) body += fmt::format("      <system-out>{}</system-out>\n", text_of(sysout));
     }
     if (body.empty()) {
       cases += "/>\n";
@@ -259,71 +269,28 @@ void write_junit(std::ostream& out, const std::vector<CaseInstance>& plan,
     }
   }
 
+  const double wall_s = info.wall_s;
   const auto start = std::chrono::system_clock::now() -
                      std::chrono::duration_cast<std::chrono::system_clock::duration>(
                          std::chrono::duration<double>(wall_s < 0 ? 0 : wall_s));
   out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   out << fmt::format(
       "<testsuites name=\"cprr\" tests=\"{}\" failures=\"{}\" errors=\"{}\" time=\"{}\">\n",
-      results.size(), failures, errors, seconds(wall_s));
+      tests, failures, errors, seconds(wall_s));
   out << fmt::format(
       "  <testsuite name=\"cprr\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"0\" "
       "time=\"{}\" timestamp=\"{}\" hostname=\"{}\">\n",
-      results.size(), failures, errors, seconds(wall_s), iso8601_utc(start), attr(host_name()));
+      tests, failures, errors, seconds(wall_s), iso8601_utc(start, TimeText::junit), attr(host_name()));
   out << cases;
   out << "  </testsuite>\n</testsuites>\n";
 }
 
-void write_junit_file(const std::string& path, const std::vector<CaseInstance>& plan,
-                      const std::vector<ExecutionResult>& results, double wall_s) {
-  if (path.empty()) CPRR_THROW_AS(UsageError, "--junit: the path is empty");
-  const std::size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "."
-                          : slash == 0               ? "/"
-                                                     : path.substr(0, slash);
-  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  if (base.empty() || base == "." || base == "..") {
-    CPRR_THROW_AS(UsageError, "--junit {}: names a directory, not a file", path);
-  }
-
+void write_junit_file(const std::string& path, const std::vector<CaseOutcome>& outcomes,
+                      const std::vector<ExecutionResult>& results, const RunInfo& info) {
+  check_file_target("--junit", path);  // a bad path is named before the document is built
   std::ostringstream doc;
-  write_junit(doc, plan, results, wall_s);
-  const std::string bytes = doc.str();
-
-  // Same directory as the target, so the rename is atomic and never crosses file systems.
-  std::string tmp =
-      (slash == std::string::npos ? "" : path.substr(0, slash + 1)) + "." + base + ".tmp-XXXXXX";
-  UniqueFd fd(mkostemp(tmp.data(), O_CLOEXEC));
-  if (!fd) cannot_write(path, fmt::format("cannot create a temporary file in {}", dir), errno);
-  struct RemoveTmp {
-    const std::string& name;
-    bool armed = true;
-    ~RemoveTmp() {
-      if (armed) ::unlink(name.c_str());
-    }
-  } remove_tmp{tmp};
-
-  // mkostemp creates 0600; a report is for others to read. Keep an existing file's mode.
-  struct stat st {};
-  const mode_t mode =
-      ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? (st.st_mode & 07777) : 0644;
-  if (::fchmod(fd.get(), mode) != 0) cannot_write(path, "fchmod", errno);
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) cannot_write(path, fmt::format("write {}", tmp), errno);
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd.get()) != 0) cannot_write(path, fmt::format("fsync {}", tmp), errno);
-  if (::close(fd.release()) != 0) cannot_write(path, fmt::format("close {}", tmp), errno);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    cannot_write(path, fmt::format("rename {} to it", tmp), errno);
-  }
-  remove_tmp.armed = false;
-  // Persist the rename itself; a file system that cannot sync directories still has the file.
-  UniqueFd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir_fd) (void)::fsync(dir_fd.get());
+  write_junit(doc, outcomes, results, info);
+  write_file_atomically("--junit", path, doc.str());
 }
 
 }  // namespace cprr

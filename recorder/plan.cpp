@@ -1,6 +1,7 @@
 #include "recorder/plan.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <xxhash.h>
 
@@ -52,7 +53,7 @@ std::vector<CaseInstance> expand(const Catalog& catalog, const std::optional<std
         CaseInstance inst{0, info, p, w, 0};
         const std::string label = inst.label();
         if (filter && !std::regex_search(label, *filter)) continue;
-        inst.seed = XXH3_64bits(label.data(), label.size());
+        inst.seed = XXH3_64bits(label.data(), label.size()) & kMaxSeed;
         inst.id = static_cast<uint32_t>(out.size() + 1);
         out.push_back(std::move(inst));
       }
@@ -61,16 +62,46 @@ std::vector<CaseInstance> expand(const Catalog& catalog, const std::optional<std
   return out;
 }
 
+namespace {
+
+// Kills whatever is left of the catalog run's process group (a worker that forked leaves its
+// children there) and reaps the worker, on every way out of fetch_catalog. The group is killed
+// before the worker (its leader) is reaped where possible: an unreaped leader keeps its pid, and so
+// the group's id, from being reused.
+class CatalogRun {
+ public:
+  explicit CatalogRun(const SpawnSpec& spec) : proc_(ChildProcess::spawn(spec)) {}
+  ~CatalogRun() {
+    try {
+      signal_group(proc_.pid(), SIGKILL);
+    } catch (const std::exception&) {
+    }
+    proc_.wait(-1);
+  }
+  CatalogRun(const CatalogRun&) = delete;
+  CatalogRun& operator=(const CatalogRun&) = delete;
+  ChildProcess& process() { return proc_; }
+
+ private:
+  ChildProcess proc_;
+};
+
+}  // namespace
+
 Catalog fetch_catalog(const std::string& worker) {
   int sv[2];
   CPRR_SYSCALL(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
   UniqueFd parent(sv[0]), child(sv[1]);
   UniqueFd devnull(CPRR_SYSCALL(::open("/dev/null", O_RDWR | O_CLOEXEC)));
+  const int slot = control_fd_slot();
   SpawnSpec spec;
-  spec.argv = {worker, "--rank", "0", "--world-size", "1", "--control-fd", "3", "--catalog"};
-  // The catalog run's banners are irrelevant; its stderr stays visible for diagnosis.
-  spec.fds = {{devnull.get(), 0}, {devnull.get(), 1}, {child.get(), 3}, {2, 2}};
-  ChildProcess proc = ChildProcess::spawn(spec);
+  spec.argv = {worker,         "--rank", "0", "--world-size", "1", "--control-fd",
+               std::to_string(slot), "--catalog"};
+  // The catalog run's banners are irrelevant; its stderr stays visible for diagnosis. It leads
+  // its own process group (process_group 0), so anything it forks is killed with it.
+  spec.fds = {{devnull.get(), 0}, {devnull.get(), 1}, {child.get(), slot}, {2, 2}};
+  CatalogRun run(spec);
+  ChildProcess& proc = run.process();
   child.reset();
   FrameReader reader;
   constexpr int kCatalogTimeoutMs = 30000;  // a worker that never answers must not hang cprecord
@@ -83,7 +114,6 @@ Catalog fetch_catalog(const std::string& worker) {
     FromRank msg = decode_from_rank(*frame);
     auto* cat = std::get_if<Catalog>(&msg);
     CPRR_CHECK(cat != nullptr, "answered --catalog with something else");
-    proc.wait(5000);
     return std::move(*cat);
   } catch (const std::exception& e) {
     const auto& exit = proc.wait(2000);

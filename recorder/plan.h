@@ -12,12 +12,16 @@
 
 namespace cprr {
 
+/// Seeds stay below 2^53: JSON consumers (jq, JavaScript) read numbers as doubles, and the store's
+/// INTEGER column then holds them as plain positive numbers.
+inline constexpr uint64_t kMaxSeed = (uint64_t{1} << 53) - 1;
+
 struct CaseInstance {
   uint32_t id = 0;        ///< 1-based position in the plan
   CaseInfo info;
   Params params;
   int world_size = 1;
-  uint64_t seed = 0;      ///< derived from the label, so it is stable across runs and machines
+  uint64_t seed = 0;      ///< from the label: stable across runs and machines; <= kMaxSeed
   /// "name{k=v,k2=v2}@w" (the braces only when there are parameters). Filters match this.
   std::string label() const;
 };

@@ -2,9 +2,11 @@
 
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -56,6 +58,18 @@ void configure(SpawnAttr& sa, pid_t group) {
   CPRR_CHECK_RC(posix_spawnattr_setsigdefault(&sa.attr, &defaults));
 }
 
+// After the dup2s: closes every descriptor above stderr that is no mapping's target, so a child
+// (a rank, and through it case code) gets nothing of the parent's by accident. glibc ignores
+// EBADF for a close action, so unopened descriptors cost one failing close() each in the child.
+void close_unmapped(FileActions& fa, const SpawnSpec& spec, int top) {
+  for (int fd = 3; fd < top; ++fd) {
+    bool mapped = false;
+    for (const auto& m : spec.fds) mapped = mapped || m.second == fd;
+    if (!mapped) CPRR_CHECK_RC(posix_spawn_file_actions_addclose(&fa.fa, fd));
+  }
+  CPRR_CHECK_RC(posix_spawn_file_actions_addclosefrom_np(&fa.fa, top + 1));
+}
+
 ExitInfo decode(int status) {
   ExitInfo info;
   if (WIFSIGNALED(status)) {
@@ -79,10 +93,13 @@ std::string ExitInfo::describe() const {
 ChildProcess ChildProcess::spawn(const SpawnSpec& spec) {
   CPRR_CHECK(!spec.argv.empty(), "spawn without argv");
   FileActions fa;
+  int top = 2;
   for (const auto& [parent_fd, child_fd] : spec.fds) {
     // glibc clears FD_CLOEXEC when parent_fd == child_fd, so an identity mapping is kept too.
     CPRR_CHECK_RC(posix_spawn_file_actions_adddup2(&fa.fa, parent_fd, child_fd));
+    top = std::max(top, child_fd);
   }
+  close_unmapped(fa, spec, top);
   SpawnAttr sa;
   configure(sa, spec.process_group);
   std::vector<char*> argv;
@@ -139,6 +156,13 @@ const std::optional<ExitInfo>& ChildProcess::wait(int timeout_ms) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   return exit_;
+}
+
+int control_fd_slot() {
+  rlimit lim{};
+  CPRR_SYSCALL(::getrlimit(RLIMIT_NOFILE, &lim));
+  constexpr rlim_t kSelectLimit = 1024;  // FD_SETSIZE: libraries still using select() stay safe
+  return static_cast<int>(std::min(lim.rlim_cur, kSelectLimit) - 1);
 }
 
 void signal_group(pid_t pgid, int sig) {

@@ -20,7 +20,9 @@ struct ExitInfo {
 
 struct SpawnSpec {
   std::vector<std::string> argv;              ///< argv[0] is the executable path
-  std::vector<std::pair<int, int>> fds;       ///< (parent fd, child fd): dup2'ed in the child
+  /// (parent fd, child fd): dup2'ed in the child. Above stderr the child holds only these: what
+  /// the parent holds without close-on-exec (inherited from its own parent) stays out.
+  std::vector<std::pair<int, int>> fds;
   pid_t process_group = 0;                    ///< 0: the child leads a new group
   std::vector<std::pair<std::string, std::string>> env;  ///< set on top of the parent's environment
 };
@@ -51,5 +53,10 @@ class ChildProcess {
 
 /// Sends `sig` to every process of group `pgid` (ESRCH is not an error).
 void signal_group(pid_t pgid, int sig);
+
+/// The descriptor at which a rank (or a catalog run) receives its control socket: the highest one
+/// below min(RLIMIT_NOFILE, 1024), so it stays usable with select() and lies far above the low
+/// descriptors that case code, shells and libraries take for their own (fd 3 above all).
+int control_fd_slot();
 
 }  // namespace cprr

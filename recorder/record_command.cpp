@@ -7,10 +7,15 @@
 #include <filesystem>
 #include <iostream>
 
+#include <nlohmann/json.hpp>
+
+#include "recorder/cli_options.h"
 #include "recorder/controller.h"
+#include "recorder/interrupt.h"
 #include "recorder/junit.h"
 #include "recorder/record_writer.h"
 #include "recorder/report.h"
+#include "runtime/atomic_file.h"
 #include "runtime/backend.h"
 #include "runtime/error.h"
 
@@ -42,10 +47,32 @@ void check_worker(const std::string& worker) {
   }
 }
 
-void print_plan(std::ostream& out, const std::vector<CaseInstance>& plan) {
+// --list: the plan. Nothing is recorded, so there are no case ids yet: the numbers are plan
+// positions, and a recorded run prints the ids cpreplay --case takes.
+void print_plan(std::ostream& out, const std::vector<CaseInstance>& plan, bool json) {
+  if (json) {
+    nlohmann::json cases = nlohmann::json::array();
+    for (const CaseInstance& inst : plan) cases.push_back(instance_json(inst));
+    out << nlohmann::json{{"tool", "cprecord"}, {"version", CPRR_VERSION}, {"plan", std::move(cases)}}
+               .dump(2)
+        << '\n';
+    return;
+  }
   for (const CaseInstance& inst : plan) {
-    out << fmt::format("{:>4}  {}  expect={}\n", inst.id, inst.label(),
+    out << fmt::format("plan {:>4}  {}  expect={}\n", inst.id, inst.label(),
                        expect_name(inst.info.options.expect));
+  }
+}
+
+// The checks CLI11's validators make, repeated for in-process callers of run_record.
+void check_counts(const RecordOptions& o) {
+  if (o.repeat < 1) {
+    CPRR_THROW_AS(UsageError, "--repeat {}: must be a whole number from 1 to 1000000", o.repeat);
+  }
+  if (o.timeout_s) {
+    if (const std::string why = timeout_problem(*o.timeout_s); !why.empty()) {
+      CPRR_THROW_AS(UsageError, "--timeout {}: {}", *o.timeout_s, why);
+    }
   }
 }
 
@@ -62,6 +89,44 @@ std::string absolute(const std::string& path) {
   return ec ? path : abs.string();
 }
 
+// What execute() runs: every repeat of every planned case in every mode.
+struct Plan {
+  const std::vector<CaseInstance>& cases;
+  const std::vector<int64_t>& case_ids;  ///< the store's ids, parallel to `cases`
+  const std::vector<Mode>& modes;
+  int repeat = 1;
+  Placement placement = Placement::best_fit;
+};
+
+// Runs the plan in order (repeat, case, mode), committing each execution as it completes and
+// showing progress on `progress` (a TTY) when given. Stops at an interruption: the interrupted
+// execution says nothing about its case, so it is neither recorded nor returned.
+std::vector<ExecutionResult> execute(const Plan& p, Controller& controller, RecordWriter& writer,
+                                     std::ostream* progress) {
+  std::vector<ExecutionResult> results;
+  const std::size_t total = p.cases.size() * p.modes.size() * static_cast<std::size_t>(p.repeat);
+  bool stopped = false;
+  for (int rep = 0; rep < p.repeat && !stopped; ++rep) {
+    for (std::size_t i = 0; i < p.cases.size() && !stopped; ++i) {
+      for (Mode mode : p.modes) {
+        if (progress != nullptr) {
+          *progress << fmt::format("\r\033[K[{}/{}] {} {}", results.size() + 1, total,
+                                   mode_name(mode), p.cases[i].label())
+                    << std::flush;
+        }
+        ExecutionResult r = controller.run(p.cases[i], mode, p.placement);
+        stopped = r.interrupted;
+        if (stopped) break;
+        r.attempt = rep + 1;
+        writer.write(r, p.case_ids[i]);
+        results.push_back(std::move(r));
+      }
+    }
+  }
+  if (progress != nullptr) *progress << "\r\033[K" << std::flush;
+  return results;
+}
+
 }  // namespace
 
 int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, bool progress,
@@ -71,7 +136,7 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   check_worker(worker);
   const std::string backend = resolve_backend(o.backend);
   const std::vector<Mode> modes = modes_of(o.mode);
-  if (o.repeat < 1) CPRR_THROW_AS(UsageError, "--repeat {}: must be at least 1", o.repeat);
+  check_counts(o);
   const auto filter = compile_filter(o.filter);
   const std::optional<Placement> placement = parse_placement(o.placement);
   if (!placement) {
@@ -83,9 +148,10 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
                   o.filter);
   }
   if (o.list) {
-    print_plan(out, plan);
+    print_plan(out, plan, o.json);
     return 0;
   }
+  if (!o.junit.empty()) check_file_target("--junit", o.junit);  // before the run, not after
   RecordWriter writer(
       o.db, RunMeta{backend, o.mode, std::string(placement_name(*placement)), worker, argv});
   const std::vector<int64_t> case_ids = writer.add_cases(plan);
@@ -93,35 +159,33 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   cc.worker = worker;
   cc.backend = backend;
   cc.timeout_override_s = o.timeout_s;
+  cc.stop_fd = o.interrupt != nullptr ? o.interrupt->fd() : -1;
   Controller controller(cc);
-  std::vector<ExecutionResult> results;
-  const std::size_t total = plan.size() * modes.size() * static_cast<std::size_t>(o.repeat);
-  for (int rep = 0; rep < o.repeat; ++rep) {
-    for (std::size_t i = 0; i < plan.size(); ++i) {
-      for (Mode mode : modes) {
-        if (progress) {
-          err << fmt::format("\r\033[K[{}/{}] {} {}", results.size() + 1, total, mode_name(mode),
-                             plan[i].label())
-              << std::flush;
-        }
-        results.push_back(controller.run(plan[i], mode, *placement));
-        results.back().attempt = rep + 1;
-        writer.write(results.back(), case_ids[i]);
-      }
-    }
-  }
+  const std::vector<ExecutionResult> results =
+      execute(Plan{plan, case_ids, modes, o.repeat, *placement}, controller, writer,
+              progress ? &err : nullptr);
   controller.close_pools();
-  if (progress) err << "\r\033[K" << std::flush;
+  const int signal = o.interrupt != nullptr ? o.interrupt->signal() : 0;
   const auto outcomes = summarize(plan, case_ids, results);
-  const int code = exit_code_for(outcomes);
+  // An interrupted run is finished in the store (nothing after it will come), with the shell's
+  // exit code for the signal; what ran before the signal is reported as usual.
+  const int code = signal != 0 ? 128 + signal : exit_code_for(outcomes);
   writer.finish(code);
+  if (signal != 0) {
+    err << fmt::format("cprecord: interrupted by SIG{} after {} of {} executions; run {} is "
+                       "recorded with exit code {}\n",
+                       sigabbrev_np(signal), results.size(),
+                       plan.size() * modes.size() * static_cast<std::size_t>(o.repeat),
+                       writer.run_id(), code);
+  }
   const RunInfo info{writer.run_id(),
                      absolute(o.db),
+                     o.db,
                      worker,
                      backend,
                      o.mode,
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
-  if (!o.junit.empty()) write_junit_file(o.junit, plan, results, info.wall_s);
+  if (!o.junit.empty()) write_junit_file(o.junit, outcomes, results, info);
   if (o.json) {
     print_json(out, outcomes, info);
   } else {
@@ -135,6 +199,7 @@ int record_main(int argc, char** argv) {
   CLI::App app{
       "cprecord: run multi-rank test cases in a pool of rank processes or in fresh "
       "processes, and report per-case status."};
+  add_common_flags(app, "cprecord");
   app.add_option("--worker", o.worker,
                  "worker binary holding the cases (default: cpworker next to cprecord)");
   app.add_option("--backend", o.backend, "device backend: auto | cpu | cuda")
@@ -148,30 +213,40 @@ int record_main(int argc, char** argv) {
   app.add_option("--filter", o.filter,
                  "regex searched in each case label 'name{params}@world_size'");
   app.add_option("--repeat", o.repeat, "run the plan N times (outputs that vary: nondeterministic)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_count_validator());
   app.add_option("--timeout", o.timeout_s,
-                 "per-case deadline in seconds, overriding each case's own (default 60)")
-      ->check(CLI::PositiveNumber);
+                 fmt::format("per-case deadline in seconds, overriding each case's own (default: "
+                             "the case's own, else 60; at most {})",
+                             kMaxTimeoutS))
+      ->check(seconds_validator());
   app.add_option("--placement", o.placement,
                  "allocator placement policy: best_fit (address-ordered) | counter "
                  "(allocation-order) | never_reuse");
   app.add_flag("--json", o.json, "print one JSON document on stdout and nothing else there");
-  app.add_flag("--list", o.list, "print the planned cases and exit");
+  app.add_flag("--list", o.list,
+               "print the planned cases (plan positions, not case ids) and exit; with --json as "
+               "one JSON document");
   app.footer(
       "Exit codes: 0 every case met its expectation; 1 a case failed, crashed, hung, diverged "
       "between fresh and pooled or was nondeterministic unexpectedly; 2 bad usage, an unusable "
       "database or an infrastructure error.\n"
       "Every execution is committed to --db as it completes; a killed run stays visibly "
       "incomplete. Replay a case with: cpreplay --db PATH --case ID\n"
-      "Progress goes to stderr on a TTY; colours only on a TTY and never with NO_COLOR set.");
+      "Progress goes to stderr on a TTY; colours only on a TTY and never with NO_COLOR set.\n"
+      "Ctrl-C (or SIGTERM/SIGHUP) stops the run: its ranks are killed, what ran is recorded and "
+      "reported, and the exit code is 128 + the signal (130 for Ctrl-C); a second Ctrl-C quits "
+      "at once.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   const bool tty_err = ::isatty(STDERR_FILENO) != 0;
+  std::optional<InterruptWatch> interrupt;  // Ctrl-C ends the run cleanly: record, report, exit
   const bool color = ::isatty(STDOUT_FILENO) != 0 && std::getenv("NO_COLOR") == nullptr && !o.json;
   try {
+    interrupt.emplace();
+    o.interrupt = &*interrupt;
     return run_record(o, std::cout, std::cerr, tty_err, color,
                       std::vector<std::string>(argv, argv + argc));
   } catch (const std::exception& e) {

@@ -7,6 +7,8 @@
 
 namespace cprr {
 
+class InterruptWatch;
+
 struct RecordOptions {
   std::string worker;          ///< empty: the cpworker next to this executable
   std::string backend = "auto";
@@ -19,6 +21,9 @@ struct RecordOptions {
   std::string placement = "best_fit";  ///< allocator policy for every execution
   bool json = false;
   bool list = false;           ///< print the plan and exit
+  /// Ctrl-C: when its signal arrives the run stops, is recorded and reported with what ran, and
+  /// run_record returns 128 + the signal. Null: not interruptible (in-process callers).
+  const InterruptWatch* interrupt = nullptr;
 };
 
 /// Runs the verb in-process: what the binary does after parsing. `progress` enables the TTY

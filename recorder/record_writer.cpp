@@ -7,27 +7,14 @@
 
 #include "runtime/backend.h"
 #include "runtime/error.h"
+#include "runtime/host_info.h"
 
 extern char** environ;
 
 namespace cprr {
 namespace {
 
-std::string now_iso8601() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-std::string hostname() {
-  char buf[256] = {};
-  ::gethostname(buf, sizeof buf - 1);
-  return buf;
-}
+std::string now_iso8601() { return iso8601_utc(std::chrono::system_clock::now()); }
 
 std::string libraries_json(const std::string& backend) {
   nlohmann::json j{{"sqlite", sqlite3_libversion()},
@@ -100,7 +87,7 @@ RecordWriter::RecordWriter(const std::string& path, const RunMeta& meta)
   Statement st(db_,
                "INSERT INTO run (started_at, tool_version, host, backend, mode, placement, worker, "
                "argv, libraries, environment) VALUES (?,?,?,?,?,?,?,?,?,?)");
-  st.bind(1, now_iso8601()).bind(2, std::string_view(CPRR_VERSION)).bind(3, hostname());
+  st.bind(1, now_iso8601()).bind(2, std::string_view(CPRR_VERSION)).bind(3, host_name());
   st.bind(4, meta.backend).bind(5, meta.mode).bind(6, meta.placement).bind(7, meta.worker);
   st.bind(8, nlohmann::json(meta.argv).dump()).bind(9, libraries_json(meta.backend));
   st.bind(10, relevant_environment_json());
@@ -117,9 +104,11 @@ std::vector<int64_t> RecordWriter::add_cases(const std::vector<CaseInstance>& pl
                "expect, timeout_s, seeded_bug) VALUES (?,?,?,?,?,?,?,?,?,?)");
   std::vector<int64_t> ids;
   for (const CaseInstance& inst : plan) {
+    CPRR_CHECK(inst.seed <= kMaxSeed, "case {}: seed {} is above 2^53 (plan.h: kMaxSeed)",
+               inst.label(), inst.seed);
     st.bind(1, run_id_).bind(2, int64_t{inst.id}).bind(3, inst.info.name).bind(4, inst.label());
     st.bind(5, nlohmann::json(inst.params).dump()).bind(6, int64_t{inst.world_size});
-    st.bind_u64(7, inst.seed).bind(8, expect_name(inst.info.options.expect));
+    st.bind(7, static_cast<int64_t>(inst.seed)).bind(8, expect_name(inst.info.options.expect));
     st.bind(9, inst.info.options.timeout_s).bind(10, inst.info.options.seeded_bug);
     st.run();
     ids.push_back(db_.last_insert_id());
@@ -135,7 +124,7 @@ int64_t RecordWriter::write(const ExecutionResult& r, int64_t case_id) {
   st.bind(4, static_cast<int64_t>(r.world_id)).bind(5, static_cast<int64_t>(r.pool_position));
   st.bind(6, int64_t{r.attempt}).bind(7, status_name(r.status)).bind(8, int64_t{r.as_expected});
   st.bind(9, r.note.empty() ? r.summary : r.summary + (r.summary.empty() ? "" : "; ") + r.note);
-  st.bind(10, now_iso8601()).bind(11, r.wall_ms).bind(12, r.startup_ms);
+  st.bind(10, iso8601_utc(r.started_at)).bind(11, r.wall_ms).bind(12, r.startup_ms);
   st.run();
   const int64_t execution = db_.last_insert_id();
   for (std::size_t rank = 0; rank < r.ranks.size(); ++rank) {

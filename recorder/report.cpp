@@ -21,24 +21,23 @@ int severity(ExecStatus s) {
   return 4;
 }
 
-// Per mode: do the completed executions agree on every rank's output hashes?
-bool outputs_vary(const std::vector<const ExecutionResult*>& execs) {
-  std::map<Mode, std::vector<std::vector<uint64_t>>> seen;
+bool completed(const ExecutionResult& e) {
+  return e.status == ExecStatus::pass || e.status == ExecStatus::fail;
+}
+
+// Per mode: the first completed execution whose output hashes differ from the mode's first one.
+const ExecutionResult* varying_execution(const std::vector<const ExecutionResult*>& execs) {
+  std::map<Mode, std::vector<uint64_t>> first;
   for (const ExecutionResult* e : execs) {
-    if (e->status != ExecStatus::pass && e->status != ExecStatus::fail) continue;
+    if (!completed(*e)) continue;
     std::vector<uint64_t> hashes;
     for (const RankReport& r : e->ranks) {
       for (const Capture& c : r.done->capture.outputs) hashes.push_back(c.digest.whole);
     }
-    auto& list = seen[e->mode];
-    if (!list.empty() && list.front() != hashes) return true;
-    list.push_back(std::move(hashes));
+    const auto [it, inserted] = first.emplace(e->mode, hashes);
+    if (!inserted && it->second != hashes) return e;
   }
-  return false;
-}
-
-bool completed(const ExecutionResult& e) {
-  return e.status == ExecStatus::pass || e.status == ExecStatus::fail;
+  return nullptr;
 }
 
 std::vector<const CaseCapture*> captures_of(const ExecutionResult& e) {
@@ -47,8 +46,13 @@ std::vector<const CaseCapture*> captures_of(const ExecutionResult& e) {
   return out;
 }
 
+struct Differential {
+  Divergence divergence;
+  const ExecutionResult* pooled = nullptr;  // the pooled execution that diverged
+};
+
 // The first pooled execution that differs from the first fresh one, if both modes ran.
-std::optional<Divergence> fresh_vs_pool(const std::vector<const ExecutionResult*>& execs) {
+std::optional<Differential> fresh_vs_pool(const std::vector<const ExecutionResult*>& execs) {
   const ExecutionResult* fresh = nullptr;
   for (const ExecutionResult* e : execs) {
     if (e->mode == Mode::fresh && completed(*e)) {
@@ -59,20 +63,52 @@ std::optional<Divergence> fresh_vs_pool(const std::vector<const ExecutionResult*
   if (fresh == nullptr) return std::nullopt;
   for (const ExecutionResult* e : execs) {
     if (e->mode != Mode::pool || !completed(*e)) continue;
-    if (auto d = first_divergence(captures_of(*fresh), captures_of(*e))) return d;
+    if (auto d = first_divergence(captures_of(*fresh), captures_of(*e))) return Differential{*d, e};
     if (e->status != fresh->status) {
       Divergence d;
       d.kind = "result";
       d.reason = "status";
       d.expected = std::string(status_name(fresh->status));
       d.actual = std::string(status_name(e->status));
-      return d;
+      return Differential{d, e};
     }
   }
   return std::nullopt;
 }
 
+// Fills o.against: which executions count against the exit code, and why. A seeded bug owes
+// only running to completion; its divergence and failures are what it exists to show.
+void judge(CaseOutcome& o, bool seeded) {
+  for (const ExecutionResult* e : o.executions) {
+    if (seeded ? !completed(*e) : !e->as_expected) {
+      o.against.emplace(e->id, seeded ? Against::incomplete : Against::status);
+    }
+  }
+  if (const auto diff = fresh_vs_pool(o.executions)) {
+    o.differential = diff->divergence;
+    if (!seeded) o.against.emplace(diff->pooled->id, Against::differential);
+  }
+  if (o.status == ExecStatus::crash || o.status == ExecStatus::hang) {
+    o.verdict = std::string(status_name(o.status));
+  } else if (const ExecutionResult* varying = varying_execution(o.executions)) {
+    o.verdict = "nondeterministic";
+    if (!seeded) o.against.emplace(varying->id, Against::nondeterministic);
+  }
+  o.as_expected = o.against.empty();
+}
+
 std::string hex(uint64_t v) { return fmt::format("{:016x}", v); }
+
+// Quotes a path for a POSIX shell when it holds anything but plainly safe characters.
+std::string shell_quote(const std::string& s) {
+  const bool plain = !s.empty() && s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnop"
+                                                       "qrstuvwxyz0123456789_./-+=:,@%") ==
+                                       std::string::npos;
+  if (plain) return s;
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
 
 nlohmann::json rank_json(int r, const RankReport& rep) {
   nlohmann::json j{{"rank", r}};
@@ -96,12 +132,13 @@ nlohmann::json rank_json(int r, const RankReport& rep) {
   return j;
 }
 
-nlohmann::json execution_json(const ExecutionResult& e) {
+nlohmann::json execution_json(const ExecutionResult& e, bool as_expected) {
   nlohmann::json ranks = nlohmann::json::array();
   for (std::size_t r = 0; r < e.ranks.size(); ++r) ranks.push_back(rank_json(static_cast<int>(r), e.ranks[r]));
-  return {{"id", e.id},          {"mode", mode_name(e.mode)},     {"world", e.world_id},
-          {"position", e.pool_position}, {"status", status_name(e.status)},
-          {"as_expected", e.as_expected}, {"summary", e.summary}, {"note", e.note}, {"wall_ms", e.wall_ms},
+  return {{"id", e.id},          {"mode", mode_name(e.mode)},     {"attempt", e.attempt},
+          {"world", e.world_id},         {"position", e.pool_position},
+          {"status", status_name(e.status)},
+          {"as_expected", as_expected}, {"summary", e.summary}, {"note", e.note}, {"wall_ms", e.wall_ms},
           {"startup_ms", e.startup_ms},   {"ranks", std::move(ranks)}};
 }
 
@@ -120,26 +157,53 @@ std::vector<CaseOutcome> summarize(const std::vector<CaseInstance>& plan,
       if (e.case_id != inst.id) continue;
       o.executions.push_back(&e);
       if (severity(e.status) > severity(o.status)) o.status = e.status;
-      o.as_expected = o.as_expected && e.as_expected;
     }
     if (o.executions.empty()) continue;
-    const bool seeded = !inst.info.options.seeded_bug.empty();
-    o.differential = fresh_vs_pool(o.executions);
-    if (seeded) {
-      o.as_expected = std::all_of(o.executions.begin(), o.executions.end(),
-                                  [](const ExecutionResult* e) { return completed(*e); });
-    } else if (o.differential) {
-      o.as_expected = false;
-    }
-    if (o.status == ExecStatus::crash || o.status == ExecStatus::hang) {
-      o.verdict = std::string(status_name(o.status));
-    } else if (outputs_vary(o.executions)) {
-      o.verdict = "nondeterministic";
-      o.as_expected = o.as_expected && seeded;
-    }
+    judge(o, !inst.info.options.seeded_bug.empty());
     out.push_back(std::move(o));
   }
   return out;
+}
+
+nlohmann::json instance_json(const CaseInstance& inst) {
+  return {{"plan_id", inst.id},
+          {"name", inst.info.name},
+          {"label", inst.label()},
+          {"params", inst.params},
+          {"world_size", inst.world_size},
+          {"seed", inst.seed},
+          {"expect", expect_name(inst.info.options.expect)},
+          {"seeded_bug", inst.info.options.seeded_bug}};
+}
+
+std::string replay_hint(const RunInfo& info, int64_t case_id) {
+  if (info.db_arg.empty() || info.db_arg == "cprr.db") return fmt::format("cpreplay --case {}", case_id);
+  return fmt::format("cpreplay --db {} --case {}", shell_quote(info.db_arg), case_id);
+}
+
+std::optional<std::string> against_text(const CaseOutcome& o, const ExecutionResult& e,
+                                        const RunInfo& info) {
+  const auto it = o.against.find(e.id);
+  if (it == o.against.end()) return std::nullopt;
+  const CaseInstance& inst = *o.instance;
+  switch (it->second) {
+    case Against::status:
+      return fmt::format("{}, expected {}{}", status_name(e.status),
+                         expect_name(inst.info.options.expect),
+                         e.summary.empty() ? "" : ": " + e.summary);
+    case Against::incomplete:
+      return fmt::format("seeded bug ({}) did not run to completion: {}{}",
+                         inst.info.options.seeded_bug, status_name(e.status),
+                         e.summary.empty() ? "" : ": " + e.summary);
+    case Against::differential:
+      return fmt::format("case {}: fresh and pooled differ: {}; replay: {}", o.case_id,
+                         o.differential ? o.differential->describe() : "?",
+                         replay_hint(info, o.case_id));
+    case Against::nondeterministic:
+      return fmt::format("case {}: outputs differ from an earlier repeat in {} mode; replay: {}",
+                         o.case_id, mode_name(e.mode), replay_hint(info, o.case_id));
+  }
+  return std::nullopt;
 }
 
 int exit_code_for(const std::vector<CaseOutcome>& outcomes) {
@@ -157,7 +221,11 @@ void print_json(std::ostream& out, const std::vector<CaseOutcome>& outcomes, con
   for (const CaseOutcome& o : outcomes) {
     const CaseInstance& inst = *o.instance;
     nlohmann::json execs = nlohmann::json::array();
-    for (const ExecutionResult* e : o.executions) execs.push_back(execution_json(*e));
+    for (const ExecutionResult* e : o.executions) {
+      nlohmann::json ej = execution_json(*e, o.against.count(e->id) == 0);
+      if (const auto why = against_text(o, *e, info)) ej["unexpected"] = *why;
+      execs.push_back(std::move(ej));
+    }
     unexpected += o.as_expected ? 0 : 1;
     nlohmann::json diff;
     if (o.differential) {
@@ -165,20 +233,14 @@ void print_json(std::ostream& out, const std::vector<CaseOutcome>& outcomes, con
       diff = {{"rank", d.rank}, {"kind", d.kind}, {"name", d.name}, {"reason", d.reason},
               {"byte_range", {d.byte_begin, d.byte_end}}, {"detail", d.describe()}};
     }
-    cases.push_back({{"id", o.case_id},
-                     {"plan_id", inst.id},
-                     {"name", inst.info.name},
-                     {"label", inst.label()},
-                     {"params", inst.params},
-                     {"world_size", inst.world_size},
-                     {"seed", inst.seed},
-                     {"expect", expect_name(inst.info.options.expect)},
-                     {"status", status_name(o.status)},
-                     {"as_expected", o.as_expected},
-                     {"verdict", o.verdict ? nlohmann::json(*o.verdict) : nlohmann::json()},
-                     {"seeded_bug", inst.info.options.seeded_bug},
-                     {"fresh_vs_pool", std::move(diff)},
-                     {"executions", std::move(execs)}});
+    nlohmann::json c = instance_json(inst);
+    c.update({{"id", o.case_id},
+              {"status", status_name(o.status)},
+              {"as_expected", o.as_expected},
+              {"verdict", o.verdict ? nlohmann::json(*o.verdict) : nlohmann::json()},
+              {"fresh_vs_pool", std::move(diff)},
+              {"executions", std::move(execs)}});
+    cases.push_back(std::move(c));
   }
   nlohmann::json doc{{"tool", "cprecord"},
                      {"version", CPRR_VERSION},

@@ -12,9 +12,11 @@ std::string paint(bool color, const char* code, std::string_view text) {
   return color ? fmt::format("\033[{}m{}\033[0m", code, text) : std::string(text);
 }
 
-std::string status_cell(const ExecutionResult& e, bool color) {
+// Red only for an execution that counts against the exit code; an expected failure (a fault
+// fixture, a seeded bug's pooled run) is yellow.
+std::string status_cell(const ExecutionResult& e, bool counts_against, bool color) {
   const std::string s = fmt::format("{:<6}", status_name(e.status));
-  if (!e.as_expected) return paint(color, "1;31", s);
+  if (counts_against) return paint(color, "1;31", s);
   return paint(color, e.status == ExecStatus::pass ? "32" : "33", s);
 }
 
@@ -28,15 +30,17 @@ void print_table(std::ostream& out, const std::vector<ExecutionResult>& results,
                  const std::vector<CaseOutcome>& outcomes, const RunInfo& info, bool color) {
   std::size_t width = 4;
   for (const auto& e : results) width = std::max(width, e.label.size());
-  out << fmt::format("{:>4}  {:<{}}  {:<5}  {:<6}  {:<6}  {:>9}  {}\n", "case", "label", width,
-                     "mode", "status", "expect", "time", "note");
+  out << fmt::format("{:>4}  {:<{}}  {:<5}  {:>3}  {:<6}  {:<6}  {:>9}  {}\n", "case", "label",
+                     width, "mode", "try", "status", "expect", "time", "note");
   std::map<uint32_t, const CaseOutcome*> by_case;
   for (const auto& o : outcomes) by_case[o.instance->id] = &o;
   for (const auto& e : results) {
     const CaseOutcome* o = by_case[e.case_id];
     const std::string expect(expect_name(o->instance->info.options.expect));
-    out << fmt::format("{:>4}  {:<{}}  {:<5}  {}  {:<6}  {:>9}  {}\n", o->case_id, e.label, width,
-                       mode_name(e.mode), status_cell(e, color), expect, duration(e.wall_ms),
+    const bool against = o->against.count(e.id) != 0;
+    out << fmt::format("{:>4}  {:<{}}  {:<5}  {:>3}  {}  {:<6}  {:>9}  {}\n", o->case_id, e.label,
+                       width, mode_name(e.mode), e.attempt, status_cell(e, against, color), expect,
+                       duration(e.wall_ms),
                        (e.summary.empty() ? e.note : e.summary).substr(0, 200));
   }
   std::map<ExecStatus, int> counts;
@@ -47,15 +51,15 @@ void print_table(std::ostream& out, const std::vector<ExecutionResult>& results,
   for (const auto& [s, n] : counts) tally += fmt::format("{}{} {}", tally.empty() ? "" : ", ", n, status_name(s));
   for (const auto& o : outcomes) {
     if (o.verdict == "nondeterministic") {
-      out << fmt::format("case {} ({}): outputs differ between repeats: nondeterministic\n",
-                         o.case_id, o.instance->label());
+      out << fmt::format("case {} ({}): outputs differ between repeats: nondeterministic; {}\n",
+                         o.case_id, o.instance->label(), replay_hint(info, o.case_id));
     }
     if (o.differential) {
       const std::string& seeded = o.instance->info.options.seeded_bug;
-      out << fmt::format("case {} ({}): fresh and pooled differ{}: {}; cpreplay --case {}\n",
-                         o.case_id, o.instance->label(),
+      out << fmt::format("case {} ({}): fresh and pooled differ{}: {}; {}\n", o.case_id,
+                         o.instance->label(),
                          seeded.empty() ? "" : " (seeded bug, expected " + seeded + ")",
-                         o.differential->describe(), o.case_id);
+                         o.differential->describe(), replay_hint(info, o.case_id));
     }
   }
   const std::string verdict = unexpected == 0

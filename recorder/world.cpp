@@ -5,7 +5,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <functional>
 
@@ -20,8 +22,26 @@ int ms_until(Clock::time_point deadline) {
   return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
 }
 
+constexpr std::string_view kWorldDirPrefix = "cprr-world-";
+
+// The owner's pid in a per-world directory's name ("cprr-world-<pid>-XXXXXX"), or 0 when the name
+// is not one of ours (older names without a pid included: their owner cannot be told).
+pid_t owner_of(const std::string& name) {
+  if (!name.starts_with(kWorldDirPrefix)) return 0;
+  const std::string rest = name.substr(kWorldDirPrefix.size());
+  const auto dash = rest.find('-');
+  if (dash == 0 || dash == std::string::npos || dash > 9) return 0;
+  for (std::size_t k = 0; k < dash; ++k) {
+    if (rest[k] < '0' || rest[k] > '9') return 0;
+  }
+  return static_cast<pid_t>(std::stol(rest.substr(0, dash)));
+}
+
 std::string make_rendezvous_dir() {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "cprr-world-XXXXXX").string();
+  const auto tmp = std::filesystem::temp_directory_path();
+  remove_stale_world_dirs(tmp);
+  // The pid names the owner, so a later recorder can tell litter (owner gone) from a live world.
+  std::string tmpl = (tmp / fmt::format("{}{}-XXXXXX", kWorldDirPrefix, ::getpid())).string();
   if (::mkdtemp(tmpl.data()) == nullptr) throw_errno(__FILE__, __LINE__, "mkdtemp(" + tmpl + ")");
   return tmpl;
 }
@@ -32,8 +52,25 @@ std::string last_lines(const std::string& text, std::size_t max_bytes) {
 
 }  // namespace
 
+int remove_stale_world_dirs(const std::filesystem::path& dir) {
+  int removed = 0;
+  std::error_code ec;
+  // Errors are skipped, not thrown: another recorder may be sweeping the same directory.
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const pid_t owner = owner_of(it->path().filename().string());
+    // EPERM means the owner lives (another user's process): only ESRCH proves it is gone.
+    if (owner <= 0 || ::kill(owner, 0) == 0 || errno != ESRCH) continue;
+    std::error_code rm;
+    if (std::filesystem::remove_all(it->path(), rm) > 0 && !rm) ++removed;
+  }
+  return removed;
+}
+
 World::World(const WorldConfig& config, uint64_t id)
-    : id_(id), rendezvous_(make_rendezvous_dir()), logs_(config.log_tail_bytes) {
+    : id_(id),
+      rendezvous_(make_rendezvous_dir()),
+      stop_fd_(config.stop_fd),
+      logs_(config.log_tail_bytes) {
   const auto t0 = Clock::now();
   try {
     for (int r = 0; r < config.world_size; ++r) spawn_rank(r, config);
@@ -59,6 +96,9 @@ void World::spawn_rank(int r, const WorldConfig& config) {
   UniqueFd err_r(err[0]), err_w(err[1]);
   UniqueFd devnull(CPRR_SYSCALL(::open("/dev/null", O_RDONLY | O_CLOEXEC)));
 
+  // A high descriptor, not fd 3: case code (or a library it calls) that writes to a low descriptor
+  // it assumes free must never reach the protocol. The rank makes it close-on-exec at once.
+  const int slot = control_fd_slot();
   SpawnSpec spec;
   spec.argv = {config.worker,
                "--rank",
@@ -66,12 +106,12 @@ void World::spawn_rank(int r, const WorldConfig& config) {
                "--world-size",
                std::to_string(config.world_size),
                "--control-fd",
-               "3",
+               std::to_string(slot),
                "--rendezvous",
                rendezvous_,
                "--backend",
                config.backend};
-  spec.fds = {{devnull.get(), 0}, {out_w.get(), 1}, {err_w.get(), 2}, {child.get(), 3}};
+  spec.fds = {{devnull.get(), 0}, {out_w.get(), 1}, {err_w.get(), 2}, {child.get(), slot}};
   spec.process_group = group_;
   // NVLink multicast stays off in every rank, whatever the caller's or a recorded environment says
   // (it is unsafe on the shared GPU machines, ../shared/design/DEVICE.md).
@@ -137,11 +177,15 @@ void World::await_each(Clock::time_point deadline, const std::string& timeout_wh
       idx.push_back(r);
     }
     if (fds.empty()) continue;
+    if (stop_fd_ >= 0) fds.push_back(pollfd{stop_fd_, POLLIN, 0});  // last: no rank index
     const int timeout = ms_until(deadline);
     if (timeout == 0 || ::poll(fds.data(), fds.size(), timeout) == 0) {
       CPRR_THROW("{}", startup_failure(idx.front(), timeout_why));
     }
-    for (std::size_t k = 0; k < fds.size(); ++k) {
+    if (stop_requested()) {
+      CPRR_THROW_AS(Interrupted, "interrupted while world {} (size {}) was starting", id_, size());
+    }
+    for (std::size_t k = 0; k < idx.size(); ++k) {
       if (fds[k].revents == 0) continue;
       Rank& rank = ranks_[idx[k]];
       if (rank.reader.fill(rank.control.get()) == FrameReader::Fill::eof) {

@@ -3,6 +3,7 @@
 // control socket and drained stdout/stderr pipes. Fresh mode makes one per case; pool mode keeps
 // one per world size and replaces it after any fault.
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -11,6 +12,7 @@
 #include "recorder/log_drain.h"
 #include "recorder/process.h"
 #include "recorder/protocol.h"
+#include "runtime/error.h"
 #include "runtime/fd.h"
 
 namespace cprr {
@@ -26,7 +28,26 @@ struct WorldConfig {
   /// Set in every rank's environment on top of the controller's. NCCL_NVLS_ENABLE=0 always wins:
   /// an entry turning NVLink multicast on is dropped.
   std::vector<std::pair<std::string, std::string>> env;
+  /// A descriptor that becomes readable when the caller wants to stop (InterruptWatch::fd(), or
+  /// -1 for none). Start-up and collect() poll it along with the ranks; it is never read, so it
+  /// stays readable once set.
+  int stop_fd = -1;
 };
+
+/// Thrown when the stop descriptor fired while a world was starting; its ranks are already
+/// killed and reaped and its directory removed.
+class Interrupted : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Whether `stop_fd` (-1: never) is readable now.
+bool stop_requested(int stop_fd);
+
+/// Removes the per-world directories ("cprr-world-<pid>-*") in `dir` whose owner process is gone
+/// (litter of a killed recorder); directories of live processes, and names without an owner pid,
+/// are left alone. Returns how many it removed. Every world's creation calls it on its temp dir.
+int remove_stale_world_dirs(const std::filesystem::path& dir);
 
 /// What the controller learned about one rank during one execution.
 struct RankReport {
@@ -57,16 +78,22 @@ class World {
   /// something unasked since the last case. Returns what happened (the world must be replaced),
   /// so a death between cases is never blamed on the next case.
   std::optional<std::string> idle_fault();
+  /// Whether the stop descriptor of WorldConfig fired.
+  bool stop_requested() const { return cprr::stop_requested(stop_fd_); }
   /// Time it took to spawn and connect every rank.
   double startup_ms() const { return startup_ms_; }
 
   /// Sends the case to every rank and marks the log positions for its tails.
   void start(const RunCase& msg);
   /// Waits for every rank's CaseDone for `execution` until `deadline`. A rank that dies ends
-  /// its wait; once one died, the others get at most `after_death` more.
+  /// its wait; once one died, the others get at most `after_death` more. A rank whose channel
+  /// reaches EOF while it keeps running gets a protocol_error. Returns early, with the ranks still
+  /// running, when the stop descriptor fires (stop_requested()).
   std::vector<RankReport> collect(uint64_t execution, Clock::time_point deadline,
                                   std::chrono::milliseconds after_death);
-  /// Asks ranks without a result for their watchdog status, waiting at most `grace`.
+  /// Asks ranks without a result for their watchdog status and waits for all of them together, at
+  /// most `grace`: a rank that cannot answer (stopped, stuck with its watchdog) costs the others
+  /// nothing, and every answer already sent is read.
   void query_status(uint64_t execution, std::vector<RankReport>& reports,
                     std::chrono::milliseconds grace);
   /// TERM, then KILL after `grace`, to the whole group; reaps all ranks; marks not reusable.
@@ -93,10 +120,14 @@ class World {
                   const std::function<void(int, const std::string&)>& on_frame);
   /// Reads what rank r's control socket holds into reports[r]; false on EOF.
   bool pump(int r, uint64_t execution, RankReport& report);
+  /// Rank r's channel reached EOF mid-case: reaps it if it ended (report.exit), else records the
+  /// broken channel as its protocol_error.
+  void on_eof(int r, RankReport& report);
   std::string startup_failure(int rank, const std::string& why);
 
   uint64_t id_;
   std::string rendezvous_;
+  int stop_fd_ = -1;
   pid_t group_ = 0;
   std::vector<Rank> ranks_;
   LogDrain logs_;

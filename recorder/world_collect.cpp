@@ -6,6 +6,12 @@
 
 namespace cprr {
 
+bool stop_requested(int stop_fd) {
+  if (stop_fd < 0) return false;
+  pollfd p{stop_fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
 std::optional<std::string> World::idle_fault() {
   for (int r = 0; r < size(); ++r) {
     if (const auto& exit = ranks_[r].process.poll()) {
@@ -79,15 +85,14 @@ std::vector<RankReport> World::collect(uint64_t execution, Clock::time_point dea
       }
     }
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-    if (fds.empty() || left.count() <= 0) break;
+    if (fds.empty() || left.count() <= 0 || stop_requested()) break;
+    if (stop_fd_ >= 0) fds.push_back(pollfd{stop_fd_, POLLIN, 0});  // last: no rank index
     if (::poll(fds.data(), fds.size(), static_cast<int>(left.count())) <= 0) continue;
-    for (std::size_t k = 0; k < fds.size(); ++k) {
+    for (std::size_t k = 0; k < idx.size(); ++k) {
       if (fds[k].revents == 0) continue;
       const int r = idx[k];
       if (!pump(r, execution, reports[r])) {
-        ranks_[r].eof = true;
-        reusable_ = false;
-        reports[r].exit = ranks_[r].process.wait(2000);
+        on_eof(r, reports[r]);
         deadline = std::min(deadline, Clock::now() + after_death);
       }
     }
@@ -95,26 +100,49 @@ std::vector<RankReport> World::collect(uint64_t execution, Clock::time_point dea
   return reports;
 }
 
+void World::on_eof(int r, RankReport& report) {
+  Rank& rank = ranks_[r];
+  rank.eof = true;
+  reusable_ = false;
+  report.exit = rank.process.wait(2000);
+  // A rank that closed its channel (or had it closed by case code) but lives on cannot report:
+  // that is its failure, and it is told apart from a hang.
+  if (!report.exit && report.protocol_error.empty()) {
+    report.protocol_error = rank.reader.mid_frame()
+                                ? "closed its control channel inside a frame, still running"
+                                : "closed its control channel mid-case, still running";
+  }
+}
+
 void World::query_status(uint64_t execution, std::vector<RankReport>& reports,
                          std::chrono::milliseconds grace) {
   const std::string query = encode(ToRank{StatusQuery{execution}});
-  std::vector<int> asked;
+  std::vector<int> waiting;
   for (int r = 0; r < size(); ++r) {
     if (reports[r].done || ranks_[r].eof) continue;
     try {
       write_frame(ranks_[r].control.get(), query);
-      asked.push_back(r);
+      waiting.push_back(r);
     } catch (const std::exception&) {
     }
   }
+  // All asked ranks are polled together until each answered or the grace period is over; the
+  // last round (timeout 0) still drains what every channel holds.
   const auto deadline = Clock::now() + grace;
-  for (int r : asked) {
-    while (!reports[r].watchdog && reports[r].protocol_error.empty()) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left.count() <= 0) break;
-      pollfd p{ranks_[r].control.get(), POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
-      if (!pump(r, execution, reports[r])) break;
+  for (bool last = false; !last;) {
+    std::erase_if(waiting, [&](int r) {
+      return reports[r].watchdog || !reports[r].protocol_error.empty() || ranks_[r].eof;
+    });
+    if (waiting.empty()) break;
+    std::vector<pollfd> fds;
+    for (int r : waiting) fds.push_back(pollfd{ranks_[r].control.get(), POLLIN, 0});
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    last = left.count() <= 0;
+    if (::poll(fds.data(), fds.size(), last ? 0 : static_cast<int>(left.count())) <= 0) break;
+    for (std::size_t k = 0; k < fds.size(); ++k) {
+      if (fds[k].revents != 0 && !pump(waiting[k], execution, reports[waiting[k]])) {
+        ranks_[waiting[k]].eof = true;  // the hang is already its verdict; kill() reaps it
+      }
     }
   }
 }

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <functional>
 
 #include "replayer/ddmin.h"
@@ -49,13 +50,14 @@ class Rebuild {
     config_.backend = run.backend;
     config_.env = run.environment;
     config_.timeout_override_s = o.timeout_s;
+    config_.stop_fd = o.stop_fd;
   }
 
   /// The target alone in a fresh world.
   ExecutionResult fresh(const CaseInstance& target) {
     Controller c(config_);
     ++report_.replays;
-    return c.run(target, Mode::fresh, placement_);
+    return ran(c.run(target, Mode::fresh, placement_));
   }
 
   /// `before` in order, then the target, in one new pooled world; the target's result.
@@ -63,14 +65,31 @@ class Rebuild {
     Controller c(config_);
     for (const CaseInstance* p : before) c.run(*p, Mode::pool, placement_);
     ++report_.replays;
-    return c.run(target, Mode::pool, placement_);
+    return ran(c.run(target, Mode::pool, placement_));
   }
 
  private:
+  // A replay that could not run (no world started, a worker that is no cprr worker, an unknown
+  // case) says nothing about the case: it is an infrastructure error (exit 2) naming the worker,
+  // never a verdict.
+  ExecutionResult ran(ExecutionResult r) const {
+    if (r.interrupted) CPRR_THROW_AS(Interrupted, "the {} replay was interrupted", mode_name(r.mode));
+    if (r.status == ExecStatus::error) {
+      CPRR_THROW("the {} replay of case {} could not run with worker {}: {}", mode_name(r.mode),
+                 r.label, config_.worker, r.summary.empty() ? "no result" : r.summary);
+    }
+    return r;
+  }
+
   ReplayReport& report_;
   ControllerConfig config_;
   Placement placement_;
 };
+
+bool every_rank_reported(const ExecutionResult& r) {
+  return !r.ranks.empty() && std::all_of(r.ranks.begin(), r.ranks.end(),
+                                         [](const RankReport& k) { return k.done.has_value(); });
+}
 
 const RecordedExecution* first_of(const std::vector<RecordedExecution>& execs, Mode mode) {
   for (const auto& e : execs) {
@@ -180,7 +199,10 @@ ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* 
     }
   }
   rep.verdict = "reproduced";
-  say("every rank's probes and outputs match the record");
+  say(every_rank_reported(*replayed) ? "every rank's probes and outputs match the record"
+                                     : "the replay ended as recorded (" +
+                                           std::string(status_name(replayed->status)) +
+                                           "); not every rank returned a result to compare");
   return rep;
 }
 

@@ -17,6 +17,9 @@ struct ReplayOptions {
   std::string mode = "both";        ///< fresh | pool | both
   std::string worker;               ///< empty: the worker recorded in the run
   std::optional<double> timeout_s;  ///< overrides the case's deadline
+  /// Readable when the replay should stop (InterruptWatch::fd()); -1: never. A replay stopped by
+  /// it throws Interrupted.
+  int stop_fd = -1;
 };
 
 /// What the replay concluded. `verdict` uses the brief's vocabulary.

@@ -6,6 +6,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "recorder/cli_options.h"
+#include "recorder/interrupt.h"
+#include "recorder/world.h"
 #include "replayer/replay.h"
 #include "runtime/error.h"
 
@@ -81,7 +84,13 @@ int run_replay(const ReplayCommandOptions& o, std::ostream& out, std::ostream& e
     list_db(out, o.db, o.json);
     return 0;
   }
-  ReplayOptions ro{o.db, *o.case_id, o.mode, o.worker, o.timeout_s};
+  if (o.timeout_s) {
+    if (const std::string why = timeout_problem(*o.timeout_s); !why.empty()) {
+      CPRR_THROW_AS(UsageError, "--timeout {}: {}", *o.timeout_s, why);
+    }
+  }
+  ReplayOptions ro{o.db, *o.case_id, o.mode, o.worker, o.timeout_s,
+                   o.interrupt != nullptr ? o.interrupt->fd() : -1};
   auto echo = [](const std::string& line, void* user) {
     *static_cast<std::ostream*>(user) << "cpreplay: " << line << '\n' << std::flush;
   };
@@ -99,7 +108,8 @@ int replay_main(int argc, char** argv) {
   int64_t case_id = 0;
   CLI::App app{"cpreplay: rebuild a recorded case exactly, re-run it fresh and/or pooled, and say "
                "which kind of bug it is and where."};
-  app.add_option("--db", o.db, "database written by cprecord (default: cprr.db)");
+  add_common_flags(app, "cpreplay");
+  app.add_option("--db", o.db, "database written by cprecord");
   auto* list = app.add_flag("--list", o.list, "list the runs and cases in the database");
   auto* cas = app.add_option("--case", case_id, "replay the case with this id (see --list)");
   list->excludes(cas);
@@ -108,11 +118,16 @@ int replay_main(int argc, char** argv) {
                  "both: both, and delta-debug the predecessors when they differ (default)")
       ->check(CLI::IsMember({"fresh", "pool", "both"}));
   app.add_option("--worker", o.worker, "worker binary (default: the one recorded in the run)");
-  app.add_option("--timeout", o.timeout_s, "per-case deadline in seconds, overriding the case's")
-      ->check(CLI::PositiveNumber);
+  app.add_option("--timeout", o.timeout_s,
+                 fmt::format("per-case deadline in seconds, overriding the case's (default: the "
+                             "case's own, else 60; at most {})",
+                             kMaxTimeoutS))
+      ->check(seconds_validator());
   app.add_flag("--json", o.json, "print one JSON document on stdout and nothing else there");
   app.footer(
       "Verdicts: reproduced, state_leak (with polluters), nondeterministic, crash, hang.\n"
+      "Ctrl-C (or SIGTERM/SIGHUP) stops the replay, its ranks killed; the exit code is then 128 + "
+      "the signal.\n"
       "Exit codes: 0 the case reproduced and met its expectation; 1 it diverged or failed; 2 bad "
       "usage, an unreadable database or an infrastructure error.");
   try {
@@ -121,8 +136,15 @@ int replay_main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   if (*cas) o.case_id = case_id;
+  std::optional<InterruptWatch> interrupt;
   try {
+    interrupt.emplace();
+    o.interrupt = &*interrupt;
     return run_replay(o, std::cout, std::cerr, ::isatty(STDERR_FILENO) != 0 || !o.json);
+  } catch (const Interrupted& e) {
+    std::cerr << "cpreplay: " << e.what() << " by SIG" << sigabbrev_np(interrupt->signal())
+              << "; no verdict\n";
+    return 128 + interrupt->signal();
   } catch (const std::exception& e) {
     std::cerr << "cpreplay: " << e.what() << '\n';
     return 2;

@@ -8,6 +8,8 @@
 
 namespace cprr {
 
+class InterruptWatch;
+
 struct ReplayCommandOptions {
   std::string db = "cprr.db";
   bool list = false;
@@ -16,6 +18,8 @@ struct ReplayCommandOptions {
   std::string worker;         ///< empty: the worker recorded in the run
   std::optional<double> timeout_s;
   bool json = false;
+  /// Ctrl-C: stops the replay (its ranks killed); replay_main then exits 128 + the signal.
+  const InterruptWatch* interrupt = nullptr;
 };
 
 /// Runs the verb in-process; `progress` prints each replay step on `err`. Returns the exit code:

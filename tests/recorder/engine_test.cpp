@@ -15,61 +15,14 @@
 #include "recorder/controller.h"
 #include "recorder/plan.h"
 #include "runtime/error.h"
+#include "tests/recorder/engine_support.h"
 
 namespace cprr {
 namespace {
 
+using namespace engine_test;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-const std::string kWorker = CPRR_WORKER_PATH;
-const std::string kFixture = CPRR_FIXTURE_WORKER_PATH;
-
-const std::vector<CaseInstance>& plan_of(const std::string& worker) {
-  static std::map<std::string, std::vector<CaseInstance>> cache;
-  auto it = cache.find(worker);
-  if (it == cache.end()) it = cache.emplace(worker, expand(fetch_catalog(worker), {})).first;
-  return it->second;
-}
-
-// The instance with exactly this label (e.g. "healthy/noop@2"); fails the test if there is none.
-CaseInstance inst(const std::string& worker, const std::string& label) {
-  for (const CaseInstance& i : plan_of(worker)) {
-    if (i.label() == label) return i;
-  }
-  ADD_FAILURE() << "no case instance " << label << " in " << worker;
-  return {};
-}
-
-// A fixture instance with its parameters replaced (the worker runs whatever RunCase carries).
-CaseInstance with_params(CaseInstance i, Params params) {
-  i.params = std::move(params);
-  return i;
-}
-
-ControllerConfig config(const std::string& worker) {
-  ControllerConfig c;
-  c.worker = worker;
-  return c;
-}
-
-// Every rank reported a result for this execution (and not for some other one).
-void expect_all_done_for_self(const ExecutionResult& r) {
-  ASSERT_FALSE(r.ranks.empty()) << r.label;
-  for (std::size_t k = 0; k < r.ranks.size(); ++k) {
-    ASSERT_TRUE(r.ranks[k].done.has_value()) << r.label << " rank " << k << ": " << r.summary;
-    EXPECT_EQ(r.ranks[k].done->execution, r.id) << r.label << " rank " << k;
-    EXPECT_FALSE(r.ranks[k].exit.has_value()) << r.label << " rank " << k;
-    EXPECT_TRUE(r.ranks[k].protocol_error.empty()) << r.ranks[k].protocol_error;
-  }
-}
-
-void expect_pass(const ExecutionResult& r) {
-  EXPECT_EQ(r.status, ExecStatus::pass) << r.label << ": " << r.summary;
-  EXPECT_TRUE(r.as_expected) << r.label;
-  EXPECT_TRUE(r.summary.empty()) << r.summary;
-  expect_all_done_for_self(r);
-}
 
 // Every rank's output hashes, in rank order then output order.
 std::vector<std::vector<uint64_t>> output_hashes(const ExecutionResult& r) {
@@ -286,7 +239,9 @@ TEST(Engine, RankExitingMidCaseIsACrashWithItsExitCode) {
 
 // ---- protocol and infrastructure errors ----
 
-TEST(Engine, GarbageOnTheControlSocketIsAProtocolErrorAndTheWorldIsReplaced) {
+// A rank whose own channel breaks mid-case failed that case (`crash`, not an infrastructure
+// `error`): the protocol error stays on the rank, the world is replaced, the next case passes.
+TEST(Engine, BrokenControlChannelIsACrashOfThatRankAndTheWorldIsReplaced) {
   Controller c(config(kFixture));
   const ExecutionResult warm = c.run(inst(kFixture, "test/ok@2"), Mode::pool);
   expect_pass(warm);
@@ -296,12 +251,14 @@ TEST(Engine, GarbageOnTheControlSocketIsAProtocolErrorAndTheWorldIsReplaced) {
       {"huge_length", ""},
       {"bad_payload", ""},
       // A well-formed result for another execution must never be taken for this one's.
-      {"stale_done", "sent a result for execution 987654321 while"}};
+      {"stale_done", "sent a result for execution 987654321 while"},
+      // EOF while the rank lives on: it can no longer report, which is not a hang.
+      {"eof", "closed its control channel mid-case"}};
   for (const auto& [kind, why] : kinds) {
     SCOPED_TRACE(kind);
     const ExecutionResult r =
         c.run(inst(kFixture, "test/corrupt_control{kind=" + kind + "}@2"), Mode::pool);
-    EXPECT_EQ(r.status, ExecStatus::error) << r.summary;
+    EXPECT_EQ(r.status, ExecStatus::crash) << r.summary;
     EXPECT_FALSE(r.as_expected);
     EXPECT_EQ(r.world_id, world);
     ASSERT_EQ(r.ranks.size(), 2u);
@@ -310,6 +267,7 @@ TEST(Engine, GarbageOnTheControlSocketIsAProtocolErrorAndTheWorldIsReplaced) {
     EXPECT_FALSE(r.ranks[1].done.has_value()) << "a forged or garbled result was accepted";
     EXPECT_TRUE(r.ranks[0].protocol_error.empty());
     EXPECT_THAT(r.summary, HasSubstr("rank 1: protocol error"));
+    EXPECT_THAT(r.summary, HasSubstr(why));
 
     const ExecutionResult next = c.run(inst(kFixture, "test/ok@2"), Mode::pool);
     expect_pass(next);
@@ -317,6 +275,44 @@ TEST(Engine, GarbageOnTheControlSocketIsAProtocolErrorAndTheWorldIsReplaced) {
     EXPECT_EQ(next.pool_position, 1u);
     world = next.world_id;
   }
+}
+
+// Case code writing to fd 3, as libraries that assume it free do, reaches neither the protocol
+// nor anything else of the harness; no harness descriptor is inherited by a child of the case.
+TEST(Engine, CaseWritingToFd3LeavesTheChannelAlone) {
+  Controller c(config(kFixture));
+  const ExecutionResult r = c.run(inst(kFixture, "test/fd3_junk@2"), Mode::pool);
+  expect_pass(r);
+  const ExecutionResult next = c.run(inst(kFixture, "test/ok@2"), Mode::pool);
+  expect_pass(next);
+  EXPECT_EQ(next.world_id, r.world_id);
+  EXPECT_EQ(next.pool_position, 2u);
+}
+
+// A stopped rank (SIGSTOP: its watchdog thread cannot run either) uses up the status grace
+// period; the other ranks' answers must still be read, and only the stopped rank blamed.
+TEST(Engine, HangDiagnosisBlamesOnlyTheRankThatCannotAnswer) {
+  ControllerConfig cc = config(kFixture);
+  cc.timeout_override_s = 2;
+  Controller c(cc);
+  const ExecutionResult r = c.run(inst(kFixture, "test/stop_rank@4"), Mode::pool);
+  EXPECT_EQ(r.status, ExecStatus::hang) << r.summary;
+  EXPECT_TRUE(r.as_expected);
+  EXPECT_LT(r.wall_ms, 2000 + 8000);
+  ASSERT_EQ(r.ranks.size(), 4u);
+  EXPECT_FALSE(r.ranks[1].watchdog.has_value()) << "a stopped rank answered";
+  for (int k : {0, 2, 3}) {
+    const RankReport& rep = r.ranks[k];
+    ASSERT_TRUE(rep.watchdog.has_value()) << "rank " << k << "'s answer was dropped: " << r.summary;
+    EXPECT_EQ(rep.watchdog->execution, r.id);
+    EXPECT_EQ(rep.watchdog->entered_seq, 1) << "rank " << k;  // the second collective
+    EXPECT_EQ(rep.watchdog->entered_kind, "all_reduce");
+    EXPECT_THAT(r.summary, Not(HasSubstr("rank " + std::to_string(k) + ": no answer")));
+  }
+  EXPECT_THAT(r.summary, HasSubstr("rank 1 gave no answer from the watchdog"));
+  EXPECT_THAT(r.summary, HasSubstr("rank 1: no answer from its watchdog"));
+  EXPECT_THAT(r.summary, HasSubstr("rank 2: in body"));
+  EXPECT_THAT(r.summary, Not(HasSubstr("never joined"))) << "answering ranks all wait in #1";
 }
 
 // A pooled rank that dies while idle (between cases: a library thread aborting, the OOM killer)

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -181,10 +182,24 @@ Executions five_executions() {
   return run;
 }
 
-std::string to_junit(const Executions& run, double wall_s = 12.5) {
+RunInfo info_of(double wall_s, std::string db = "cprr.db") {
+  RunInfo info;
+  info.run_id = 7;
+  info.db_arg = std::move(db);
+  info.db = "/abs/" + info.db_arg;
+  info.wall_s = wall_s;
+  return info;
+}
+
+// The document cprecord writes: results judged by summarize(), as for the exit code.
+std::string to_junit(const Executions& run, double wall_s = 12.5, std::string db = "cprr.db") {
   std::ostringstream out;
-  write_junit(out, run.plan, run.results, wall_s);
+  write_junit(out, summarize(run.plan, {}, run.results), run.results, info_of(wall_s, std::move(db)));
   return out.str();
+}
+
+void junit_file(const std::string& path, const Executions& run, double wall_s) {
+  write_junit_file(path, summarize(run.plan, {}, run.results), run.results, info_of(wall_s));
 }
 
 // ---- tests ----
@@ -368,6 +383,105 @@ TEST(JunitTest, ExpectationDecidesPassOrFailure) {
   EXPECT_EQ(prop(failure, "message"), "pass: expected crash");
 }
 
+// ---- JUnit and the exit code are one judgement ----
+
+// Every rank completed with one output "out" whose hash is `hash`.
+void complete_with(ExecutionResult& res, uint64_t hash, RankOutcome outcome = RankOutcome::ok) {
+  for (RankReport& r : res.ranks) {
+    r.done = done(outcome, outcome == RankOutcome::ok ? "" : "wrong sum");
+    Capture c;
+    c.name = "out";
+    c.bytes = 8;
+    c.digest.whole = hash;
+    c.digest.chunks = {hash};
+    r.done->capture.outputs.push_back(c);
+  }
+}
+
+// A seeded state leak (fresh passes, pooled fails with other outputs: what it exists to show) and
+// a healthy case whose pooled outputs silently differ from its fresh ones.
+Executions seeded_and_divergent() {
+  Executions run;
+  run.plan.push_back(make_case(1, "bug/leak", Expect::pass));
+  run.plan.back().info.options.seeded_bug = "state_leak";
+  run.plan.push_back(make_case(2, "healthy/quiet", Expect::pass));
+  const auto& p = run.plan;
+  ExecutionResult leak_fresh = make_result(p[0], 1, ExecStatus::pass, Mode::fresh);
+  complete_with(leak_fresh, 11);
+  ExecutionResult leak_pool = make_result(p[0], 2, ExecStatus::fail, Mode::pool);
+  complete_with(leak_pool, 12, RankOutcome::fail);
+  leak_pool.summary = "rank 0: wrong sum";
+  ExecutionResult quiet_fresh = make_result(p[1], 3, ExecStatus::pass, Mode::fresh);
+  complete_with(quiet_fresh, 21);
+  ExecutionResult quiet_pool = make_result(p[1], 4, ExecStatus::pass, Mode::pool);
+  complete_with(quiet_pool, 22);
+  run.results = {leak_fresh, leak_pool, quiet_fresh, quiet_pool};
+  return run;
+}
+
+TEST(JunitTest, ExpectedFailureOfASeededBugPassesAndSaysWhatWasExpected) {
+  Executions run = seeded_and_divergent();
+  run.plan.pop_back();
+  run.results.resize(2);
+  EXPECT_EQ(exit_code_for(summarize(run.plan, {}, run.results)), 0);
+  const Parsed p = parse(to_junit(run));
+  ASSERT_NE(p.doc, nullptr) << p.diagnostics;
+  xmlNodePtr suite = children(xmlDocGetRootElement(p.doc.get()), "testsuite")[0];
+  EXPECT_EQ(prop(suite, "failures"), "0") << "the exit code is 0, so no testcase may fail";
+  EXPECT_EQ(prop(suite, "errors"), "0");
+  const auto cases = children(suite, "testcase");
+  ASSERT_EQ(cases.size(), 2u);
+  EXPECT_TRUE(children(cases[1], "failure").empty());
+  const std::string out = content(children(cases[1], "system-out").at(0));
+  EXPECT_THAT(out, HasSubstr("seeded bug (state_leak), expected to show: fail: rank 0: wrong sum"));
+  EXPECT_THAT(out, HasSubstr("fresh and pooled differ, as the seeded bug should"));
+}
+
+TEST(JunitTest, UnexpectedDivergenceFailsThePooledTestcaseWithTheReplayCommand) {
+  const Executions run = seeded_and_divergent();
+  const auto outcomes = summarize(run.plan, {}, run.results);
+  EXPECT_EQ(exit_code_for(outcomes), 1);
+  const Parsed p = parse(to_junit(run, 1, "runs/ci db.sqlite"));
+  ASSERT_NE(p.doc, nullptr) << p.diagnostics;
+  xmlNodePtr suite = children(xmlDocGetRootElement(p.doc.get()), "testsuite")[0];
+  EXPECT_EQ(prop(suite, "failures"), "1");
+  const auto cases = children(suite, "testcase");
+  ASSERT_EQ(cases.size(), 4u);
+  EXPECT_TRUE(children(cases[2], "failure").empty()) << "the fresh execution is the reference";
+  const auto failure = children(cases[3], "failure");
+  ASSERT_EQ(failure.size(), 1u);
+  EXPECT_EQ(prop(failure[0], "type"), "fresh_vs_pool");
+  const std::string message = prop(failure[0], "message");
+  EXPECT_THAT(message, HasSubstr("case 2: fresh and pooled differ: rank 0 output 'out'"));
+  EXPECT_THAT(message, HasSubstr("cpreplay --db 'runs/ci db.sqlite' --case 2"));
+}
+
+// The property behind both tests above, over every hand-built run of this file: a testcase fails
+// exactly for the executions that count against the exit code, and the exit code is 0 exactly
+// when no testcase fails.
+TEST(JunitTest, FailingTestcasesAreExactlyTheExecutionsCountedAgainstTheExitCode) {
+  for (const Executions& run : {five_executions(), seeded_and_divergent()}) {
+    const auto outcomes = summarize(run.plan, {}, run.results);
+    std::set<uint64_t> against;
+    for (const CaseOutcome& o : outcomes) {
+      for (const auto& [id, why] : o.against) against.insert(id);
+    }
+    const Parsed p = parse(to_junit(run));
+    ASSERT_NE(p.doc, nullptr) << p.diagnostics;
+    const auto cases =
+        children(children(xmlDocGetRootElement(p.doc.get()), "testsuite")[0], "testcase");
+    ASSERT_EQ(cases.size(), run.results.size());
+    std::set<uint64_t> failing;
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      if (!children(cases[i], "failure").empty() || !children(cases[i], "error").empty()) {
+        failing.insert(run.results[i].id);
+      }
+    }
+    EXPECT_EQ(failing, against);
+    EXPECT_EQ(failing.empty(), exit_code_for(outcomes) == 0);
+  }
+}
+
 class JunitFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -393,7 +507,7 @@ TEST_F(JunitFileTest, FileHoldsTheSameDocumentAndNoTempFileRemains) {
   // The timestamp has one-second resolution: the file matches the document written just before
   // or just after it.
   const std::string before = to_junit(run);
-  write_junit_file(path.string(), run.plan, run.results, 12.5);
+  junit_file(path.string(), run, 12.5);
   const std::string after = to_junit(run);
   const std::string file = slurp(path);
   EXPECT_TRUE(file == before || file == after) << file;
@@ -402,7 +516,7 @@ TEST_F(JunitFileTest, FileHoldsTheSameDocumentAndNoTempFileRemains) {
   EXPECT_EQ(p.diagnostics, "");
 
   // Overwriting works too, and only the report is left in the directory.
-  write_junit_file(path.string(), run.plan, run.results, 12.5);
+  junit_file(path.string(), run, 12.5);
   std::vector<std::string> names;
   for (const auto& entry : fs::directory_iterator(dir_)) names.push_back(entry.path().filename());
   EXPECT_THAT(names, ::testing::ElementsAre("report.xml"));
@@ -415,7 +529,7 @@ TEST_F(JunitFileTest, RelativePathWritesIntoTheCurrentDirectory) {
   const Executions run = five_executions();
   const fs::path cwd = fs::current_path();
   fs::current_path(dir_);
-  write_junit_file("rel.xml", run.plan, run.results, 1);
+  junit_file("rel.xml", run, 1);
   fs::current_path(cwd);
   EXPECT_TRUE(fs::is_regular_file(dir_ / "rel.xml"));
 }
@@ -424,7 +538,7 @@ TEST_F(JunitFileTest, UnwritablePathThrowsUsageErrorNamingIt) {
   const Executions run = five_executions();
   const std::string path = (dir_ / "no_such_dir" / "report.xml").string();
   try {
-    write_junit_file(path, run.plan, run.results, 1);
+    junit_file(path, run, 1);
     FAIL() << "expected UsageError";
   } catch (const UsageError& e) {
     EXPECT_THAT(e.what(), HasSubstr("--junit " + path + ":"));
@@ -435,7 +549,7 @@ TEST_F(JunitFileTest, UnwritablePathThrowsUsageErrorNamingIt) {
   // A directory where the file should go.
   fs::create_directory(dir_ / "taken");
   const std::string taken = (dir_ / "taken").string();
-  EXPECT_THROW(write_junit_file(taken, run.plan, run.results, 1), UsageError);
+  EXPECT_THROW(junit_file(taken, run, 1), UsageError);
   std::vector<std::string> names;
   for (const auto& entry : fs::directory_iterator(dir_)) names.push_back(entry.path().filename());
   EXPECT_THAT(names, ::testing::ElementsAre("taken")) << "no temp file may be left behind";

@@ -7,12 +7,15 @@
 #include <unistd.h>
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 
+#include "recorder/controller.h"
+#include "recorder/plan.h"
 #include "runtime/error.h"
 
 namespace cprr {
@@ -225,13 +228,33 @@ TEST(RecordCommand, ExitCodeOneWhenACaseFailsUnexpectedly) {
   EXPECT_THAT(table.out, HasSubstr("fail"));
 }
 
-TEST(RecordCommand, ExitCodeTwoForAnInfrastructureError) {
-  // A broken control channel is an `error` execution: returned as 2, not thrown.
-  const Recorded r = record(opts(kFixture, "^test/corrupt_control\\{kind=huge_length\\}"));
-  EXPECT_EQ(r.code, 2);
-  const json doc = json::parse(r.out);
+TEST(RecordCommand, ExitCodeTwoOnlyForInfrastructure) {
+  // A worker whose ranks cannot start is an `error` execution: returned as 2, not thrown.
+  ::setenv("CPRR_FIXTURE_FAIL_START", "1", 1);
+  const Recorded infra = record(opts(kFixture, "^test/ok@"));
+  ::unsetenv("CPRR_FIXTURE_FAIL_START");
+  EXPECT_EQ(infra.code, 2);
+  const json doc = json::parse(infra.out);
   EXPECT_EQ(doc.at("exit_code"), 2);
   EXPECT_EQ(doc.at("cases").at(0).at("status"), "error");
+  EXPECT_THAT(doc.at("cases").at(0).at("executions")[0].at("summary").get<std::string>(),
+              HasSubstr("failed to start"));
+
+  // A case that breaks its rank's control channel is that case's crash (1), not the run's
+  // infrastructure (2); the next case in the pool runs in a new world and passes.
+  // (Plan order: ok, corrupt_control; twice, so the second ok runs after a corruption.)
+  RecordOptions o = opts(kFixture, "^test/corrupt_control\\{kind=huge_length\\}|^test/ok@");
+  o.repeat = 2;
+  const Recorded broken = record(o);
+  EXPECT_EQ(broken.code, 1) << broken.out;
+  const json b = json::parse(broken.out);
+  const json* corrupt = find_case(b, "test/corrupt_control{kind=huge_length}@2");
+  ASSERT_NE(corrupt, nullptr);
+  EXPECT_EQ(corrupt->at("status"), "crash");
+  const json* ok = find_case(b, "test/ok@2");
+  ASSERT_NE(ok, nullptr);
+  EXPECT_EQ(ok->at("status"), "pass") << "the case after the broken channel must pass";
+  EXPECT_EQ(ok->at("executions").size(), 2u);
 }
 
 TEST(RecordCommand, UsageErrorsThrowUsageError) {
@@ -258,6 +281,143 @@ TEST(RecordCommand, UsageErrorsThrowUsageError) {
   EXPECT_THAT(usage_error_of(placement), HasSubstr("--placement first_fit"));
   // UsageError messages are about the input: no source location in front.
   EXPECT_THAT(usage_error_of(opts(kWorker, "(")), ::testing::StartsWith("--filter"));
+}
+
+// ---- the contract scripts rely on ----
+
+TEST(RecordCommand, BadTimeoutsAndRepeatsAreRefusedInWordsBeforeAnythingRuns) {
+  const std::string db = test_db() + ".bad-values";
+  for (const char* arg : {"--timeout nan", "--timeout 1e10", "--timeout 1e300", "--timeout inf",
+                          "--timeout 0", "--timeout -1", "--repeat 0", "--repeat -3"}) {
+    SCOPED_TRACE(arg);
+    const Proc p = shell(quoted(kCprecord) + " --db " + db + " --filter noop@2 " + arg + " 2>&1");
+    EXPECT_EQ(p.status, 2) << p.out;
+    EXPECT_THAT(p.out, ::testing::AnyOf(HasSubstr("must be a positive number of seconds"),
+                                        HasSubstr("must be at most 604800 seconds"),
+                                        HasSubstr("must be a whole number from 1")));
+    EXPECT_LT(p.out.size(), 200u) << "no 309-digit range";
+    EXPECT_NE(::access(db.c_str(), F_OK), 0) << "nothing may be recorded";
+  }
+  // In-process callers get the same words as a UsageError.
+  RecordOptions o = opts(kFixture, "^test/ok@");
+  o.timeout_s = std::nan("");
+  EXPECT_THROW(record(o), UsageError);
+  o.timeout_s = 1e10;
+  EXPECT_THROW(record(o), UsageError);
+}
+
+// A deadline beyond what the steady clock can hold saturates at the documented maximum instead of
+// overflowing into the past (which made every case "hang" within milliseconds).
+TEST(RecordCommand, HugeDeadlinesSaturateInsteadOfExpiringAtOnce) {
+  ControllerConfig cc;
+  cc.worker = kFixture;
+  for (double s : {1e10, 1e300}) {
+    cc.timeout_override_s = s;
+    Controller c(cc);
+    const CaseInstance ok = expand(fetch_catalog(kFixture), std::regex("^test/ok@2$")).at(0);
+    const ExecutionResult r = c.run(ok, Mode::pool);
+    EXPECT_EQ(r.status, ExecStatus::pass) << s << ": " << r.summary;
+  }
+}
+
+TEST(RecordCommand, VersionAndDefaultsAreShown) {
+  const Proc v = shell(quoted(kCprecord) + " --version 2>&1");
+  EXPECT_EQ(v.status, 0);
+  EXPECT_EQ(v.out, std::string("cprecord ") + CPRR_VERSION + "\n");
+  const Proc h = shell(quoted(kCprecord) + " --help 2>&1");
+  for (const char* d : {"--db TEXT=cprr.db", "=pool", "--repeat INT:N=1", "=best_fit", "=auto"}) {
+    EXPECT_THAT(h.out, HasSubstr(d));
+  }
+}
+
+TEST(RecordCommand, ListSaysItsNumbersArePlanPositionsAndHonoursJson) {
+  RecordOptions o = opts(kWorker, "^healthy/noop@", false);
+  o.list = true;
+  const Recorded text = record(o);
+  EXPECT_EQ(text.code, 0);
+  EXPECT_THAT(text.out, HasSubstr("plan    1  healthy/noop@2  expect=pass"));
+  o.json = true;
+  const Recorded js = record(o);
+  EXPECT_EQ(js.code, 0);
+  const json doc = json::parse(js.out);
+  ASSERT_EQ(doc.at("plan").size(), 2u);
+  EXPECT_EQ(doc.at("plan")[1].at("plan_id"), 2);
+  EXPECT_EQ(doc.at("plan")[1].at("label"), "healthy/noop@4");
+}
+
+TEST(RecordCommand, SeedsAreExactForJsonConsumers) {
+  RecordOptions o = opts(kWorker, "", true);
+  o.list = true;
+  const json doc = json::parse(record(o).out);
+  ASSERT_GT(doc.at("plan").size(), 50u);
+  for (const json& c : doc.at("plan")) {
+    const uint64_t seed = c.at("seed").get<uint64_t>();
+    EXPECT_LE(seed, kMaxSeed) << c.at("label");
+    EXPECT_EQ(static_cast<uint64_t>(static_cast<double>(seed)), seed) << "a double must hold it";
+  }
+}
+
+TEST(RecordCommand, UnwritableJunitIsFoundBeforeTheRun) {
+  RecordOptions o = opts(kFixture, "^test/ok@");
+  o.db = test_db() + ".junit-precheck";
+  o.junit = "/nonexistent-cprr-dir/report.xml";
+  try {
+    record(o);
+    FAIL() << "expected a UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--junit /nonexistent-cprr-dir/report.xml"));
+    EXPECT_THAT(e.what(), HasSubstr("No such file or directory"));
+  }
+  EXPECT_NE(::access(o.db.c_str(), F_OK), 0) << "the run must not have started";
+}
+
+// test/reset_hook outputs a counter its pooled process keeps: fresh 1, 1; pooled 1, 2. The
+// unexpected divergence fails the run (1), is red in the table, names its replay command with the
+// non-default --db, fails exactly the pooled execution's JUnit testcase, and every row shows its try.
+TEST(RecordCommand, DivergenceIsOneJudgementInExitCodeTableJsonAndJunit) {
+  const std::string xml = test_db() + ".xml";
+  RecordOptions o = opts(kFixture, "^test/reset_hook@", false);
+  o.mode = "both";
+  o.repeat = 2;
+  o.junit = xml;
+  std::ostringstream out, err;
+  const int code = run_record(o, out, err, false, /*color=*/true);
+  EXPECT_EQ(code, 1);
+  const std::string table = out.str();
+  EXPECT_THAT(table, HasSubstr("cpreplay --db " + test_db() + " --case "));
+  EXPECT_THAT(table, HasSubstr("\033[1;31m")) << "the diverging execution is painted as a failure";
+  std::istringstream lines(table);
+  int tries_2 = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("test/reset_hook@2  pool     2") != std::string::npos) ++tries_2;
+  }
+  EXPECT_EQ(tries_2, 1) << table;
+  const Proc junit = shell("cat " + xml);
+  EXPECT_THAT(junit.out, HasSubstr("failures=\"1\""));  // pooled try 2, which diverged and varied
+  EXPECT_THAT(junit.out, HasSubstr("cpreplay --db " + test_db() + " --case "));
+  std::remove(xml.c_str());
+
+  o.json = true;
+  o.junit.clear();
+  const json doc = json::parse(record(o).out);
+  const json& c = doc.at("cases").at(0);
+  ASSERT_EQ(c.at("executions").size(), 4u);
+  int unexpected = 0;
+  for (const json& e : c.at("executions")) {
+    EXPECT_TRUE(e.contains("attempt"));
+    unexpected += e.at("as_expected").get<bool>() ? 0 : 1;
+  }
+  EXPECT_EQ(unexpected, 1) << "only the diverging pooled execution counts against the run";
+}
+
+// An expected failure is not painted as one; an unexpected one is.
+TEST(RecordCommand, OnlyUnexpectedRowsArePaintedRed) {
+  for (const auto& [filter, red] : {std::pair<std::string, bool>{"^test/fail_as_expected@", false},
+                                    {"^test/fail_expect@", true}}) {
+    std::ostringstream out, err;
+    run_record(opts(kFixture, filter, false), out, err, false, /*color=*/true);
+    EXPECT_EQ(out.str().find("\033[1;31mfail") != std::string::npos, red) << out.str();
+  }
 }
 
 TEST(RecordCommand, BinaryHelpListsEveryOption) {

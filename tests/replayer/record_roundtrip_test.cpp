@@ -2,10 +2,13 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <filesystem>
 
 #include "recorder/record_writer.h"
 #include "replayer/record_reader.h"
+#include "runtime/error.h"
+#include "schema/store.h"
 
 namespace cprr {
 namespace {
@@ -20,7 +23,7 @@ CaseInstance instance(uint32_t id, const std::string& name, Params params, int w
   inst.info.options.seeded_bug = "state_leak";
   inst.params = std::move(params);
   inst.world_size = w;
-  inst.seed = 0xfedcba9876543210ull;  // top bit set: stored as a negative INTEGER
+  inst.seed = kMaxSeed - id;  // the largest seeds a plan makes
   return inst;
 }
 
@@ -133,6 +136,30 @@ TEST(RecordRoundTrip, EverythingReplayNeedsComesBack) {
   EXPECT_EQ(preds[0].id, ids[0]);
   EXPECT_EQ(preds[1].id, ids[1]);
   EXPECT_TRUE(reader.predecessors(execs[0]).empty());  // fresh: no predecessors
+  std::filesystem::remove_all(dir);
+}
+
+// execution.started_at is when the execution was dispatched (not when it was committed), to the
+// millisecond; seeds are stored as the positive numbers they are, and one above 2^53 is refused.
+TEST(RecordRoundTrip, StartTimesAndSeedsAreStoredAsTheyAre) {
+  std::string dir = "/tmp/cprr-roundtrip-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  {
+    RecordWriter w(dir + "/r.db", RunMeta{"cpu", "pool", "best_fit", "/bin/worker", {}});
+    ExecutionResult r = execution(Mode::pool, 1, 1);
+    using namespace std::chrono;
+    r.started_at = sys_days{year{2020} / 1 / 2} + hours{3} + minutes{4} + seconds{5} + milliseconds{678};
+    w.write(r, w.add_cases({instance(1, "a/only", {}, 2)})[0]);
+    CaseInstance too_big = instance(2, "a/big", {}, 2);
+    too_big.seed = kMaxSeed + 1;
+    EXPECT_THROW(w.add_cases({too_big}), Error);
+  }
+  Database db = Database::open(dir + "/r.db", Database::Mode::read_only);
+  Statement st(db, "SELECT e.started_at, c.seed, typeof(c.seed) FROM execution e JOIN test_case c ON c.id = e.case_id");
+  ASSERT_TRUE(st.step());
+  EXPECT_EQ(st.text(0), "2020-01-02T03:04:05.678Z");
+  EXPECT_EQ(st.int64(1), static_cast<int64_t>(kMaxSeed - 1));
+  EXPECT_EQ(st.text(2), "integer");
   std::filesystem::remove_all(dir);
 }
 

@@ -164,21 +164,50 @@ TEST_F(ReplayCli, BadInputsExitTwoWithAClearMessage) {
   std::filesystem::remove_all(dir);
 }
 
+// A replay that cannot run is an infrastructure error naming the worker, never a verdict.
+TEST_F(ReplayCli, AWorkerThatCannotRunIsAnInfrastructureErrorNotAVerdict) {
+  const std::string target = std::to_string(id("healthy/noop@2"));
+  for (const char* mode : {"fresh", "pool", "both"}) {
+    SCOPED_TRACE(mode);
+    const Cmd r = run_stderr(kReplay + " --db " + db() + " --worker /bin/true --mode " + mode +
+                             " --case " + target);
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_THAT(r.out, HasSubstr("worker /bin/true"));
+    EXPECT_THAT(r.out, ::testing::Not(HasSubstr("nondeterministic")));
+    EXPECT_THAT(r.out, ::testing::Not(HasSubstr("match the record")));
+  }
+}
+
+TEST_F(ReplayCli, VersionTimeoutChecksAndTheRunsJunitAgreeWithItsExitCode) {
+  EXPECT_EQ(run(kReplay + " --version").out, std::string("cpreplay ") + CPRR_VERSION + "\n");
+  for (const char* t : {"nan", "1e300", "0"}) {
+    const Cmd r = run_stderr(kReplay + " --db " + db() + " --timeout " + t + " --case 1");
+    EXPECT_EQ(r.code, 2) << t;
+    EXPECT_THAT(r.out, ::testing::AnyOf(HasSubstr("must be a positive number of seconds"),
+                                        HasSubstr("must be at most")));
+  }
+  // The recording exited 0 although its seeded bugs' pooled executions fail: their JUnit
+  // testcases pass and say what was expected.
+  ASSERT_EQ(code_, 0);
+  std::ifstream in(*dir_ + "/run.xml");
+  const std::string xml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(xml, HasSubstr("failures=\"0\" errors=\"0\""));
+  EXPECT_THAT(xml, HasSubstr("seeded bug (state_leak), expected to show"));
+}
+
 // A recorder killed mid-run keeps every execution it completed, and the run shows incomplete.
-TEST(ReplayCliCrash, KilledRecorderLeavesCompletedExecutionsAndAnIncompleteRun) {
-  const std::string dir = temp_dir();
-  const std::string db = dir + "/killed.db";
+// Starts cprecord on test/ok then test/stall (a minute long) and returns once test/ok is
+// committed, so a signal sent then lands mid-run, with the stall's world up.
+pid_t start_recorder_into_the_stall(const std::string& db) {
   const std::string cmd = kRecord + " --db " + db + " --worker " CPRR_FIXTURE_WORKER_PATH +
                           " --timeout 120 --filter '^test/(ok|stall)@2$' > /dev/null 2>&1";
   const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
   if (pid == 0) {
     ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  // Wait until the first execution is committed, then kill the recorder without warning.
   bool committed = false;
-  for (int i = 0; i < 300 && !committed; ++i) {
+  for (int i = 0; i < 300 && !committed && pid > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     try {
       Database d = Database::open(db, Database::Mode::read_only);
@@ -187,10 +216,29 @@ TEST(ReplayCliCrash, KilledRecorderLeavesCompletedExecutionsAndAnIncompleteRun) 
     } catch (const std::exception&) {
     }
   }
+  EXPECT_TRUE(committed) << "the first execution was never committed";
+  return pid;
+}
+
+// The per-world directories of a recorder's worlds in the temp directory.
+std::vector<std::string> world_dirs_of(pid_t recorder) {
+  std::vector<std::string> out;
+  const std::string prefix = "cprr-world-" + std::to_string(recorder) + "-";
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path())) {
+    if (e.path().filename().string().rfind(prefix, 0) == 0) out.push_back(e.path());
+  }
+  return out;
+}
+
+TEST(ReplayCliCrash, KilledRecorderLeavesCompletedExecutionsAndAnIncompleteRun) {
+  const std::string dir = temp_dir();
+  const std::string db = dir + "/killed.db";
+  const pid_t pid = start_recorder_into_the_stall(db);
+  ASSERT_GT(pid, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the stall's world is starting
   ::kill(pid, SIGKILL);
   int status = 0;
   ::waitpid(pid, &status, 0);
-  ASSERT_TRUE(committed) << "the first execution was never committed";
   const RecordReader reader(db);
   const auto runs = reader.runs();
   ASSERT_EQ(runs.size(), 1u);
@@ -204,6 +252,41 @@ TEST(ReplayCliCrash, KilledRecorderLeavesCompletedExecutionsAndAnIncompleteRun) 
   EXPECT_TRUE(reader.executions(cases[1].id).empty());
   const Cmd list = run(kReplay + " --db " + db + " --list");
   EXPECT_THAT(list.out, HasSubstr("INCOMPLETE"));
+  // A killed recorder cannot remove its worlds' directories; the next run removes them, since
+  // their owner is gone.
+  EXPECT_THAT(world_dirs_of(pid), ::testing::Not(::testing::IsEmpty()));
+  const Cmd next = run(kRecord + " --db " + db + " --worker " CPRR_FIXTURE_WORKER_PATH +
+                       " --filter '^test/ok@2$'");
+  EXPECT_EQ(next.code, 0);
+  EXPECT_THAT(world_dirs_of(pid), ::testing::IsEmpty());
+  std::filesystem::remove_all(dir);
+}
+
+// Ctrl-C mid-run: the running case's ranks are killed, what ran is recorded and reported, the run
+// is finished with exit code 130 (and the process exits 130), and no world directory is left.
+TEST(ReplayCliCrash, InterruptedRecorderFinishesTheRunAndCleansUp) {
+  const std::string dir = temp_dir();
+  const std::string db = dir + "/interrupted.db";
+  const pid_t pid = start_recorder_into_the_stall(db);
+  ASSERT_GT(pid, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto t0 = std::chrono::steady_clock::now();
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "cprecord died of the signal instead of handling it";
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << "not the stall's minute";
+  const RecordReader reader(db);
+  const auto runs = reader.runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_TRUE(runs[0].finished_at.has_value());
+  EXPECT_EQ(runs[0].exit_code, 130);
+  const auto cases = reader.cases();
+  ASSERT_EQ(cases.size(), 2u);
+  EXPECT_EQ(reader.executions(cases[0].id).size(), 1u);
+  EXPECT_TRUE(reader.executions(cases[1].id).empty()) << "the interrupted stall says nothing";
+  EXPECT_THAT(world_dirs_of(pid), ::testing::IsEmpty());
   std::filesystem::remove_all(dir);
 }
 

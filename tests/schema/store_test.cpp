@@ -466,6 +466,34 @@ TEST(StoreTest, CorruptDatabaseGivesAClearErrorNotACrash) {
   }
 }
 
+// Damage that no statement of the open itself touches (a slice in the middle of the file) must
+// still be refused at open: cprecord would otherwise append to the file silently and cpreplay read
+// garbage. Only the open is called here, no table is read.
+TEST(StoreTest, OpenRunsQuickCheckAndRefusesADatabaseCorruptedMidFile) {
+  TempDir dir;
+  const std::string path = dir.file("mid.db");
+  {
+    Database db = Database::open(path, Database::Mode::read_write);
+    Transaction tx(db);
+    for (int i = 0; i < 300; ++i) insert_run(db, std::string(200, static_cast<char>('a' + i % 26)));
+    tx.commit();
+  }
+  const auto size = static_cast<std::size_t>(fs::file_size(path));
+  ASSERT_GT(size, 16u * 4096u);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(size / 2 / 4096 * 4096));  // a b-tree page's header
+    const std::string garbage(1000, '\xa5');
+    f.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+  }
+  for (auto mode : {Database::Mode::read_only, Database::Mode::read_write}) {
+    const std::string msg = usage_error_of([&] { Database::open(path, mode); });
+    EXPECT_THAT(msg, HasSubstr("corrupt"));
+    EXPECT_THAT(msg, HasSubstr(path));
+    EXPECT_THAT(msg, HasSubstr("restore it from a copy or pass a new path"));
+  }
+}
+
 TEST(StoreTest, ReadOnlyOnAMissingFileIsAUsageErrorAndCreatesNothing) {
   TempDir dir;
   const std::string path = dir.file("missing.db");
@@ -494,6 +522,12 @@ TEST(StoreTest, UnusableLocationsNameThePath) {
   std::string msg = usage_error_of([&] { Database::open(nested, Database::Mode::read_write); });
   EXPECT_THAT(msg, HasSubstr(nested));
   EXPECT_THAT(msg, HasSubstr("cannot open"));
+
+  // The reason is the file system's, not SQLite's last retry: sysfs refuses new files to root too.
+  if (fs::is_directory("/sys/kernel")) {
+    msg = usage_error_of([&] { Database::open("/sys/kernel/cprr.db", Database::Mode::read_write); });
+    EXPECT_THAT(msg, HasSubstr("Permission denied"));
+  }
 
   const std::string directory = dir.file("adir");
   fs::create_directory(directory);

@@ -1,0 +1,18 @@
+#pragma once
+// Facts about the machine and the wall clock that reports and the store write down.
+#include <chrono>
+#include <string>
+
+namespace cprr {
+
+/// How a time is written: the store keeps milliseconds ("2026-11-23T04:20:12.345Z"); JUnit's
+/// timestamp attribute wants seconds and no zone ("2026-11-23T04:20:12").
+enum class TimeText { store, junit };
+
+/// `t` in ISO-8601, UTC.
+std::string iso8601_utc(std::chrono::system_clock::time_point t, TimeText form = TimeText::store);
+
+/// This machine's host name ("localhost" when it cannot be read).
+std::string host_name();
+
+}  // namespace cprr
