@@ -9,7 +9,7 @@
 #include <string>
 
 #include "kernels/corpus_kernels.h"
-#include "recorder/case.h"
+#include "recorder/api/case.h"
 
 namespace cprr {
 namespace {

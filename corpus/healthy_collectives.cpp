@@ -1,7 +1,7 @@
 // Healthy references: one case per collective, each checking its own result, so a harness bug
 // that corrupts data shows up as a failing healthy case.
 #include "kernels/corpus_kernels.h"
-#include "recorder/case.h"
+#include "recorder/api/case.h"
 
 namespace cprr {
 namespace {

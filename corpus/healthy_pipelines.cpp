@@ -1,7 +1,7 @@
 // Healthy multi-stream references: correctly synchronized pipelines. Their seeded-bug twins
 // (a missing wait) come with the stream-race localization work.
 #include "kernels/corpus_kernels.h"
-#include "recorder/case.h"
+#include "recorder/api/case.h"
 
 namespace cprr {
 

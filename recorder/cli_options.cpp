@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "recorder/controller.h"
+#include "recorder/engine/controller.h"
 
 namespace cprr {
 

@@ -10,10 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "recorder/cli_options.h"
-#include "recorder/controller.h"
-#include "recorder/interrupt.h"
+#include "recorder/engine/controller.h"
+#include "recorder/engine/interrupt.h"
 #include "recorder/junit.h"
-#include "recorder/record_writer.h"
+#include "schema/record_writer.h"
 #include "recorder/report.h"
 #include "runtime/atomic_file.h"
 #include "runtime/backend.h"
@@ -153,7 +153,8 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   }
   if (!o.junit.empty()) check_file_target("--junit", o.junit);  // before the run, not after
   RecordWriter writer(
-      o.db, RunMeta{backend, o.mode, std::string(placement_name(*placement)), worker, argv});
+      o.db, RunMeta{backend, o.mode, std::string(placement_name(*placement)), worker, argv,
+              kProtocolVersion});
   const std::vector<int64_t> case_ids = writer.add_cases(plan);
   ControllerConfig cc;
   cc.worker = worker;

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "recorder/controller.h"
-#include "recorder/divergence.h"
+#include "recorder/engine/controller.h"
+#include "analysis/divergence.h"
 
 namespace cprr {
 

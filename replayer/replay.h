@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "recorder/divergence.h"
-#include "replayer/record_reader.h"
+#include "analysis/divergence.h"
+#include "recorder/data/text_forms.h"
+#include "recorder/engine/controller.h"
+#include "schema/record_reader.h"
 
 namespace cprr {
 

@@ -7,8 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "recorder/cli_options.h"
-#include "recorder/interrupt.h"
-#include "recorder/world.h"
+#include "recorder/engine/controller.h"
+#include "recorder/engine/interrupt.h"
+#include "recorder/engine/world.h"
 #include "replayer/replay.h"
 #include "runtime/error.h"
 

@@ -5,8 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
-#include "recorder/divergence.h"
-#include "replayer/record_reader.h"
+#include "analysis/divergence.h"
+#include "recorder/data/text_forms.h"
+#include "schema/record_reader.h"
 
 namespace cprr {
 namespace {

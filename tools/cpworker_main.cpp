@@ -1,3 +1,3 @@
-#include "recorder/worker.h"
+#include "recorder/rank/worker.h"
 
 int main(int argc, char** argv) { return cprr::worker_main(argc, argv); }

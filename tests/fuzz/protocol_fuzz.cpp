@@ -27,7 +27,7 @@
 #include <string>
 #include <string_view>
 
-#include "recorder/protocol.h"
+#include "recorder/protocol/protocol.h"
 #include "runtime/error.h"
 
 namespace {

@@ -1,7 +1,7 @@
 // cprr::Context in-process, on a world-of-one CPU backend (no rendezvous, no worker process):
 // the allocation, op and collective logs, captures in stream order, parameters, the RNG and the
 // placement policy.
-#include "recorder/context.h"
+#include "recorder/api/context.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

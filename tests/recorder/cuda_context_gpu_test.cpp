@@ -8,7 +8,7 @@
 
 #include "kernels/corpus_kernels.h"
 #include "kernels/hash.h"
-#include "recorder/context.h"
+#include "recorder/api/context.h"
 
 namespace cprr {
 namespace {

@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "recorder/interrupt.h"
-#include "recorder/process.h"
+#include "recorder/engine/interrupt.h"
+#include "recorder/engine/process.h"
 #include "tests/recorder/engine_support.h"
 
 namespace cprr {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "recorder/controller.h"
-#include "recorder/plan.h"
+#include "recorder/engine/controller.h"
+#include "recorder/engine/plan.h"
 
 namespace cprr::engine_test {
 

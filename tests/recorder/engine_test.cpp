@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "recorder/controller.h"
-#include "recorder/plan.h"
+#include "recorder/engine/controller.h"
+#include "recorder/engine/plan.h"
 #include "runtime/error.h"
 #include "tests/recorder/engine_support.h"
 

@@ -1,7 +1,7 @@
 // The control protocol: message round trips, the hello's magic/version gate, framing over a real
 // socketpair, and malformed input (which must surface as ProtocolError, never as a crash or as any
 // other exception type).
-#include "recorder/protocol.h"
+#include "recorder/protocol/protocol.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

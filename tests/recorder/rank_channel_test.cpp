@@ -1,6 +1,6 @@
 // The rank's end of the control channel: its watchdog thread answers status queries and handles
 // Abort itself (the main thread may be stuck in a case), and queues everything else in order.
-#include "recorder/rank_channel.h"
+#include "recorder/rank/rank_channel.h"
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>

@@ -14,8 +14,8 @@
 #include <sstream>
 #include <string>
 
-#include "recorder/controller.h"
-#include "recorder/plan.h"
+#include "recorder/engine/controller.h"
+#include "recorder/engine/plan.h"
 #include "runtime/error.h"
 
 namespace cprr {

@@ -17,7 +17,7 @@
 #include <string>
 #include <thread>
 
-#include "replayer/record_reader.h"
+#include "schema/record_reader.h"
 #include "schema/store.h"
 #include "tests/replayer/cli_run.h"
 

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "recorder/controller.h"
+#include "recorder/engine/controller.h"
 
 namespace {
 

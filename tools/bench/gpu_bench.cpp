@@ -21,9 +21,9 @@
 #include <numeric>
 #include <vector>
 
-#include "recorder/controller.h"
-#include "recorder/plan.h"
-#include "recorder/record_writer.h"
+#include "recorder/engine/controller.h"
+#include "recorder/engine/plan.h"
+#include "schema/record_writer.h"
 #include "runtime/backend.h"
 #include "tools/bench/timing.h"
 
@@ -99,7 +99,7 @@ void recording(const std::string& worker, int runs, uint64_t block, std::vector<
   cprr::Controller plain(cc);
   const std::string db = (std::filesystem::temp_directory_path() / "cprr_bench_gpu.db").string();
   std::filesystem::remove(db);
-  cprr::RecordWriter writer(db, cprr::RunMeta{"cuda", "pool", "best_fit", worker, {}});
+  cprr::RecordWriter writer(db, cprr::RunMeta{"cuda", "pool", "best_fit", worker, {}, cprr::kProtocolVersion});
   const int64_t id = writer.add_cases({inst}).at(0);
   run_ms(recorded, inst, cprr::Mode::pool, &writer, id);  // warm-up: worlds and arenas
   run_ms(plain, inst, cprr::Mode::pool);

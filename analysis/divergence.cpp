@@ -1,0 +1,123 @@
+#include "analysis/divergence.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "kernels/hash.h"
+
+namespace cprr {
+namespace {
+
+std::string value_at(const std::string& raw, DType t, uint64_t i) {
+  const char* p = raw.data() + i * dtype_size(t);
+  auto read = [p](auto v) {
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  };
+  switch (t) {
+    case DType::u8: return fmt::format("{}", read(uint8_t{}));
+    case DType::i32: return fmt::format("{}", read(int32_t{}));
+    case DType::i64: return fmt::format("{}", read(int64_t{}));
+    case DType::f32: return fmt::format("{}", read(float{}));
+    case DType::f64: return fmt::format("{}", read(double{}));
+  }
+  return "?";
+}
+
+// Fills chunk, byte and element ranges (and values when both raws exist) of a hash mismatch.
+void locate(const Capture& e, const Capture& a, Divergence& d) {
+  const std::size_t k = std::min(e.digest.chunks.size(), a.digest.chunks.size());
+  std::size_t i = 0;
+  while (i < k && e.digest.chunks[i] == a.digest.chunks[i]) ++i;
+  d.chunk = static_cast<int64_t>(i);
+  d.byte_begin = i * kHashChunkBytes;
+  d.byte_end = std::min<uint64_t>((i + 1) * kHashChunkBytes, e.bytes);
+  const uint64_t elem = dtype_size(e.dtype);
+  d.elem_begin = d.byte_begin / elem;
+  d.elem_end = (d.byte_end + elem - 1) / elem;
+  d.expected = fmt::format("{:016x}", e.digest.whole);
+  d.actual = fmt::format("{:016x}", a.digest.whole);
+  if (e.raw.size() != e.bytes || a.raw.size() != a.bytes || e.bytes == 0) return;
+  for (uint64_t x = d.elem_begin; x < d.elem_end; ++x) {
+    if (std::memcmp(e.raw.data() + x * elem, a.raw.data() + x * elem, elem) != 0) {
+      d.element = x;
+      d.expected = value_at(e.raw, e.dtype, x);
+      d.actual = value_at(a.raw, a.dtype, x);
+      return;
+    }
+  }
+}
+
+std::optional<Divergence> compare_list(int rank, const char* kind, const std::vector<Capture>& exp,
+                                       const std::vector<Capture>& act) {
+  for (std::size_t i = 0; i < std::max(exp.size(), act.size()); ++i) {
+    Divergence d;
+    d.rank = rank;
+    d.kind = kind;
+    d.seq = static_cast<uint32_t>(i);
+    if (i >= act.size() || i >= exp.size()) {
+      d.reason = i >= act.size() ? "missing" : "extra";
+      d.name = i < exp.size() ? exp[i].name : act[i].name;
+      return d;
+    }
+    const Capture& e = exp[i];
+    const Capture& a = act[i];
+    d.name = e.name;
+    d.dtype = e.dtype;
+    if (e.name != a.name || e.bytes != a.bytes) {
+      d.reason = "size";
+      d.expected = fmt::format("{} ({} bytes)", e.name, e.bytes);
+      d.actual = fmt::format("{} ({} bytes)", a.name, a.bytes);
+      return d;
+    }
+    if (e.digest.whole != a.digest.whole) {
+      d.reason = "hash";
+      locate(e, a, d);
+      return d;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string Divergence::describe() const {
+  if (reason == "no result") return fmt::format("rank {}: {}", rank, expected);
+  std::string head = fmt::format("rank {} {} '{}' #{}", rank, kind, name, seq);
+  if (reason != "hash") {
+    return fmt::format("{}: {} (expected {}, got {})", head, reason, expected.empty() ? "-" : expected,
+                       actual.empty() ? "-" : actual);
+  }
+  std::string out = fmt::format("{}: bytes [{}, {}) elements [{}, {}) of {} differ (chunk {})",
+                                head, byte_begin, byte_end, elem_begin, elem_end, dtype_name(dtype), chunk);
+  if (element) {
+    out += fmt::format("; first at element {}: expected {}, got {}", *element, expected, actual);
+  } else {
+    out += fmt::format("; hash expected {}, got {}", expected, actual);
+  }
+  return out;
+}
+
+std::optional<Divergence> first_divergence(const std::vector<const CaseCapture*>& expected,
+                                           const std::vector<const CaseCapture*>& actual) {
+  for (std::size_t r = 0; r < std::max(expected.size(), actual.size()); ++r) {
+    const CaseCapture* e = r < expected.size() ? expected[r] : nullptr;
+    const CaseCapture* a = r < actual.size() ? actual[r] : nullptr;
+    if (e == nullptr && a == nullptr) continue;
+    if (e == nullptr || a == nullptr) {
+      Divergence d;
+      d.rank = static_cast<int>(r);
+      d.kind = "result";
+      d.reason = "no result";
+      d.expected = e == nullptr ? "no result in the record" : "no result in the replay";
+      return d;
+    }
+    const int rank = static_cast<int>(r);
+    if (auto d = compare_list(rank, "probe", e->probes, a->probes)) return d;
+    if (auto d = compare_list(rank, "output", e->outputs, a->outputs)) return d;
+  }
+  return std::nullopt;
+}
+
+}  // namespace cprr

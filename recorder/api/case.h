@@ -1,0 +1,77 @@
+#pragma once
+// Registering cases, in the spirit of gtest's TEST():
+//
+//   CPRR_CASE(allreduce, "healthy/allreduce",
+//             {.world_sizes = {2, 4}, .grid = {{"count", {"1", "4096"}}, {"dtype", {"f32"}}}}) {
+//     Buffer b = ctx.alloc("data", ctx.param_int("count") * 4);
+//     ...
+//   }
+//
+// The body gets `ctx`, a cprr::Context. CPRR_RESET_HOOK runs before every case on every rank
+// (restore what your code caches in globals); CPRR_WORKER_INIT runs once when a rank starts.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "recorder/data/case_info.h"
+#include "recorder/api/context.h"
+
+namespace cprr {
+
+using CaseBody = void (*)(Context&);
+using Hook = void (*)();
+
+struct RegisteredCase {
+  CaseInfo info;
+  CaseBody body = nullptr;
+};
+
+/// The cases and hooks linked into this binary. Filled by static initializers before main and
+/// read-only afterwards; registration errors (duplicate names) are kept and reported by the
+/// worker at start rather than thrown from a static initializer.
+class Registry {
+ public:
+  void add_case(std::string name, CaseOptions options, CaseBody body);
+  void add_reset_hook(Hook hook) { reset_hooks_.push_back(hook); }
+  void add_worker_init(Hook hook) { worker_inits_.push_back(hook); }
+
+  const RegisteredCase* find(std::string_view name) const;
+  const std::vector<RegisteredCase>& cases() const { return cases_; }
+  const std::vector<Hook>& reset_hooks() const { return reset_hooks_; }
+  const std::vector<Hook>& worker_inits() const { return worker_inits_; }
+  const std::vector<std::string>& errors() const { return errors_; }
+
+ private:
+  std::vector<RegisteredCase> cases_;
+  std::vector<Hook> reset_hooks_;
+  std::vector<Hook> worker_inits_;
+  std::vector<std::string> errors_;
+};
+
+/// The process's registry. A function-local static is the one global cprr has: static
+/// registration needs a place that exists before main.
+Registry& registry();
+
+bool register_case(std::string name, CaseOptions options, CaseBody body);
+bool register_reset_hook(Hook hook);
+bool register_worker_init(Hook hook);
+
+}  // namespace cprr
+
+#define CPRR_CASE(ident, name, ...)                                                         \
+  static void cprr_case_##ident(::cprr::Context& ctx);                                      \
+  [[maybe_unused]] static const bool cprr_case_registered_##ident =                         \
+      ::cprr::register_case(name, ::cprr::CaseOptions __VA_ARGS__, &cprr_case_##ident);     \
+  static void cprr_case_##ident([[maybe_unused]] ::cprr::Context& ctx)
+
+#define CPRR_RESET_HOOK(ident)                                                              \
+  static void cprr_reset_##ident();                                                         \
+  [[maybe_unused]] static const bool cprr_reset_registered_##ident =                        \
+      ::cprr::register_reset_hook(&cprr_reset_##ident);                                     \
+  static void cprr_reset_##ident()
+
+#define CPRR_WORKER_INIT(ident)                                                             \
+  static void cprr_init_##ident();                                                          \
+  [[maybe_unused]] static const bool cprr_init_registered_##ident =                         \
+      ::cprr::register_worker_init(&cprr_init_##ident);                                     \
+  static void cprr_init_##ident()

@@ -1,0 +1,281 @@
+#include "recorder/api/context.h"
+
+#include <charconv>
+#include <cstring>
+#include <numeric>
+
+#include "kernels/hash.h"
+
+namespace cprr {
+
+Buffer Buffer::slice(uint64_t offset, uint64_t len) const {
+  if (offset > bytes || len > bytes - offset) {
+    CPRR_THROW_AS(CaseFailure, "slice [{}, {}) is outside buffer {} of {} bytes", offset,
+                  offset + len, id, bytes);
+  }
+  return Buffer{id, ptr + offset, len, pool};
+}
+
+Context::Context(RankState& state, std::string case_name, Params params, uint64_t seed,
+                 Placement placement)
+    : state_(state),
+      name_(std::move(case_name)),
+      params_(std::move(params)),
+      seed_(seed),
+      placement_(placement),
+      rng_(splitmix64(seed ^ splitmix64(static_cast<uint64_t>(state.rank) + 1))) {
+  for (auto& engine : state_.engines) engine->set_policy(placement_);
+  if (!state_.hasher) state_.hasher = make_capture_hasher(*state_.backend);
+}
+
+const std::string& Context::param(std::string_view key) const {
+  auto it = params_.find(std::string(key));
+  if (it == params_.end()) {
+    CPRR_THROW_AS(CaseFailure, "case {} has no parameter '{}' (check its grid)", name_, key);
+  }
+  return it->second;
+}
+
+int64_t Context::param_int(std::string_view key) const {
+  const std::string& v = param(key);
+  int64_t out = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec != std::errc() || end != v.data() + v.size()) {
+    CPRR_THROW_AS(CaseFailure, "parameter '{}' = '{}' is not an integer", key, v);
+  }
+  return out;
+}
+
+Buffer Context::alloc(std::string name, uint64_t bytes, MemPool pool, Stream s) {
+  PlacementEngine& engine = *state_.engines[static_cast<int>(pool)];
+  const uint64_t offset = engine.allocate(bytes);
+  const uint32_t id = next_buffer_++;
+  Live live{pool, offset, bytes, std::move(name)};
+  log_alloc(false, id, live, s.id);
+  live_.emplace(id, std::move(live));
+  return Buffer{id, state_.backend->arena_base(pool) + offset, bytes, pool};
+}
+
+void Context::free(const Buffer& b) {
+  auto it = live_.find(b.id);
+  if (it == live_.end()) CPRR_THROW_AS(CaseFailure, "free of buffer {} which is not live", b.id);
+  const Live& live = it->second;
+  if (b.ptr != state_.backend->arena_base(live.pool) + live.offset) {
+    CPRR_THROW_AS(CaseFailure, "free of a slice of buffer {} ('{}'): free the whole buffer", b.id,
+                  live.name);
+  }
+  state_.engines[static_cast<int>(live.pool)]->release(live.offset);
+  log_alloc(true, b.id, live, 0);
+  live_.erase(it);
+}
+
+void Context::log_alloc(bool is_free, uint32_t id, const Live& live, int stream) {
+  logs_.allocs.push_back(AllocRecord{logs_.allocs.size(), is_free, id, live.name,
+                                     std::string(mem_pool_name(live.pool)), live.bytes, live.offset,
+                                     stream});
+}
+
+void Context::log_op(int stream, std::string kind, std::string name, const Access& access,
+                     int64_t event) {
+  OpRecord op{logs_.ops.size(), stream, std::move(kind), std::move(name), {}, {}, event};
+  for (const Buffer& b : access.reads) op.reads.push_back(b.id);
+  for (const Buffer& b : access.writes) op.writes.push_back(b.id);
+  logs_.ops.push_back(std::move(op));
+}
+
+Stream Context::create_stream(std::string name) {
+  const int id = state_.backend->stream(streams_used_++, name);
+  return Stream{id};
+}
+
+Event Context::record(Stream s) {
+  const int ev = state_.backend->create_event();
+  state_.backend->record_event(ev, s.id);
+  log_op(s.id, "record", "record", {}, ev);
+  return Event{ev};
+}
+
+void Context::wait(Stream s, Event e) {
+  state_.backend->wait_event(s.id, e.id);
+  log_op(s.id, "wait", "wait", {}, e.id);
+}
+
+void Context::synchronize(Stream s) {
+  log_op(s.id, "sync", "synchronize stream", {});
+  state_.backend->synchronize(s.id);
+}
+
+void Context::synchronize() {
+  log_op(-1, "sync", "synchronize all", {});
+  state_.backend->synchronize_all();
+}
+
+void Context::copy(Stream s, const Buffer& dst, const Buffer& src, uint64_t bytes) {
+  if (bytes == UINT64_MAX) bytes = src.bytes;
+  if (bytes > src.bytes || bytes > dst.bytes) {
+    CPRR_THROW_AS(CaseFailure, "copy of {} bytes from buffer {} ({} bytes) to buffer {} ({} bytes)",
+                  bytes, src.id, src.bytes, dst.id, dst.bytes);
+  }
+  log_op(s.id, "copy", "copy", Access{{src}, {dst}});
+  state_.backend->copy_async(s.id, dst.ptr, src.ptr, bytes);
+}
+
+void Context::read_bytes(Stream s, const Buffer& b, void* dst, uint64_t bytes) {
+  log_op(s.id, "copy", "read back", Access{{b}, {}});
+  state_.backend->copy_async(s.id, dst, b.ptr, bytes);
+  state_.backend->synchronize(s.id);
+}
+
+void Context::host_access(std::string name, const Access& access) {
+  log_op(-1, "host", std::move(name), access);
+}
+
+CaseCapture Context::finish() {
+  while (!live_.empty()) {
+    const auto& [id, live] = *live_.begin();
+    free(Buffer{id, state_.backend->arena_base(live.pool) + live.offset, live.bytes, live.pool});
+  }
+  state_.backend->release_events();
+  state_.hasher->complete();
+  finished_ = true;
+  logs_.probes.assign(std::make_move_iterator(probes_.begin()),
+                      std::make_move_iterator(probes_.end()));
+  logs_.outputs.assign(std::make_move_iterator(outputs_.begin()),
+                       std::make_move_iterator(outputs_.end()));
+  return std::move(logs_);
+}
+
+void Context::drain() { state_.backend->synchronize_all(); }
+
+Context::~Context() {
+  if (finished_) return;
+  try {
+    drain();
+  } catch (const std::exception&) {
+  }
+  state_.hasher->abandon();
+}
+
+}  // namespace cprr
+
+// ---- collectives and captures (probe/output) ----
+
+namespace cprr {
+namespace {
+
+uint64_t elements(const Buffer& b, DType dtype, const char* what) {
+  const uint64_t elem = dtype_size(dtype);
+  if (b.bytes % elem != 0) {
+    CPRR_THROW_AS(CaseFailure, "{}: buffer {} has {} bytes, not a multiple of {} ({})", what, b.id,
+                  b.bytes, elem, dtype_name(dtype));
+  }
+  return b.bytes / elem;
+}
+
+int64_t total(const std::vector<int64_t>& counts) {
+  return std::accumulate(counts.begin(), counts.end(), int64_t{0});
+}
+
+}  // namespace
+
+void Context::enqueue_collective(Stream s, CollectiveCall call, const Access& access) {
+  call.seq = next_collective_++;
+  const uint64_t bytes = call.kind == "all_to_all_v"
+                             ? total(call.send_counts) * dtype_size(call.dtype)
+                             : call.count * dtype_size(call.dtype);
+  logs_.collectives.push_back(CollectiveRecord{call.seq, call.kind, s.id, call.dtype, bytes,
+                                               call.kind == "broadcast" ? call.root : -1});
+  log_op(s.id, "collective", call.kind, access);
+  state_.backend->collective(s.id, std::move(call));
+}
+
+void Context::all_reduce(Stream s, const Buffer& buf, DType dtype, ReduceOp op) {
+  CollectiveCall c{.kind = "all_reduce",
+                   .dtype = dtype,
+                   .op = op,
+                   .in = buf.ptr,
+                   .out = buf.ptr,
+                   .count = elements(buf, dtype, "all_reduce")};
+  enqueue_collective(s, std::move(c), Access{{buf}, {buf}});
+}
+
+void Context::all_gather(Stream s, const Buffer& in, const Buffer& out, DType dtype) {
+  const uint64_t n = elements(in, dtype, "all_gather");
+  if (out.bytes != in.bytes * static_cast<uint64_t>(world_size())) {
+    CPRR_THROW_AS(CaseFailure, "all_gather: output has {} bytes, needs world_size * {} = {}",
+                  out.bytes, in.bytes, in.bytes * world_size());
+  }
+  CollectiveCall c{.kind = "all_gather", .dtype = dtype, .in = in.ptr, .out = out.ptr, .count = n};
+  enqueue_collective(s, std::move(c), Access{{in}, {out}});
+}
+
+void Context::all_to_all_v(Stream s, const Buffer& in, std::vector<int64_t> send_counts,
+                           const Buffer& out, std::vector<int64_t> recv_counts, DType dtype) {
+  const auto w = static_cast<std::size_t>(world_size());
+  if (send_counts.size() != w || recv_counts.size() != w) {
+    CPRR_THROW_AS(CaseFailure, "all_to_all_v: {} send and {} recv counts for a world of {}",
+                  send_counts.size(), recv_counts.size(), w);
+  }
+  for (const auto* counts : {&send_counts, &recv_counts}) {
+    for (int64_t n : *counts) {
+      if (n < 0) CPRR_THROW_AS(CaseFailure, "all_to_all_v: negative count {}", n);
+    }
+  }
+  const uint64_t elem = dtype_size(dtype);
+  if (static_cast<uint64_t>(total(send_counts)) * elem > in.bytes ||
+      static_cast<uint64_t>(total(recv_counts)) * elem > out.bytes) {
+    CPRR_THROW_AS(CaseFailure, "all_to_all_v: counts exceed buffers ({} in / {} out bytes)",
+                  in.bytes, out.bytes);
+  }
+  CollectiveCall c{.kind = "all_to_all_v",
+                   .dtype = dtype,
+                   .in = in.ptr,
+                   .out = out.ptr,
+                   .send_counts = std::move(send_counts),
+                   .recv_counts = std::move(recv_counts)};
+  enqueue_collective(s, std::move(c), Access{{in}, {out}});
+}
+
+void Context::broadcast(Stream s, const Buffer& buf, DType dtype, int root) {
+  if (root < 0 || root >= world_size()) {
+    CPRR_THROW_AS(CaseFailure, "broadcast: root {} outside world of {}", root, world_size());
+  }
+  CollectiveCall c{.kind = "broadcast",
+                   .dtype = dtype,
+                   .root = root,
+                   .in = buf.ptr,
+                   .out = buf.ptr,
+                   .count = elements(buf, dtype, "broadcast")};
+  enqueue_collective(s, std::move(c), Access{{buf}, {buf}});
+}
+
+void Context::barrier(Stream s) { enqueue_collective(s, CollectiveCall{.kind = "barrier"}, {}); }
+
+void Context::probe(std::string name, const Buffer& b, DType dtype, Stream s) {
+  capture(false, std::move(name), b, dtype, {}, s);
+}
+
+void Context::output(std::string name, const Buffer& b, DType dtype, std::vector<int64_t> shape,
+                     Stream s) {
+  capture(true, std::move(name), b, dtype, std::move(shape), s);
+}
+
+void Context::capture(bool is_output, std::string name, const Buffer& b, DType dtype,
+                      std::vector<int64_t> shape, Stream s) {
+  std::deque<Capture>& list = is_output ? outputs_ : probes_;
+  if (shape.empty()) shape = {static_cast<int64_t>(elements(b, dtype, name.c_str()))};
+  Capture& slot = list.emplace_back();
+  slot.seq = static_cast<uint32_t>(list.size() - 1);
+  slot.name = name;
+  slot.dtype = dtype;
+  slot.shape = std::move(shape);
+  slot.bytes = b.bytes;
+  slot.stream = s.id;
+  const char* kind = is_output ? "output" : "probe";
+  log_op(s.id, kind, name, Access{{b}, {}});
+  if (!state_.capture) return;
+  // Hashing runs when the stream reaches this point, so a probe sees exactly what later ops see.
+  state_.hasher->enqueue(s.id, fmt::format("{} {}", kind, name), b.ptr, b.bytes, slot);
+}
+
+}  // namespace cprr

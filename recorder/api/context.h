@@ -1,0 +1,230 @@
+#pragma once
+// The Case API: what a case body receives. Every memory, stream and collective action goes
+// through the Context, so the allocation, op and collective logs are complete by construction.
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kernels/device_launch.h"
+#include "kernels/rng.h"
+#include "recorder/data/capture.h"
+#include "recorder/api/capture_hasher.h"
+#include "recorder/data/case_info.h"
+#include "runtime/backend.h"
+#include "runtime/error.h"
+#include "runtime/placement.h"
+
+namespace cprr {
+
+/// A tracked allocation (or a byte range of one, see slice()). Plain value; the Context owns
+/// the memory. On the CPU backend every pool is host memory; on CUDA only MemPool::host is
+/// host-accessible, so case code touches device buffers only through kernels and copies.
+struct Buffer {
+  uint32_t id = 0;
+  std::byte* ptr = nullptr;
+  uint64_t bytes = 0;
+  MemPool pool = MemPool::device;
+
+  template <class T>
+  T* as() const {
+    return reinterpret_cast<T*>(ptr);
+  }
+  template <class T>
+  uint64_t count() const {
+    return bytes / sizeof(T);
+  }
+  /// A sub-range [offset, offset + len) of this buffer; same id, so logs name the allocation.
+  Buffer slice(uint64_t offset, uint64_t len) const;
+};
+
+/// A stream handle (0 = default stream).
+struct Stream {
+  int id = 0;
+};
+
+/// An event handle, valid for the current case.
+struct Event {
+  int id = -1;
+};
+
+/// Declared accesses of an op; they become the op log's read and write sets.
+struct Access {
+  std::vector<Buffer> reads;
+  std::vector<Buffer> writes;
+};
+
+/// Per-process state that outlives cases: the backend and the allocator arenas. Pool mode keeps
+/// it across cases (that is what the fresh-vs-pooled differential probes); fresh mode has one
+/// case per process.
+struct RankState {
+  int rank = 0;
+  int world_size = 1;
+  std::unique_ptr<Backend> backend;
+  std::array<std::unique_ptr<PlacementEngine>, 3> engines;  // indexed by MemPool
+  std::unique_ptr<CaptureHasher> hasher;  ///< made on first use, for the backend above
+  /// False when the worker runs with CPRR_CAPTURE=off: probes and outputs are logged but not
+  /// hashed. Only for measuring what recording costs (tools/bench); replay needs the hashes.
+  bool capture = true;
+};
+
+/// What a case body is given. Not thread-safe: call it from the case body's thread.
+class Context {
+ public:
+  Context(RankState& state, std::string case_name, Params params, uint64_t seed,
+          Placement placement);
+  /// A Context dropped without finish() (a test, an embedder) still drains its streams and makes
+  /// the hasher forget its captures, so nothing later writes into freed slots.
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  int rank() const { return state_.rank; }
+  int world_size() const { return state_.world_size; }
+  uint64_t seed() const { return seed_; }
+  const std::string& case_name() const { return name_; }
+  const Params& params() const { return params_; }
+  /// The value of parameter `key`; throws CaseFailure naming the key when absent.
+  const std::string& param(std::string_view key) const;
+  /// param() parsed as an integer; throws CaseFailure when it is not one.
+  int64_t param_int(std::string_view key) const;
+  /// The harness RNG, reseeded from the case seed and rank at every case start.
+  Rng& rng() { return rng_; }
+
+  // ---- memory ----
+  /// Allocates `bytes` from `pool` with the case's placement policy; logged with the stream.
+  Buffer alloc(std::string name, uint64_t bytes, MemPool pool = MemPool::device, Stream s = {});
+  /// Frees a buffer returned by alloc (not a slice). Buffers still live at case end are freed
+  /// by the harness (and logged as such).
+  void free(const Buffer& b);
+
+  // ---- streams and events ----
+  Stream stream() const { return Stream{0}; }
+  /// The case's next stream (the n-th call in a case returns the n-th pooled stream).
+  Stream create_stream(std::string name);
+  /// Records an event at the stream's current position.
+  Event record(Stream s);
+  /// Orders later ops of `s` after the event.
+  void wait(Stream s, Event e);
+  /// Host waits for one stream / for all streams.
+  void synchronize(Stream s);
+  void synchronize();
+
+  // ---- ops ----
+  /// Launches `f(i)` for i in [0, n) in stream order. `f` is a CPRR_HD functor from kernels/, so
+  /// the CUDA backend can launch the same functor as a kernel.
+  template <class F>
+  void launch(Stream s, std::string name, uint64_t n, F f, const Access& access) {
+    log_op(s.id, "kernel", name, access);
+    if (state_.backend->device_kernels()) {
+      launch_on_device(s, std::move(name), n, f);
+      return;
+    }
+    state_.backend->enqueue_host(s.id, "kernel " + name, [f, n] {
+      for (uint64_t i = 0; i < n; ++i) f(i);
+    });
+  }
+  /// Copies `b` to the host once stream `s` reaches this point and waits for it: how a case
+  /// checks results on every backend (CUDA device memory is not host-accessible).
+  template <class T>
+  std::vector<T> read(Stream s, const Buffer& b) {
+    std::vector<T> out(b.bytes / sizeof(T));
+    read_bytes(s, b, out.data(), out.size() * sizeof(T));
+    return out;
+  }
+  /// Copies `bytes` (default: all of src) from src to dst in stream order (H2D, D2H or D2D).
+  void copy(Stream s, const Buffer& dst, const Buffer& src, uint64_t bytes = UINT64_MAX);
+  /// Declares host-side accesses (e.g. the host filling a pinned staging buffer) for the op log.
+  void host_access(std::string name, const Access& access);
+
+  // ---- collectives (counts derive from buffer sizes and dtype) ----
+  void all_reduce(Stream s, const Buffer& buf, DType dtype, ReduceOp op = ReduceOp::sum);
+  /// `out` holds world_size * in.bytes.
+  void all_gather(Stream s, const Buffer& in, const Buffer& out, DType dtype);
+  /// Counts are elements per peer, packed in rank order in `in` and `out`.
+  void all_to_all_v(Stream s, const Buffer& in, std::vector<int64_t> send_counts, const Buffer& out,
+                    std::vector<int64_t> recv_counts, DType dtype);
+  void broadcast(Stream s, const Buffer& buf, DType dtype, int root);
+  void barrier(Stream s);
+
+  // ---- native handles, for real code (what they do is not captured) ----
+  /// The cudaStream_t behind `s`, or nullptr on the CPU backend.
+  void* native_stream(Stream s) { return state_.backend->native_stream(s.id); }
+  /// The ncclComm_t of the world, or nullptr on the CPU backend.
+  void* native_comm() { return state_.backend->native_comm(); }
+
+  // ---- captures ----
+  /// Hashes `b` when stream `s` reaches this point: an intermediate that replay compares in order.
+  void probe(std::string name, const Buffer& b, DType dtype, Stream s = {});
+  /// Hashes `b` when stream `s` reaches this point: a result of the case.
+  void output(std::string name, const Buffer& b, DType dtype, std::vector<int64_t> shape = {},
+              Stream s = {});
+
+  /// End of case, part 1 (harness): waits for every stream; rethrows the first op error.
+  void drain();
+  /// End of case, part 2 (harness, after drain): frees leftover buffers, forgets events and hands
+  /// over the captures and logs.
+  CaseCapture finish();
+
+ private:
+  struct Live {
+    MemPool pool;
+    uint64_t offset;
+    uint64_t bytes;
+    std::string name;
+  };
+  void log_op(int stream, std::string kind, std::string name, const Access& access,
+              int64_t event = -1);
+  void read_bytes(Stream s, const Buffer& b, void* dst, uint64_t bytes);
+  template <class F>
+  void launch_on_device(Stream s, std::string name, uint64_t n, const F& f) {
+    if constexpr (kernels::kDeviceKernel<F>) {
+#if CPRR_HAVE_CUDA
+      kernels::device_launch(f, n, state_.backend->native_stream(s.id));
+      state_.backend->note_launch(s.id, "kernel " + name);
+      return;
+#endif
+    }
+    CPRR_THROW_AS(CaseFailure,
+                  "kernel '{}' has no device build, so it cannot run on the {} backend: make it a "
+                  "CPRR_HD functor with kDeviceKernel and CPRR_DEVICE_KERNEL "
+                  "(kernels/device_launch.h)",
+                  name, state_.backend->name());
+  }
+  void log_alloc(bool is_free, uint32_t id, const Live& live, int stream);
+  void enqueue_collective(Stream s, CollectiveCall call, const Access& access);
+  void capture(bool is_output, std::string name, const Buffer& b, DType dtype,
+               std::vector<int64_t> shape, Stream s);
+
+  RankState& state_;
+  std::string name_;
+  Params params_;
+  uint64_t seed_;
+  Placement placement_;
+  Rng rng_;
+  int streams_used_ = 1;
+  uint32_t next_buffer_ = 1;
+  uint64_t next_collective_ = 0;
+  std::map<uint32_t, Live> live_;
+  // Captures are filled in by stream threads; a deque keeps their addresses stable.
+  std::deque<Capture> probes_;
+  std::deque<Capture> outputs_;
+  CaseCapture logs_;
+  bool finished_ = false;
+};
+
+}  // namespace cprr
+
+/// Checks a condition inside a case body; failure ends the case on this rank as `fail` with the
+/// file, line and formatted message.
+#define CPRR_EXPECT(cond, ...)                                                                 \
+  do {                                                                                         \
+    if (!(cond))                                                                               \
+      ::cprr::throw_at<::cprr::CaseFailure>(                                                   \
+          __FILE__, __LINE__, "expectation failed: " #cond ": " + ::fmt::format(__VA_ARGS__)); \
+  } while (0)

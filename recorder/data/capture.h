@@ -1,0 +1,99 @@
+#pragma once
+// What one rank captures while running one case: hashed probes and outputs, and the three logs
+// (allocation, op, collective). These records travel over the control protocol (serialize()
+// members are cereal-compatible) and, from the recorder issue on, into SQLite.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/hash.h"
+#include "runtime/dtype.h"
+
+namespace cprr {
+
+/// A buffer hashed at a point in stream order: a probe (intermediate) or an output (result).
+struct Capture {
+  uint32_t seq = 0;       ///< order among this rank's captures of the same kind
+  std::string name;
+  DType dtype = DType::u8;
+  std::vector<int64_t> shape;
+  uint64_t bytes = 0;
+  int32_t stream = 0;
+  Digest digest;
+  std::string raw;        ///< the bytes themselves when bytes <= kRawCaptureLimit
+
+  template <class A>
+  void serialize(A& a) {
+    a(seq, name, dtype, shape, bytes, stream, digest.whole, digest.chunks, raw);
+  }
+};
+
+/// Captures up to this size also keep their raw bytes, so a divergence can print values.
+inline constexpr uint64_t kRawCaptureLimit = 4096;
+
+/// One allocator event. Sequence numbers restart at 0 for every case execution.
+struct AllocRecord {
+  uint64_t seq = 0;
+  bool is_free = false;
+  uint32_t buffer = 0;    ///< buffer id (stable per case execution)
+  std::string name;
+  std::string pool;       ///< "device" | "symmetric" | "host"
+  uint64_t bytes = 0;
+  uint64_t offset = 0;    ///< offset inside the pool's arena
+  int32_t stream = 0;
+
+  template <class A>
+  void serialize(A& a) {
+    a(seq, is_free, buffer, name, pool, bytes, offset, stream);
+  }
+};
+
+/// One op in host issue order, with its stream and declared access sets; record/wait ops carry
+/// the event id, so the log holds every happens-before edge the case created. A `sync` op is the
+/// host waiting: for `stream` up to this point, or for every stream when `stream` is -1.
+struct OpRecord {
+  uint64_t seq = 0;
+  int32_t stream = 0;     ///< -1 for host-side accesses (and for a sync of all streams)
+  std::string kind;       ///< kernel | copy | collective | record | wait | probe | output | host | sync
+  std::string name;
+  std::vector<uint32_t> reads;
+  std::vector<uint32_t> writes;
+  int64_t event = -1;
+
+  template <class A>
+  void serialize(A& a) {
+    a(seq, stream, kind, name, reads, writes, event);
+  }
+};
+
+/// One collective, numbered per communicator; lining these up across ranks shows who skipped one.
+struct CollectiveRecord {
+  uint64_t seq = 0;
+  std::string kind;       ///< all_reduce | all_gather | all_to_all_v | broadcast | barrier
+  int32_t stream = 0;
+  DType dtype = DType::u8;
+  uint64_t bytes = 0;     ///< bytes this rank sends
+  int32_t root = -1;
+
+  template <class A>
+  void serialize(A& a) {
+    a(seq, kind, stream, dtype, bytes, root);
+  }
+};
+
+/// Everything a rank captured during one case execution.
+struct CaseCapture {
+  std::vector<Capture> probes;
+  std::vector<Capture> outputs;
+  std::vector<AllocRecord> allocs;
+  std::vector<OpRecord> ops;
+  std::vector<CollectiveRecord> collectives;
+
+  template <class A>
+  void serialize(A& a) {
+    a(probes, outputs, allocs, ops, collectives);
+  }
+};
+
+}  // namespace cprr

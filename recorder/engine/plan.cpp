@@ -1,0 +1,111 @@
+#include "recorder/engine/plan.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <xxhash.h>
+
+#include "recorder/engine/process.h"
+#include "runtime/error.h"
+#include "runtime/fd.h"
+
+namespace cprr {
+namespace {
+
+void expand_grid(const CaseInfo& info, std::size_t axis, Params& current,
+                 std::vector<Params>& out) {
+  if (axis == info.options.grid.size()) {
+    out.push_back(current);
+    return;
+  }
+  const GridAxis& a = info.options.grid[axis];
+  for (const std::string& v : a.values) {
+    current[a.name] = v;
+    expand_grid(info, axis + 1, current, out);
+  }
+  current.erase(a.name);
+}
+
+}  // namespace
+
+std::vector<CaseInstance> expand(const Catalog& catalog, const std::optional<std::regex>& filter) {
+  std::vector<CaseInstance> out;
+  for (const CaseInfo& info : catalog.cases) {
+    std::vector<Params> points;
+    Params current;
+    expand_grid(info, 0, current, points);
+    for (const Params& p : points) {
+      for (int w : info.options.world_sizes) {
+        CaseInstance inst{0, info, p, w, 0};
+        const std::string label = inst.label();
+        if (filter && !std::regex_search(label, *filter)) continue;
+        inst.seed = XXH3_64bits(label.data(), label.size()) & kMaxSeed;
+        inst.id = static_cast<uint32_t>(out.size() + 1);
+        out.push_back(std::move(inst));
+      }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// Kills whatever is left of the catalog run's process group (a worker that forked leaves its
+// children there) and reaps the worker, on every way out of fetch_catalog. The group is killed
+// before the worker (its leader) is reaped where possible: an unreaped leader keeps its pid, and so
+// the group's id, from being reused.
+class CatalogRun {
+ public:
+  explicit CatalogRun(const SpawnSpec& spec) : proc_(ChildProcess::spawn(spec)) {}
+  ~CatalogRun() {
+    try {
+      signal_group(proc_.pid(), SIGKILL);
+    } catch (const std::exception&) {
+    }
+    proc_.wait(-1);
+  }
+  CatalogRun(const CatalogRun&) = delete;
+  CatalogRun& operator=(const CatalogRun&) = delete;
+  ChildProcess& process() { return proc_; }
+
+ private:
+  ChildProcess proc_;
+};
+
+}  // namespace
+
+Catalog fetch_catalog(const std::string& worker) {
+  int sv[2];
+  CPRR_SYSCALL(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+  UniqueFd parent(sv[0]), child(sv[1]);
+  UniqueFd devnull(CPRR_SYSCALL(::open("/dev/null", O_RDWR | O_CLOEXEC)));
+  const int slot = control_fd_slot();
+  SpawnSpec spec;
+  spec.argv = {worker,         "--rank", "0", "--world-size", "1", "--control-fd",
+               std::to_string(slot), "--catalog"};
+  // The catalog run's banners are irrelevant; its stderr stays visible for diagnosis. It leads
+  // its own process group (process_group 0), so anything it forks is killed with it.
+  spec.fds = {{devnull.get(), 0}, {devnull.get(), 1}, {child.get(), slot}, {2, 2}};
+  CatalogRun run(spec);
+  ChildProcess& proc = run.process();
+  child.reset();
+  FrameReader reader;
+  constexpr int kCatalogTimeoutMs = 30000;  // a worker that never answers must not hang cprecord
+  try {
+    auto hello = read_frame(parent.get(), reader, kCatalogTimeoutMs);
+    CPRR_CHECK(hello.has_value(), "closed its control channel before saying hello");
+    decode_hello(*hello);
+    auto frame = read_frame(parent.get(), reader, kCatalogTimeoutMs);
+    CPRR_CHECK(frame.has_value(), "closed its control channel before sending its catalog");
+    FromRank msg = decode_from_rank(*frame);
+    auto* cat = std::get_if<Catalog>(&msg);
+    CPRR_CHECK(cat != nullptr, "answered --catalog with something else");
+    return std::move(*cat);
+  } catch (const std::exception& e) {
+    const auto& exit = proc.wait(2000);
+    CPRR_THROW("cannot read the case catalog of worker '{}': {}{}", worker, e.what(),
+               exit ? " (" + exit->describe() + ")" : "");
+  }
+}
+
+}  // namespace cprr

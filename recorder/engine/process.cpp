@@ -1,0 +1,159 @@
+#include "recorder/engine/process.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fmt/format.h>
+#include <thread>
+
+#include "runtime/error.h"
+
+extern char** environ;
+
+namespace cprr {
+namespace {
+
+// RAII wrappers so an error between init and spawn leaks nothing.
+struct FileActions {
+  posix_spawn_file_actions_t fa;
+  FileActions() { posix_spawn_file_actions_init(&fa); }
+  ~FileActions() { posix_spawn_file_actions_destroy(&fa); }
+};
+struct SpawnAttr {
+  posix_spawnattr_t attr;
+  SpawnAttr() { posix_spawnattr_init(&attr); }
+  ~SpawnAttr() { posix_spawnattr_destroy(&attr); }
+};
+
+std::vector<std::string> merged_env(const SpawnSpec& spec) {
+  std::vector<std::string> out;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string kv(*e);
+    const std::string key = kv.substr(0, kv.find('='));
+    bool overridden = false;
+    for (const auto& [k, v] : spec.env) overridden = overridden || k == key;
+    if (!overridden) out.push_back(std::move(kv));
+  }
+  for (const auto& [k, v] : spec.env) out.push_back(k + "=" + v);
+  return out;
+}
+
+void configure(SpawnAttr& sa, pid_t group) {
+  sigset_t none;
+  sigemptyset(&none);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  for (int s : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&defaults, s);
+  CPRR_CHECK_RC(posix_spawnattr_setflags(
+      &sa.attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF));
+  CPRR_CHECK_RC(posix_spawnattr_setpgroup(&sa.attr, group));
+  CPRR_CHECK_RC(posix_spawnattr_setsigmask(&sa.attr, &none));
+  CPRR_CHECK_RC(posix_spawnattr_setsigdefault(&sa.attr, &defaults));
+}
+
+// After the dup2s: closes every descriptor above stderr that is no mapping's target, so a child
+// (a rank, and through it case code) gets nothing of the parent's by accident. glibc ignores
+// EBADF for a close action, so unopened descriptors cost one failing close() each in the child.
+void close_unmapped(FileActions& fa, const SpawnSpec& spec, int top) {
+  for (int fd = 3; fd < top; ++fd) {
+    bool mapped = false;
+    for (const auto& m : spec.fds) mapped = mapped || m.second == fd;
+    if (!mapped) CPRR_CHECK_RC(posix_spawn_file_actions_addclose(&fa.fa, fd));
+  }
+  CPRR_CHECK_RC(posix_spawn_file_actions_addclosefrom_np(&fa.fa, top + 1));
+}
+
+ExitInfo decode(int status) {
+  ExitInfo info;
+  if (WIFSIGNALED(status)) {
+    info.signal = WTERMSIG(status);
+  } else {
+    info.exit_code = WEXITSTATUS(status);
+  }
+  return info;
+}
+
+}  // namespace
+
+ChildProcess ChildProcess::spawn(const SpawnSpec& spec) {
+  CPRR_CHECK(!spec.argv.empty(), "spawn without argv");
+  FileActions fa;
+  int top = 2;
+  for (const auto& [parent_fd, child_fd] : spec.fds) {
+    // glibc clears FD_CLOEXEC when parent_fd == child_fd, so an identity mapping is kept too.
+    CPRR_CHECK_RC(posix_spawn_file_actions_adddup2(&fa.fa, parent_fd, child_fd));
+    top = std::max(top, child_fd);
+  }
+  close_unmapped(fa, spec, top);
+  SpawnAttr sa;
+  configure(sa, spec.process_group);
+  std::vector<char*> argv;
+  for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<std::string> env = merged_env(spec);
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  ChildProcess child;
+  const int rc = posix_spawn(&child.pid_, argv[0], &fa.fa, &sa.attr, argv.data(), envp.data());
+  if (rc != 0) {
+    CPRR_THROW("cannot start '{}': {}: check the path given to --worker", spec.argv[0],
+               std::strerror(rc));
+  }
+  return child;
+}
+
+ChildProcess::ChildProcess(ChildProcess&& other) noexcept
+    : pid_(std::exchange(other.pid_, -1)), exit_(std::move(other.exit_)) {}
+
+ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
+  if (this != &other) {
+    this->~ChildProcess();
+    pid_ = std::exchange(other.pid_, -1);
+    exit_ = std::move(other.exit_);
+  }
+  return *this;
+}
+
+ChildProcess::~ChildProcess() {
+  if (running()) {
+    ::kill(pid_, SIGKILL);
+    wait(-1);
+  }
+}
+
+const std::optional<ExitInfo>& ChildProcess::poll() {
+  if (!running()) return exit_;
+  int status = 0;
+  pid_t r;
+  do {
+    r = ::waitpid(pid_, &status, WNOHANG);
+  } while (r < 0 && errno == EINTR);
+  if (r == pid_) exit_ = decode(status);
+  if (r < 0 && errno == ECHILD) exit_ = ExitInfo{};  // reaped elsewhere; nothing more to learn
+  return exit_;
+}
+
+const std::optional<ExitInfo>& ChildProcess::wait(int timeout_ms) {
+  // Polling with short sleeps keeps this free of SIGCHLD handlers (no global signal state).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!poll() && (timeout_ms < 0 || std::chrono::steady_clock::now() < deadline)) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return exit_;
+}
+
+void signal_group(pid_t pgid, int sig) {
+  if (pgid > 0 && ::kill(-pgid, sig) != 0 && errno != ESRCH) {
+    throw_errno(__FILE__, __LINE__, fmt::format("kill(-{}, {})", pgid, sig));
+  }
+}
+
+}  // namespace cprr

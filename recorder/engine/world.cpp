@@ -1,0 +1,406 @@
+#include "recorder/engine/world.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <functional>
+
+#include "runtime/error.h"
+
+namespace cprr {
+namespace {
+
+int ms_until(Clock::time_point deadline) {
+  const auto left = deadline - Clock::now();
+  if (left <= Clock::duration::zero()) return 0;
+  return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
+}
+
+constexpr std::string_view kWorldDirPrefix = "cprr-world-";
+
+// The owner's pid in a per-world directory's name ("cprr-world-<pid>-XXXXXX"), or 0 when the name
+// is not one of ours (older names without a pid included: their owner cannot be told).
+pid_t owner_of(const std::string& name) {
+  if (!name.starts_with(kWorldDirPrefix)) return 0;
+  const std::string rest = name.substr(kWorldDirPrefix.size());
+  const auto dash = rest.find('-');
+  if (dash == 0 || dash == std::string::npos || dash > 9) return 0;
+  for (std::size_t k = 0; k < dash; ++k) {
+    if (rest[k] < '0' || rest[k] > '9') return 0;
+  }
+  return static_cast<pid_t>(std::stol(rest.substr(0, dash)));
+}
+
+std::string make_rendezvous_dir() {
+  const auto tmp = std::filesystem::temp_directory_path();
+  remove_stale_world_dirs(tmp);
+  // The pid names the owner, so a later recorder can tell litter (owner gone) from a live world.
+  std::string tmpl = (tmp / fmt::format("{}{}-XXXXXX", kWorldDirPrefix, ::getpid())).string();
+  if (::mkdtemp(tmpl.data()) == nullptr) throw_errno(__FILE__, __LINE__, "mkdtemp(" + tmpl + ")");
+  return tmpl;
+}
+
+std::string last_lines(const std::string& text, std::size_t max_bytes) {
+  return text.size() <= max_bytes ? text : "..." + text.substr(text.size() - max_bytes);
+}
+
+}  // namespace
+
+int remove_stale_world_dirs(const std::filesystem::path& dir) {
+  int removed = 0;
+  std::error_code ec;
+  // Errors are skipped, not thrown: another recorder may be sweeping the same directory.
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const pid_t owner = owner_of(it->path().filename().string());
+    // EPERM means the owner lives (another user's process): only ESRCH proves it is gone.
+    if (owner <= 0 || ::kill(owner, 0) == 0 || errno != ESRCH) continue;
+    std::error_code rm;
+    if (std::filesystem::remove_all(it->path(), rm) > 0 && !rm) ++removed;
+  }
+  return removed;
+}
+
+World::World(const WorldConfig& config, uint64_t id)
+    : id_(id),
+      rendezvous_(make_rendezvous_dir()),
+      stop_fd_(config.stop_fd),
+      logs_(config.log_tail_bytes) {
+  const auto t0 = Clock::now();
+  try {
+    for (int r = 0; r < config.world_size; ++r) spawn_rank(r, config);
+    logs_.start();
+    await_ready(config);
+  } catch (...) {
+    kill(std::chrono::milliseconds(100));
+    std::error_code ec;
+    std::filesystem::remove_all(rendezvous_, ec);
+    throw;
+  }
+  startup_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+void World::spawn_rank(int r, const WorldConfig& config) {
+  int sv[2];
+  CPRR_SYSCALL(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+  UniqueFd parent(sv[0]), child(sv[1]);
+  int out[2], err[2];
+  CPRR_SYSCALL(::pipe2(out, O_CLOEXEC));
+  UniqueFd out_r(out[0]), out_w(out[1]);
+  CPRR_SYSCALL(::pipe2(err, O_CLOEXEC));
+  UniqueFd err_r(err[0]), err_w(err[1]);
+  UniqueFd devnull(CPRR_SYSCALL(::open("/dev/null", O_RDONLY | O_CLOEXEC)));
+
+  // A high descriptor, not fd 3: case code (or a library it calls) that writes to a low descriptor
+  // it assumes free must never reach the protocol. The rank makes it close-on-exec at once.
+  const int slot = control_fd_slot();
+  SpawnSpec spec;
+  spec.argv = {config.worker,
+               "--rank",
+               std::to_string(r),
+               "--world-size",
+               std::to_string(config.world_size),
+               "--control-fd",
+               std::to_string(slot),
+               "--rendezvous",
+               rendezvous_,
+               "--backend",
+               config.backend};
+  spec.fds = {{devnull.get(), 0}, {out_w.get(), 1}, {err_w.get(), 2}, {child.get(), slot}};
+  spec.process_group = group_;
+  // NVLink multicast stays off in every rank, whatever the caller's or a recorded environment says
+  // (it is unsafe on the shared GPU machines, ../shared/design/DEVICE.md).
+  for (const auto& kv : config.env) {
+    if (kv.first != "NCCL_NVLS_ENABLE") spec.env.push_back(kv);
+  }
+  spec.env.emplace_back("NCCL_NVLS_ENABLE", "0");
+  spec.env.emplace_back("CPRR_RANK", std::to_string(r));
+  spec.env.emplace_back("CPRR_WORLD_SIZE", std::to_string(config.world_size));
+
+  Rank rank;
+  rank.process = ChildProcess::spawn(spec);
+  if (r == 0) group_ = rank.process.pid();
+  CPRR_SYSCALL(::fcntl(parent.get(), F_SETFL, O_NONBLOCK));
+  rank.control = std::move(parent);
+  logs_.add(std::move(out_r));
+  logs_.add(std::move(err_r));
+  ranks_.push_back(std::move(rank));
+}
+
+void World::await_ready(const WorldConfig& config) {
+  const auto deadline = Clock::now() + config.startup_timeout;
+  const auto limit = fmt::format("within {} ms", config.startup_timeout.count());
+  std::string comm_id;
+  await_each(deadline, "no hello " + limit, [&](int r, const std::string& frame) {
+    const Hello hello = decode_hello(frame);
+    CPRR_CHECK(hello.rank == r && hello.world_size == size(),
+               "rank {} introduced itself as rank {} of {}", r, hello.rank, hello.world_size);
+    if (r == 0) comm_id = hello.comm_id;
+  });
+  // Every rank joins the communicator with rank 0's id (NCCL) and says when it has; ranks that
+  // rendezvous by themselves (Gloo) answer at once.
+  const std::string boot = encode(ToRank{Bootstrap{comm_id}});
+  for (Rank& r : ranks_) write_frame(r.control.get(), boot);
+  await_each(
+      deadline, "it did not join the communicator " + limit, [&](int r, const std::string& frame) {
+        const FromRank msg = decode_from_rank(frame);
+        const auto* c = std::get_if<Connected>(&msg);
+        if (c == nullptr) {
+          CPRR_THROW("{}", startup_failure(r, "it answered Bootstrap with another message"));
+        }
+        if (!c->error.empty()) {
+          CPRR_THROW("{}", startup_failure(r, "it could not join the communicator: " + c->error));
+        }
+      });
+}
+
+void World::await_each(Clock::time_point deadline, const std::string& timeout_why,
+                       const std::function<void(int, const std::string&)>& on_frame) {
+  std::vector<bool> answered(ranks_.size(), false);
+  for (std::size_t have = 0; have < ranks_.size();) {
+    std::vector<pollfd> fds;
+    std::vector<int> idx;
+    for (int r = 0; r < size(); ++r) {
+      if (answered[r]) continue;
+      if (auto frame = ranks_[r].reader.next()) {  // already buffered by an earlier read
+        on_frame(r, *frame);
+        answered[r] = true;
+        ++have;
+        continue;
+      }
+      fds.push_back(pollfd{ranks_[r].control.get(), POLLIN, 0});
+      idx.push_back(r);
+    }
+    if (fds.empty()) continue;
+    if (stop_fd_ >= 0) fds.push_back(pollfd{stop_fd_, POLLIN, 0});  // last: no rank index
+    const int timeout = ms_until(deadline);
+    if (timeout == 0 || ::poll(fds.data(), fds.size(), timeout) == 0) {
+      CPRR_THROW("{}", startup_failure(idx.front(), timeout_why));
+    }
+    if (stop_requested()) {
+      CPRR_THROW_AS(Interrupted, "interrupted while world {} (size {}) was starting", id_, size());
+    }
+    for (std::size_t k = 0; k < idx.size(); ++k) {
+      if (fds[k].revents == 0) continue;
+      Rank& rank = ranks_[idx[k]];
+      if (rank.reader.fill(rank.control.get()) == FrameReader::Fill::eof) {
+        CPRR_THROW("{}", startup_failure(idx[k], "it closed its control channel"));
+      }
+    }
+  }
+}
+
+std::string World::startup_failure(int rank, const std::string& why) {
+  kill(std::chrono::milliseconds(200));
+  const auto& exit = ranks_[rank].process.exit();
+  return fmt::format("world {} (size {}): rank {} failed to start: {}{}; its stderr:\n{}", id_,
+                     size(), rank, why, exit ? " (" + exit->describe() + ")" : "",
+                     last_lines(logs_.since(2 * rank + 1, 0), 2000));
+}
+
+World::~World() {
+  try {
+    if (reusable_) {
+      for (Rank& r : ranks_) {
+        try {
+          write_frame(r.control.get(), encode(ToRank{Shutdown{}}));
+        } catch (const std::exception&) {
+        }
+      }
+      const auto deadline = Clock::now() + std::chrono::seconds(2);
+      for (Rank& r : ranks_) r.process.wait(ms_until(deadline));
+    }
+    kill(std::chrono::milliseconds(200));
+  } catch (const std::exception&) {
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(rendezvous_, ec);
+}
+
+void World::kill(std::chrono::milliseconds grace) {
+  reusable_ = false;
+  bool any = false;
+  for (Rank& r : ranks_) any = any || !r.process.poll();
+  if (any) {
+    // Abort first: a rank stuck in an NCCL collective ends it with ncclCommAbort and exits, so
+    // the GPU is left clean; TERM and KILL are for ranks that cannot even do that.
+    const std::string abort = encode(ToRank{Abort{}});
+    for (Rank& r : ranks_) {
+      if (r.eof || r.process.poll()) continue;
+      try {
+        write_frame(r.control.get(), abort);
+      } catch (const std::exception&) {
+      }
+    }
+    const auto abort_deadline = Clock::now() + grace;
+    for (Rank& r : ranks_) r.process.wait(ms_until(abort_deadline));
+    signal_group(group_, SIGTERM);
+    const auto deadline = Clock::now() + grace;
+    for (Rank& r : ranks_) r.process.wait(ms_until(deadline));
+    signal_group(group_, SIGKILL);
+  }
+  for (Rank& r : ranks_) r.process.wait(5000);
+  logs_.wait_eof(500);
+}
+
+void World::fill_tails(std::vector<RankReport>& reports) {
+  logs_.drain_now();
+  for (int r = 0; r < size(); ++r) {
+    reports[r].stdout_tail = logs_.since(2 * r, ranks_[r].out_mark);
+    reports[r].stderr_tail = logs_.since(2 * r + 1, ranks_[r].err_mark);
+  }
+}
+
+}  // namespace cprr
+
+// ---- dispatching one execution and collecting every rank's answer ----
+
+namespace cprr {
+
+bool stop_requested(int stop_fd) {
+  if (stop_fd < 0) return false;
+  pollfd p{stop_fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
+std::optional<std::string> World::idle_fault() {
+  for (int r = 0; r < size(); ++r) {
+    if (const auto& exit = ranks_[r].process.poll()) {
+      reusable_ = false;
+      return fmt::format("rank {} {} between cases", r, exit->describe());
+    }
+    pollfd p{ranks_[r].control.get(), POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0) {
+      reusable_ = false;
+      return fmt::format("rank {} {} between cases", r,
+                         (p.revents & POLLHUP) != 0 ? "closed its control channel" : "sent unasked data");
+    }
+  }
+  return std::nullopt;
+}
+
+void World::start(const RunCase& msg) {
+  logs_.drain_now();  // output written between cases belongs to neither
+  const std::string frame = encode(ToRank{msg});
+  for (int r = 0; r < size(); ++r) {
+    ranks_[r].out_mark = logs_.mark(2 * r);
+    ranks_[r].err_mark = logs_.mark(2 * r + 1);
+  }
+  for (Rank& rank : ranks_) {
+    try {
+      write_frame(rank.control.get(), frame);
+    } catch (const std::exception&) {
+      // A rank that died since the last case shows up as EOF in collect().
+    }
+  }
+}
+
+bool World::pump(int r, uint64_t execution, RankReport& report) {
+  Rank& rank = ranks_[r];
+  FrameReader::Fill fill;
+  do {
+    fill = rank.reader.fill(rank.control.get());
+  } while (fill == FrameReader::Fill::data);
+  try {
+    while (auto frame = rank.reader.next()) {
+      FromRank msg = decode_from_rank(*frame);
+      if (auto* done = std::get_if<CaseDone>(&msg)) {
+        CPRR_CHECK(done->execution == execution,
+                   "rank {} sent a result for execution {} while {} was running", r,
+                   done->execution, execution);
+        report.done = std::move(*done);
+      } else if (auto* status = std::get_if<WatchdogStatus>(&msg)) {
+        report.watchdog = std::move(*status);
+      } else {
+        CPRR_THROW("rank {} sent an unexpected catalog", r);
+      }
+    }
+  } catch (const std::exception& e) {
+    report.protocol_error = e.what();
+    reusable_ = false;
+  }
+  return fill != FrameReader::Fill::eof;
+}
+
+std::vector<RankReport> World::collect(uint64_t execution, Clock::time_point deadline,
+                                       std::chrono::milliseconds after_death) {
+  std::vector<RankReport> reports(ranks_.size());
+  for (;;) {
+    std::vector<pollfd> fds;
+    std::vector<int> idx;
+    for (int r = 0; r < size(); ++r) {
+      const RankReport& rep = reports[r];
+      if (!rep.done && !ranks_[r].eof && rep.protocol_error.empty()) {
+        fds.push_back(pollfd{ranks_[r].control.get(), POLLIN, 0});
+        idx.push_back(r);
+      }
+    }
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    if (fds.empty() || left.count() <= 0 || stop_requested()) break;
+    if (stop_fd_ >= 0) fds.push_back(pollfd{stop_fd_, POLLIN, 0});  // last: no rank index
+    if (::poll(fds.data(), fds.size(), static_cast<int>(left.count())) <= 0) continue;
+    for (std::size_t k = 0; k < idx.size(); ++k) {
+      if (fds[k].revents == 0) continue;
+      const int r = idx[k];
+      if (!pump(r, execution, reports[r])) {
+        on_eof(r, reports[r]);
+        deadline = std::min(deadline, Clock::now() + after_death);
+      }
+    }
+  }
+  return reports;
+}
+
+void World::on_eof(int r, RankReport& report) {
+  Rank& rank = ranks_[r];
+  rank.eof = true;
+  reusable_ = false;
+  report.exit = rank.process.wait(2000);
+  // A rank that closed its channel (or had it closed by case code) but lives on cannot report:
+  // that is its failure, and it is told apart from a hang.
+  if (!report.exit && report.protocol_error.empty()) {
+    report.protocol_error = rank.reader.mid_frame()
+                                ? "closed its control channel inside a frame, still running"
+                                : "closed its control channel mid-case, still running";
+  }
+}
+
+void World::query_status(uint64_t execution, std::vector<RankReport>& reports,
+                         std::chrono::milliseconds grace) {
+  const std::string query = encode(ToRank{StatusQuery{execution}});
+  std::vector<int> waiting;
+  for (int r = 0; r < size(); ++r) {
+    if (reports[r].done || ranks_[r].eof) continue;
+    try {
+      write_frame(ranks_[r].control.get(), query);
+      waiting.push_back(r);
+    } catch (const std::exception&) {
+    }
+  }
+  // All asked ranks are polled together until each answered or the grace period is over; the
+  // last round (timeout 0) still drains what every channel holds.
+  const auto deadline = Clock::now() + grace;
+  for (bool last = false; !last;) {
+    std::erase_if(waiting, [&](int r) {
+      return reports[r].watchdog || !reports[r].protocol_error.empty() || ranks_[r].eof;
+    });
+    if (waiting.empty()) break;
+    std::vector<pollfd> fds;
+    for (int r : waiting) fds.push_back(pollfd{ranks_[r].control.get(), POLLIN, 0});
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    last = left.count() <= 0;
+    if (::poll(fds.data(), fds.size(), last ? 0 : static_cast<int>(left.count())) <= 0) break;
+    for (std::size_t k = 0; k < fds.size(); ++k) {
+      if (fds[k].revents != 0 && !pump(waiting[k], execution, reports[waiting[k]])) {
+        ranks_[waiting[k]].eof = true;  // the hang is already its verdict; kill() reaps it
+      }
+    }
+  }
+}
+
+}  // namespace cprr

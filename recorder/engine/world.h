@@ -1,0 +1,128 @@
+#pragma once
+// A world: W rank processes of one worker binary, in their own process group, each with a private
+// control socket and drained stdout/stderr pipes. Fresh mode makes one per case; pool mode keeps
+// one per world size and replaces it after any fault.
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "recorder/engine/log_drain.h"
+#include "recorder/engine/process.h"
+#include "recorder/protocol/protocol.h"
+#include "runtime/error.h"
+#include "runtime/fd.h"
+
+namespace cprr {
+
+using Clock = std::chrono::steady_clock;
+
+struct WorldConfig {
+  std::string worker;                 ///< path of the worker binary
+  std::string backend = "cpu";
+  int world_size = 2;
+  std::chrono::milliseconds startup_timeout{60000};
+  std::size_t log_tail_bytes = 64 * 1024;
+  /// Set in every rank's environment on top of the controller's. NCCL_NVLS_ENABLE=0 always wins:
+  /// an entry turning NVLink multicast on is dropped.
+  std::vector<std::pair<std::string, std::string>> env;
+  /// A descriptor that becomes readable when the caller wants to stop (InterruptWatch::fd(), or
+  /// -1 for none). Start-up and collect() poll it along with the ranks; it is never read, so it
+  /// stays readable once set.
+  int stop_fd = -1;
+};
+
+/// Thrown when the stop descriptor fired while a world was starting; its ranks are already
+/// killed and reaped and its directory removed.
+class Interrupted : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Whether `stop_fd` (-1: never) is readable now.
+bool stop_requested(int stop_fd);
+
+/// Removes the per-world directories ("cprr-world-<pid>-*") in `dir` whose owner process is gone
+/// (litter of a killed recorder); directories of live processes, and names without an owner pid,
+/// are left alone. Returns how many it removed. Every world's creation calls it on its temp dir.
+int remove_stale_world_dirs(const std::filesystem::path& dir);
+
+class World {
+ public:
+  /// Spawns the ranks and waits until every rank said hello and joined the communicator
+  /// (await_ready). Throws cprr::Error naming the rank, how it
+  /// ended and its stderr tail when the world cannot start.
+  World(const WorldConfig& config, uint64_t id);
+  /// Asks healthy ranks to shut down, then kills the group and reaps every rank.
+  ~World();
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
+
+  uint64_t id() const { return id_; }
+  int size() const { return static_cast<int>(ranks_.size()); }
+  /// False once a rank died, hung or broke the protocol: the world must be replaced.
+  bool reusable() const { return reusable_; }
+  /// Checks an idle world before reuse: a rank that exited, closed its control channel or sent
+  /// something unasked since the last case. Returns what happened (the world must be replaced),
+  /// so a death between cases is never blamed on the next case.
+  std::optional<std::string> idle_fault();
+  /// Whether the stop descriptor of WorldConfig fired.
+  bool stop_requested() const { return cprr::stop_requested(stop_fd_); }
+  /// Time it took to spawn and connect every rank.
+  double startup_ms() const { return startup_ms_; }
+
+  /// Sends the case to every rank and marks the log positions for its tails.
+  void start(const RunCase& msg);
+  /// Waits for every rank's CaseDone for `execution` until `deadline`. A rank that dies ends
+  /// its wait; once one died, the others get at most `after_death` more. A rank whose channel
+  /// reaches EOF while it keeps running gets a protocol_error. Returns early, with the ranks still
+  /// running, when the stop descriptor fires (stop_requested()).
+  std::vector<RankReport> collect(uint64_t execution, Clock::time_point deadline,
+                                  std::chrono::milliseconds after_death);
+  /// Asks ranks without a result for their watchdog status and waits for all of them together, at
+  /// most `grace`: a rank that cannot answer (stopped, stuck with its watchdog) costs the others
+  /// nothing, and every answer already sent is read.
+  void query_status(uint64_t execution, std::vector<RankReport>& reports,
+                    std::chrono::milliseconds grace);
+  /// TERM, then KILL after `grace`, to the whole group; reaps all ranks; marks not reusable.
+  void kill(std::chrono::milliseconds grace);
+  /// Fills each report's stdout/stderr tails with what the ranks wrote since start().
+  void fill_tails(std::vector<RankReport>& reports);
+
+ private:
+  struct Rank {
+    ChildProcess process;
+    UniqueFd control;
+    FrameReader reader;
+    bool eof = false;
+    uint64_t out_mark = 0;
+    uint64_t err_mark = 0;
+  };
+  void spawn_rank(int rank, const WorldConfig& config);
+  /// Start-up: every rank's hello, then Bootstrap with rank 0's communicator id, then every
+  /// rank's Connected, all within config.startup_timeout; throws naming the rank that failed.
+  void await_ready(const WorldConfig& config);
+  /// Hands one frame from each rank, in arrival order, to `on_frame`; throws `timeout_why` (with
+  /// the first silent rank's stderr) at the deadline.
+  void await_each(Clock::time_point deadline, const std::string& timeout_why,
+                  const std::function<void(int, const std::string&)>& on_frame);
+  /// Reads what rank r's control socket holds into reports[r]; false on EOF.
+  bool pump(int r, uint64_t execution, RankReport& report);
+  /// Rank r's channel reached EOF mid-case: reaps it if it ended (report.exit), else records the
+  /// broken channel as its protocol_error.
+  void on_eof(int r, RankReport& report);
+  std::string startup_failure(int rank, const std::string& why);
+
+  uint64_t id_;
+  std::string rendezvous_;
+  int stop_fd_ = -1;
+  pid_t group_ = 0;
+  std::vector<Rank> ranks_;
+  LogDrain logs_;
+  bool reusable_ = true;
+  double startup_ms_ = 0;
+};
+
+}  // namespace cprr

@@ -1,0 +1,279 @@
+#include "recorder/protocol/protocol.h"
+
+#include <sys/resource.h>
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cereal/archives/portable_binary.hpp>
+#include <cereal/types/map.hpp>
+#include <cereal/types/string.hpp>
+#include <cereal/types/variant.hpp>
+#include <cereal/types/vector.hpp>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <sstream>
+#include <string>
+
+#include "runtime/error.h"
+
+namespace cprr {
+namespace {
+
+/// The input archive of every decode below. It remembers its stream so that a length field can
+/// be checked against the bytes left in the frame (see the cereal overloads after it).
+class FrameInputArchive final : public cereal::PortableBinaryInputArchive {
+ public:
+  explicit FrameInputArchive(std::istream& is) : PortableBinaryInputArchive(is), stream_(is) {}
+  std::streamsize bytes_left() const { return stream_.rdbuf()->in_avail(); }
+
+ private:
+  std::istream& stream_;
+};
+
+}  // namespace
+}  // namespace cprr
+
+// Hardening of cereal's PortableBinary loading against corrupt frames. Both are non-template
+// overloads, so they win over cereal's templates; they are found by argument-dependent lookup and
+// affect only this file, the project's only user of PortableBinaryInputArchive (another file
+// decoding PortableBinary would instantiate the same cereal templates without them: keep all
+// decoding here).
+namespace cereal {
+
+// Every string, vector and map starts with a uint64 element count, and cereal resizes the
+// container before reading any element. Each element of every protocol message takes at least
+// one byte, so a count above the bytes left in the frame is corrupt: refuse it before resizing
+// (otherwise a 20-byte frame can ask for a 2^40-byte string or 10^9 default-constructed structs).
+static void serialize(PortableBinaryInputArchive& ar, SizeTag<size_type&>& tag) {
+  ar(tag.size);
+  const auto* frame = dynamic_cast<const cprr::FrameInputArchive*>(&ar);
+  if (frame != nullptr && tag.size > static_cast<uint64_t>(frame->bytes_left())) {
+    throw Exception("length field " + std::to_string(tag.size) + " exceeds the " +
+                    std::to_string(frame->bytes_left()) + " bytes left in the frame");
+  }
+}
+
+// cereal copies a bool's byte as is, and a bool holding 2 is undefined behaviour once read.
+static void load(PortableBinaryInputArchive& ar, bool& value) {
+  uint8_t byte = 0;
+  ar(byte);
+  if (byte > 1) throw Exception("bool field holds " + std::to_string(byte));
+  value = byte != 0;
+}
+
+}  // namespace cereal
+
+namespace cprr {
+namespace {
+
+void put_u32(std::string& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+uint32_t get_u32(std::string_view in) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i)
+    v |= static_cast<uint32_t>(static_cast<unsigned char>(in[i])) << (8 * i);
+  return v;
+}
+
+template <class T>
+std::string to_bytes(const T& value) {
+  std::ostringstream os(std::ios::binary);
+  {
+    cereal::PortableBinaryOutputArchive ar(os);
+    ar(value);
+  }
+  return std::move(os).str();
+}
+
+// Any decoding failure (cereal's "failed to read N bytes", a bad variant index, an absurd
+// length that fails to allocate) becomes a ProtocolError naming the message and frame size.
+template <class T>
+T from_bytes(std::string_view payload, const char* what) {
+  try {
+    std::istringstream is(std::string(payload), std::ios::binary);
+    FrameInputArchive ar(is);
+    T value;
+    ar(value);
+    CPRR_CHECK(is.peek() == std::char_traits<char>::eof(), "{} frame has {} trailing bytes", what,
+               payload.size() - static_cast<std::size_t>(is.tellg()));
+    return value;
+  } catch (const ProtocolError&) {
+    throw;
+  } catch (const std::exception& e) {
+    CPRR_THROW_AS(ProtocolError, "malformed {} frame ({} bytes): {}", what, payload.size(),
+                  e.what());
+  }
+}
+
+// cereal loads an enum from its underlying byte without a range check. A value no enumerator has
+// is a corrupt frame (an outcome of 7 would otherwise count as neither fail nor error, i.e. pass).
+// Adding an enumerator changes the protocol: bump kProtocolVersion and the bound here.
+template <class E>
+void check_enum(E value, E last, const char* what) {
+  if (static_cast<uint8_t>(value) > static_cast<uint8_t>(last)) {
+    CPRR_THROW_AS(ProtocolError, "malformed frame: {} value {} is out of range (0..{})", what,
+                  static_cast<int>(value), static_cast<int>(last));
+  }
+}
+
+void validate(const ToRank& msg) {
+  if (const auto* run = std::get_if<RunCase>(&msg)) {
+    check_enum(run->placement, Placement::never_reuse, "placement");
+  }
+}
+
+void validate(const FromRank& msg) {
+  if (const auto* done = std::get_if<CaseDone>(&msg)) {
+    check_enum(done->outcome, RankOutcome::error, "rank outcome");
+    for (const auto* list : {&done->capture.probes, &done->capture.outputs}) {
+      for (const Capture& c : *list) check_enum(c.dtype, DType::f64, "capture dtype");
+    }
+    for (const CollectiveRecord& c : done->capture.collectives) {
+      check_enum(c.dtype, DType::f64, "collective dtype");
+    }
+  } else if (const auto* catalog = std::get_if<Catalog>(&msg)) {
+    for (const CaseInfo& info : catalog->cases) {
+      check_enum(info.options.expect, Expect::hang, "case expectation");
+    }
+  }
+}
+
+}  // namespace
+
+std::string encode_hello(const Hello& hello) {
+  std::string out;
+  put_u32(out, kProtocolMagic);
+  put_u32(out, kProtocolVersion);
+  out += to_bytes(hello);
+  return out;
+}
+
+Hello decode_hello(std::string_view payload) {
+  if (payload.size() < 8) {
+    CPRR_THROW_AS(ProtocolError, "hello frame too short ({} bytes): is --worker a cprr worker?",
+                  payload.size());
+  }
+  const uint32_t magic = get_u32(payload);
+  const uint32_t version = get_u32(payload.substr(4));
+  if (magic != kProtocolMagic) {
+    CPRR_THROW_AS(ProtocolError,
+                  "hello has magic {:#010x}, expected {:#010x}: is --worker a cprr worker?", magic,
+                  kProtocolMagic);
+  }
+  if (version != kProtocolVersion) {
+    CPRR_THROW_AS(
+        ProtocolError,
+        "worker speaks protocol version {}, this controller speaks {}: rebuild the worker "
+        "against this cprr",
+        version, kProtocolVersion);
+  }
+  return from_bytes<Hello>(payload.substr(8), "hello");
+}
+
+std::string encode(const ToRank& msg) { return to_bytes(msg); }
+std::string encode(const FromRank& msg) { return to_bytes(msg); }
+ToRank decode_to_rank(std::string_view payload) {
+  ToRank msg = from_bytes<ToRank>(payload, "controller");
+  validate(msg);
+  return msg;
+}
+FromRank decode_from_rank(std::string_view payload) {
+  FromRank msg = from_bytes<FromRank>(payload, "rank");
+  validate(msg);
+  return msg;
+}
+
+void write_frame(int fd, std::string_view payload) {
+  CPRR_CHECK(payload.size() <= kMaxFrameBytes, "refusing to send a {}-byte frame (limit {})",
+             payload.size(), kMaxFrameBytes);
+  std::string frame;
+  frame.reserve(4 + payload.size());
+  put_u32(frame, static_cast<uint32_t>(payload.size()));
+  frame.append(payload);
+  std::size_t done = 0;
+  while (done < frame.size()) {
+    // MSG_NOSIGNAL: a peer that died must be an error here (EPIPE), not a SIGPIPE that kills the
+    // controller. Plain write() only for non-sockets (tests over pipes).
+    ssize_t n = ::send(fd, frame.data() + done, frame.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == ENOTSOCK) n = ::write(fd, frame.data() + done, frame.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {  // non-blocking peer socket: wait until writable
+      pollfd p{fd, POLLOUT, 0};
+      ::poll(&p, 1, -1);
+      continue;
+    }
+    if (n < 0) throw_errno(__FILE__, __LINE__, "write(control frame)");
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+FrameReader::Fill FrameReader::fill(int fd) {
+  if (consumed_ > 0) {  // drop frames already handed out, so the buffer never grows unbounded
+    buf_.erase(0, consumed_);
+    consumed_ = 0;
+  }
+  char tmp[64 * 1024];
+  for (;;) {
+    const ssize_t n = ::read(fd, tmp, sizeof tmp);
+    if (n > 0) {
+      buf_.append(tmp, static_cast<std::size_t>(n));
+      return Fill::data;
+    }
+    if (n == 0) return Fill::eof;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN) return Fill::would_block;
+    if (errno == ECONNRESET) return Fill::eof;
+    throw_errno(__FILE__, __LINE__, "read(control frame)");
+  }
+}
+
+std::optional<std::string> FrameReader::next() {
+  const std::string_view rest = std::string_view(buf_).substr(consumed_);
+  if (rest.size() < 4) return std::nullopt;
+  const uint32_t len = get_u32(rest);
+  if (len > kMaxFrameBytes) {
+    CPRR_THROW_AS(ProtocolError, "frame length {} exceeds the limit of {} bytes", len,
+                  kMaxFrameBytes);
+  }
+  if (rest.size() < 4 + static_cast<std::size_t>(len)) return std::nullopt;
+  std::string frame(rest.substr(4, len));
+  consumed_ += 4 + len;
+  if (consumed_ == buf_.size()) {
+    buf_.clear();
+    consumed_ = 0;
+  }
+  return frame;
+}
+
+std::optional<std::string> read_frame(int fd, FrameReader& reader, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    if (auto frame = reader.next()) return frame;
+    if (timeout_ms >= 0) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      pollfd p{fd, POLLIN, 0};
+      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) == 0) {
+        CPRR_THROW_AS(ProtocolError, "no complete frame within {} ms", timeout_ms);
+      }
+    }
+    const FrameReader::Fill r = reader.fill(fd);
+    if (r == FrameReader::Fill::eof) {
+      if (reader.mid_frame()) CPRR_THROW_AS(ProtocolError, "control channel closed inside a frame");
+      return std::nullopt;
+    }
+  }
+}
+
+int control_fd_slot() {
+  rlimit lim{};
+  CPRR_SYSCALL(::getrlimit(RLIMIT_NOFILE, &lim));
+  constexpr rlim_t kSelectLimit = 1024;  // FD_SETSIZE: libraries still using select() stay safe
+  return static_cast<int>(std::min(lim.rlim_cur, kSelectLimit) - 1);
+}
+
+}  // namespace cprr

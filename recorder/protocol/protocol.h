@@ -1,0 +1,170 @@
+#pragma once
+// The control protocol between the controller and each rank (one private socketpair per rank).
+//
+// Framing: every frame is a little-endian uint32 payload length followed by the payload; a length
+// above kMaxFrameBytes is a protocol error. The first frame a rank sends is its hello, whose
+// payload starts with the raw little-endian uint32s kProtocolMagic and kProtocolVersion (checked
+// before anything is decoded) followed by the cereal-encoded Hello. Every later frame is a
+// cereal PortableBinary encoding of ToRank or FromRank. stdout/stderr are separate pipes, so no
+// byte a library prints can ever reach this channel (seed 000 is fixed by construction).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "recorder/data/capture.h"
+#include "recorder/data/case_info.h"
+#include "recorder/data/execution.h"
+#include "runtime/placement.h"
+
+namespace cprr {
+
+inline constexpr uint32_t kProtocolMagic = 0x52525043;  // "CPRR" read as little-endian bytes
+/// Bump when any message below changes layout or meaning. Controller and worker of different
+/// versions refuse each other at the hello with a message naming both versions.
+inline constexpr uint32_t kProtocolVersion = 2;  // 2: Hello.comm_id, Bootstrap, Connected, Abort
+inline constexpr uint32_t kMaxFrameBytes = 256u << 20;
+
+/// First message of every rank: who it is.
+struct Hello {
+  int32_t rank = 0;
+  int32_t world_size = 0;
+  int32_t pid = 0;
+  std::string backend;
+  std::string version;  ///< cprr version the worker was built from
+  /// Rank 0's communicator id (CUDA: the ncclUniqueId bytes); empty on other ranks and on
+  /// backends that rendezvous by themselves. The controller hands it to every rank (Bootstrap).
+  std::string comm_id;
+
+  template <class A>
+  void serialize(A& a) {
+    a(rank, world_size, pid, backend, version, comm_id);
+  }
+};
+
+// ---- controller -> rank ----
+
+/// Run one case execution. Every rank of the world gets the same message.
+struct RunCase {
+  uint64_t execution = 0;  ///< controller-unique id; echoed in the result
+  std::string name;
+  Params params;
+  uint64_t seed = 0;
+  Placement placement = Placement::best_fit;
+
+  template <class A>
+  void serialize(A& a) {
+    a(execution, name, params, seed, placement);
+  }
+};
+
+/// Ask the rank's watchdog what it is doing (answered even while the case body is stuck).
+struct StatusQuery {
+  uint64_t execution = 0;
+  template <class A>
+  void serialize(A& a) {
+    a(execution);
+  }
+};
+
+/// Leave the command loop and exit 0.
+struct Shutdown {
+  template <class A>
+  void serialize(A&) {}
+};
+
+/// The first message after every hello: rank 0's communicator id, for every rank to join.
+struct Bootstrap {
+  std::string comm_id;
+  template <class A>
+  void serialize(A& a) {
+    a(comm_id);
+  }
+};
+
+/// The controller gave up on the running case (deadline): the watchdog thread aborts the
+/// communicator (ncclCommAbort), so stuck collectives end, and the rank exits. Handled even while
+/// the case body is stuck.
+struct Abort {
+  template <class A>
+  void serialize(A&) {}
+};
+
+using ToRank = std::variant<RunCase, StatusQuery, Shutdown, Bootstrap, Abort>;
+
+// ---- rank -> controller ----
+
+/// A rank's result for one execution: the wire form of the plain RankResult
+/// (recorder/data/execution.h), which is what the controller keeps.
+struct CaseDone : RankResult {};
+
+/// The worker's registered cases (sent instead of running cases when started with --catalog).
+struct Catalog {
+  std::vector<CaseInfo> cases;
+  template <class A>
+  void serialize(A& a) {
+    a(cases);
+  }
+};
+
+/// A rank's answer to Bootstrap: it joined the communicator, or why it could not. The world is
+/// ready only when every rank said so, so joining is part of start-up, not of the first case.
+struct Connected {
+  std::string error;  ///< empty on success
+  template <class A>
+  void serialize(A& a) {
+    a(error);
+  }
+};
+
+using FromRank = std::variant<CaseDone, WatchdogStatus, Catalog, Connected>;
+
+// ---- encoding ----
+
+std::string encode_hello(const Hello& hello);
+/// Checks magic and version first; throws ProtocolError naming what was received.
+Hello decode_hello(std::string_view payload);
+std::string encode(const ToRank& msg);
+std::string encode(const FromRank& msg);
+/// Throws ProtocolError (never crashes) on truncated or malformed payloads.
+ToRank decode_to_rank(std::string_view payload);
+FromRank decode_from_rank(std::string_view payload);
+
+// ---- framing ----
+
+/// Writes one frame, retrying on EINTR and short writes. Throws cprr::Error on failure (EPIPE
+/// when the peer is gone; sockets are written with MSG_NOSIGNAL, so no SIGPIPE is raised).
+void write_frame(int fd, std::string_view payload);
+
+/// Reassembles frames from a byte stream read in arbitrary pieces (non-blocking friendly).
+class FrameReader {
+ public:
+  enum class Fill { data, eof, would_block };
+  /// Reads what is available from `fd` into the buffer.
+  Fill fill(int fd);
+  /// Appends bytes directly (tests, fuzzing).
+  void append(std::string_view bytes) { buf_.append(bytes); }
+  /// Takes the next complete frame, if one is buffered. Throws ProtocolError for a length over
+  /// kMaxFrameBytes.
+  std::optional<std::string> next();
+  /// True when a partial frame is buffered (EOF now means a truncated frame).
+  bool mid_frame() const { return buf_.size() > consumed_; }
+
+ private:
+  std::string buf_;
+  std::size_t consumed_ = 0;
+};
+
+/// Blocking read of one frame through `reader` (which keeps bytes of later frames between calls).
+/// Returns nullopt on EOF at a frame boundary; throws ProtocolError on EOF inside a frame or when
+/// no complete frame arrived within `timeout_ms` (-1: wait forever).
+std::optional<std::string> read_frame(int fd, FrameReader& reader, int timeout_ms = -1);
+
+/// The descriptor a rank's control channel is given at (--control-fd): the highest below
+/// min(RLIMIT_NOFILE, 1024), far from the low descriptors case code and libraries assume free
+/// (and within FD_SETSIZE for libraries still using select()).
+int control_fd_slot();
+
+}  // namespace cprr

@@ -1,0 +1,198 @@
+#include "recorder/rank/worker.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <string_view>
+
+#include "recorder/rank/case_runner.h"
+#include "recorder/engine/process.h"
+#include "recorder/rank/rank_channel.h"
+#include "runtime/error.h"
+
+namespace cprr {
+namespace {
+
+struct WorkerArgs {
+  int rank = 0;
+  int world_size = 1;
+  int control_fd = -1;
+  std::string rendezvous;
+  std::string backend = "cpu";
+  bool catalog = false;
+};
+
+void parse(int argc, char** argv, WorkerArgs& a) {
+  CLI::App app{"cprr rank process; started by cprecord/cpreplay, not by hand"};
+  app.add_option("--rank", a.rank, "this rank")->required();
+  app.add_option("--world-size", a.world_size, "ranks in the world")->required();
+  app.add_option("--control-fd", a.control_fd, "inherited control socket")->required();
+  app.add_option("--rendezvous", a.rendezvous, "communicator rendezvous directory");
+  app.add_option("--backend", a.backend, "cpu | cuda");
+  app.add_flag("--catalog", a.catalog, "send the registered cases and exit");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e) == 0 ? 0 : 2);
+  }
+}
+
+// Ranks must never outlive their controller: a killed cprecord takes its worlds with it.
+void die_with_parent() {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() == 1) std::_Exit(3);
+}
+
+// The descriptors shells and libraries take for their own (`exec 3>file`, fd 3 "assumed free"):
+// the control channel never stays among them.
+constexpr int kLowDescriptors = 10;
+// The descriptor case code most often writes to, or dup2()s over, believing it free.
+constexpr int kReservedFd = 3;
+
+// Takes the control socket out of case code's reach: close-on-exec (posix_spawn's dup2 cleared
+// the flag), so a child a case spawns does not inherit it, and moved up when a controller passed
+// it at a low descriptor. Then fd 3 is held open on /dev/null (close-on-exec) for the rank's
+// life, so no harness or library descriptor (a Gloo or NCCL socket) can land there: a case that
+// writes to fd 3 writes to nothing, one that dup2()s over it closes nothing of ours.
+UniqueFd adopt_control_fd(int fd) {
+  const int flags = ::fcntl(fd, F_GETFD);
+  if (flags < 0) throw_errno(__FILE__, __LINE__, fmt::format("--control-fd {}", fd));
+  UniqueFd control(fd);
+  if (fd < kLowDescriptors) {
+    control.reset(CPRR_SYSCALL(::fcntl(fd, F_DUPFD_CLOEXEC, control_fd_slot())));
+  } else {
+    CPRR_SYSCALL(::fcntl(fd, F_SETFD, flags | FD_CLOEXEC));
+  }
+  if (::fcntl(kReservedFd, F_GETFD) < 0) {
+    const int null = CPRR_SYSCALL(::open("/dev/null", O_RDWR | O_CLOEXEC));
+    if (null != kReservedFd) {  // a lower descriptor was free too: leave it as it was
+      CPRR_SYSCALL(::dup3(null, kReservedFd, O_CLOEXEC));
+      ::close(null);
+    }
+  }
+  return control;
+}
+
+// The descriptors open now (not counting the one that listed them).
+std::vector<int> open_descriptors() {
+  std::vector<int> listed;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    listed.push_back(std::stoi(e.path().filename().string()));
+  }
+  std::erase_if(listed, [](int fd) { return ::fcntl(fd, F_GETFD) < 0; });
+  return listed;
+}
+
+// Makes every descriptor opened since `before` close-on-exec: the backend's, which Gloo (its
+// epoll instance and sockets) opens without the flag. Taken once, after the backend connected,
+// so what case code opens later is its own business.
+void close_on_exec_since(const std::vector<int>& before) {
+  for (int fd : open_descriptors()) {
+    if (std::find(before.begin(), before.end(), fd) != before.end()) continue;
+    const int flags = ::fcntl(fd, F_GETFD);
+    if (flags >= 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+  }
+}
+
+RankState make_state(const WorkerArgs& a) {
+  RankState state;
+  state.rank = a.rank;
+  state.world_size = a.world_size;
+  state.backend = make_backend(BackendConfig{a.backend, a.rank, a.world_size, a.rendezvous});
+  const char* capture = std::getenv("CPRR_CAPTURE");
+  state.capture = capture == nullptr || std::string_view(capture) != "off";
+  for (MemPool pool : {MemPool::device, MemPool::symmetric, MemPool::host}) {
+    state.engines[static_cast<int>(pool)] = std::make_unique<PlacementEngine>(
+        state.backend->arena_capacity(pool), 256, Placement::best_fit);
+  }
+  return state;
+}
+
+Hello hello_of(const WorkerArgs& a, std::string comm_id = {}) {
+  return Hello{a.rank,    a.world_size, static_cast<int32_t>(::getpid()),
+               a.backend, CPRR_VERSION, std::move(comm_id)};
+}
+
+// Exit status of a rank that the controller told to abort its hung case.
+constexpr int kAbortedExit = 4;
+
+int send_catalog(const WorkerArgs& a, UniqueFd control) {
+  RankChannel channel{std::move(control)};
+  Catalog cat;
+  for (const auto& c : registry().cases()) cat.cases.push_back(c.info);
+  channel.send_hello(hello_of(a));
+  channel.send(FromRank{std::move(cat)});
+  return 0;
+}
+
+int serve(const WorkerArgs& a, UniqueFd control) {
+  const Registry& reg = registry();
+  for (Hook init : reg.worker_inits()) init();
+  EnvironmentSnapshot env = EnvironmentSnapshot::capture();
+  const std::vector<int> before_backend = open_descriptors();
+  RankState state = make_state(a);
+  CaseRunner runner(state, reg, std::move(env));
+  // Declared after the runner: the watchdog thread calls into it, so it must stop first.
+  RankChannel channel{std::move(control)};
+  channel.send_hello(hello_of(a, state.backend->bootstrap_id()));
+  Backend& backend = *state.backend;
+  channel.start(RankChannel::Watchdog{[&runner] { return runner.status(); },
+                                      [&backend] {
+                                        backend.abort();
+                                        std::fflush(nullptr);
+                                        std::_Exit(kAbortedExit);
+                                      }});
+  for (;;) {
+    ToRank msg = channel.next();
+    if (std::holds_alternative<Shutdown>(msg)) return 0;
+    if (const auto* boot = std::get_if<Bootstrap>(&msg)) {
+      try {
+        backend.connect(boot->comm_id);
+      } catch (const std::exception& e) {
+        channel.send(FromRank{Connected{e.what()}});  // the controller reports it as start-up
+        return 2;
+      }
+      close_on_exec_since(before_backend);
+      channel.send(FromRank{Connected{}});
+    }
+    if (const auto* run = std::get_if<RunCase>(&msg)) {
+      CaseDone done = runner.run(*run);
+      // Buffered stdio output belongs to this case: flush it before reporting, so the
+      // controller's drain after the report attributes it here and not to the next case.
+      std::fflush(nullptr);
+      std::cout.flush();
+      channel.send(FromRank{std::move(done)});
+    }
+  }
+}
+
+}  // namespace
+
+int worker_main(int argc, char** argv) {
+  WorkerArgs a;
+  parse(argc, argv, a);
+  ::signal(SIGPIPE, SIG_IGN);
+  die_with_parent();
+  try {
+    if (!registry().errors().empty()) {
+      for (const auto& e : registry().errors()) std::fprintf(stderr, "cpworker: %s\n", e.c_str());
+      return 2;
+    }
+    UniqueFd control = adopt_control_fd(a.control_fd);
+    return a.catalog ? send_catalog(a, std::move(control)) : serve(a, std::move(control));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cpworker rank %d: %s\n", a.rank, e.what());
+    return 2;
+  }
+}
+
+}  // namespace cprr

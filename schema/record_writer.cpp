@@ -1,0 +1,215 @@
+#include "schema/record_writer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "recorder/data/text_forms.h"
+#include "runtime/backend.h"
+#include "runtime/error.h"
+#include "runtime/host_info.h"
+
+extern char** environ;
+
+namespace cprr {
+namespace {
+
+std::string now_iso8601() { return iso8601_utc(std::chrono::system_clock::now()); }
+
+std::string libraries_json(const std::string& backend, uint32_t protocol_version) {
+  nlohmann::json j{{"sqlite", sqlite3_libversion()},
+                   {"schema", kSchemaVersion},
+                   {"protocol", protocol_version},
+                   {"backend", backend}};
+  if (backend == "cuda") {
+    for (const auto& [k, v] : device_versions()) j[k] = v;
+  }
+  return j.dump();
+}
+
+std::string join_ids(const std::vector<uint32_t>& ids) {
+  std::string out;
+  for (uint32_t id : ids) out += (out.empty() ? "" : ",") + std::to_string(id);
+  return out;
+}
+
+
+}  // namespace
+
+struct RecordWriter::Statements {
+  explicit Statements(const Database& db)
+      : execution(db,
+                  "INSERT INTO execution (run_id, case_id, mode, world_id, pool_position, "
+                  "attempt, status, as_expected, summary, started_at, wall_ms, startup_ms) "
+                  "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"),
+        rank(db,
+             "INSERT INTO rank_result (execution_id, rank, outcome, error, signal, exit_code, "
+             "protocol_error, watchdog, stdout_tail, stderr_tail, reset_ms, body_ms) "
+             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"),
+        capture(db,
+                "INSERT INTO capture (execution_id, rank, kind, seq, name, dtype, shape, bytes, "
+                "stream, hash, chunk_hashes, raw) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"),
+        alloc(db,
+              "INSERT INTO alloc_event (execution_id, rank, seq, is_free, buffer, name, pool, "
+              "bytes, offset, stream) VALUES (?,?,?,?,?,?,?,?,?,?)"),
+        op(db,
+           "INSERT INTO op (execution_id, rank, seq, stream, kind, name, reads, writes, event) "
+           "VALUES (?,?,?,?,?,?,?,?,?)"),
+        collective(db,
+                   "INSERT INTO collective (execution_id, rank, seq, kind, stream, dtype, bytes, "
+                   "root) VALUES (?,?,?,?,?,?,?,?)") {}
+  Statement execution, rank, capture, alloc, op, collective;
+};
+
+RecordWriter::~RecordWriter() = default;
+
+std::string relevant_environment_json() {
+  nlohmann::json j = nlohmann::json::object();
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string kv(*e);
+    const auto eq = kv.find('=');
+    const std::string key = kv.substr(0, eq);
+    for (const char* prefix : {"CPRR_", "NCCL_", "CUDA_", "OMP_", "GLOO_"}) {
+      if (key.rfind(prefix, 0) == 0 && eq != std::string::npos) j[key] = kv.substr(eq + 1);
+    }
+  }
+  return j.dump();
+}
+
+RecordWriter::RecordWriter(const std::string& path, const RunMeta& meta)
+    : db_(Database::open(path, Database::Mode::read_write)) {
+  Transaction tx(db_);
+  Statement st(db_,
+               "INSERT INTO run (started_at, tool_version, host, backend, mode, placement, worker, "
+               "argv, libraries, environment) VALUES (?,?,?,?,?,?,?,?,?,?)");
+  st.bind(1, now_iso8601()).bind(2, std::string_view(CPRR_VERSION)).bind(3, host_name());
+  st.bind(4, meta.backend).bind(5, meta.mode).bind(6, meta.placement).bind(7, meta.worker);
+  st.bind(8, nlohmann::json(meta.argv).dump()).bind(9, libraries_json(meta.backend, meta.protocol_version));
+  st.bind(10, relevant_environment_json());
+  st.run();
+  run_id_ = db_.last_insert_id();
+  tx.commit();
+  st_ = std::make_unique<Statements>(db_);
+}
+
+std::vector<int64_t> RecordWriter::add_cases(const std::vector<CaseInstance>& plan) {
+  Transaction tx(db_);
+  Statement st(db_,
+               "INSERT INTO test_case (run_id, plan_id, name, label, params, world_size, seed, "
+               "expect, timeout_s, seeded_bug) VALUES (?,?,?,?,?,?,?,?,?,?)");
+  std::vector<int64_t> ids;
+  for (const CaseInstance& inst : plan) {
+    CPRR_CHECK(inst.seed <= kMaxSeed, "case {}: seed {} is above 2^53 (plan.h: kMaxSeed)",
+               inst.label(), inst.seed);
+    st.bind(1, run_id_).bind(2, int64_t{inst.id}).bind(3, inst.info.name).bind(4, inst.label());
+    st.bind(5, nlohmann::json(inst.params).dump()).bind(6, int64_t{inst.world_size});
+    st.bind(7, static_cast<int64_t>(inst.seed)).bind(8, expect_name(inst.info.options.expect));
+    st.bind(9, inst.info.options.timeout_s).bind(10, inst.info.options.seeded_bug);
+    st.run();
+    ids.push_back(db_.last_insert_id());
+  }
+  tx.commit();
+  return ids;
+}
+
+int64_t RecordWriter::write(const ExecutionResult& r, int64_t case_id) {
+  Transaction tx(db_);
+  Statement& st = st_->execution;
+  st.bind(1, run_id_).bind(2, case_id).bind(3, mode_name(r.mode));
+  st.bind(4, static_cast<int64_t>(r.world_id)).bind(5, static_cast<int64_t>(r.pool_position));
+  st.bind(6, int64_t{r.attempt}).bind(7, status_name(r.status)).bind(8, int64_t{r.as_expected});
+  st.bind(9, r.note.empty() ? r.summary : r.summary + (r.summary.empty() ? "" : "; ") + r.note);
+  st.bind(10, iso8601_utc(r.started_at)).bind(11, r.wall_ms).bind(12, r.startup_ms);
+  st.run();
+  const int64_t execution = db_.last_insert_id();
+  for (std::size_t rank = 0; rank < r.ranks.size(); ++rank) {
+    write_rank(execution, static_cast<int>(rank), r.ranks[rank]);
+  }
+  tx.commit();
+  return execution;
+}
+
+void RecordWriter::write_rank(int64_t execution, int rank, const RankReport& rep) {
+  Statement& st = st_->rank;
+  st.bind(1, execution).bind(2, int64_t{rank}).bind(3, report_outcome_name(rep));
+  st.bind(4, rep.done ? std::string_view(rep.done->error) : std::string_view());
+  if (rep.exit && rep.exit->signal != 0)
+    st.bind(5, int64_t{rep.exit->signal});
+  else
+    st.bind_null(5);
+  if (rep.exit && rep.exit->signal == 0)
+    st.bind(6, int64_t{rep.exit->exit_code});
+  else
+    st.bind_null(6);
+  st.bind(7, rep.protocol_error);
+  if (rep.watchdog) {
+    const WatchdogStatus& w = *rep.watchdog;
+    st.bind(8, nlohmann::json{{"phase", w.phase},
+                              {"entered_seq", w.entered_seq},
+                              {"entered_kind", w.entered_kind},
+                              {"completed_seq", w.completed_seq},
+                              {"completed_kind", w.completed_kind},
+                              {"running", w.running}}
+                   .dump());
+  } else {
+    st.bind_null(8);
+  }
+  st.bind_blob(9, rep.stdout_tail.data(), rep.stdout_tail.size());
+  st.bind_blob(10, rep.stderr_tail.data(), rep.stderr_tail.size());
+  st.bind(11, rep.done ? rep.done->reset_ms : 0.0).bind(12, rep.done ? rep.done->body_ms : 0.0);
+  st.run();
+  if (!rep.done) return;
+  for (const Capture& c : rep.done->capture.probes) write_capture(execution, rank, "probe", c);
+  for (const Capture& c : rep.done->capture.outputs) write_capture(execution, rank, "output", c);
+  write_logs(execution, rank, rep.done->capture);
+}
+
+void RecordWriter::write_capture(int64_t execution, int rank, const char* kind, const Capture& c) {
+  Statement& st = st_->capture;
+  st.bind(1, execution).bind(2, int64_t{rank}).bind(3, std::string_view(kind));
+  st.bind(4, int64_t{c.seq}).bind(5, c.name).bind(6, dtype_name(c.dtype));
+  st.bind(7, nlohmann::json(c.shape).dump()).bind(8, static_cast<int64_t>(c.bytes));
+  st.bind(9, int64_t{c.stream}).bind_u64(10, c.digest.whole);
+  st.bind_blob(11, c.digest.chunks.data(), c.digest.chunks.size() * sizeof(uint64_t));
+  if (c.bytes <= kRawCaptureLimit)
+    st.bind_blob(12, c.raw.data(), c.raw.size());
+  else
+    st.bind_null(12);
+  st.run();
+}
+
+void RecordWriter::write_logs(int64_t execution, int rank, const CaseCapture& cap) {
+  Statement& alloc = st_->alloc;
+  for (const AllocRecord& a : cap.allocs) {
+    alloc.bind(1, execution).bind(2, int64_t{rank}).bind(3, static_cast<int64_t>(a.seq));
+    alloc.bind(4, int64_t{a.is_free}).bind(5, int64_t{a.buffer}).bind(6, a.name).bind(7, a.pool);
+    alloc.bind(8, static_cast<int64_t>(a.bytes)).bind(9, static_cast<int64_t>(a.offset));
+    alloc.bind(10, int64_t{a.stream});
+    alloc.run();
+  }
+  Statement& op = st_->op;
+  for (const OpRecord& o : cap.ops) {
+    op.bind(1, execution).bind(2, int64_t{rank}).bind(3, static_cast<int64_t>(o.seq));
+    op.bind(4, int64_t{o.stream}).bind(5, o.kind).bind(6, o.name).bind(7, join_ids(o.reads));
+    op.bind(8, join_ids(o.writes)).bind(9, o.event);
+    op.run();
+  }
+  Statement& coll = st_->collective;
+  for (const CollectiveRecord& c : cap.collectives) {
+    coll.bind(1, execution).bind(2, int64_t{rank}).bind(3, static_cast<int64_t>(c.seq));
+    coll.bind(4, c.kind).bind(5, int64_t{c.stream}).bind(6, dtype_name(c.dtype));
+    coll.bind(7, static_cast<int64_t>(c.bytes)).bind(8, int64_t{c.root});
+    coll.run();
+  }
+}
+
+void RecordWriter::finish(int exit_code) {
+  Transaction tx(db_);
+  Statement st(db_, "UPDATE run SET finished_at = ?, exit_code = ? WHERE id = ?");
+  st.bind(1, now_iso8601()).bind(2, int64_t{exit_code}).bind(3, run_id_);
+  st.run();
+  tx.commit();
+}
+
+}  // namespace cprr

@@ -1,0 +1,57 @@
+#pragma once
+// The recorder proper: writes a cprecord run into the store (schema/schema.sql), one transaction
+// per execution, so a killed recorder loses nothing it finished. Its mirror is
+// schema/record_reader.h.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "recorder/data/case_info.h"
+#include "recorder/data/execution.h"
+#include "schema/store.h"
+
+namespace cprr {
+
+/// What a run row says about the run as a whole.
+struct RunMeta {
+  std::string backend;
+  std::string mode;
+  std::string placement;
+  std::string worker;  ///< absolute path
+  std::vector<std::string> argv;
+  uint32_t protocol_version = 0;  ///< of the controller and workers, for the run's library list
+};
+
+class RecordWriter {
+ public:
+  /// Opens (creating if needed) the database at `path` and inserts the run row (incomplete until
+  /// finish()). Throws UsageError for an unusable --db.
+  RecordWriter(const std::string& path, const RunMeta& meta);
+  ~RecordWriter();
+
+  int64_t run_id() const { return run_id_; }
+  /// Inserts the planned cases in one transaction; the returned ids are indexed like `plan`.
+  std::vector<int64_t> add_cases(const std::vector<CaseInstance>& plan);
+  /// Writes one execution with all its per-rank rows (results, captures, logs) in one
+  /// transaction, committed before returning. Returns the execution id.
+  int64_t write(const ExecutionResult& result, int64_t case_id);
+  /// Marks the run complete with cprecord's exit code.
+  void finish(int exit_code);
+
+ private:
+  void write_rank(int64_t execution, int rank, const RankReport& rep);
+  void write_capture(int64_t execution, int rank, const char* kind, const Capture& c);
+  void write_logs(int64_t execution, int rank, const CaseCapture& cap);
+
+  struct Statements;  // prepared once per writer: recording sits on the per-case path
+  Database db_;
+  std::unique_ptr<Statements> st_;
+  int64_t run_id_ = 0;
+};
+
+/// The environment variables that shape a run (CPRR_*, NCCL_*, CUDA_*, OMP_*, GLOO_*), as a
+/// JSON object; recorded per run and re-applied to the ranks on replay.
+std::string relevant_environment_json();
+
+}  // namespace cprr
