@@ -15,6 +15,7 @@
 #include "recorder/junit.h"
 #include "schema/record_writer.h"
 #include "recorder/report.h"
+#include "recorder/report_table.h"
 #include "runtime/atomic_file.h"
 #include "runtime/backend.h"
 #include "runtime/error.h"
@@ -87,6 +88,20 @@ std::string absolute(const std::string& path) {
   std::error_code ec;
   const auto abs = std::filesystem::absolute(path, ec);
   return ec ? path : abs.string();
+}
+
+// The judgement as the store keeps it on each case row, so a query needs no join over executions.
+std::vector<CaseJudgement> judgements_of(const std::vector<CaseOutcome>& outcomes) {
+  std::vector<CaseJudgement> out;
+  for (const CaseOutcome& o : outcomes) {
+    CaseJudgement j;
+    j.case_id = o.case_id;
+    if (o.verdict) j.verdict = std::string(verdict_name(*o.verdict));
+    j.as_expected = o.as_expected;
+    if (o.differential) j.fresh_vs_pool = o.differential->describe();
+    out.push_back(std::move(j));
+  }
+  return out;
 }
 
 // What execute() runs: every repeat of every planned case in every mode.
@@ -171,6 +186,7 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   // An interrupted run is finished in the store (nothing after it will come), with the shell's
   // exit code for the signal; what ran before the signal is reported as usual.
   const int code = signal != 0 ? 128 + signal : exit_code_for(outcomes);
+  writer.judge_cases(judgements_of(outcomes));
   writer.finish(code);
   if (signal != 0) {
     err << fmt::format("cprecord: interrupted by SIG{} after {} of {} executions; run {} is "

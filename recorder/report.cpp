@@ -2,100 +2,12 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <numeric>
-#include <map>
 #include <nlohmann/json.hpp>
+
+#include "recorder/data/text_forms.h"
 
 namespace cprr {
 namespace {
-
-int severity(ExecStatus s) {
-  switch (s) {
-    case ExecStatus::pass: return 0;
-    case ExecStatus::fail: return 1;
-    case ExecStatus::hang: return 2;
-    case ExecStatus::crash: return 3;
-    case ExecStatus::error: return 4;
-  }
-  return 4;
-}
-
-bool completed(const ExecutionResult& e) {
-  return e.status == ExecStatus::pass || e.status == ExecStatus::fail;
-}
-
-// Per mode: the first completed execution whose output hashes differ from the mode's first one.
-const ExecutionResult* varying_execution(const std::vector<const ExecutionResult*>& execs) {
-  std::map<Mode, std::vector<uint64_t>> first;
-  for (const ExecutionResult* e : execs) {
-    if (!completed(*e)) continue;
-    std::vector<uint64_t> hashes;
-    for (const RankReport& r : e->ranks) {
-      for (const Capture& c : r.done->capture.outputs) hashes.push_back(c.digest.whole);
-    }
-    const auto [it, inserted] = first.emplace(e->mode, hashes);
-    if (!inserted && it->second != hashes) return e;
-  }
-  return nullptr;
-}
-
-std::vector<const CaseCapture*> captures_of(const ExecutionResult& e) {
-  std::vector<const CaseCapture*> out;
-  for (const RankReport& r : e.ranks) out.push_back(r.done ? &r.done->capture : nullptr);
-  return out;
-}
-
-struct Differential {
-  Divergence divergence;
-  const ExecutionResult* pooled = nullptr;  // the pooled execution that diverged
-};
-
-// The first pooled execution that differs from the first fresh one, if both modes ran.
-std::optional<Differential> fresh_vs_pool(const std::vector<const ExecutionResult*>& execs) {
-  const ExecutionResult* fresh = nullptr;
-  for (const ExecutionResult* e : execs) {
-    if (e->mode == Mode::fresh && completed(*e)) {
-      fresh = e;
-      break;
-    }
-  }
-  if (fresh == nullptr) return std::nullopt;
-  for (const ExecutionResult* e : execs) {
-    if (e->mode != Mode::pool || !completed(*e)) continue;
-    if (auto d = first_divergence(captures_of(*fresh), captures_of(*e))) return Differential{*d, e};
-    if (e->status != fresh->status) {
-      Divergence d;
-      d.kind = "result";
-      d.reason = "status";
-      d.expected = std::string(status_name(fresh->status));
-      d.actual = std::string(status_name(e->status));
-      return Differential{d, e};
-    }
-  }
-  return std::nullopt;
-}
-
-// Fills o.against: which executions count against the exit code, and why. A seeded bug owes
-// only running to completion; its divergence and failures are what it exists to show.
-void judge(CaseOutcome& o, bool seeded) {
-  for (const ExecutionResult* e : o.executions) {
-    if (seeded ? !completed(*e) : !e->as_expected) {
-      o.against.emplace(e->id, seeded ? Against::incomplete : Against::status);
-    }
-  }
-  if (const auto diff = fresh_vs_pool(o.executions)) {
-    o.differential = diff->divergence;
-    if (!seeded) o.against.emplace(diff->pooled->id, Against::differential);
-  }
-  if (o.status == ExecStatus::crash || o.status == ExecStatus::hang) {
-    o.verdict = std::string(status_name(o.status));
-  } else if (const ExecutionResult* varying = varying_execution(o.executions)) {
-    o.verdict = "nondeterministic";
-    if (!seeded) o.against.emplace(varying->id, Against::nondeterministic);
-  }
-  o.as_expected = o.against.empty();
-}
 
 std::string hex(uint64_t v) { return fmt::format("{:016x}", v); }
 
@@ -113,8 +25,7 @@ std::string shell_quote(const std::string& s) {
 nlohmann::json rank_json(int r, const RankReport& rep) {
   nlohmann::json j{{"rank", r}};
   if (rep.done) {
-    static constexpr const char* kOutcome[] = {"ok", "fail", "error"};
-    j["outcome"] = kOutcome[static_cast<int>(rep.done->outcome)];
+    j["outcome"] = outcome_name(rep.done->outcome);
     j["error"] = rep.done->error;
     nlohmann::json outs = nlohmann::json::array();
     for (const Capture& c : rep.done->capture.outputs) {
@@ -122,7 +33,7 @@ nlohmann::json rank_json(int r, const RankReport& rep) {
     }
     j["outputs"] = std::move(outs);
   } else {
-    j["outcome"] = rep.exit ? "died" : "no_result";
+    j["outcome"] = report_outcome_name(rep);
   }
   if (rep.exit) {
     j["signal"] = rep.exit->signal;
@@ -143,27 +54,6 @@ nlohmann::json execution_json(const ExecutionResult& e, bool as_expected) {
 }
 
 }  // namespace
-
-std::vector<CaseOutcome> summarize(const std::vector<CaseInstance>& plan,
-                                   const std::vector<int64_t>& case_ids,
-                                   const std::vector<ExecutionResult>& results) {
-  std::vector<CaseOutcome> out;
-  for (std::size_t i = 0; i < plan.size(); ++i) {
-    const CaseInstance& inst = plan[i];
-    CaseOutcome o;
-    o.instance = &inst;
-    o.case_id = i < case_ids.size() ? case_ids[i] : inst.id;
-    for (const ExecutionResult& e : results) {
-      if (e.case_id != inst.id) continue;
-      o.executions.push_back(&e);
-      if (severity(e.status) > severity(o.status)) o.status = e.status;
-    }
-    if (o.executions.empty()) continue;
-    judge(o, !inst.info.options.seeded_bug.empty());
-    out.push_back(std::move(o));
-  }
-  return out;
-}
 
 nlohmann::json instance_json(const CaseInstance& inst) {
   return {{"plan_id", inst.id},
@@ -206,15 +96,6 @@ std::optional<std::string> against_text(const CaseOutcome& o, const ExecutionRes
   return std::nullopt;
 }
 
-int exit_code_for(const std::vector<CaseOutcome>& outcomes) {
-  int code = 0;
-  for (const CaseOutcome& o : outcomes) {
-    if (o.status == ExecStatus::error && !o.as_expected) return 2;
-    if (!o.as_expected) code = 1;
-  }
-  return code;
-}
-
 void print_json(std::ostream& out, const std::vector<CaseOutcome>& outcomes, const RunInfo& info) {
   nlohmann::json cases = nlohmann::json::array();
   int unexpected = 0;
@@ -237,7 +118,7 @@ void print_json(std::ostream& out, const std::vector<CaseOutcome>& outcomes, con
     c.update({{"id", o.case_id},
               {"status", status_name(o.status)},
               {"as_expected", o.as_expected},
-              {"verdict", o.verdict ? nlohmann::json(*o.verdict) : nlohmann::json()},
+              {"verdict", o.verdict ? nlohmann::json(verdict_name(*o.verdict)) : nlohmann::json()},
               {"fresh_vs_pool", std::move(diff)},
               {"executions", std::move(execs)}});
     cases.push_back(std::move(c));

@@ -1,9 +1,9 @@
-// print_table: the human-readable summary of a cprecord run.
+#include "recorder/report_table.h"
+
 #include <fmt/format.h>
 
 #include <map>
 
-#include "recorder/report.h"
 
 namespace cprr {
 namespace {
@@ -50,7 +50,7 @@ void print_table(std::ostream& out, const std::vector<ExecutionResult>& results,
   std::string tally;
   for (const auto& [s, n] : counts) tally += fmt::format("{}{} {}", tally.empty() ? "" : ", ", n, status_name(s));
   for (const auto& o : outcomes) {
-    if (o.verdict == "nondeterministic") {
+    if (o.verdict == Verdict::nondeterministic) {
       out << fmt::format("case {} ({}): outputs differ between repeats: nondeterministic; {}\n",
                          o.case_id, o.instance->label(), replay_hint(info, o.case_id));
     }

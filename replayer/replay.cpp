@@ -5,35 +5,12 @@
 #include <algorithm>
 #include <functional>
 
+#include "analysis/compare.h"
 #include "replayer/ddmin.h"
 #include "runtime/error.h"
 
 namespace cprr {
 namespace {
-
-bool completed(const ExecutionResult& e) {
-  return e.status == ExecStatus::pass || e.status == ExecStatus::fail;
-}
-
-std::vector<const CaseCapture*> captures_of(const ExecutionResult& e) {
-  std::vector<const CaseCapture*> out;
-  for (const RankReport& r : e.ranks) out.push_back(r.done ? &r.done->capture : nullptr);
-  return out;
-}
-
-// Differences between two executions: captures first, then their statuses.
-std::optional<Divergence> compare(const ExecutionResult& expected, const ExecutionResult& actual) {
-  if (completed(expected) && completed(actual)) {
-    if (auto d = first_divergence(captures_of(expected), captures_of(actual))) return d;
-  }
-  if (expected.status == actual.status) return std::nullopt;
-  Divergence d;
-  d.kind = "result";
-  d.reason = "status";
-  d.expected = std::string(status_name(expected.status));
-  d.actual = std::string(status_name(actual.status));
-  return d;
-}
 
 // Everything needed to run the recorded case again: the controller set-up and the instances.
 class Rebuild {
@@ -85,11 +62,6 @@ class Rebuild {
   ControllerConfig config_;
   Placement placement_;
 };
-
-bool every_rank_reported(const ExecutionResult& r) {
-  return !r.ranks.empty() && std::all_of(r.ranks.begin(), r.ranks.end(),
-                                         [](const RankReport& k) { return k.done.has_value(); });
-}
 
 const RecordedExecution* first_of(const std::vector<RecordedExecution>& execs, Mode mode) {
   for (const auto& e : execs) {
@@ -161,53 +133,18 @@ ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* 
     rep.replayed_pool = pooled->status;
     say(fmt::format("pooled replay after {} predecessor(s): {}", preds.size(), describe(*pooled)));
   }
-  for (const auto* r : {fresh ? &*fresh : nullptr, pooled ? &*pooled : nullptr}) {
-    if (r != nullptr && (r->status == ExecStatus::crash || r->status == ExecStatus::hang)) {
-      rep.verdict = std::string(status_name(r->status));
-      say(fmt::format("{} in {} replay: {}", rep.verdict, mode_name(r->mode), r->summary));
-      return rep;
-    }
-  }
-  if (fresh && rf) {
-    if (auto d = compare(rf->result, *fresh)) {
-      rep.verdict = "nondeterministic";
-      rep.first_divergence = d;
-      say("a fresh replay differs from the fresh record: " + d->describe());
-      return rep;
-    }
-  }
-  if (fresh && pooled) {
-    if (auto leak = compare(*fresh, *pooled)) {
-      rep.verdict = "state_leak";
-      rep.first_divergence = leak;
-      say("pooled differs from fresh: " + leak->describe());
-      localize_leak(preds, target, *fresh, rb, rep, say);
-      return rep;
-    }
-  }
-  // What is left: the pooled replay against the pooled record (same predecessors, so a difference
-  // is nondeterminism), or, when only a pooled record exists, the fresh replay against it.
-  const RecordedExecution* reference = pooled ? rp : (rf == nullptr ? rp : nullptr);
-  const ExecutionResult* replayed = pooled ? &*pooled : &*fresh;
-  if (reference != nullptr) {
-    if (auto d = compare(reference->result, *replayed)) {
-      rep.verdict = pooled ? "nondeterministic" : "state_leak";
-      rep.first_divergence = d;
-      say(fmt::format("{} replay differs from the {} record: {}", mode_name(replayed->mode),
-                      mode_name(reference->result.mode), d->describe()));
-      return rep;
-    }
-  }
-  rep.verdict = "reproduced";
-  say(every_rank_reported(*replayed) ? "every rank's probes and outputs match the record"
-                                     : "the replay ended as recorded (" +
-                                           std::string(status_name(replayed->status)) +
-                                           "); not every rank returned a result to compare");
+  const VerdictDecision decision = decide_verdict(
+      ReplayFacts{rf ? &rf->result : nullptr, rp ? &rp->result : nullptr, fresh ? &*fresh : nullptr,
+                  pooled ? &*pooled : nullptr});
+  rep.verdict = decision.verdict;
+  rep.first_divergence = decision.where;
+  say(decision.why);
+  if (decision.localize_polluters) localize_leak(preds, target, *fresh, rb, rep, say);
   return rep;
 }
 
 int ReplayReport::exit_code() const {
-  if (verdict != "reproduced") return 1;
+  if (verdict != Verdict::reproduced) return 1;
   const std::optional<ExecStatus>& s = replayed_pool ? replayed_pool : replayed_fresh;
   return s && meets(*s, recorded.instance.info.options.expect) ? 0 : 1;
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "analysis/divergence.h"
+#include "analysis/verdict.h"
 #include "recorder/data/text_forms.h"
 #include "recorder/engine/controller.h"
 #include "schema/record_reader.h"
@@ -28,7 +29,7 @@ struct ReplayOptions {
 struct ReplayReport {
   RecordedCase recorded;
   std::string label;
-  std::string verdict;               ///< reproduced | state_leak | nondeterministic | crash | hang
+  Verdict verdict = Verdict::reproduced;  ///< reproduced | state_leak | nondeterministic | crash | hang
   std::optional<Divergence> first_divergence;
   std::vector<RecordedCase> polluters;
   std::size_t predecessors = 0;      ///< pooled predecessors in the record

@@ -11,6 +11,7 @@
 #include "recorder/engine/interrupt.h"
 #include "recorder/engine/world.h"
 #include "replayer/replay.h"
+#include "replayer/replay_list.h"
 #include "runtime/error.h"
 
 namespace cprr {
@@ -46,7 +47,7 @@ void print_replay_json(std::ostream& out, const ReplayReport& r, const std::stri
                      {"name", r.recorded.instance.info.name},
                      {"label", r.label},
                      {"mode", mode},
-                     {"verdict", r.verdict},
+                     {"verdict", verdict_name(r.verdict)},
                      {"polluters", std::move(polluters)},
                      {"polluter_labels", std::move(labels)},
                      {"first_divergence", divergence_json(r.first_divergence)},
@@ -61,7 +62,8 @@ void print_replay_json(std::ostream& out, const ReplayReport& r, const std::stri
 }
 
 void print_replay_text(std::ostream& out, const ReplayReport& r) {
-  out << fmt::format("case {} {} (run {}): {}\n", r.recorded.id, r.label, r.recorded.run_id, r.verdict);
+  out << fmt::format("case {} {} (run {}): {}\n", r.recorded.id, r.label, r.recorded.run_id,
+                     verdict_name(r.verdict));
   if (r.first_divergence) out << "  where: " << r.first_divergence->describe() << '\n';
   if (!r.polluters.empty()) {
     out << fmt::format("  polluted by {} of {} predecessor(s):\n", r.polluters.size(), r.predecessors);
@@ -73,9 +75,6 @@ void print_replay_text(std::ostream& out, const ReplayReport& r) {
 }
 
 }  // namespace
-
-/// cpreplay --list (replay_list.cpp).
-void list_db(std::ostream& out, const std::string& db, bool json);
 
 int run_replay(const ReplayCommandOptions& o, std::ostream& out, std::ostream& err, bool progress) {
   if (o.list == o.case_id.has_value()) {

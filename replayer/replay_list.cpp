@@ -1,11 +1,11 @@
-// cpreplay --list: the runs and cases a database holds, with each case's recorded statuses and
-// whether its fresh and pooled executions differ (the cases worth replaying first).
+#include "replayer/replay_list.h"
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 #include <ostream>
 
-#include "analysis/divergence.h"
+#include "analysis/judgement.h"
 #include "recorder/data/text_forms.h"
 #include "schema/record_reader.h"
 
@@ -15,26 +15,8 @@ namespace {
 struct CaseRow {
   RecordedCase c;
   std::vector<RecordedExecution> execs;
-  bool differs = false;
+  CaseOutcome outcome;  // the same judgement cprecord made of these executions
 };
-
-std::vector<const CaseCapture*> captures_of(const ExecutionResult& e) {
-  std::vector<const CaseCapture*> out;
-  for (const RankReport& r : e.ranks) out.push_back(r.done ? &r.done->capture : nullptr);
-  return out;
-}
-
-bool fresh_and_pool_differ(const std::vector<RecordedExecution>& execs) {
-  const ExecutionResult* fresh = nullptr;
-  const ExecutionResult* pool = nullptr;
-  for (const auto& e : execs) {
-    if (e.result.mode == Mode::fresh && fresh == nullptr) fresh = &e.result;
-    if (e.result.mode == Mode::pool && pool == nullptr) pool = &e.result;
-  }
-  if (fresh == nullptr || pool == nullptr) return false;
-  return fresh->status != pool->status ||
-         first_divergence(captures_of(*fresh), captures_of(*pool)).has_value();
-}
 
 std::string statuses(const std::vector<RecordedExecution>& execs) {
   std::string out;
@@ -50,12 +32,16 @@ std::string statuses(const std::vector<RecordedExecution>& execs) {
 void list_db(std::ostream& out, const std::string& db, bool json) {
   const RecordReader reader(db);
   const auto runs = reader.runs();
+  std::vector<RecordedCase> cases = reader.cases();
   std::vector<CaseRow> rows;
-  for (RecordedCase& c : reader.cases()) {
-    CaseRow row{std::move(c), {}, false};
+  rows.reserve(cases.size());  // no reallocation: each outcome points into its own row
+  for (RecordedCase& c : cases) {
+    rows.push_back(CaseRow{std::move(c), {}, {}});
+    CaseRow& row = rows.back();
     row.execs = reader.executions(row.c.id);
-    row.differs = fresh_and_pool_differ(row.execs);
-    rows.push_back(std::move(row));
+    std::vector<const ExecutionResult*> results;
+    for (const RecordedExecution& e : row.execs) results.push_back(&e.result);
+    row.outcome = judge_case(row.c.instance, row.c.id, std::move(results));
   }
   if (json) {
     nlohmann::json jr = nlohmann::json::array(), jc = nlohmann::json::array();
@@ -73,7 +59,8 @@ void list_db(std::ostream& out, const std::string& db, bool json) {
       }
       jc.push_back({{"id", row.c.id}, {"run", row.c.run_id}, {"name", row.c.instance.info.name},
                     {"label", row.c.instance.label()}, {"executions", std::move(ex)},
-                    {"fresh_vs_pool_differs", row.differs}});
+                    {"fresh_vs_pool_differs", row.outcome.differential.has_value()},
+                    {"as_expected", row.outcome.as_expected}});
     }
     out << nlohmann::json{{"tool", "cpreplay"}, {"db", db}, {"runs", std::move(jr)}, {"cases", std::move(jc)}}.dump(2)
         << '\n';
@@ -86,7 +73,8 @@ void list_db(std::ostream& out, const std::string& db, bool json) {
   }
   for (const auto& row : rows) {
     out << fmt::format("{:>5}  run {}  {:<48}  {}{}\n", row.c.id, row.c.run_id, row.c.instance.label(),
-                       statuses(row.execs), row.differs ? "  <- fresh and pooled differ" : "");
+                       statuses(row.execs),
+                       row.outcome.differential ? "  <- fresh and pooled differ" : "");
   }
 }
 

@@ -21,6 +21,26 @@ std::string iso8601_utc(std::chrono::system_clock::time_point t, TimeText form) 
   return out;
 }
 
+std::optional<std::chrono::system_clock::time_point> parse_iso8601_utc(std::string_view text) {
+  constexpr std::string_view kShape = "dddd-dd-ddTdd:dd:dd.dddZ";  // d: a decimal digit
+  if (text.size() != kShape.size()) return std::nullopt;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const bool digit = text[i] >= '0' && text[i] <= '9';
+    if (kShape[i] == 'd' ? !digit : text[i] != kShape[i]) return std::nullopt;
+  }
+  const auto number = [&](std::size_t at, std::size_t n) {
+    int v = 0;
+    for (std::size_t i = at; i < at + n; ++i) v = v * 10 + (text[i] - '0');
+    return v;
+  };
+  using namespace std::chrono;
+  const year_month_day date{year{number(0, 4)}, month{static_cast<unsigned>(number(5, 2))},
+                            day{static_cast<unsigned>(number(8, 2))}};
+  const int h = number(11, 2), m = number(14, 2), s = number(17, 2);
+  if (!date.ok() || h > 23 || m > 59 || s > 59) return std::nullopt;
+  return sys_days{date} + hours{h} + minutes{m} + seconds{s} + milliseconds{number(20, 3)};
+}
+
 std::string host_name() {
   char buf[256] = {};
   if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";

@@ -1,54 +1,276 @@
 #include "schema/record_reader.h"
 
+#include <charconv>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "recorder/data/text_forms.h"
 #include "runtime/error.h"
+#include "runtime/host_info.h"
 
 namespace cprr {
 namespace {
 
-constexpr const char* kCaseColumns =
-    "c.id, c.run_id, c.plan_id, c.name, c.params, c.world_size, c.seed, c.expect, c.timeout_s, "
-    "c.seeded_bug";
+/// The schema version that added test_case.verdict, as_expected and fresh_vs_pool.
+constexpr int kJudgementVersion = 2;
 
-ExecStatus status_of(const std::string& s) {
-  if (const auto st = parse_status(s)) return *st;
-  CPRR_THROW("unknown execution status '{}' in the database", s);
+/// The test_case columns read_case takes. An older file has no judgement columns: they read as
+/// NULL, which is the truth (its cases were never judged).
+std::string case_columns(int schema_version) {
+  return fmt::format(
+      "c.id, c.run_id, c.plan_id, c.name, c.params, c.world_size, c.seed, c.expect, c.timeout_s, "
+      "c.seeded_bug, {}",
+      schema_version >= kJudgementVersion ? "c.verdict, c.as_expected, c.fresh_vs_pool"
+                                          : "NULL, NULL, NULL");
 }
 
-Capture read_capture(const Statement& st) {
+/// Parses a stored text form with its one parser (text_forms.h, dtype.h). Text that no cprr writes
+/// is refused, naming it, rather than read as some default.
+template <class Parse>
+auto parse_known(Parse parse, const std::string& text, std::string_view what,
+                 std::string_view path) {
+  const auto value = parse(text);
+  if (!value) CPRR_THROW("{}: unknown {} '{}' in the database", path, what, text);
+  return *value;
+}
+
+DType dtype_of(const std::string& text, std::string_view path) {
+  return parse_known([](std::string_view s) { return parse_dtype(s); }, text, "dtype", path);
+}
+
+std::optional<std::string> optional_text(const Statement& st, int column) {
+  return st.is_null(column) ? std::nullopt : std::optional(st.text(column));
+}
+
+/// Runs a prepared per-execution query: binds the id, hands every row to `row`, and rewinds the
+/// statement afterwards (also when `row` throws), so it holds no read snapshot between uses.
+template <class Row>
+void for_each_row(Statement& st, int64_t id, Row&& row) {
+  struct Rewind {
+    Statement& st;
+    ~Rewind() { st.reset(); }
+  } rewind{st};
+  st.reset();
+  st.bind(1, id);
+  while (st.step()) row(st);
+}
+
+/// The capture a row of `table` adds to: the writer stores captures and logs only for ranks that
+/// reported a result.
+CaseCapture& capture_of(std::vector<RankReport>& ranks, int64_t rank, std::string_view table,
+                        int64_t execution, std::string_view path) {
+  if (rank < 0 || rank >= static_cast<int64_t>(ranks.size()) ||
+      !ranks[static_cast<std::size_t>(rank)].done) {
+    CPRR_THROW("{}: {} row of execution {} for rank {}, which has no result", path, table,
+               execution, rank);
+  }
+  return ranks[static_cast<std::size_t>(rank)].done->capture;
+}
+
+/// op.reads / op.writes: the inverse of record_writer.cpp's join_ids ("1,2,3"; "" is none).
+std::vector<uint32_t> split_ids(const std::string& text, std::string_view path) {
+  std::vector<uint32_t> ids;
+  for (std::size_t begin = 0; begin < text.size();) {
+    const std::size_t comma = std::min(text.find(',', begin), text.size());
+    uint32_t id = 0;
+    const auto [end, ec] = std::from_chars(text.data() + begin, text.data() + comma, id);
+    if (comma == begin || ec != std::errc() || end != text.data() + comma ||
+        comma + 1 == text.size()) {
+      CPRR_THROW("{}: op buffer list '{}' is not comma-separated buffer ids", path, text);
+    }
+    ids.push_back(id);
+    begin = comma + 1;
+  }
+  return ids;
+}
+
+/// rank_result.watchdog: the inverse of record_writer.cpp's watchdog_json. The JSON has no
+/// execution id (the controller's numbering); a busy watchdog spoke of the row's execution.
+WatchdogStatus read_watchdog(const std::string& text, int64_t execution, std::string_view path) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    WatchdogStatus w;
+    w.phase = j.at("phase").get<std::string>();
+    w.execution = w.phase == "idle" ? 0 : static_cast<uint64_t>(execution);
+    w.entered_seq = j.at("entered_seq").get<int64_t>();
+    w.entered_kind = j.at("entered_kind").get<std::string>();
+    w.completed_seq = j.at("completed_seq").get<int64_t>();
+    w.completed_kind = j.at("completed_kind").get<std::string>();
+    w.running = j.at("running").get<std::vector<std::string>>();
+    return w;
+  } catch (const nlohmann::json::exception& e) {
+    CPRR_THROW("{}: the watchdog answer of execution {} is not what cprr writes ({}): {}", path,
+               execution, e.what(), text);
+  }
+}
+
+/// One test_case row (case_columns order).
+RecordedCase read_case(const Statement& st, std::string_view path) {
+  RecordedCase c;
+  c.id = st.int64(0);
+  c.run_id = st.int64(1);
+  CaseInstance& inst = c.instance;
+  inst.id = static_cast<uint32_t>(st.int64(2));
+  inst.info.name = st.text(3);
+  inst.params = nlohmann::json::parse(st.text(4)).get<Params>();
+  inst.world_size = static_cast<int>(st.int64(5));
+  inst.info.options.world_sizes = {inst.world_size};
+  inst.seed = st.u64(6);
+  inst.info.options.expect = parse_known(parse_expect, st.text(7), "expectation", path);
+  inst.info.options.timeout_s = st.real(8);
+  inst.info.options.seeded_bug = st.text(9);
+  if (!st.is_null(11)) {  // as_expected: NULL until the run judged its cases
+    c.judgement =
+        CaseJudgement{c.id, optional_text(st, 10), st.int64(11) != 0, optional_text(st, 12)};
+  }
+  return c;
+}
+
+/// One execution row joined with its case (Statements::executions).
+RecordedExecution read_execution(const Statement& st, int64_t case_id, std::string_view path) {
+  RecordedExecution e;
+  e.id = st.int64(0);
+  e.case_id = case_id;
+  ExecutionResult& r = e.result;
+  r.id = static_cast<uint64_t>(e.id);
+  r.mode = parse_known(parse_mode, st.text(1), "execution mode", path);
+  r.world_id = st.u64(2);
+  r.pool_position = st.u64(3);
+  r.attempt = static_cast<int>(st.int64(4));
+  r.status = parse_known(parse_status, st.text(5), "execution status", path);
+  r.as_expected = st.int64(6) != 0;
+  r.summary = st.text(7);
+  r.started_at = parse_known(parse_iso8601_utc, st.text(8), "execution start time", path);
+  r.wall_ms = st.real(9);
+  r.startup_ms = st.real(10);
+  r.case_id = static_cast<uint32_t>(st.int64(11));
+  r.label = st.text(12);
+  return e;
+}
+
+/// One rank_result row. Its outcome text must fit the rest of the row: "died" needs a signal or
+/// an exit code, "no_result" neither (text_forms.h: report_outcome_name).
+RankReport read_rank(const Statement& st, int64_t execution, std::string_view path) {
+  RankReport rep;
+  const std::string outcome = st.text(1);
+  if (const auto o = parse_outcome(outcome)) {
+    rep.done =
+        RankResult{static_cast<uint64_t>(execution), *o, st.text(2), st.real(9), st.real(10), {}};
+  }
+  if (!st.is_null(3)) rep.exit = ExitInfo{-1, static_cast<int>(st.int64(3))};
+  if (!st.is_null(4)) rep.exit = ExitInfo{static_cast<int>(st.int64(4)), 0};
+  rep.protocol_error = st.text(5);
+  if (!st.is_null(6)) rep.watchdog = read_watchdog(st.text(6), execution, path);
+  rep.stdout_tail = st.blob(7);
+  rep.stderr_tail = st.blob(8);
+  if (report_outcome_name(rep) != outcome) {
+    CPRR_THROW("{}: rank {} of execution {}: outcome '{}' does not fit its row", path, st.int64(0),
+               execution, outcome);
+  }
+  return rep;
+}
+
+/// One capture row (Statements::captures), from column 2 on.
+Capture read_capture(const Statement& st, std::string_view path) {
   Capture c;
   c.seq = static_cast<uint32_t>(st.int64(2));
   c.name = st.text(3);
-  c.dtype = parse_dtype(st.text(4)).value_or(DType::u8);
+  c.dtype = dtype_of(st.text(4), path);
   c.shape = nlohmann::json::parse(st.text(5)).get<std::vector<int64_t>>();
-  c.bytes = static_cast<uint64_t>(st.int64(6));
+  c.bytes = st.u64(6);
   c.stream = static_cast<int32_t>(st.int64(7));
   c.digest.whole = st.u64(8);
   const std::string chunks = st.blob(9);
+  if (chunks.size() % sizeof(uint64_t) != 0) {
+    CPRR_THROW("{}: capture '{}' has {} bytes of chunk hashes, not a multiple of 8", path, c.name,
+               chunks.size());
+  }
   c.digest.chunks.resize(chunks.size() / sizeof(uint64_t));
-  std::memcpy(c.digest.chunks.data(), chunks.data(), c.digest.chunks.size() * sizeof(uint64_t));
+  if (!chunks.empty()) std::memcpy(c.digest.chunks.data(), chunks.data(), chunks.size());
   if (!st.is_null(10)) c.raw = st.blob(10);
   return c;
 }
 
+AllocRecord read_alloc(const Statement& st) {
+  return AllocRecord{st.u64(1),
+                     st.int64(2) != 0,
+                     static_cast<uint32_t>(st.int64(3)),
+                     st.text(4),
+                     st.text(5),
+                     st.u64(6),
+                     st.u64(7),
+                     static_cast<int32_t>(st.int64(8))};
+}
+
+OpRecord read_op(const Statement& st, std::string_view path) {
+  return OpRecord{st.u64(1),
+                  static_cast<int32_t>(st.int64(2)),
+                  st.text(3),
+                  st.text(4),
+                  split_ids(st.text(5), path),
+                  split_ids(st.text(6), path),
+                  st.int64(7)};
+}
+
+CollectiveRecord read_collective(const Statement& st, std::string_view path) {
+  return CollectiveRecord{st.u64(1),
+                          st.text(2),
+                          static_cast<int32_t>(st.int64(3)),
+                          dtype_of(st.text(4), path),
+                          st.u64(5),
+                          static_cast<int32_t>(st.int64(6))};
+}
+
 }  // namespace
 
+// Per-execution queries, one per table, each served by the table's primary key (execution_id
+// first) in the order the rows were written.
+struct RecordReader::Statements {
+  explicit Statements(const Database& db)
+      : executions(db,
+                   "SELECT e.id, e.mode, e.world_id, e.pool_position, e.attempt, e.status, "
+                   "e.as_expected, e.summary, e.started_at, e.wall_ms, e.startup_ms, c.plan_id, "
+                   "c.label FROM execution e JOIN test_case c ON c.id = e.case_id "
+                   "WHERE e.case_id = ? ORDER BY e.id"),
+        ranks(db,
+              "SELECT rank, outcome, error, signal, exit_code, protocol_error, watchdog, "
+              "stdout_tail, stderr_tail, reset_ms, body_ms FROM rank_result "
+              "WHERE execution_id = ? ORDER BY rank"),
+        captures(db,
+                 "SELECT rank, kind, seq, name, dtype, shape, bytes, stream, hash, chunk_hashes, "
+                 "raw FROM capture WHERE execution_id = ? ORDER BY rank, kind, seq"),
+        allocs(db,
+               "SELECT rank, seq, is_free, buffer, name, pool, bytes, offset, stream "
+               "FROM alloc_event WHERE execution_id = ? ORDER BY rank, seq"),
+        ops(db,
+            "SELECT rank, seq, stream, kind, name, reads, writes, event FROM op "
+            "WHERE execution_id = ? ORDER BY rank, seq"),
+        collectives(db,
+                    "SELECT rank, seq, kind, stream, dtype, bytes, root FROM collective "
+                    "WHERE execution_id = ? ORDER BY rank, seq") {}
+  Statement executions, ranks, captures, allocs, ops, collectives;
+};
+
 RecordReader::RecordReader(const std::string& path)
-    : db_(Database::open(path, Database::Mode::read_only)) {}
+    : db_(Database::open(path, Database::Mode::read_only)),
+      case_columns_(case_columns(db_.schema_version())),
+      st_(std::make_unique<Statements>(db_)) {}
+
+RecordReader::~RecordReader() = default;
+// Statements keep only the connection handle, which a moved Database keeps too.
+RecordReader::RecordReader(RecordReader&&) noexcept = default;
+RecordReader& RecordReader::operator=(RecordReader&&) noexcept = default;
 
 std::vector<RecordedRun> RecordReader::runs() const {
   Statement st(db_,
                "SELECT id, started_at, finished_at, exit_code, backend, mode, placement, worker, "
-               "environment FROM run ORDER BY id");
+               "environment, tool_version, host, argv, libraries FROM run ORDER BY id");
   std::vector<RecordedRun> out;
   while (st.step()) {
     RecordedRun r;
     r.id = st.int64(0);
     r.started_at = st.text(1);
-    if (!st.is_null(2)) r.finished_at = st.text(2);
+    r.finished_at = optional_text(st, 2);
     if (!st.is_null(3)) r.exit_code = static_cast<int>(st.int64(3));
     r.backend = st.text(4);
     r.mode = st.text(5);
@@ -56,6 +278,13 @@ std::vector<RecordedRun> RecordReader::runs() const {
     r.worker = st.text(7);
     const nlohmann::json env = nlohmann::json::parse(st.text(8));  // must outlive the loop
     for (const auto& [k, v] : env.items()) r.environment.emplace_back(k, v.get<std::string>());
+    r.tool_version = st.text(9);
+    r.host = st.text(10);
+    r.argv = nlohmann::json::parse(st.text(11)).get<std::vector<std::string>>();
+    const nlohmann::json libs = nlohmann::json::parse(st.text(12));
+    for (const auto& [k, v] : libs.items()) {
+      r.libraries.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
+    }
     out.push_back(std::move(r));
   }
   return out;
@@ -68,100 +297,68 @@ RecordedRun RecordReader::run(int64_t id) const {
   CPRR_THROW("run {} is missing from {}", id, db_.path());
 }
 
-RecordedCase RecordReader::read_case(const Statement& st) const {
-  RecordedCase c;
-  c.id = st.int64(0);
-  c.run_id = st.int64(1);
-  CaseInstance& inst = c.instance;
-  inst.id = static_cast<uint32_t>(st.int64(2));
-  inst.info.name = st.text(3);
-  inst.params = nlohmann::json::parse(st.text(4)).get<Params>();
-  inst.world_size = static_cast<int>(st.int64(5));
-  inst.info.options.world_sizes = {inst.world_size};
-  inst.seed = st.u64(6);
-  inst.info.options.expect = parse_expect(st.text(7)).value_or(Expect::pass);
-  inst.info.options.timeout_s = st.real(8);
-  inst.info.options.seeded_bug = st.text(9);
-  return c;
-}
-
 std::vector<RecordedCase> RecordReader::cases() const {
-  Statement st(db_, fmt::format("SELECT {} FROM test_case c ORDER BY c.id", kCaseColumns));
+  Statement st(db_, fmt::format("SELECT {} FROM test_case c ORDER BY c.id", case_columns_));
   std::vector<RecordedCase> out;
-  while (st.step()) out.push_back(read_case(st));
+  while (st.step()) out.push_back(read_case(st, db_.path()));
   return out;
 }
 
 RecordedCase RecordReader::find_case(int64_t id) const {
-  Statement st(db_, fmt::format("SELECT {} FROM test_case c WHERE c.id = ?", kCaseColumns));
+  Statement st(db_, fmt::format("SELECT {} FROM test_case c WHERE c.id = ?", case_columns_));
   st.bind(1, id);
   if (!st.step()) {
     CPRR_THROW_AS(UsageError, "--case {}: no such case in {}; cpreplay --list shows the cases", id,
                   db_.path());
   }
-  return read_case(st);
+  return read_case(st, db_.path());
 }
 
 std::vector<RecordedExecution> RecordReader::executions(int64_t case_id) const {
-  Statement st(db_,
-               "SELECT id, mode, world_id, pool_position, attempt, status, as_expected, summary, "
-               "wall_ms, startup_ms FROM execution WHERE case_id = ? ORDER BY id");
-  st.bind(1, case_id);
   std::vector<RecordedExecution> out;
-  while (st.step()) {
-    RecordedExecution e;
-    e.id = st.int64(0);
-    e.case_id = case_id;
-    ExecutionResult& r = e.result;
-    r.id = static_cast<uint64_t>(e.id);
-    r.mode = parse_mode(st.text(1)).value_or(Mode::pool);
-    r.world_id = st.u64(2);
-    r.pool_position = st.u64(3);
-    r.attempt = static_cast<int>(st.int64(4));
-    r.status = status_of(st.text(5));
-    r.as_expected = st.int64(6) != 0;
-    r.summary = st.text(7);
-    r.wall_ms = st.real(8);
-    r.startup_ms = st.real(9);
-    read_ranks(e.id, r);
+  for_each_row(st_->executions, case_id, [&](const Statement& st) {
+    RecordedExecution e = read_execution(st, case_id, db_.path());
+    read_ranks(e.id, e.result);
     out.push_back(std::move(e));
-  }
+  });
   return out;
 }
 
 void RecordReader::read_ranks(int64_t execution, ExecutionResult& result) const {
-  Statement st(db_,
-               "SELECT rank, outcome, error, signal, exit_code, protocol_error, stdout_tail, "
-               "stderr_tail, reset_ms, body_ms FROM rank_result WHERE execution_id = ? "
-               "ORDER BY rank");
-  st.bind(1, execution);
-  while (st.step()) {
-    RankReport rep;
-    if (auto outcome = parse_outcome(st.text(1))) {
-      rep.done = RankResult{static_cast<uint64_t>(execution), *outcome, st.text(2), st.real(8),
-                          st.real(9), {}};
+  for_each_row(st_->ranks, execution, [&](const Statement& st) {
+    if (st.int64(0) != static_cast<int64_t>(result.ranks.size())) {
+      CPRR_THROW("{}: execution {} has no rank_result row for rank {}", db_.path(), execution,
+                 result.ranks.size());
     }
-    if (!st.is_null(3)) rep.exit = ExitInfo{-1, static_cast<int>(st.int64(3))};
-    if (!st.is_null(4)) rep.exit = ExitInfo{static_cast<int>(st.int64(4)), 0};
-    rep.protocol_error = st.text(5);
-    rep.stdout_tail = st.blob(6);
-    rep.stderr_tail = st.blob(7);
-    result.ranks.push_back(std::move(rep));
-  }
+    result.ranks.push_back(read_rank(st, execution, db_.path()));
+  });
   read_captures(execution, result.ranks);
+  read_logs(execution, result.ranks);
 }
 
 void RecordReader::read_captures(int64_t execution, std::vector<RankReport>& ranks) const {
-  Statement st(db_,
-               "SELECT rank, kind, seq, name, dtype, shape, bytes, stream, hash, chunk_hashes, "
-               "raw FROM capture WHERE execution_id = ? ORDER BY rank, kind, seq");
-  st.bind(1, execution);
-  while (st.step()) {
-    const auto rank = static_cast<std::size_t>(st.int64(0));
-    if (rank >= ranks.size() || !ranks[rank].done) continue;
-    CaseCapture& cap = ranks[rank].done->capture;
-    (st.text(1) == "probe" ? cap.probes : cap.outputs).push_back(read_capture(st));
-  }
+  for_each_row(st_->captures, execution, [&](const Statement& st) {
+    CaseCapture& cap = capture_of(ranks, st.int64(0), "capture", execution, db_.path());
+    const std::string kind = st.text(1);
+    if (kind != kProbeKind && kind != kOutputKind) {
+      CPRR_THROW("{}: unknown capture kind '{}' in the database", db_.path(), kind);
+    }
+    (kind == kProbeKind ? cap.probes : cap.outputs).push_back(read_capture(st, db_.path()));
+  });
+}
+
+void RecordReader::read_logs(int64_t execution, std::vector<RankReport>& ranks) const {
+  const std::string& path = db_.path();
+  for_each_row(st_->allocs, execution, [&](const Statement& st) {
+    capture_of(ranks, st.int64(0), "alloc_event", execution, path).allocs.push_back(read_alloc(st));
+  });
+  for_each_row(st_->ops, execution, [&](const Statement& st) {
+    capture_of(ranks, st.int64(0), "op", execution, path).ops.push_back(read_op(st, path));
+  });
+  for_each_row(st_->collectives, execution, [&](const Statement& st) {
+    capture_of(ranks, st.int64(0), "collective", execution, path)
+        .collectives.push_back(read_collective(st, path));
+  });
 }
 
 std::vector<RecordedCase> RecordReader::predecessors(const RecordedExecution& execution) const {
@@ -169,12 +366,12 @@ std::vector<RecordedCase> RecordReader::predecessors(const RecordedExecution& ex
   Statement st(db_, fmt::format(
                         "SELECT {} FROM execution p JOIN execution e ON e.id = ? "
                         "JOIN test_case c ON c.id = p.case_id "
-                        "WHERE p.run_id = e.run_id AND p.world_id = e.world_id AND p.mode = 'pool' "
+                        "WHERE p.run_id = e.run_id AND p.world_id = e.world_id AND p.mode = ? "
                         "AND p.pool_position < e.pool_position ORDER BY p.pool_position",
-                        kCaseColumns));
-  st.bind(1, execution.id);
+                        case_columns_));
+  st.bind(1, execution.id).bind(2, mode_name(Mode::pool));
   std::vector<RecordedCase> out;
-  while (st.step()) out.push_back(read_case(st));
+  while (st.step()) out.push_back(read_case(st, db_.path()));
   return out;
 }
 

@@ -1,14 +1,18 @@
 #pragma once
-// Reads runs back from the store: the mirror of schema/record_writer.h. Rebuilds case
-// instances exactly (name, parameters, world size, seed) and executions with their per-rank
-// results and captures, and finds a pooled execution's predecessors.
+// Reads runs back from the store: the mirror of schema/record_writer.h. Whatever the writer
+// stores comes back as it was written: case instances (name, parameters, world size, seed) with
+// the run's judgement, and executions with every rank's result, exit, watchdog answer, tails,
+// captures and allocation, op and collective logs. Also finds a pooled execution's predecessors.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "recorder/data/case_info.h"
 #include "recorder/data/execution.h"
+#include "schema/record.h"
 #include "schema/store.h"
 
 namespace cprr {
@@ -20,24 +24,41 @@ struct RecordedRun {
   std::optional<int> exit_code;
   std::string backend, mode, placement, worker;
   std::vector<std::pair<std::string, std::string>> environment;
+  std::string tool_version, host;
+  std::vector<std::string> argv;
+  /// Library -> version as the run recorded them (numbers as their decimal text).
+  std::vector<std::pair<std::string, std::string>> libraries;
 };
 
 struct RecordedCase {
   int64_t id = 0;      ///< test_case.id: what cpreplay --case takes
   int64_t run_id = 0;
   CaseInstance instance;
+  /// What the run concluded about the case; nullopt while it was not judged (the recorder died
+  /// first, or the file predates schema version 2).
+  std::optional<CaseJudgement> judgement;
 };
 
+/// One stored execution. Ids are the store's: result.id and every rank's RankResult::execution
+/// (and a busy watchdog's) are execution.id; result.case_id is the plan position and result.label
+/// the case's label, as the recorder had them. The writer keeps the note inside the summary
+/// ("summary; note"), so result.note comes back empty.
 struct RecordedExecution {
   int64_t id = 0;
-  int64_t case_id = 0;
-  ExecutionResult result;  ///< ranks carry outcome, error, tails and captures (probes, outputs)
+  int64_t case_id = 0;  ///< test_case.id
+  ExecutionResult result;
 };
 
+/// Not for concurrent use from several threads: the reader prepares its statements once and
+/// reuses them (cpreplay --list reads every execution of a database).
 class RecordReader {
  public:
-  /// Opens the database read-only; throws UsageError for a missing, foreign or corrupt file.
+  /// Opens the database read-only; throws UsageError for a missing, foreign or corrupt file. A
+  /// file of an older schema version is read as it is (what later versions added is absent).
   explicit RecordReader(const std::string& path);
+  ~RecordReader();
+  RecordReader(RecordReader&&) noexcept;
+  RecordReader& operator=(RecordReader&&) noexcept;
 
   std::vector<RecordedRun> runs() const;
   RecordedRun run(int64_t id) const;
@@ -45,17 +66,21 @@ class RecordReader {
   std::vector<RecordedCase> cases() const;
   /// Throws UsageError "no case N in PATH; cpreplay --list shows the cases" for an unknown id.
   RecordedCase find_case(int64_t id) const;
-  /// The case's executions in id order, each with per-rank results and captures.
+  /// The case's executions in id order, each with everything its ranks recorded. Text that no
+  /// cprr writes (an unknown status, dtype, a malformed list) throws cprr::Error naming it.
   std::vector<RecordedExecution> executions(int64_t case_id) const;
   /// For a pooled execution: the cases that ran before it in the same world, in order.
   std::vector<RecordedCase> predecessors(const RecordedExecution& execution) const;
 
  private:
-  RecordedCase read_case(const Statement& st) const;
   void read_ranks(int64_t execution, ExecutionResult& result) const;
   void read_captures(int64_t execution, std::vector<RankReport>& ranks) const;
+  void read_logs(int64_t execution, std::vector<RankReport>& ranks) const;
 
+  struct Statements;  // prepared once: executions() runs once per case
   Database db_;
+  std::string case_columns_;  ///< what read_case takes, for this file's schema version
+  std::unique_ptr<Statements> st_;
 };
 
 }  // namespace cprr

@@ -28,12 +28,31 @@ std::string libraries_json(const std::string& backend, uint32_t protocol_version
   return j.dump();
 }
 
+/// op.reads / op.writes: "1,2,3" (record_reader.cpp: split_ids reads it back).
 std::string join_ids(const std::vector<uint32_t>& ids) {
   std::string out;
   for (uint32_t id : ids) out += (out.empty() ? "" : ",") + std::to_string(id);
   return out;
 }
 
+/// rank_result.watchdog (record_reader.cpp: read_watchdog reads it back). The execution id is left
+/// out: it is the controller's numbering, and the row already names the execution.
+std::string watchdog_json(const WatchdogStatus& w) {
+  return nlohmann::json{{"phase", w.phase},
+                        {"entered_seq", w.entered_seq},
+                        {"entered_kind", w.entered_kind},
+                        {"completed_seq", w.completed_seq},
+                        {"completed_kind", w.completed_kind},
+                        {"running", w.running}}
+      .dump();
+}
+
+void bind_optional(Statement& st, int index, const std::optional<std::string>& text) {
+  if (text)
+    st.bind(index, *text);
+  else
+    st.bind_null(index);
+}
 
 }  // namespace
 
@@ -143,31 +162,21 @@ void RecordWriter::write_rank(int64_t execution, int rank, const RankReport& rep
   else
     st.bind_null(6);
   st.bind(7, rep.protocol_error);
-  if (rep.watchdog) {
-    const WatchdogStatus& w = *rep.watchdog;
-    st.bind(8, nlohmann::json{{"phase", w.phase},
-                              {"entered_seq", w.entered_seq},
-                              {"entered_kind", w.entered_kind},
-                              {"completed_seq", w.completed_seq},
-                              {"completed_kind", w.completed_kind},
-                              {"running", w.running}}
-                   .dump());
-  } else {
-    st.bind_null(8);
-  }
+  bind_optional(st, 8, rep.watchdog ? std::optional(watchdog_json(*rep.watchdog)) : std::nullopt);
   st.bind_blob(9, rep.stdout_tail.data(), rep.stdout_tail.size());
   st.bind_blob(10, rep.stderr_tail.data(), rep.stderr_tail.size());
   st.bind(11, rep.done ? rep.done->reset_ms : 0.0).bind(12, rep.done ? rep.done->body_ms : 0.0);
   st.run();
   if (!rep.done) return;
-  for (const Capture& c : rep.done->capture.probes) write_capture(execution, rank, "probe", c);
-  for (const Capture& c : rep.done->capture.outputs) write_capture(execution, rank, "output", c);
+  for (const Capture& c : rep.done->capture.probes) write_capture(execution, rank, kProbeKind, c);
+  for (const Capture& c : rep.done->capture.outputs) write_capture(execution, rank, kOutputKind, c);
   write_logs(execution, rank, rep.done->capture);
 }
 
-void RecordWriter::write_capture(int64_t execution, int rank, const char* kind, const Capture& c) {
+void RecordWriter::write_capture(int64_t execution, int rank, std::string_view kind,
+                                 const Capture& c) {
   Statement& st = st_->capture;
-  st.bind(1, execution).bind(2, int64_t{rank}).bind(3, std::string_view(kind));
+  st.bind(1, execution).bind(2, int64_t{rank}).bind(3, kind);
   st.bind(4, int64_t{c.seq}).bind(5, c.name).bind(6, dtype_name(c.dtype));
   st.bind(7, nlohmann::json(c.shape).dump()).bind(8, static_cast<int64_t>(c.bytes));
   st.bind(9, int64_t{c.stream}).bind_u64(10, c.digest.whole);
@@ -202,6 +211,23 @@ void RecordWriter::write_logs(int64_t execution, int rank, const CaseCapture& ca
     coll.bind(7, static_cast<int64_t>(c.bytes)).bind(8, int64_t{c.root});
     coll.run();
   }
+}
+
+void RecordWriter::judge_cases(const std::vector<CaseJudgement>& judgements) {
+  Transaction tx(db_);
+  Statement st(db_,
+               "UPDATE test_case SET verdict = ?, as_expected = ?, fresh_vs_pool = ? "
+               "WHERE id = ? AND run_id = ?");
+  for (const CaseJudgement& j : judgements) {
+    bind_optional(st, 1, j.verdict);
+    st.bind(2, int64_t{j.as_expected});
+    bind_optional(st, 3, j.fresh_vs_pool);
+    st.bind(4, j.case_id).bind(5, run_id_);
+    st.run();
+    CPRR_CHECK(db_.changes() == 1, "{}: judge_cases: case {} is not a case of run {}", db_.path(),
+               j.case_id, run_id_);
+  }
+  tx.commit();
 }
 
 void RecordWriter::finish(int exit_code) {

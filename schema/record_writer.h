@@ -1,7 +1,7 @@
 #pragma once
 // The recorder proper: writes a cprecord run into the store (schema/schema.sql), one transaction
 // per execution, so a killed recorder loses nothing it finished. Its mirror is
-// schema/record_reader.h.
+// schema/record_reader.h: what is written here is read back there, field for field.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -9,6 +9,7 @@
 
 #include "recorder/data/case_info.h"
 #include "recorder/data/execution.h"
+#include "schema/record.h"
 #include "schema/store.h"
 
 namespace cprr {
@@ -36,12 +37,17 @@ class RecordWriter {
   /// Writes one execution with all its per-rank rows (results, captures, logs) in one
   /// transaction, committed before returning. Returns the execution id.
   int64_t write(const ExecutionResult& result, int64_t case_id);
+  /// Stores what the run concluded about its cases (test_case.verdict, as_expected,
+  /// fresh_vs_pool), all in one transaction; call it once every execution is written, before
+  /// finish(). A later call for the same case replaces its judgement. Throws cprr::Error for a
+  /// case id that is not a case of this run (nothing is then written).
+  void judge_cases(const std::vector<CaseJudgement>& judgements);
   /// Marks the run complete with cprecord's exit code.
   void finish(int exit_code);
 
  private:
   void write_rank(int64_t execution, int rank, const RankReport& rep);
-  void write_capture(int64_t execution, int rank, const char* kind, const Capture& c);
+  void write_capture(int64_t execution, int rank, std::string_view kind, const Capture& c);
   void write_logs(int64_t execution, int rank, const CaseCapture& cap);
 
   struct Statements;  // prepared once per writer: recording sits on the per-case path

@@ -1,9 +1,11 @@
--- cprr store: the SQLite schema. Version 1 (schema/store.h: kSchemaVersion and its bump rule).
+-- cprr store: the SQLite schema. Version 2 (schema/store.h: kSchemaVersion and its bump rule;
+-- store.cpp: kMigrations). Version 2 added test_case.verdict, as_expected and fresh_vs_pool.
 --
 -- One database file holds any number of runs. The recorder writes the run row and the planned
 -- cases first, then every execution with all its per-rank rows in ONE transaction, committed
--- explicitly; run.finished_at is set last. A recorder killed mid-run therefore leaves every
--- completed execution intact and the run visibly incomplete (finished_at IS NULL).
+-- explicitly, then the judgement of every case in one transaction; run.finished_at is set last.
+-- A recorder killed mid-run therefore leaves every completed execution intact, its cases unjudged
+-- (test_case.as_expected IS NULL) and the run visibly incomplete (finished_at IS NULL).
 -- 64-bit hashes are stored as INTEGER holding the unsigned value's bit pattern.
 
 -- A cprecord invocation.
@@ -35,7 +37,14 @@ CREATE TABLE test_case (
   seed          INTEGER NOT NULL,
   expect        TEXT NOT NULL,     -- pass | fail | crash | hang
   timeout_s     REAL NOT NULL,     -- the case's own deadline (0: the run's default)
-  seeded_bug    TEXT NOT NULL DEFAULT ''  -- a seeded bug's expected verdict (e.g. state_leak)
+  seeded_bug    TEXT NOT NULL DEFAULT '', -- a seeded bug's expected verdict (e.g. state_leak)
+  -- The run's judgement of the case over all its executions (modes x repeats), written at the end
+  -- of the run; all three are NULL until then (and stay so when the recorder died first).
+  -- Version 2; a migration appends them, so they stay the last columns.
+  verdict       TEXT,              -- crash | hang | nondeterministic; NULL: none decidable at record time
+  as_expected   INTEGER,           -- 1: nothing counted against cprecord's exit code; 0: something did
+  fresh_vs_pool TEXT               -- one line: the first divergence of a pooled execution from the
+                                   -- fresh one; NULL: none, or the run did not use both modes
 );
 
 -- One run of one case in one world. For pooled executions (mode = 'pool'), the executions of the
@@ -68,7 +77,10 @@ CREATE TABLE rank_result (
   signal        INTEGER,           -- terminating signal of a rank that died
   exit_code     INTEGER,           -- exit code of a rank that exited
   protocol_error TEXT NOT NULL,
-  watchdog      TEXT,              -- JSON: the watchdog's answer when the case hung
+  watchdog      TEXT,              -- JSON: the watchdog's answer when the case hung (a rank that
+                                   -- died may have one too): phase, entered_seq, entered_kind,
+                                   -- completed_seq, completed_kind, running (array of text);
+                                   -- it speaks of this execution unless phase is idle
   stdout_tail   BLOB NOT NULL,     -- what the rank wrote during this execution (newest bytes kept)
   stderr_tail   BLOB NOT NULL,
   reset_ms      REAL NOT NULL,

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <utility>
 
@@ -18,6 +19,18 @@ namespace cprr {
 namespace {
 
 constexpr int kBusyTimeoutMs = 60'000;
+
+/// kMigrations[v - kOldestSchemaVersion] takes a database from version v to v + 1. Each step only
+/// adds (columns at the end of a table, new tables), so it leaves the file exactly as schema.sql
+/// creates it; the migration test compares the two.
+constexpr std::string_view kMigrations[] = {
+    // 1 -> 2: the case judgement (schema.sql: test_case.verdict, as_expected, fresh_vs_pool).
+    "ALTER TABLE test_case ADD COLUMN verdict TEXT;"
+    "ALTER TABLE test_case ADD COLUMN as_expected INTEGER;"
+    "ALTER TABLE test_case ADD COLUMN fresh_vs_pool TEXT;",
+};
+static_assert(std::size(kMigrations) == kSchemaVersion - kOldestSchemaVersion,
+              "kSchemaVersion was bumped: write the migration from the version before");
 
 /// The SQL of a statement shortened for messages: one line, at most 80 characters.
 std::string short_sql(std::string_view sql) {
@@ -180,12 +193,54 @@ void check_schema_state(const SchemaState& s, const std::string& path) {
                   "version); pass a cprr database or a new path",
                   path);
   }
-  if (s.version < kSchemaVersion) {
+  if (s.version < kOldestSchemaVersion) {
     CPRR_THROW_AS(UsageError,
                   "--db {} has schema version {}, written by an older cprr (this cprr uses version "
                   "{}) and no migration exists: use the cprr that wrote it, or pass a new path",
                   path, s.version, kSchemaVersion);
   }
+}
+
+/// Runs `body` inside BEGIN IMMEDIATE, committing when it returns and rolling back when it throws.
+/// Schema creation and migration decide under this lock: another process may be doing the same.
+template <class Body>
+void under_write_lock(sqlite3* db, const std::string& path, std::string_view step, Body&& body) {
+  open_exec(db, path, "BEGIN IMMEDIATE", step);
+  try {
+    body();
+    open_exec(db, path, "COMMIT", step);
+  } catch (...) {
+    if (sqlite3_get_autocommit(db) == 0) sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
+/// Creates the schema in an empty database, unless another process created it meanwhile.
+void create_schema(sqlite3* db, const std::string& path) {
+  under_write_lock(db, path, "creating the schema", [&] {
+    const SchemaState state = read_schema_state(db, path);
+    check_schema_state(state, path);
+    if (!state.empty) return;
+    open_exec(db, path, std::string(schema_sql()), "creating the schema");
+    open_exec(db, path, fmt::format("PRAGMA user_version = {}", kSchemaVersion),
+              "setting the schema version");
+  });
+}
+
+/// Brings an older database to kSchemaVersion in one transaction: a crash mid-way leaves it at its
+/// old version, intact. The version is read again under the lock (another process may have
+/// migrated it meanwhile).
+void migrate_schema(sqlite3* db, const std::string& path) {
+  under_write_lock(db, path, "migrating the schema", [&] {
+    const SchemaState state = read_schema_state(db, path);
+    check_schema_state(state, path);
+    for (int64_t v = state.version; v < kSchemaVersion; ++v) {
+      open_exec(db, path, std::string(kMigrations[v - kOldestSchemaVersion]),
+                fmt::format("migrating the schema from version {} to {}", v, v + 1));
+    }
+    open_exec(db, path, fmt::format("PRAGMA user_version = {}", kSchemaVersion),
+              "setting the schema version");
+  });
 }
 
 /// PRAGMA quick_check: damage no statement of the open touches (a page in the middle of the file)
@@ -249,34 +304,26 @@ Database Database::open(const std::string& path, Mode mode) {
   open_exec(raw, path, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON", "setting pragmas");
 
   if (state.empty) {
-    // Two processes may create the same new file at once: decide under the write lock.
-    open_exec(raw, path, "BEGIN IMMEDIATE", "creating the schema");
-    try {
-      state = read_schema_state(raw, path);
-      check_schema_state(state, path);
-      if (state.empty) {
-        open_exec(raw, path, std::string(schema_sql()), "creating the schema");
-        open_exec(raw, path, fmt::format("PRAGMA user_version = {}", kSchemaVersion),
-                  "setting the schema version");
-      }
-      open_exec(raw, path, "COMMIT", "committing the schema");
-    } catch (...) {
-      if (sqlite3_get_autocommit(raw) == 0)
-        sqlite3_exec(raw, "ROLLBACK", nullptr, nullptr, nullptr);
-      throw;
-    }
+    create_schema(raw, path);  // read_only never gets here: an empty file was refused above
+  } else if (state.version < kSchemaVersion && writable) {
+    migrate_schema(raw, path);
+  } else if (state.version < kSchemaVersion) {
+    db.version_ = static_cast<int>(state.version);  // read as it is: a reader must not write
   }
   return db;
 }
 
 Database::Database(Database&& other) noexcept
-    : db_(std::exchange(other.db_, nullptr)), path_(std::move(other.path_)) {}
+    : db_(std::exchange(other.db_, nullptr)),
+      path_(std::move(other.path_)),
+      version_(other.version_) {}
 
 Database& Database::operator=(Database&& other) noexcept {
   if (this != &other) {
     if (db_ != nullptr) sqlite3_close_v2(db_);
     db_ = std::exchange(other.db_, nullptr);
     path_ = std::move(other.path_);
+    version_ = other.version_;
   }
   return *this;
 }
@@ -297,6 +344,8 @@ void Database::exec(std::string_view sql) {
 }
 
 int64_t Database::last_insert_id() const { return sqlite3_last_insert_rowid(db_); }
+
+int64_t Database::changes() const { return sqlite3_changes(db_); }
 
 // ---- Statement --------------------------------------------------------------------------------
 

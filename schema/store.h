@@ -3,8 +3,12 @@
 // schema/schema.sql owns the tables (and documents each one).
 //
 // Bump rule: any change to schema.sql that an older cprr could misread (a new table or column,
-// a changed meaning) bumps kSchemaVersion. A database with a newer version than this build is
-// refused with a clear error; an older one is refused too until a migration is written here.
+// a changed meaning) bumps kSchemaVersion, and comes with the migration from the version before
+// (store.cpp: kMigrations) and a test that a file of that version is migrated and read right.
+// A database with a newer version than this build is refused with a clear error. An older one
+// (down to kOldestSchemaVersion) is migrated when opened read_write, and read as it is when opened
+// read_only (a reader must not write): readers ask Database::schema_version() and treat what later
+// versions added as absent. Migrations only add (columns, tables), so an old file reads right.
 //
 // Crash safety: WAL journal, synchronous=NORMAL (a committed transaction survives a process
 // crash), explicit transactions that roll back unless committed. Concurrent writers: every write
@@ -20,7 +24,9 @@
 
 namespace cprr {
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
+/// The oldest version this build opens (older ones are refused, naming the cprr to use).
+inline constexpr int kOldestSchemaVersion = 1;
 
 /// The text of schema/schema.sql (generated into the build from that file).
 std::string_view schema_sql();
@@ -31,9 +37,11 @@ class Database {
   enum class Mode { read_write, read_only };
 
   /// Opens `path`. read_write creates the file and the schema when missing (user_version 0 and no
-  /// tables); read_only requires an existing file. Throws UsageError, naming the path and what to
-  /// do, for: a file that is not an SQLite database, a corrupt database, a schema version newer
-  /// (or older) than kSchemaVersion, a missing file in read_only mode, an unwritable location.
+  /// tables) and migrates an older schema to kSchemaVersion; read_only requires an existing file
+  /// and leaves its version as it is. Throws UsageError, naming the path and what to do, for: a
+  /// file that is not an SQLite database, a corrupt database, a schema version newer than
+  /// kSchemaVersion or older than kOldestSchemaVersion, a missing file in read_only mode, an
+  /// unwritable location.
   static Database open(const std::string& path, Mode mode);
 
   Database(Database&& other) noexcept;
@@ -44,16 +52,21 @@ class Database {
 
   sqlite3* handle() const { return db_; }
   const std::string& path() const { return path_; }
+  /// The file's schema version: kSchemaVersion, except for an older file opened read_only.
+  int schema_version() const { return version_; }
   /// Runs SQL without results (may contain several statements). Throws cprr::Error with the
   /// SQLite message and the path.
   void exec(std::string_view sql);
   /// Rowid of the last INSERT on this connection.
   int64_t last_insert_id() const;
+  /// Rows changed by the last INSERT, UPDATE or DELETE on this connection.
+  int64_t changes() const;
 
  private:
   Database(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   sqlite3* db_ = nullptr;
   std::string path_;
+  int version_ = kSchemaVersion;
 };
 
 /// A prepared statement. Bind indexes are 1-based like SQLite's; column indexes 0-based.

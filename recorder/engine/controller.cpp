@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "analysis/classify.h"
 #include "analysis/hang_diagnosis.h"
+#include "recorder/engine/world.h"
 #include "runtime/error.h"
 
 namespace cprr {
@@ -18,7 +20,11 @@ void interrupt(ExecutionResult& res, const std::string& why) {
 
 }  // namespace
 
-Controller::Controller(ControllerConfig config) : config_(std::move(config)) {}
+Controller::Controller(ControllerConfig config)
+    : Controller(std::move(config), std::make_unique<ProcessWorlds>()) {}
+
+Controller::Controller(ControllerConfig config, std::unique_ptr<WorldFactory> worlds)
+    : config_(std::move(config)), worlds_(std::move(worlds)) {}
 
 Controller::~Controller() { close_pools(); }
 
@@ -45,11 +51,11 @@ std::chrono::milliseconds Controller::deadline_for(const CaseInstance& inst) con
   return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
 }
 
-World& Controller::world_for(const CaseInstance& inst, Mode mode, std::unique_ptr<World>& fresh,
-                             ExecutionResult& res) {
+WorldHandle& Controller::world_for(const CaseInstance& inst, Mode mode,
+                                   std::unique_ptr<WorldHandle>& fresh, ExecutionResult& res) {
   WorldConfig wc{config_.worker,         config_.backend, inst.world_size, config_.startup_timeout,
                  config_.log_tail_bytes, config_.env,     config_.stop_fd};
-  std::unique_ptr<World>* slot = &fresh;
+  std::unique_ptr<WorldHandle>* slot = &fresh;
   if (mode == Mode::pool) {
     slot = &pools_[inst.world_size];
     if (*slot && (*slot)->reusable()) {
@@ -60,14 +66,14 @@ World& Controller::world_for(const CaseInstance& inst, Mode mode, std::unique_pt
     if (*slot && !(*slot)->reusable()) slot->reset();
   }
   if (!*slot) {
-    *slot = std::make_unique<World>(wc, next_world_++);
+    *slot = worlds_->make(wc, next_world_++);
     res.startup_ms = (*slot)->startup_ms();
   }
   return **slot;
 }
 
 ExecutionResult Controller::run(const CaseInstance& inst, Mode mode, Placement placement) {
-  const auto t0 = Clock::now();
+  const auto t0 = config_.now();
   ExecutionResult res;
   res.started_at = std::chrono::system_clock::now();
   res.id = next_execution_++;
@@ -78,13 +84,13 @@ ExecutionResult Controller::run(const CaseInstance& inst, Mode mode, Placement p
     interrupt(res, "interrupted before it started");
     return res;
   }
-  std::unique_ptr<World> fresh;
+  std::unique_ptr<WorldHandle> fresh;
   try {
-    World& world = world_for(inst, mode, fresh, res);
+    WorldHandle& world = world_for(inst, mode, fresh, res);
     res.world_id = world.id();
     res.pool_position = ++served_[world.id()];
     world.start(RunCase{res.id, inst.info.name, inst.params, inst.seed, placement});
-    res.ranks = world.collect(res.id, Clock::now() + deadline_for(inst), config_.after_death);
+    res.ranks = world.collect(res.id, config_.now() + deadline_for(inst), config_.after_death);
     classify(res, world);
     if (mode == Mode::pool && !world.reusable()) pools_.erase(inst.world_size);
   } catch (const Interrupted& e) {
@@ -97,50 +103,22 @@ ExecutionResult Controller::run(const CaseInstance& inst, Mode mode, Placement p
   }
   fresh.reset();  // a fresh world's shutdown is part of its cost
   res.as_expected = meets(res.status, inst.info.options.expect);
-  res.wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  res.wall_ms = std::chrono::duration<double, std::milli>(config_.now() - t0).count();
   return res;
 }
 
-void Controller::classify(ExecutionResult& res, World& world) {
-  std::vector<RankReport>& ranks = res.ranks;
-  int died = -1, broken = -1, silent = -1, failed = -1, errored = -1;
-  for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
-    const RankReport& rep = ranks[r];
-    if (rep.exit && !rep.done && died < 0) died = r;
-    if (!rep.protocol_error.empty() && broken < 0) broken = r;
-    if (!rep.done && !rep.exit && rep.protocol_error.empty() && silent < 0) silent = r;
-    if (rep.done && rep.done->outcome == RankOutcome::fail && failed < 0) failed = r;
-    if (rep.done && rep.done->outcome == RankOutcome::error && errored < 0) errored = r;
+void Controller::classify(ExecutionResult& res, WorldHandle& world) {
+  const Classification c = cprr::classify(res.ranks, world.stop_requested());
+  res.status = c.status;
+  res.summary = c.summary;
+  res.interrupted = c.interrupted;
+  if (c.needs_status_query) {
+    // The watchdogs' answers are what diagnose_hang lines up; ask before the ranks are killed.
+    world.query_status(res.id, res.ranks, config_.status_grace);
+    res.summary = diagnose_hang(res.ranks);
   }
-  if (died >= 0) {
-    res.status = ExecStatus::crash;
-    res.summary = fmt::format("rank {} {}", died, ranks[died].exit->describe());
-  } else if (broken >= 0) {
-    // The rank's own channel broke mid-case (case code wrote to it or closed it, or the rank sent
-    // something that is no answer to this execution): that rank failed this case, like a crash.
-    res.status = ExecStatus::crash;
-    res.summary = fmt::format("rank {}: protocol error: {}", broken, ranks[broken].protocol_error);
-  } else if (silent >= 0 && world.stop_requested()) {
-    interrupt(res, fmt::format("interrupted while rank {} was still running the case", silent));
-  } else if (silent >= 0) {
-    res.status = ExecStatus::hang;
-    world.query_status(res.id, ranks, config_.status_grace);
-    res.summary = diagnose_hang(ranks);
-  } else if (errored >= 0) {
-    res.status = ExecStatus::error;
-    res.summary = fmt::format("rank {}: {}", errored, ranks[errored].done->error);
-  } else if (failed >= 0) {
-    res.status = ExecStatus::fail;
-    res.summary = fmt::format("rank {}: {}", failed, ranks[failed].done->error);
-  } else {
-    res.status = ExecStatus::pass;
-  }
-  if (res.status == ExecStatus::crash || res.status == ExecStatus::hang ||
-      res.status == ExecStatus::error) {
-    // Crash, hang, interruption, or a rank's harness reporting an error: the world is not trusted.
-    world.kill(config_.kill_grace);
-  }
-  world.fill_tails(ranks);
+  if (c.kill_world) world.kill(config_.kill_grace);
+  world.fill_tails(res.ranks);
 }
 
 }  // namespace cprr

@@ -2,6 +2,7 @@
 // The controller: runs one case instance at a time in a fresh world or in the pooled world of
 // its size, enforces the deadline, classifies faults and replaces broken worlds. Every result is
 // tied to its execution id, so nothing is ever attributed to the wrong case.
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -11,7 +12,7 @@
 #include "recorder/data/execution.h"
 #include "recorder/data/text_forms.h"
 #include "recorder/engine/plan.h"
-#include "recorder/engine/world.h"
+#include "recorder/engine/world_handle.h"
 
 namespace cprr {
 
@@ -23,6 +24,7 @@ inline constexpr double kMaxTimeoutS = 7 * 24 * 3600;
 /// wrong with it ("" when it is fine), for a CLI validator or a UsageError.
 std::string timeout_problem(double seconds);
 
+/// How the controller runs cases: the worker, the backend, deadlines, grace periods, environment.
 struct ControllerConfig {
   std::string worker;
   std::string backend = "cpu";
@@ -42,11 +44,19 @@ struct ControllerConfig {
   /// and the world's directory gone) and every later run() returns at once; both are `error`
   /// results with ExecutionResult::interrupted set.
   int stop_fd = -1;
+  /// The controller's clock for deadlines and wall times; tests pass a fake one. The worlds keep
+  /// the steady clock for their own waits.
+  std::function<Clock::time_point()> now = Clock::now;
 };
 
+/// Runs case instances one at a time, each in a fresh world or its size's pooled world.
 class Controller {
  public:
+  /// Runs cases in worlds of real rank processes (ProcessWorlds).
   explicit Controller(ControllerConfig config);
+  /// Runs cases in the worlds `worlds` makes: the seam where tests put a scripted fake.
+  Controller(ControllerConfig config, std::unique_ptr<WorldFactory> worlds);
+  /// Shuts every pooled world down.
   ~Controller();
 
   /// Runs one execution of `inst` and returns its classified result. Never throws for faults
@@ -56,13 +66,15 @@ class Controller {
   void close_pools();
 
  private:
-  World& world_for(const CaseInstance& inst, Mode mode, std::unique_ptr<World>& fresh,
-                   ExecutionResult& res);
+  WorldHandle& world_for(const CaseInstance& inst, Mode mode, std::unique_ptr<WorldHandle>& fresh,
+                         ExecutionResult& res);
   std::chrono::milliseconds deadline_for(const CaseInstance& inst) const;
-  void classify(ExecutionResult& res, World& world);
+  /// Judges the collected reports (cprr::classify) and does the I/O the judgement calls for.
+  void classify(ExecutionResult& res, WorldHandle& world);
 
   ControllerConfig config_;
-  std::map<int, std::unique_ptr<World>> pools_;
+  std::unique_ptr<WorldFactory> worlds_;
+  std::map<int, std::unique_ptr<WorldHandle>> pools_;
   std::map<uint64_t, uint64_t> served_;  // world id -> cases run
   uint64_t next_world_ = 1;
   uint64_t next_execution_ = 1;

@@ -85,6 +85,10 @@ World::World(const WorldConfig& config, uint64_t id)
   startup_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
+std::unique_ptr<WorldHandle> ProcessWorlds::make(const WorldConfig& config, uint64_t id) {
+  return std::make_unique<World>(config, id);
+}
+
 void World::spawn_rank(int r, const WorldConfig& config) {
   int sv[2];
   CPRR_SYSCALL(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));

@@ -11,35 +11,12 @@
 
 #include "recorder/engine/log_drain.h"
 #include "recorder/engine/process.h"
+#include "recorder/engine/world_handle.h"
 #include "recorder/protocol/protocol.h"
 #include "runtime/error.h"
 #include "runtime/fd.h"
 
 namespace cprr {
-
-using Clock = std::chrono::steady_clock;
-
-struct WorldConfig {
-  std::string worker;                 ///< path of the worker binary
-  std::string backend = "cpu";
-  int world_size = 2;
-  std::chrono::milliseconds startup_timeout{60000};
-  std::size_t log_tail_bytes = 64 * 1024;
-  /// Set in every rank's environment on top of the controller's. NCCL_NVLS_ENABLE=0 always wins:
-  /// an entry turning NVLink multicast on is dropped.
-  std::vector<std::pair<std::string, std::string>> env;
-  /// A descriptor that becomes readable when the caller wants to stop (InterruptWatch::fd(), or
-  /// -1 for none). Start-up and collect() poll it along with the ranks; it is never read, so it
-  /// stays readable once set.
-  int stop_fd = -1;
-};
-
-/// Thrown when the stop descriptor fired while a world was starting; its ranks are already
-/// killed and reaped and its directory removed.
-class Interrupted : public Error {
- public:
-  using Error::Error;
-};
 
 /// Whether `stop_fd` (-1: never) is readable now.
 bool stop_requested(int stop_fd);
@@ -49,47 +26,48 @@ bool stop_requested(int stop_fd);
 /// are left alone. Returns how many it removed. Every world's creation calls it on its temp dir.
 int remove_stale_world_dirs(const std::filesystem::path& dir);
 
-class World {
+/// The real world: rank processes of the worker binary (the WorldHandle ProcessWorlds makes).
+class World : public WorldHandle {
  public:
   /// Spawns the ranks and waits until every rank said hello and joined the communicator
   /// (await_ready). Throws cprr::Error naming the rank, how it
   /// ended and its stderr tail when the world cannot start.
   World(const WorldConfig& config, uint64_t id);
   /// Asks healthy ranks to shut down, then kills the group and reaps every rank.
-  ~World();
+  ~World() override;
   World(const World&) = delete;
   World& operator=(const World&) = delete;
 
-  uint64_t id() const { return id_; }
+  uint64_t id() const override { return id_; }
   int size() const { return static_cast<int>(ranks_.size()); }
   /// False once a rank died, hung or broke the protocol: the world must be replaced.
-  bool reusable() const { return reusable_; }
+  bool reusable() const override { return reusable_; }
   /// Checks an idle world before reuse: a rank that exited, closed its control channel or sent
   /// something unasked since the last case. Returns what happened (the world must be replaced),
   /// so a death between cases is never blamed on the next case.
-  std::optional<std::string> idle_fault();
+  std::optional<std::string> idle_fault() override;
   /// Whether the stop descriptor of WorldConfig fired.
-  bool stop_requested() const { return cprr::stop_requested(stop_fd_); }
+  bool stop_requested() const override { return cprr::stop_requested(stop_fd_); }
   /// Time it took to spawn and connect every rank.
-  double startup_ms() const { return startup_ms_; }
+  double startup_ms() const override { return startup_ms_; }
 
   /// Sends the case to every rank and marks the log positions for its tails.
-  void start(const RunCase& msg);
+  void start(const RunCase& msg) override;
   /// Waits for every rank's CaseDone for `execution` until `deadline`. A rank that dies ends
   /// its wait; once one died, the others get at most `after_death` more. A rank whose channel
   /// reaches EOF while it keeps running gets a protocol_error. Returns early, with the ranks still
   /// running, when the stop descriptor fires (stop_requested()).
   std::vector<RankReport> collect(uint64_t execution, Clock::time_point deadline,
-                                  std::chrono::milliseconds after_death);
+                                  std::chrono::milliseconds after_death) override;
   /// Asks ranks without a result for their watchdog status and waits for all of them together, at
   /// most `grace`: a rank that cannot answer (stopped, stuck with its watchdog) costs the others
   /// nothing, and every answer already sent is read.
   void query_status(uint64_t execution, std::vector<RankReport>& reports,
-                    std::chrono::milliseconds grace);
+                    std::chrono::milliseconds grace) override;
   /// TERM, then KILL after `grace`, to the whole group; reaps all ranks; marks not reusable.
-  void kill(std::chrono::milliseconds grace);
+  void kill(std::chrono::milliseconds grace) override;
   /// Fills each report's stdout/stderr tails with what the ranks wrote since start().
-  void fill_tails(std::vector<RankReport>& reports);
+  void fill_tails(std::vector<RankReport>& reports) override;
 
  private:
   struct Rank {
@@ -123,6 +101,12 @@ class World {
   LogDrain logs_;
   bool reusable_ = true;
   double startup_ms_ = 0;
+};
+
+/// The default WorldFactory: every world it makes is a World of real rank processes.
+class ProcessWorlds : public WorldFactory {
+ public:
+  std::unique_ptr<WorldHandle> make(const WorldConfig& config, uint64_t id) override;
 };
 
 }  // namespace cprr

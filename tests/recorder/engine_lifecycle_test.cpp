@@ -17,6 +17,7 @@
 
 #include "recorder/engine/interrupt.h"
 #include "recorder/engine/process.h"
+#include "recorder/engine/world.h"
 #include "tests/recorder/engine_support.h"
 
 namespace cprr {

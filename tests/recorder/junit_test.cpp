@@ -108,8 +108,8 @@ ExecutionResult make_result(const CaseInstance& inst, uint64_t id, ExecStatus st
   return res;
 }
 
-CaseDone done(RankOutcome outcome, std::string error = {}) {
-  CaseDone d;
+RankResult done(RankOutcome outcome, std::string error = {}) {
+  RankResult d;
   d.outcome = outcome;
   d.error = std::move(error);
   return d;

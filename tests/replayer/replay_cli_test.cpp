@@ -138,6 +138,35 @@ TEST_F(ReplayCli, ListShowsRunsAndCasesAndWhichDiffer) {
   EXPECT_EQ(differ, 4);
 }
 
+// cprecord and cpreplay --list judge one database with one function: on crash cases too (a
+// crashed execution's missing results are no fresh-vs-pooled divergence), every case gets the
+// same differential flag and expectation from both tools.
+TEST(ReplayCliAgreement, RecordAndListAgreeOnEveryCase) {
+  const std::string dir = temp_dir();
+  const std::string db = dir + "/agree.db";
+  const Cmd rec = run(kRecord + " --db " + db +
+                      " --mode both --repeat 2 --json --filter '^bug/segfault_rank@|^healthy/noop@2|"
+                      "^bug/global_rng'");
+  ASSERT_EQ(rec.code, 0) << rec.out;
+  const auto recorded = nlohmann::json::parse(rec.out);
+  const Cmd list = run(kReplay + " --db " + db + " --list --json");
+  ASSERT_EQ(list.code, 0);
+  const auto list_doc = nlohmann::json::parse(list.out);
+  std::map<int64_t, nlohmann::json> listed;
+  for (const auto& c : list_doc["cases"]) listed[c["id"].get<int64_t>()] = c;
+  ASSERT_EQ(listed.size(), recorded["cases"].size());
+  int flagged = 0;
+  for (const auto& c : recorded["cases"]) {
+    SCOPED_TRACE(c["label"].get<std::string>());
+    const auto& l = listed.at(c["id"].get<int64_t>());
+    EXPECT_EQ(l["fresh_vs_pool_differs"].get<bool>(), !c["fresh_vs_pool"].is_null());
+    EXPECT_EQ(l["as_expected"], c["as_expected"]);
+    flagged += c["fresh_vs_pool"].is_null() ? 0 : 1;
+  }
+  EXPECT_EQ(flagged, 2) << "the two global_rng victims (n=4096 at W=2 and W=4)";
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(ReplayCli, BadInputsExitTwoWithAClearMessage) {
   const std::string dir = temp_dir();
   { std::ofstream(dir + "/text.db") << "this is not a database, just text\n"; }

@@ -1,72 +1,23 @@
-// RecordWriter -> close -> RecordReader: everything replay needs comes back exactly.
+// RecordWriter -> close -> RecordReader: the run, its cases with their judgement, and every
+// execution come back exactly. The logs' edge values: record_logs_roundtrip_test.cpp.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <chrono>
 #include <filesystem>
 
-#include "schema/record_writer.h"
-#include "schema/record_reader.h"
 #include "runtime/error.h"
+#include "runtime/host_info.h"
+#include "schema/record_reader.h"
+#include "schema/record_writer.h"
 #include "schema/store.h"
+#include "tests/schema/record_samples.h"
 
 namespace cprr {
 namespace {
 
-CaseInstance instance(uint32_t id, const std::string& name, Params params, int w) {
-  CaseInstance inst;
-  inst.id = id;
-  inst.info.name = name;
-  inst.info.options.world_sizes = {w};
-  inst.info.options.expect = Expect::crash;
-  inst.info.options.timeout_s = 2.5;
-  inst.info.options.seeded_bug = "state_leak";
-  inst.params = std::move(params);
-  inst.world_size = w;
-  inst.seed = kMaxSeed - id;  // the largest seeds a plan makes
-  return inst;
-}
-
-Capture capture(const std::string& name, uint32_t seq, std::string raw) {
-  Capture c;
-  c.seq = seq;
-  c.name = name;
-  c.dtype = DType::i32;
-  c.shape = {2, static_cast<int64_t>(raw.size() / 8)};
-  c.bytes = raw.size();
-  c.stream = 3;
-  c.digest = hash_buffer(raw.data(), raw.size());
-  c.raw = std::move(raw);
-  return c;
-}
-
-ExecutionResult execution(Mode mode, uint64_t world, uint64_t position) {
-  ExecutionResult r;
-  r.mode = mode;
-  r.world_id = world;
-  r.pool_position = position;
-  r.attempt = 2;
-  r.status = ExecStatus::crash;
-  r.summary = "rank 1 killed by signal 11 (SIGSEGV)";
-  r.wall_ms = 12.5;
-  RankReport ok;
-  ok.done = RankResult{};
-  ok.done->outcome = RankOutcome::fail;
-  ok.done->error = "expectation failed";
-  ok.done->capture.probes = {capture("p0", 0, std::string("\0\1\2\3\4\5\6\7", 8))};
-  ok.done->capture.outputs = {capture("out", 0, std::string(4096, '\xab')),
-                              capture("big", 1, std::string(70000, 'x'))};
-  ok.done->capture.outputs[1].raw.clear();  // over the raw limit: not kept
-  ok.done->capture.allocs = {AllocRecord{0, false, 1, "data", "device", 4096, 256, 0}};
-  ok.done->capture.ops = {OpRecord{0, 2, "kernel", "fill", {1}, {1, 2}, -1}};
-  ok.done->capture.collectives = {CollectiveRecord{0, "all_reduce", 0, DType::f32, 64, -1}};
-  ok.stdout_tail = std::string("NCCL version\0binary", 19);
-  RankReport dead;
-  dead.exit = ExitInfo{-1, 11};
-  dead.stderr_tail = "about to write";
-  r.ranks = {ok, dead};
-  return r;
-}
+using namespace cprr::samples;
 
 TEST(RecordRoundTrip, EverythingReplayNeedsComesBack) {
   std::string dir = "/tmp/cprr-roundtrip-XXXXXX";
@@ -148,14 +99,17 @@ TEST(RecordRoundTrip, StartTimesAndSeedsAreStoredAsTheyAre) {
     RecordWriter w(dir + "/r.db", RunMeta{"cpu", "pool", "best_fit", "/bin/worker", {}});
     ExecutionResult r = execution(Mode::pool, 1, 1);
     using namespace std::chrono;
-    r.started_at = sys_days{year{2020} / 1 / 2} + hours{3} + minutes{4} + seconds{5} + milliseconds{678};
+    r.started_at =
+        sys_days{year{2020} / 1 / 2} + hours{3} + minutes{4} + seconds{5} + milliseconds{678};
     w.write(r, w.add_cases({instance(1, "a/only", {}, 2)})[0]);
     CaseInstance too_big = instance(2, "a/big", {}, 2);
     too_big.seed = kMaxSeed + 1;
     EXPECT_THROW(w.add_cases({too_big}), Error);
   }
   Database db = Database::open(dir + "/r.db", Database::Mode::read_only);
-  Statement st(db, "SELECT e.started_at, c.seed, typeof(c.seed) FROM execution e JOIN test_case c ON c.id = e.case_id");
+  Statement st(db,
+               "SELECT e.started_at, c.seed, typeof(c.seed) FROM execution e JOIN test_case c ON "
+               "c.id = e.case_id");
   ASSERT_TRUE(st.step());
   EXPECT_EQ(st.text(0), "2020-01-02T03:04:05.678Z");
   EXPECT_EQ(st.int64(1), static_cast<int64_t>(kMaxSeed - 1));
@@ -175,6 +129,135 @@ TEST(RecordRoundTrip, AnUnfinishedRunReadsAsIncomplete) {
   EXPECT_FALSE(reader.runs()[0].finished_at.has_value());
   EXPECT_EQ(reader.executions(reader.cases()[0].id).size(), 1u);
   std::filesystem::remove_all(dir);
+}
+
+// Every field of every execution comes back as the reader documents it (record_samples.h:
+// as_stored): edge values of the execution row, a note, start times on both sides of the epoch.
+TEST(RecordRoundTrip, EveryExecutionComesBackFieldByField) {
+  using namespace std::chrono;
+  TempDb db;
+  const std::vector<CaseInstance> plan = {
+      instance(1, "a/first", {{"k", "v"}}, 2),
+      instance(2, "\xc3\xbc/second", {{"n", "na\xc3\xafve"}}, 2)};
+  ExecutionResult a = execution(Mode::fresh, 0, 1);  // world 0: none started
+  a.id = 77;                                         // the controller's number, not the store's
+  a.status = ExecStatus::hang;
+  a.as_expected = true;
+  a.note = "the pooled world was replaced first";
+  a.started_at = sys_days{year{1969} / 12 / 31} + hours{23} + minutes{59} + seconds{59} +
+                 milliseconds{999} + microseconds{456};  // kept to the millisecond
+  a.startup_ms = 150.25;
+  a.ranks[0].done->reset_ms = 0.1;
+  a.ranks[0].done->body_ms = 1e300;
+  a.ranks[1].watchdog = WatchdogStatus{
+      77, "body", 3, "all_reduce", 2, "broadcast", {"stream 1 (compute): kernel fill"}};
+  ExecutionResult b = execution(Mode::pool, UINT64_MAX - 1, uint64_t{1} << 40);
+  b.attempt = 1'000'000;
+  b.status = ExecStatus::error;
+  b.summary = "";
+  b.note = "only a note";
+  b.wall_ms = 0;
+  ExecutionResult c = execution(Mode::pool, 3, 2);
+  c.started_at = sys_days{year{2026} / 11 / 23} + hours{4} + minutes{20} + milliseconds{5};
+  c.ranks.clear();  // nothing started
+  std::vector<int64_t> ids, execs;
+  {
+    RecordWriter w(db.path(), RunMeta{"cpu", "both", "best_fit", "/bin/worker", {}});
+    ids = w.add_cases(plan);
+    execs = {w.write(a, ids[0]), w.write(b, ids[1]), w.write(c, ids[1])};
+  }
+  const RecordReader reader(db.path());
+  const auto first = reader.executions(ids[0]);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].id, execs[0]);
+  EXPECT_EQ(first[0].case_id, ids[0]);
+  expect_same(as_stored(a, execs[0], plan[0]), first[0].result);
+  const auto second = reader.executions(ids[1]);
+  ASSERT_EQ(second.size(), 2u);
+  expect_same(as_stored(b, execs[1], plan[1]), second[0].result);
+  expect_same(as_stored(c, execs[2], plan[1]), second[1].result);
+  EXPECT_EQ(second[0].result.summary, "only a note");
+}
+
+TEST(RecordRoundTrip, TheRunRowComesBack) {
+  TempDb db;
+  ::setenv("CPRR_ROUNDTRIP_PROBE", "x=1 \xc3\xbc", 1);
+  const RunMeta meta{"cpu",
+                     "both",
+                     "never_reuse",
+                     "/opt/w \xc3\xbc/cpworker",
+                     {"cprecord", "--filter", "a b", "", "\xc3\xbc"},
+                     7};
+  {
+    RecordWriter w(db.path(), meta);
+    w.finish(130);
+  }
+  ::unsetenv("CPRR_ROUNDTRIP_PROBE");
+  const auto runs = RecordReader(db.path()).runs();
+  ASSERT_EQ(runs.size(), 1u);
+  const RecordedRun& r = runs[0];
+  EXPECT_EQ(r.backend, meta.backend);
+  EXPECT_EQ(r.mode, meta.mode);
+  EXPECT_EQ(r.placement, meta.placement);
+  EXPECT_EQ(r.worker, meta.worker);
+  EXPECT_EQ(r.argv, meta.argv);
+  EXPECT_EQ(r.exit_code, 130);
+  EXPECT_TRUE(parse_iso8601_utc(r.started_at).has_value()) << r.started_at;
+  ASSERT_TRUE(r.finished_at.has_value());
+  EXPECT_TRUE(parse_iso8601_utc(*r.finished_at).has_value()) << *r.finished_at;
+  EXPECT_EQ(r.tool_version, CPRR_VERSION);
+  EXPECT_EQ(r.host, host_name());
+  using Pair = std::pair<std::string, std::string>;
+  EXPECT_THAT(r.libraries, ::testing::IsSupersetOf({Pair{"schema", std::to_string(kSchemaVersion)},
+                                                    Pair{"protocol", "7"}, Pair{"backend", "cpu"},
+                                                    Pair{"sqlite", sqlite3_libversion()}}));
+  EXPECT_THAT(r.environment, ::testing::Contains(Pair{"CPRR_ROUNDTRIP_PROBE", "x=1 \xc3\xbc"}));
+}
+
+// test_case.verdict, as_expected and fresh_vs_pool: absent until the run judges its cases (a
+// recorder that died first leaves them so), then exactly what judge_cases wrote, the last call
+// winning; a call naming a case of another run writes nothing.
+TEST(RecordRoundTrip, CaseJudgementsComeBackAndAreAbsentUntilJudged) {
+  TempDb db;
+  const RunMeta meta{"cpu", "both", "best_fit", "/bin/worker", {}};
+  std::vector<int64_t> other, ids;
+  {
+    RecordWriter died(db.path(), meta);
+    other = died.add_cases({instance(1, "b/unjudged", {}, 2)});
+  }
+  std::vector<CaseJudgement> judged = {
+      {0, "nondeterministic", false, "rank 1 output 'sum' #0: element 3 differs \xe2\x9c\x93"},
+      {0, std::nullopt, true, std::nullopt},
+      {0, "", false, ""},  // empty text is not NULL
+  };
+  {
+    RecordWriter w(db.path(), meta);
+    ids = w.add_cases({instance(1, "a/one", {}, 2), instance(2, "a/two", {}, 2),
+                       instance(3, "a/three", {}, 2), instance(4, "a/never", {}, 2)});
+    for (std::size_t i = 0; i < judged.size(); ++i) judged[i].case_id = ids[i];
+    w.judge_cases({CaseJudgement{ids[0], "crash", true, std::nullopt}});  // replaced below
+    w.judge_cases(judged);
+    EXPECT_THROW(w.judge_cases({{ids[3], "hang", false, std::nullopt},
+                                {other[0], "hang", false, std::nullopt}}),
+                 Error);
+    w.finish(1);
+  }
+  const RecordReader reader(db.path());
+  const auto cases = reader.cases();
+  ASSERT_EQ(cases.size(), 5u);
+  EXPECT_FALSE(cases[0].judgement.has_value()) << "the recorder of that run died before judging";
+  for (std::size_t i = 0; i < judged.size(); ++i) {
+    ASSERT_TRUE(cases[i + 1].judgement.has_value()) << i;
+    expect_same(judged[i], *cases[i + 1].judgement);
+  }
+  EXPECT_FALSE(cases[4].judgement.has_value()) << "the refused call must have written nothing";
+  ASSERT_TRUE(reader.find_case(ids[2]).judgement.has_value());
+  expect_same(judged[2], *reader.find_case(ids[2]).judgement);
+  // A query finds the cases that went wrong without a join.
+  const Database raw = Database::open(db.path(), Database::Mode::read_only);
+  Statement st(raw, "SELECT count(*) FROM test_case WHERE as_expected = 0");
+  ASSERT_TRUE(st.step());
+  EXPECT_EQ(st.int64(0), 2);
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "runtime/error.h"
+#include "tests/schema/child_process.h"
 
 namespace cprr {
 namespace {
@@ -29,6 +30,9 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using samples::spawn;
+using samples::StartGate;
+using samples::wait_status;
 
 /// A fresh directory under /tmp, removed with everything in it.
 class TempDir {
@@ -91,64 +95,6 @@ void insert_run(Database& db, std::string_view host) {
               "'pool', 'packed', '/w', '[]', '{}', '{}')");
   s.bind(1, host).run();
 }
-
-// ---- Child processes ----------------------------------------------------------------------------
-
-/// Forks a child running `body`; it exits 0 when body returns, 1 (message on stderr) on an
-/// exception. The parent must hold no open Database across the fork.
-pid_t spawn(const std::function<void()>& body) {
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    int code = 0;
-    try {
-      body();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "child %d: %s\n", static_cast<int>(::getpid()), e.what());
-      code = 1;
-    }
-    std::fflush(nullptr);
-    ::_exit(code);
-  }
-  return pid;
-}
-
-int wait_status(pid_t pid) {
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return -1;
-  }
-  return status;
-}
-
-/// A gate that releases every child blocked in wait() at once, so they really overlap.
-class StartGate {
- public:
-  StartGate() {
-    if (::pipe(fds_) != 0) throw std::runtime_error("pipe failed");
-  }
-  ~StartGate() {
-    close_fd(fds_[0]);
-    close_fd(fds_[1]);
-  }
-  /// In a child: blocks until the parent opens the gate.
-  void wait() {
-    close_fd(fds_[1]);
-    char c;
-    while (::read(fds_[0], &c, 1) < 0 && errno == EINTR) {
-    }
-  }
-  /// In the parent: releases every waiting child (the read sees end of file).
-  void open() { close_fd(fds_[1]); }
-
- private:
-  static void close_fd(int& fd) {
-    if (fd >= 0) ::close(fd);
-    fd = -1;
-  }
-  int fds_[2] = {-1, -1};
-};
 
 // ---- Round trip of every table ------------------------------------------------------------------
 
@@ -226,9 +172,10 @@ std::vector<Table> sample_tables() {
        "id",
        {{int64_t{10}, int64_t{1}, int64_t{1}, "healthy/all_reduce"s,
          "healthy/all_reduce{n=16,dtype=f32}@4"s, R"({"n":16,"dtype":"f32"})"s, int64_t{4},
-         U64{0xDEADBEEFCAFEF00DULL}, "pass"s, 0.0, ""s},
+         U64{0xDEADBEEFCAFEF00DULL}, "pass"s, 0.0, ""s, nullptr, nullptr, nullptr},
         {int64_t{11}, int64_t{1}, int64_t{2}, "bugs/race"s, "bugs/race@2"s, "{}"s, int64_t{2},
-         U64{0}, "hang"s, 2.5, "state_leak"s}}},
+         U64{0}, "hang"s, 2.5, "state_leak"s, "nondeterministic"s, int64_t{0},
+         "rank 1 output 'y' #0: bytes [0, 16) of f32 differ \xe2\x9c\x93"s}}},
       {"execution",
        "id",
        {{int64_t{100}, int64_t{1}, int64_t{10}, "pool"s, int64_t{3}, int64_t{2}, int64_t{1},

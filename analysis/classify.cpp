@@ -1,0 +1,83 @@
+#include "analysis/classify.h"
+
+#include <fmt/format.h>
+
+namespace cprr {
+namespace {
+
+// The lowest rank of each kind of trouble (-1: none), each kind judged on its own.
+struct FirstRanks {
+  int died = -1;
+  int broken = -1;
+  int silent = -1;
+  int failed = -1;
+  int errored = -1;
+};
+
+void keep_first(int& slot, bool is, int r) {
+  if (is && slot < 0) slot = r;
+}
+
+FirstRanks first_ranks(const std::vector<RankReport>& ranks) {
+  FirstRanks f;
+  for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
+    const RankReport& rep = ranks[r];
+    const bool broken = !rep.protocol_error.empty();
+    // A rank that reported its result and then exited finished the case: only its death counts.
+    keep_first(f.died, rep.exit && !rep.done, r);
+    keep_first(f.broken, broken, r);
+    keep_first(f.silent, !rep.done && !rep.exit && !broken, r);
+    keep_first(f.failed, rep.done && rep.done->outcome == RankOutcome::fail, r);
+    keep_first(f.errored, rep.done && rep.done->outcome == RankOutcome::error, r);
+  }
+  return f;
+}
+
+Classification judged(ExecStatus status, std::string summary) {
+  Classification c;
+  c.status = status;
+  c.summary = std::move(summary);
+  c.kill_world =
+      status == ExecStatus::crash || status == ExecStatus::hang || status == ExecStatus::error;
+  return c;
+}
+
+}  // namespace
+
+Classification classify(const std::vector<RankReport>& ranks, bool stop_requested) {
+  const FirstRanks f = first_ranks(ranks);
+  if (f.died >= 0) {
+    return judged(ExecStatus::crash,
+                  fmt::format("rank {} {}", f.died, ranks[f.died].exit->describe()));
+  }
+  if (f.broken >= 0) {
+    // The rank's own channel broke mid-case (case code wrote to it or closed it, or the rank sent
+    // something that is no answer to this execution): that rank failed this case, like a crash.
+    return judged(ExecStatus::crash, fmt::format("rank {}: protocol error: {}", f.broken,
+                                                 ranks[f.broken].protocol_error));
+  }
+  if (f.silent >= 0 && stop_requested) {
+    // Its silence is the interruption's doing, not the case's: no verdict, and no watchdog query.
+    Classification c =
+        judged(ExecStatus::error,
+               fmt::format("interrupted while rank {} was still running the case", f.silent));
+    c.interrupted = true;
+    return c;
+  }
+  if (f.silent >= 0) {
+    Classification c = judged(ExecStatus::hang, "");
+    c.needs_status_query = true;
+    return c;
+  }
+  if (f.errored >= 0) {
+    return judged(ExecStatus::error,
+                  fmt::format("rank {}: {}", f.errored, ranks[f.errored].done->error));
+  }
+  if (f.failed >= 0) {
+    return judged(ExecStatus::fail,
+                  fmt::format("rank {}: {}", f.failed, ranks[f.failed].done->error));
+  }
+  return judged(ExecStatus::pass, "");
+}
+
+}  // namespace cprr

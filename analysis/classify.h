@@ -1,0 +1,35 @@
+#pragma once
+// Classifying an execution: from every rank's report, how the execution ended and what the
+// controller must do about it. Pure: the controller does the I/O (status queries, kills, tails).
+#include <string>
+#include <vector>
+
+#include "recorder/data/execution.h"
+
+namespace cprr {
+
+/// The judgement of one execution's rank reports and the I/O it calls for.
+struct Classification {
+  ExecStatus status = ExecStatus::pass;
+  /// One line naming the first rank at fault; empty for a pass, and for a hang until the
+  /// controller fills it with diagnose_hang() after querying the watchdogs.
+  std::string summary;
+  /// A hang: ask the silent ranks' watchdogs (World::query_status) before diagnose_hang().
+  bool needs_status_query = false;
+  /// Crash, hang, error or interruption: the world is no longer trusted and must be killed.
+  bool kill_world = false;
+  /// The stop descriptor fired while a rank was still running: an `error` saying nothing about
+  /// the case (ExecutionResult::interrupted).
+  bool interrupted = false;
+
+  /// Field by field; tests compare whole judgements.
+  bool operator==(const Classification&) const = default;
+};
+
+/// Judges `ranks` (one report per rank, in rank order). Precedence: a rank that died without a
+/// result -> crash; a broken control channel -> crash; a rank that never answered -> hang, or an
+/// interruption when `stop_requested`; a rank's harness error -> error; a failed body -> fail;
+/// else pass. The summary names the lowest rank of the deciding kind.
+Classification classify(const std::vector<RankReport>& ranks, bool stop_requested);
+
+}  // namespace cprr

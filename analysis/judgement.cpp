@@ -1,0 +1,86 @@
+#include "analysis/judgement.h"
+
+namespace cprr {
+namespace {
+
+int severity(ExecStatus s) {
+  switch (s) {
+    case ExecStatus::pass: return 0;
+    case ExecStatus::fail: return 1;
+    case ExecStatus::hang: return 2;
+    case ExecStatus::crash: return 3;
+    case ExecStatus::error: return 4;
+  }
+  return 4;
+}
+
+// Per mode: the first completed execution whose output hashes differ from the mode's first one.
+const ExecutionResult* varying_execution(const std::vector<const ExecutionResult*>& execs) {
+  std::map<Mode, std::vector<uint64_t>> first;
+  for (const ExecutionResult* e : execs) {
+    if (!completed(*e)) continue;
+    std::vector<uint64_t> hashes;
+    for (const RankReport& r : e->ranks) {
+      for (const Capture& c : r.done->capture.outputs) hashes.push_back(c.digest.whole);
+    }
+    const auto [it, inserted] = first.emplace(e->mode, hashes);
+    if (!inserted && it->second != hashes) return e;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+CaseOutcome judge_case(const CaseInstance& instance, int64_t case_id,
+                       std::vector<const ExecutionResult*> executions) {
+  CaseOutcome o;
+  o.instance = &instance;
+  o.case_id = case_id;
+  o.executions = std::move(executions);
+  const bool seeded = !instance.info.options.seeded_bug.empty();
+  for (const ExecutionResult* e : o.executions) {
+    if (severity(e->status) > severity(o.status)) o.status = e->status;
+    if (seeded ? !completed(*e) : !meets(e->status, instance.info.options.expect)) {
+      o.against.emplace(e->id, seeded ? Against::incomplete : Against::status);
+    }
+  }
+  if (const auto diff = fresh_vs_pool(o.executions)) {
+    o.differential = diff->divergence;
+    if (!seeded) o.against.emplace(diff->pooled->id, Against::differential);
+  }
+  if (o.status == ExecStatus::crash || o.status == ExecStatus::hang) {
+    o.verdict = o.status == ExecStatus::crash ? Verdict::crash : Verdict::hang;
+  } else if (const ExecutionResult* varying = varying_execution(o.executions)) {
+    o.verdict = Verdict::nondeterministic;
+    if (!seeded) o.against.emplace(varying->id, Against::nondeterministic);
+  }
+  o.as_expected = o.against.empty();
+  return o;
+}
+
+std::vector<CaseOutcome> summarize(const std::vector<CaseInstance>& plan,
+                                   const std::vector<int64_t>& case_ids,
+                                   const std::vector<ExecutionResult>& results) {
+  std::vector<CaseOutcome> out;
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    std::vector<const ExecutionResult*> executions;
+    for (const ExecutionResult& e : results) {
+      if (e.case_id == plan[i].id) executions.push_back(&e);
+    }
+    if (executions.empty()) continue;
+    const int64_t case_id = i < case_ids.size() ? case_ids[i] : plan[i].id;
+    out.push_back(judge_case(plan[i], case_id, std::move(executions)));
+  }
+  return out;
+}
+
+int exit_code_for(const std::vector<CaseOutcome>& outcomes) {
+  int code = 0;
+  for (const CaseOutcome& o : outcomes) {
+    if (o.status == ExecStatus::error && !o.as_expected) return 2;
+    if (!o.as_expected) code = 1;
+  }
+  return code;
+}
+
+}  // namespace cprr

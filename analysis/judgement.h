@@ -1,0 +1,59 @@
+#pragma once
+// The record-time judgement of a run: per case instance, which executions count against the exit
+// code and why, the verdict decidable from the record alone, and the fresh-vs-pooled
+// differential. cprecord's exit code, table, JSON and JUnit and cpreplay --list all read it.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "analysis/compare.h"
+#include "analysis/verdict.h"
+#include "recorder/data/case_info.h"
+#include "recorder/data/execution.h"
+
+namespace cprr {
+
+/// Why an execution counts against the exit code.
+enum class Against : uint8_t {
+  status,            ///< its status missed the case's expectation
+  incomplete,        ///< a seeded bug that did not run to completion (its only obligation)
+  differential,      ///< the pooled execution that diverged from the fresh one
+  nondeterministic,  ///< its outputs differ from an earlier repeat in the same mode
+};
+
+/// One case instance with all its executions (modes x repeats) and what they add up to.
+struct CaseOutcome {
+  const CaseInstance* instance = nullptr;
+  int64_t case_id = 0;                   ///< the store's test_case id (what cpreplay --case takes)
+  std::vector<const ExecutionResult*> executions;
+  ExecStatus status = ExecStatus::pass;  ///< the most severe execution status
+  bool as_expected = true;               ///< nothing counts against the exit code: `against` is empty
+  /// The executions that count against the exit code (execution id -> why). Empty when the
+  /// case met its expectation; never empty when it did not.
+  std::map<uint64_t, Against> against;
+  /// The verdict already decidable at record time: crash, hang, or nondeterministic (outputs
+  /// differ across repeats in one mode); else nullopt.
+  std::optional<Verdict> verdict;
+  /// Fresh vs pooled: the first divergence of a pooled execution from the fresh one. A healthy
+  /// case that diverges is unexpected; a seeded bug is expected to.
+  std::optional<Divergence> differential;
+};
+
+/// Judges one case instance from its executions (any order of modes and repeats). A seeded bug
+/// (CaseOptions::seeded_bug) is judged only on running to completion; its divergence is what it
+/// exists to show.
+CaseOutcome judge_case(const CaseInstance& instance, int64_t case_id,
+                       std::vector<const ExecutionResult*> executions);
+
+/// Groups results per case instance (case_ids[i] is the store id of plan[i], plan[i].id what
+/// ExecutionResult::case_id holds) and judges each that ran.
+std::vector<CaseOutcome> summarize(const std::vector<CaseInstance>& plan,
+                                   const std::vector<int64_t>& case_ids,
+                                   const std::vector<ExecutionResult>& results);
+
+/// The exit code for these outcomes: 0 all as expected, 1 a case failed or diverged, 2 an
+/// infrastructure error (an `error` execution that was not expected).
+int exit_code_for(const std::vector<CaseOutcome>& outcomes);
+
+}  // namespace cprr

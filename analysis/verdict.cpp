@@ -1,0 +1,96 @@
+#include "analysis/verdict.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "analysis/compare.h"
+#include "recorder/data/text_forms.h"
+
+namespace cprr {
+namespace {
+
+constexpr std::array<std::pair<Verdict, std::string_view>, 9> kVerdicts{{
+    {Verdict::reproduced, "reproduced"},
+    {Verdict::state_leak, "state_leak"},
+    {Verdict::stream_race, "stream_race"},
+    {Verdict::allocator_order, "allocator_order"},
+    {Verdict::uninitialized_read, "uninitialized_read"},
+    {Verdict::collective_mismatch, "collective_mismatch"},
+    {Verdict::nondeterministic, "nondeterministic"},
+    {Verdict::hang, "hang"},
+    {Verdict::crash, "crash"},
+}};
+
+bool every_rank_reported(const ExecutionResult& r) {
+  return !r.ranks.empty() && std::all_of(r.ranks.begin(), r.ranks.end(),
+                                         [](const RankReport& k) { return k.done.has_value(); });
+}
+
+VerdictDecision decided(Verdict v, std::optional<Divergence> where, std::string why) {
+  return VerdictDecision{v, std::move(where), std::move(why), false};
+}
+
+}  // namespace
+
+std::string_view verdict_name(Verdict v) {
+  for (const auto& [value, name] : kVerdicts) {
+    if (value == v) return name;
+  }
+  return "?";
+}
+
+std::optional<Verdict> parse_verdict(std::string_view s) {
+  for (const auto& [value, name] : kVerdicts) {
+    if (name == s) return value;
+  }
+  return std::nullopt;
+}
+
+VerdictDecision decide_verdict(const ReplayFacts& f) {
+  for (const ExecutionResult* r : {f.replayed_fresh, f.replayed_pool}) {
+    if (r != nullptr && (r->status == ExecStatus::crash || r->status == ExecStatus::hang)) {
+      const Verdict v = r->status == ExecStatus::crash ? Verdict::crash : Verdict::hang;
+      return decided(v, std::nullopt,
+                     fmt::format("{} in {} replay: {}", verdict_name(v), mode_name(r->mode), r->summary));
+    }
+  }
+  if (f.replayed_fresh != nullptr && f.recorded_fresh != nullptr) {
+    if (auto d = compare(*f.recorded_fresh, *f.replayed_fresh)) {
+      return decided(Verdict::nondeterministic, d,
+                     "a fresh replay differs from the fresh record: " + d->describe());
+    }
+  }
+  if (f.replayed_fresh != nullptr && f.replayed_pool != nullptr) {
+    if (auto d = compare(*f.replayed_fresh, *f.replayed_pool)) {
+      VerdictDecision v = decided(Verdict::state_leak, d, "pooled differs from fresh: " + d->describe());
+      v.localize_polluters = true;
+      return v;
+    }
+  }
+  // What is left: the pooled replay against the pooled record (same predecessors, so a difference
+  // is nondeterminism), or, when only a pooled record exists, the fresh replay against it.
+  const ExecutionResult* replayed = f.replayed_pool != nullptr ? f.replayed_pool : f.replayed_fresh;
+  const ExecutionResult* reference =
+      f.replayed_pool != nullptr ? f.recorded_pool
+                                 : (f.recorded_fresh == nullptr ? f.recorded_pool : nullptr);
+  if (replayed != nullptr && reference != nullptr) {
+    if (auto d = compare(*reference, *replayed)) {
+      const Verdict v = f.replayed_pool != nullptr ? Verdict::nondeterministic : Verdict::state_leak;
+      return decided(v, d,
+                     fmt::format("{} replay differs from the {} record: {}", mode_name(replayed->mode),
+                                 mode_name(reference->mode), d->describe()));
+    }
+  }
+  if (replayed != nullptr && !every_rank_reported(*replayed)) {
+    return decided(Verdict::reproduced, std::nullopt,
+                   fmt::format("the replay ended as recorded ({}); not every rank returned a result "
+                               "to compare",
+                               status_name(replayed->status)));
+  }
+  return decided(Verdict::reproduced, std::nullopt, "every rank's probes and outputs match the record");
+}
+
+}  // namespace cprr

@@ -1,0 +1,54 @@
+#pragma once
+// Verdicts: the design brief's vocabulary as an enum, and the one pure function that decides a
+// replay's verdict from what was recorded and what the replays did. cpreplay does the I/O and the
+// logging around it; this file only judges.
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "analysis/divergence.h"
+#include "recorder/data/execution.h"
+
+namespace cprr {
+
+enum class Verdict : uint8_t {
+  reproduced,
+  state_leak,
+  stream_race,
+  allocator_order,
+  uninitialized_read,
+  collective_mismatch,
+  nondeterministic,
+  hang,
+  crash,
+};
+
+/// The JSON and table word: "reproduced", "state_leak", ...
+std::string_view verdict_name(Verdict v);
+std::optional<Verdict> parse_verdict(std::string_view s);
+
+/// What a replay knows: the case's first recorded execution of each mode and the replays it ran
+/// (null where absent: a mode not recorded or not replayed).
+struct ReplayFacts {
+  const ExecutionResult* recorded_fresh = nullptr;
+  const ExecutionResult* recorded_pool = nullptr;
+  const ExecutionResult* replayed_fresh = nullptr;
+  const ExecutionResult* replayed_pool = nullptr;
+};
+
+struct VerdictDecision {
+  Verdict verdict = Verdict::reproduced;
+  std::optional<Divergence> where;  ///< the divergence the verdict rests on, if any
+  std::string why;                  ///< one line for the replay log
+  /// state_leak found by the fresh and pooled replays: the polluters are worth delta-debugging.
+  bool localize_polluters = false;
+};
+
+/// The replay verdict, in order: a crash or hang in a replay is that verdict; a fresh replay
+/// that differs from the fresh record is nondeterministic; pooled differing from fresh is a
+/// state_leak; a replay that differs from its own mode's record is nondeterministic (or, when
+/// only a pooled record exists and only fresh was replayed, a state_leak); else reproduced.
+/// Expects replays that ran (no `error` status: that is an infrastructure failure, not a fact).
+VerdictDecision decide_verdict(const ReplayFacts& facts);
+
+}  // namespace cprr

@@ -1,0 +1,87 @@
+#pragma once
+// The seam between the controller and its worlds: what Controller uses of a world, and the factory
+// that makes one. World (world.h) spawns real rank processes; tests put a scripted fake behind
+// the same interface, so pooling, replacement, deadlines and interruption are tested without one.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "recorder/data/execution.h"
+#include "recorder/protocol/protocol.h"
+#include "runtime/error.h"
+
+namespace cprr {
+
+using Clock = std::chrono::steady_clock;
+
+/// What a world is made of: the worker binary, backend, size, and what its ranks start with.
+struct WorldConfig {
+  std::string worker;  ///< path of the worker binary
+  std::string backend = "cpu";
+  int world_size = 2;
+  std::chrono::milliseconds startup_timeout{60000};
+  std::size_t log_tail_bytes = 64 * 1024;
+  /// Set in every rank's environment on top of the controller's. NCCL_NVLS_ENABLE=0 always wins:
+  /// an entry turning NVLink multicast on is dropped.
+  std::vector<std::pair<std::string, std::string>> env;
+  /// A descriptor that becomes readable when the caller wants to stop (InterruptWatch::fd(), or
+  /// -1 for none). Start-up and collect() poll it along with the ranks; it is never read, so it
+  /// stays readable once set.
+  int stop_fd = -1;
+};
+
+/// Thrown when the stop descriptor fired while a world was starting; its ranks are already
+/// killed and reaped and its directory removed.
+class Interrupted : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A started world of ranks, as the controller drives it: one case at a time, start() then
+/// collect(), then on trouble query_status() and kill(); destroying it shuts the ranks down.
+class WorldHandle {
+ public:
+  virtual ~WorldHandle() = default;
+
+  /// The id the factory gave it (results carry it as world_id).
+  virtual uint64_t id() const = 0;
+  /// False once a rank died, hung or broke the protocol, or after kill(): it must be replaced.
+  virtual bool reusable() const = 0;
+  /// Checks an idle world before reuse; returns what went wrong since the last case (and marks
+  /// it not reusable), so a death between cases is never blamed on the next case.
+  virtual std::optional<std::string> idle_fault() = 0;
+  /// Whether the stop descriptor of its WorldConfig fired.
+  virtual bool stop_requested() const = 0;
+  /// Time it took to spawn and connect every rank.
+  virtual double startup_ms() const = 0;
+
+  /// Sends the case to every rank and marks the log positions for its tails.
+  virtual void start(const RunCase& msg) = 0;
+  /// Every rank's report for `execution`: its result, or how it died or broke, or nothing when
+  /// it was still running at `deadline` (or when the stop descriptor fired). Once a rank died
+  /// the others get at most `after_death` more.
+  virtual std::vector<RankReport> collect(uint64_t execution, Clock::time_point deadline,
+                                          std::chrono::milliseconds after_death) = 0;
+  /// Fills the watchdog answers of ranks without a result, waiting at most `grace` for all.
+  virtual void query_status(uint64_t execution, std::vector<RankReport>& reports,
+                            std::chrono::milliseconds grace) = 0;
+  /// Ends every rank (abort, TERM, KILL after `grace`) and reaps them; marks not reusable.
+  virtual void kill(std::chrono::milliseconds grace) = 0;
+  /// Fills each report's stdout/stderr tails with what the ranks wrote since start().
+  virtual void fill_tails(std::vector<RankReport>& reports) = 0;
+};
+
+/// Makes the controller's worlds; the default one spawns real rank processes (ProcessWorlds).
+class WorldFactory {
+ public:
+  virtual ~WorldFactory() = default;
+  /// A started world of `config.world_size` ranks. Throws cprr::Error naming the rank and why
+  /// when it cannot start, Interrupted when the stop descriptor fired meanwhile.
+  virtual std::unique_ptr<WorldHandle> make(const WorldConfig& config, uint64_t id) = 0;
+};
+
+}  // namespace cprr

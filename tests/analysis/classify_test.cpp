@@ -1,0 +1,108 @@
+// cprr::classify on fabricated rank reports: every status, which fault wins when ranks disagree,
+// which rank the summary names, and what I/O the controller is told to do. Each test compares the
+// whole judgement, so a status right for the wrong reason (a missing kill, a stray query) fails.
+#include "analysis/classify.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <ostream>
+
+#include "recorder/data/text_forms.h"
+#include "tests/analysis/rank_reports.h"
+
+namespace cprr {
+
+// Lets gtest print a judgement that differs from the expected one.
+void PrintTo(const Classification& c, std::ostream* os) {
+  *os << "{" << status_name(c.status) << ", \"" << c.summary << "\", query=" << c.needs_status_query
+      << ", kill=" << c.kill_world << ", interrupted=" << c.interrupted << "}";
+}
+
+namespace {
+
+using namespace rank_reports;
+using Judged = Classification;
+constexpr auto pass = ExecStatus::pass, fail = ExecStatus::fail, crash = ExecStatus::crash,
+               hang = ExecStatus::hang, error = ExecStatus::error;
+
+TEST(Classify, EveryRankDoneIsAPassThatKeepsTheWorld) {
+  EXPECT_EQ(classify({passed(), passed(), passed()}, false), Judged{.status = pass});
+}
+
+TEST(Classify, AFailedBodyIsAFailThatKeepsTheWorldNamingTheFirstFailingRank) {
+  EXPECT_EQ(classify({passed(), failed("x != 3"), failed("y != 4")}, false),
+            (Judged{.status = fail, .summary = "rank 1: x != 3"}));
+}
+
+TEST(Classify, AHarnessErrorIsAnErrorThatKillsTheWorld) {
+  EXPECT_EQ(classify({passed(), errored("unknown case foo")}, false),
+            (Judged{.status = error, .summary = "rank 1: unknown case foo", .kill_world = true}));
+}
+
+TEST(Classify, AnErrorWinsOverAFailOnAnEarlierRank) {
+  EXPECT_EQ(classify({failed("x != 3"), errored("backend broken")}, false),
+            (Judged{.status = error, .summary = "rank 1: backend broken", .kill_world = true}));
+}
+
+TEST(Classify, ARankThatDiedIsACrashNamingHowItDied) {
+  EXPECT_EQ(
+      classify({passed(), killed_by(SIGSEGV)}, false),
+      (Judged{
+          .status = crash, .summary = "rank 1 killed by signal 11 (SIGSEGV)", .kill_world = true}));
+}
+
+TEST(Classify, ADeathWinsOverEveryOtherFaultAndOverAStop) {
+  EXPECT_EQ(
+      classify({silent(), broken("garbage"), errored("e"), failed("f"), killed_by(SIGKILL)}, true),
+      (Judged{
+          .status = crash, .summary = "rank 4 killed by signal 9 (SIGKILL)", .kill_world = true}));
+}
+
+TEST(Classify, ARankThatReportedThenExitedDidNotCrash) {
+  RankReport exited = passed();
+  exited.exit = ExitInfo{.exit_code = 0};
+  EXPECT_EQ(classify({passed(), exited}, false), Judged{.status = pass});
+}
+
+TEST(Classify, ABrokenChannelIsACrashNamingTheProtocolError) {
+  EXPECT_EQ(classify({passed(), broken("bytes that are no frame")}, false),
+            (Judged{.status = crash,
+                    .summary = "rank 1: protocol error: bytes that are no frame",
+                    .kill_world = true}));
+}
+
+TEST(Classify, ABrokenChannelWinsOverASilentRankAndAnError) {
+  EXPECT_EQ(
+      classify({silent(), errored("e"), broken("eof mid-case")}, false),
+      (Judged{
+          .status = crash, .summary = "rank 2: protocol error: eof mid-case", .kill_world = true}));
+}
+
+TEST(Classify, ASilentRankIsAHangThatAsksTheWatchdogsBeforeTheKill) {
+  // No summary yet: diagnose_hang writes it from the watchdogs' answers.
+  EXPECT_EQ(classify({passed(), silent(), silent()}, false),
+            (Judged{.status = hang, .needs_status_query = true, .kill_world = true}));
+}
+
+TEST(Classify, AHangWinsOverAnErrorAndAFail) {
+  EXPECT_EQ(classify({errored("e"), failed("f"), silent()}, false),
+            (Judged{.status = hang, .needs_status_query = true, .kill_world = true}));
+}
+
+TEST(Classify, ASilentRankAfterAStopIsAnInterruptionWithoutAQuery) {
+  EXPECT_EQ(classify({passed(), silent(), silent()}, true),
+            (Judged{.status = error,
+                    .summary = "interrupted while rank 1 was still running the case",
+                    .kill_world = true,
+                    .interrupted = true}));
+}
+
+TEST(Classify, AStopWithEveryRankAnsweredIsNoInterruption) {
+  EXPECT_EQ(classify({passed(), failed("x != 3")}, true),
+            (Judged{.status = fail, .summary = "rank 1: x != 3"}));
+  EXPECT_EQ(classify({passed(), passed()}, true), Judged{.status = pass});
+}
+
+}  // namespace
+}  // namespace cprr

@@ -1,0 +1,83 @@
+// cprr::diagnose_hang on fabricated watchdog answers and collective logs: who never joined which
+// collective, a rank whose watchdog gave no answer, ranks that finished.
+#include "analysis/hang_diagnosis.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/analysis/rank_reports.h"
+
+namespace cprr {
+namespace {
+
+using namespace rank_reports;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+TEST(DiagnoseHang, NamesTheRankThatNeverJoinedTheCollectiveOthersWaitIn) {
+  const std::string d =
+      diagnose_hang({waiting("body", 3, "all_reduce", 2), waiting("body", 2, "all_reduce", 2),
+                     waiting("body", 3, "all_reduce", 2)});
+  EXPECT_THAT(d, StartsWith("hang: rank 1 never joined collective #3 (all_reduce)"));
+  EXPECT_THAT(
+      d, HasSubstr("rank 0: in body (waiting in collective #3 all_reduce), last collective #3"));
+  EXPECT_THAT(d, HasSubstr("rank 1: in body, last collective #2"));
+}
+
+TEST(DiagnoseHang, NamesEveryRankBehindTogether) {
+  const std::string d =
+      diagnose_hang({waiting("body", 5, "broadcast", 4), waiting("body", 4, "all_gather", 4),
+                     waiting("body", -1, "", -1)});
+  EXPECT_THAT(d, HasSubstr("ranks 1,2 never joined collective #5 (broadcast)"));
+  EXPECT_THAT(d, HasSubstr("rank 2: in body, last collective #-1"));
+}
+
+TEST(DiagnoseHang, AFinishedRankCountsTheLastCollectiveOfItsLog) {
+  const std::string d = diagnose_hang(
+      {finished_after({{0, "barrier"}, {1, "all_to_all_v"}}), waiting("body", 0, "barrier", 0)});
+  EXPECT_THAT(d, HasSubstr("rank 1 never joined collective #1 (all_to_all_v)"));
+  EXPECT_THAT(d, HasSubstr("rank 0: finished the case, last collective #1"));
+}
+
+TEST(DiagnoseHang, ARankWithoutAWatchdogAnswerIsNamedAsSilentNotAsNeverJoined) {
+  const std::string d = diagnose_hang(
+      {waiting("body", 2, "all_reduce", 1), silent(), waiting("body", 2, "all_reduce", 1)});
+  EXPECT_THAT(d, HasSubstr("rank 1 gave no answer from the watchdog"));
+  EXPECT_THAT(d, HasSubstr("rank 1: no answer from its watchdog"));
+  EXPECT_THAT(d, Not(HasSubstr("never joined")));
+}
+
+TEST(DiagnoseHang, ASilentRankDoesNotHideTheOneBehind) {
+  const std::string d = diagnose_hang(
+      {silent(), waiting("body", 7, "all_reduce", 6), waiting("body", 6, "all_reduce", 6)});
+  EXPECT_THAT(d, HasSubstr("rank 0 gave no answer from the watchdog"));
+  EXPECT_THAT(d, HasSubstr("rank 2 never joined collective #7 (all_reduce)"));
+  EXPECT_THAT(d, Not(HasSubstr("rank 0 never joined")));
+  EXPECT_THAT(d, Not(HasSubstr("ranks 0")));
+}
+
+TEST(DiagnoseHang, RanksThatAllFinishedNeverJoinedNothing) {
+  const std::string d =
+      diagnose_hang({finished_after({{0, "barrier"}}), finished_after({{0, "barrier"}})});
+  EXPECT_EQ(d,
+            "hang: rank 0: finished the case, last collective #0; "
+            "rank 1: finished the case, last collective #0");
+}
+
+TEST(DiagnoseHang, WithoutAnyCollectiveNoRankIsBehind) {
+  const std::string d = diagnose_hang({waiting("body", -1, "", -1), waiting("reset", -1, "", -1)});
+  EXPECT_THAT(d, Not(HasSubstr("never joined")));
+  EXPECT_THAT(d, HasSubstr("rank 1: in reset, last collective #-1"));
+}
+
+TEST(DiagnoseHang, SaysWhatEachBusyStreamIsRunning) {
+  const std::string d = diagnose_hang(
+      {waiting("drain", 0, "all_reduce", 0, {"stream 1 (compute): spin", "stream 2 (copy): copy"}),
+       waiting("body", 0, "all_reduce", 0)});
+  EXPECT_THAT(d, HasSubstr("rank 0: in drain: stream 1 (compute): spin; stream 2 (copy): copy, "
+                           "last collective #0"));
+}
+
+}  // namespace
+}  // namespace cprr

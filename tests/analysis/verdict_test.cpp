@@ -1,0 +1,80 @@
+// decide_verdict on hand-built replay facts: every branch of the cascade, and its order.
+#include "analysis/verdict.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/analysis/analysis_support.h"
+
+namespace cprr {
+namespace {
+
+using test::execution;
+
+const ExecutionResult kFreshA = execution(1, Mode::fresh, ExecStatus::pass, {"a"});
+const ExecutionResult kPoolA = execution(2, Mode::pool, ExecStatus::pass, {"a"});
+const ExecutionResult kFreshB = execution(3, Mode::fresh, ExecStatus::pass, {"b"});
+const ExecutionResult kPoolB = execution(4, Mode::pool, ExecStatus::pass, {"b"});
+
+TEST(Verdict, NamesRoundTrip) {
+  for (Verdict v : {Verdict::reproduced, Verdict::state_leak, Verdict::stream_race,
+                    Verdict::allocator_order, Verdict::uninitialized_read,
+                    Verdict::collective_mismatch, Verdict::nondeterministic, Verdict::hang,
+                    Verdict::crash}) {
+    EXPECT_EQ(parse_verdict(verdict_name(v)), v);
+  }
+  EXPECT_EQ(verdict_name(Verdict::state_leak), "state_leak");
+  EXPECT_FALSE(parse_verdict("leak").has_value());
+}
+
+TEST(Verdict, EverythingMatchingIsReproduced) {
+  const VerdictDecision d = decide_verdict({&kFreshA, &kPoolA, &kFreshA, &kPoolA});
+  EXPECT_EQ(d.verdict, Verdict::reproduced);
+  EXPECT_FALSE(d.where.has_value());
+  EXPECT_EQ(d.why, "every rank's probes and outputs match the record");
+}
+
+TEST(Verdict, CrashOrHangInAReplayComesFirst) {
+  ExecutionResult hang = execution(5, Mode::pool, ExecStatus::hang, {});
+  hang.summary = "rank 1 never joined";
+  const VerdictDecision d = decide_verdict({&kFreshA, &kPoolA, &kFreshB, &hang});
+  EXPECT_EQ(d.verdict, Verdict::hang) << "before the fresh replay's nondeterminism";
+  EXPECT_NE(d.why.find("rank 1 never joined"), std::string::npos);
+}
+
+TEST(Verdict, FreshReplayDifferingFromFreshRecordIsNondeterministic) {
+  const VerdictDecision d = decide_verdict({&kFreshA, &kPoolA, &kFreshB, &kPoolB});
+  EXPECT_EQ(d.verdict, Verdict::nondeterministic);
+  ASSERT_TRUE(d.where.has_value());
+  EXPECT_FALSE(d.localize_polluters);
+}
+
+TEST(Verdict, PooledReplayDifferingFromFreshReplayIsAStateLeakToLocalize) {
+  const VerdictDecision d = decide_verdict({&kFreshA, &kPoolB, &kFreshA, &kPoolB});
+  EXPECT_EQ(d.verdict, Verdict::state_leak);
+  EXPECT_TRUE(d.localize_polluters);
+  ASSERT_TRUE(d.where.has_value());
+  EXPECT_EQ(d.where->kind, "output");
+}
+
+TEST(Verdict, PooledReplayDifferingFromItsRecordIsNondeterministic) {
+  const VerdictDecision d = decide_verdict({nullptr, &kPoolA, nullptr, &kPoolB});
+  EXPECT_EQ(d.verdict, Verdict::nondeterministic);
+}
+
+TEST(Verdict, FreshReplayAgainstOnlyAPooledRecordIsAStateLeak) {
+  const VerdictDecision d = decide_verdict({nullptr, &kPoolB, &kFreshA, nullptr});
+  EXPECT_EQ(d.verdict, Verdict::state_leak);
+  EXPECT_FALSE(d.localize_polluters) << "no pooled replay: no predecessors to bisect";
+}
+
+TEST(Verdict, AReplayWithoutResultsNeverClaimsMatchingOutputs) {
+  ExecutionResult silent = execution(6, Mode::fresh, ExecStatus::pass, {"a"});
+  silent.ranks[0].done.reset();
+  ExecutionResult recorded = silent;
+  const VerdictDecision d = decide_verdict({&recorded, nullptr, &silent, nullptr});
+  EXPECT_EQ(d.verdict, Verdict::reproduced);
+  EXPECT_EQ(d.why.find("match the record"), std::string::npos) << d.why;
+}
+
+}  // namespace
+}  // namespace cprr

@@ -1,0 +1,217 @@
+// Schema version 1 -> 2 (store.cpp: kMigrations). A version-1 file is what the cprr of version 1
+// wrote: its schema (kSchemaV1, schema.sql as that cprr had it) holding this cprr's rows less the
+// columns version 2 added. Read-only, it is read as it is; read-write, it is migrated in place to
+// exactly the schema a new file gets, in one transaction.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <string>
+#include <vector>
+
+#include "runtime/error.h"
+#include "schema/record_reader.h"
+#include "schema/record_writer.h"
+#include "schema/store.h"
+#include "tests/schema/child_process.h"
+#include "tests/schema/record_samples.h"
+
+namespace cprr {
+namespace {
+
+using namespace cprr::samples;
+using ::testing::HasSubstr;
+
+// schema.sql of version 1, comments left out.
+constexpr const char* kSchemaV1 = R"(
+CREATE TABLE run (id INTEGER PRIMARY KEY, started_at TEXT NOT NULL, finished_at TEXT, exit_code INTEGER, tool_version TEXT NOT NULL, host TEXT NOT NULL, backend TEXT NOT NULL, mode TEXT NOT NULL, placement TEXT NOT NULL, worker TEXT NOT NULL, argv TEXT NOT NULL, libraries TEXT NOT NULL, environment TEXT NOT NULL);
+CREATE TABLE test_case (id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES run(id), plan_id INTEGER NOT NULL, name TEXT NOT NULL, label TEXT NOT NULL, params TEXT NOT NULL, world_size INTEGER NOT NULL, seed INTEGER NOT NULL, expect TEXT NOT NULL, timeout_s REAL NOT NULL, seeded_bug TEXT NOT NULL DEFAULT '');
+CREATE TABLE execution (id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES run(id), case_id INTEGER NOT NULL REFERENCES test_case(id), mode TEXT NOT NULL, world_id INTEGER NOT NULL, pool_position INTEGER NOT NULL, attempt INTEGER NOT NULL, status TEXT NOT NULL, as_expected INTEGER NOT NULL, summary TEXT NOT NULL, started_at TEXT NOT NULL, wall_ms REAL NOT NULL, startup_ms REAL NOT NULL);
+CREATE INDEX execution_by_world ON execution(run_id, world_id, pool_position);
+CREATE INDEX execution_by_case ON execution(case_id);
+CREATE TABLE rank_result (execution_id INTEGER NOT NULL REFERENCES execution(id), rank INTEGER NOT NULL, outcome TEXT NOT NULL, error TEXT NOT NULL, signal INTEGER, exit_code INTEGER, protocol_error TEXT NOT NULL, watchdog TEXT, stdout_tail BLOB NOT NULL, stderr_tail BLOB NOT NULL, reset_ms REAL NOT NULL, body_ms REAL NOT NULL, PRIMARY KEY (execution_id, rank)) WITHOUT ROWID;
+CREATE TABLE capture (execution_id INTEGER NOT NULL REFERENCES execution(id), rank INTEGER NOT NULL, kind TEXT NOT NULL, seq INTEGER NOT NULL, name TEXT NOT NULL, dtype TEXT NOT NULL, shape TEXT NOT NULL, bytes INTEGER NOT NULL, stream INTEGER NOT NULL, hash INTEGER NOT NULL, chunk_hashes BLOB NOT NULL, raw BLOB, PRIMARY KEY (execution_id, rank, kind, seq)) WITHOUT ROWID;
+CREATE TABLE alloc_event (execution_id INTEGER NOT NULL REFERENCES execution(id), rank INTEGER NOT NULL, seq INTEGER NOT NULL, is_free INTEGER NOT NULL, buffer INTEGER NOT NULL, name TEXT NOT NULL, pool TEXT NOT NULL, bytes INTEGER NOT NULL, offset INTEGER NOT NULL, stream INTEGER NOT NULL, PRIMARY KEY (execution_id, rank, seq)) WITHOUT ROWID;
+CREATE TABLE op (execution_id INTEGER NOT NULL REFERENCES execution(id), rank INTEGER NOT NULL, seq INTEGER NOT NULL, stream INTEGER NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL, reads TEXT NOT NULL, writes TEXT NOT NULL, event INTEGER NOT NULL, PRIMARY KEY (execution_id, rank, seq)) WITHOUT ROWID;
+CREATE TABLE collective (execution_id INTEGER NOT NULL REFERENCES execution(id), rank INTEGER NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, stream INTEGER NOT NULL, dtype TEXT NOT NULL, bytes INTEGER NOT NULL, root INTEGER NOT NULL, PRIMARY KEY (execution_id, rank, seq)) WITHOUT ROWID;
+PRAGMA user_version = 1;
+)";
+
+/// Runs `sql` on `path` through a plain SQLite connection: no cprr schema handling.
+void exec_plain(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  EXPECT_EQ(rc, SQLITE_OK) << (err != nullptr ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+}
+
+/// A version-1 file at `v1` holding what `source` (written by this cprr) holds, less the judgement.
+void make_v1_copy(const std::string& source, const std::string& v1, const std::string& extra = "") {
+  const std::string v1_columns =
+      "id, run_id, plan_id, name, label, params, world_size, seed, expect, timeout_s, seeded_bug";
+  exec_plain(
+      v1,
+      kSchemaV1 + extra + "ATTACH '" + source + "' AS src;" +
+          "INSERT INTO run SELECT * FROM src.run;" +
+          fmt::format("INSERT INTO test_case ({0}) SELECT {0} FROM src.test_case;", v1_columns) +
+          [] {
+            std::string copy;
+            for (const char* t :
+                 {"execution", "rank_result", "capture", "alloc_event", "op", "collective"}) {
+              copy += fmt::format("INSERT INTO {0} SELECT * FROM src.{0};", t);
+            }
+            return copy;
+          }());
+}
+
+/// Everything that makes a schema what it is, one line per column, index and foreign key (the
+/// CREATE TABLE texts differ: ALTER TABLE appends to them).
+std::vector<std::string> schema_of(const std::string& path) {
+  const Database db = Database::open(path, Database::Mode::read_only);
+  std::vector<std::string> out;
+  const auto dump = [&](const char* sql, int columns) {
+    Statement st(db, sql);
+    while (st.step()) {
+      std::string line;
+      for (int c = 0; c < columns; ++c) line += (st.is_null(c) ? "NULL" : st.text(c)) + "|";
+      out.push_back(line);
+    }
+  };
+  dump(
+      "SELECT t.name, t.type, t.wr, t.strict, c.cid, c.name, c.type, c.\"notnull\", "
+      "c.dflt_value, c.pk FROM pragma_table_list t JOIN pragma_table_info(t.name) c "
+      "WHERE t.schema = 'main' AND t.name NOT LIKE 'sqlite_%' ORDER BY t.name, c.cid",
+      10);
+  dump("SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'index' ORDER BY name", 3);
+  dump(
+      "SELECT m.name, f.id, f.seq, f.\"table\", f.\"from\", f.\"to\" FROM sqlite_master m "
+      "JOIN pragma_foreign_key_list(m.name) f WHERE m.type = 'table' ORDER BY 1, 2, 3",
+      6);
+  return out;
+}
+
+int64_t count(const std::string& path, const std::string& sql) {
+  const Database db = Database::open(path, Database::Mode::read_only);
+  Statement st(db, sql);
+  EXPECT_TRUE(st.step());
+  return st.int64(0);
+}
+
+const RunMeta kMeta{"cpu", "both", "best_fit", "/bin/worker", {}};
+const std::string kJudgementColumns =
+    "SELECT count(*) FROM pragma_table_info('test_case') "
+    "WHERE name IN ('verdict', 'as_expected', 'fresh_vs_pool')";
+
+TEST(StoreMigration, AVersionOneFileIsReadAsItIsAndMigratedWhenOpenedForWriting) {
+  TempDb dir;
+  const std::string v2 = dir.path("v2.db"), v1 = dir.path("v1.db");
+  const std::vector<CaseInstance> plan = {instance(1, "a/first", {{"k", "v"}}, 2),
+                                          instance(2, "a/second", {}, 2)};
+  ExecutionResult written = execution(Mode::pool, 5, 1);
+  written.ranks[1].watchdog = WatchdogStatus{0, "body", 1, "all_reduce", 0, "all_reduce", {"s"}};
+  std::vector<int64_t> ids;
+  int64_t exec_id = 0;
+  {
+    RecordWriter w(v2, kMeta);
+    ids = w.add_cases(plan);
+    exec_id = w.write(written, ids[0]);
+    w.judge_cases({{ids[0], "crash", false, std::nullopt}});  // not in the version-1 copy
+    w.finish(1);
+  }
+  make_v1_copy(v2, v1);
+  const auto read_all_unjudged = [&](const std::string& path) {
+    const RecordReader reader(path);
+    ASSERT_EQ(reader.runs().size(), 1u);
+    const auto cases = reader.cases();
+    ASSERT_EQ(cases.size(), plan.size());
+    for (std::size_t i = 0; i < plan.size(); ++i) {
+      expect_same(plan[i], cases[i].instance);
+      EXPECT_FALSE(cases[i].judgement.has_value());
+    }
+    const auto execs = reader.executions(ids[0]);
+    ASSERT_EQ(execs.size(), 1u);
+    expect_same(as_stored(written, exec_id, plan[0]), execs[0].result);
+  };
+
+  // Read-only: read as it is; the file stays at version 1 (a reader never writes).
+  read_all_unjudged(v1);
+  EXPECT_EQ(Database::open(v1, Database::Mode::read_only).schema_version(), 1);
+  EXPECT_EQ(count(v1, "PRAGMA user_version"), 1);
+  EXPECT_EQ(count(v1, kJudgementColumns), 0);
+
+  // Read-write: migrated in place to exactly the schema of a new file, the data intact.
+  EXPECT_EQ(Database::open(v1, Database::Mode::read_write).schema_version(), kSchemaVersion);
+  EXPECT_EQ(count(v1, "PRAGMA user_version"), kSchemaVersion);
+  EXPECT_EQ(schema_of(v1), schema_of(v2));
+  read_all_unjudged(v1);
+
+  // Then used as any new file: a new run judges its own cases, the old ones stay unjudged.
+  {
+    RecordWriter w(v1, kMeta);
+    const auto more = w.add_cases({instance(1, "b/new", {}, 2)});
+    w.judge_cases({{more[0], "hang", false, "rank 0 output 'x' #0 differs"}});
+    w.finish(1);
+  }
+  const auto cases = RecordReader(v1).cases();
+  ASSERT_EQ(cases.size(), 3u);
+  EXPECT_FALSE(cases[0].judgement.has_value());
+  ASSERT_TRUE(cases[2].judgement.has_value());
+  EXPECT_EQ(cases[2].judgement->verdict, "hang");
+}
+
+// A migration that fails part-way (here its last step: the column already exists) leaves the
+// file exactly at version 1: the steps before it are rolled back with it.
+TEST(StoreMigration, AFailedMigrationLeavesTheFileAsItWas) {
+  TempDb dir;
+  const std::string v2 = dir.path("v2.db"), v1 = dir.path("v1.db");
+  {
+    RecordWriter w(v2, kMeta);
+    w.add_cases({instance(1, "a/only", {}, 2)});
+  }
+  make_v1_copy(v2, v1, "ALTER TABLE test_case ADD COLUMN fresh_vs_pool TEXT;");
+  try {
+    Database::open(v1, Database::Mode::read_write);
+    ADD_FAILURE() << "migrated a file whose migration cannot apply";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("migrating the schema from version 1 to 2"));
+    EXPECT_THAT(e.what(), HasSubstr("duplicate column name: fresh_vs_pool"));
+    EXPECT_THAT(e.what(), HasSubstr(v1));
+  }
+  EXPECT_EQ(count(v1, "PRAGMA user_version"), 1);
+  EXPECT_EQ(count(v1, kJudgementColumns), 1) << "only the column that was there before";
+  EXPECT_EQ(RecordReader(v1).cases().size(), 1u);
+}
+
+// Two recorders started together on a version-1 file: one migrates, the other finds it done.
+TEST(StoreMigration, TwoWritersOpeningAVersionOneFileTogetherMigrateItOnce) {
+  TempDb dir;
+  const std::string v2 = dir.path("v2.db"), v1 = dir.path("v1.db");
+  {
+    RecordWriter w(v2, kMeta);
+    w.add_cases({instance(1, "a/only", {}, 2)});
+  }
+  make_v1_copy(v2, v1);
+  StartGate gate;
+  std::vector<pid_t> children;
+  for (int c = 0; c < 2; ++c) {
+    children.push_back(spawn([&] {
+      gate.wait();
+      RecordWriter w(v1, kMeta);
+      w.finish(0);
+    }));
+  }
+  gate.open();
+  for (pid_t pid : children) {
+    const int status = wait_status(pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  }
+  EXPECT_EQ(count(v1, "PRAGMA user_version"), kSchemaVersion);
+  EXPECT_EQ(count(v1, kJudgementColumns), 3);
+  EXPECT_EQ(RecordReader(v1).runs().size(), 3u);
+}
+
+}  // namespace
+}  // namespace cprr
