@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "analysis/compare.h"
+#include "recorder/engine/controller.h"
 #include "replayer/ddmin.h"
 #include "runtime/error.h"
 

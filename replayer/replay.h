@@ -9,7 +9,6 @@
 #include "analysis/divergence.h"
 #include "analysis/verdict.h"
 #include "recorder/data/text_forms.h"
-#include "recorder/engine/controller.h"
 #include "schema/record_reader.h"
 
 namespace cprr {
