@@ -39,7 +39,6 @@ pid_t owner_of(const std::string& name) {
 
 std::string make_rendezvous_dir() {
   const auto tmp = std::filesystem::temp_directory_path();
-  remove_stale_world_dirs(tmp);
   // The pid names the owner, so a later recorder can tell litter (owner gone) from a live world.
   std::string tmpl = (tmp / fmt::format("{}{}-XXXXXX", kWorldDirPrefix, ::getpid())).string();
   if (::mkdtemp(tmpl.data()) == nullptr) throw_errno(__FILE__, __LINE__, "mkdtemp(" + tmpl + ")");
@@ -86,6 +85,10 @@ World::World(const WorldConfig& config, uint64_t id)
 }
 
 std::unique_ptr<WorldHandle> ProcessWorlds::make(const WorldConfig& config, uint64_t id) {
+  if (!swept_) {
+    remove_stale_world_dirs(std::filesystem::temp_directory_path());
+    swept_ = true;
+  }
   return std::make_unique<World>(config, id);
 }
 

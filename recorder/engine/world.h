@@ -23,7 +23,7 @@ bool stop_requested(int stop_fd);
 
 /// Removes the per-world directories ("cprr-world-<pid>-*") in `dir` whose owner process is gone
 /// (litter of a killed recorder); directories of live processes, and names without an owner pid,
-/// are left alone. Returns how many it removed. Every world's creation calls it on its temp dir.
+/// are left alone. Returns how many it removed. ProcessWorlds calls it before its first world.
 int remove_stale_world_dirs(const std::filesystem::path& dir);
 
 /// The real world: rank processes of the worker binary (the WorldHandle ProcessWorlds makes).
@@ -106,7 +106,12 @@ class World : public WorldHandle {
 /// The default WorldFactory: every world it makes is a World of real rank processes.
 class ProcessWorlds : public WorldFactory {
  public:
+  /// The first world it makes first sweeps the temp directory of dead recorders' world
+  /// directories (remove_stale_world_dirs): once per controller, not per case.
   std::unique_ptr<WorldHandle> make(const WorldConfig& config, uint64_t id) override;
+
+ private:
+  bool swept_ = false;
 };
 
 }  // namespace cprr
