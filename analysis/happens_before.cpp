@@ -1,0 +1,178 @@
+#include "analysis/happens_before.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <utility>
+
+#include "analysis/happens_before_clocks.h"
+
+namespace cprr {
+
+namespace {
+
+/// One range of one op, keyed by whose memory it is.
+struct AccessRef {
+  int32_t memory_rank = 0;
+  uint32_t pool = 0;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  OpId op;
+  bool write = false;
+  const ByteRange* range = nullptr;
+};
+
+bool same_memory(const AccessRef& a, const AccessRef& b) {
+  return a.memory_rank == b.memory_rank && a.pool == b.pool;
+}
+
+bool op_less(OpId a, OpId b) { return std::tie(a.rank, a.index) < std::tie(b.rank, b.index); }
+
+void add_ranges(std::vector<AccessRef>& out, OpId id, const std::vector<ByteRange>& ranges,
+                bool write) {
+  for (const ByteRange& r : ranges) {
+    if (r.begin >= r.end) continue;  // an empty range touches nothing
+    const int32_t memory_rank = r.owner < 0 ? id.rank : r.owner;
+    out.push_back(AccessRef{memory_rank, r.pool, r.begin, r.end, id, write, &r});
+  }
+}
+
+// Every range of every op, sorted so that ranges of one pool are adjacent and ordered by begin.
+std::vector<AccessRef> gather_accesses(const std::vector<RankOps>& ranks) {
+  std::vector<AccessRef> out;
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    for (std::size_t i = 0; i < ranks[r].size(); ++i) {
+      const OpId id{static_cast<int32_t>(r), static_cast<uint32_t>(i)};
+      add_ranges(out, id, ranks[r][i].reads, false);
+      add_ranges(out, id, ranks[r][i].writes, true);
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const AccessRef& a, const AccessRef& b) {
+    return std::tie(a.memory_rank, a.pool, a.begin, a.end, a.op.rank, a.op.index, a.write) <
+           std::tie(b.memory_rank, b.pool, b.begin, b.end, b.op.rank, b.op.index, b.write);
+  });
+  return out;
+}
+
+/// A racing op pair as found, in (rank, index) order: lo before hi.
+struct PairFinding {
+  bool lo_writes = false;
+  bool hi_writes = false;
+  std::vector<RaceOverlap> overlaps;  ///< first_* name lo's buffer, second_* hi's
+};
+using PairKey = std::tuple<int32_t, uint32_t, int32_t, uint32_t>;
+
+void note_overlap(PairFinding& f, const AccessRef& lo, const AccessRef& hi) {
+  f.lo_writes = f.lo_writes || lo.write;
+  f.hi_writes = f.hi_writes || hi.write;
+  f.overlaps.push_back(RaceOverlap{lo.pool, lo.memory_rank, std::max(lo.begin, hi.begin),
+                                   std::min(lo.end, hi.end), lo.range->buffer,
+                                   lo.range->buffer_name, hi.range->buffer, hi.range->buffer_name});
+}
+
+// Sweep per pool: each access meets only the later-sorted accesses that begin before it ends.
+std::map<PairKey, PairFinding> find_racing_pairs(const std::vector<AccessRef>& acc,
+                                                 const HbClocks& clocks) {
+  std::map<PairKey, PairFinding> pairs;
+  for (std::size_t i = 0; i < acc.size(); ++i) {
+    for (std::size_t j = i + 1; j < acc.size(); ++j) {
+      if (!same_memory(acc[i], acc[j]) || acc[j].begin >= acc[i].end) break;
+      const AccessRef& a = acc[i];
+      const AccessRef& b = acc[j];
+      if (!a.write && !b.write) continue;
+      if (a.op.rank == b.op.rank && a.op.index == b.op.index) continue;
+      if (clocks.before(a.op, b.op) || clocks.before(b.op, a.op)) continue;
+      const bool a_lo = op_less(a.op, b.op);
+      const AccessRef& lo = a_lo ? a : b;
+      const AccessRef& hi = a_lo ? b : a;
+      note_overlap(pairs[{lo.op.rank, lo.op.index, hi.op.rank, hi.op.index}], lo, hi);
+    }
+  }
+  return pairs;
+}
+
+RaceOp race_op(const std::vector<RankOps>& ranks, OpId id) {
+  const HbOp& op = ranks[id.rank][id.index];
+  return RaceOp{id.rank, op.stream, op.seq, op.kind, op.name};
+}
+
+std::string op_text(const RaceOp& op) {
+  return fmt::format("op #{} ({} '{}')", op.seq, op.kind, op.name);
+}
+
+std::string thread_text(int32_t stream) {
+  return stream < 0 ? std::string("the host") : fmt::format("stream {}", stream);
+}
+
+// The edge whose absence is the race: the second op's thread must wait for the first op.
+std::string fix_text(const RaceOp& a, const RaceOp& b) {
+  if (a.rank != b.rank) {
+    return fmt::format(
+        "on rank {}, {} must wait for a signal that rank {} sends after its {} on "
+        "{}, before {}",
+        b.rank, thread_text(b.stream), a.rank, op_text(a), thread_text(a.stream), op_text(b));
+  }
+  if (b.stream < 0) {
+    return fmt::format("the host must synchronize {} after {} before {}", thread_text(a.stream),
+                       op_text(a), op_text(b));
+  }
+  return fmt::format("{} must wait for an event recorded after {} on {}, before {}",
+                     thread_text(b.stream), op_text(a), thread_text(a.stream), op_text(b));
+}
+
+void sort_overlaps(std::vector<RaceOverlap>& v) {
+  auto key = [](const RaceOverlap& o) {
+    return std::tie(o.memory_rank, o.pool, o.begin, o.end, o.first_buffer, o.second_buffer,
+                    o.first_buffer_name, o.second_buffer_name);
+  };
+  std::sort(v.begin(), v.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
+  v.erase(std::unique(v.begin(), v.end(),
+                      [&](const auto& a, const auto& b) { return key(a) == key(b); }),
+          v.end());
+}
+
+// Across ranks the intended order is not in any one issue order; a write before a read is the
+// usual intent (a put lands before the peer reads it), so the writer goes first.
+Race make_race(const std::vector<RankOps>& ranks, const PairKey& key, PairFinding finding) {
+  const OpId lo{std::get<0>(key), std::get<1>(key)};
+  const OpId hi{std::get<2>(key), std::get<3>(key)};
+  const bool swap = lo.rank != hi.rank && finding.hi_writes && !finding.lo_writes;
+  Race race;
+  race.first = race_op(ranks, swap ? hi : lo);
+  race.second = race_op(ranks, swap ? lo : hi);
+  if (swap) {
+    for (RaceOverlap& o : finding.overlaps) {
+      std::swap(o.first_buffer, o.second_buffer);
+      std::swap(o.first_buffer_name, o.second_buffer_name);
+    }
+  }
+  race.overlaps = std::move(finding.overlaps);
+  sort_overlaps(race.overlaps);
+  race.fix = fix_text(race.first, race.second);
+  return race;
+}
+
+}  // namespace
+
+std::string RaceOp::describe() const {
+  return fmt::format("rank {} {} {}", rank,
+                     stream < 0 ? std::string("host") : fmt::format("stream {}", stream),
+                     op_text(*this));
+}
+
+HbResult check_happens_before(const std::vector<RankOps>& ranks, const HbOptions& options) {
+  const HbClocks clocks(ranks);
+  std::map<PairKey, PairFinding> pairs = find_racing_pairs(gather_accesses(ranks), clocks);
+  HbResult result;
+  result.race_count = pairs.size();
+  result.notes = clocks.notes();
+  for (auto& [key, finding] : pairs) {
+    if (result.races.size() >= options.max_races) break;
+    result.races.push_back(make_race(ranks, key, std::move(finding)));
+  }
+  return result;
+}
+
+}  // namespace cprr

@@ -1,0 +1,95 @@
+#include "analysis/op_accesses.h"
+
+#include <array>
+#include <map>
+#include <string>
+
+#include "runtime/error.h"
+
+namespace cprr {
+
+namespace {
+
+using Allocations = std::map<uint32_t, const AllocRecord*>;
+
+Allocations allocations_by_id(const std::vector<AllocRecord>& allocs) {
+  Allocations out;
+  for (const AllocRecord& a : allocs) {
+    if (a.is_free) continue;
+    if (!out.emplace(a.buffer, &a).second) {
+      CPRR_THROW(
+          "allocation log #{} allocates buffer {} ('{}') a second time: the op log cannot "
+          "say which allocation an op used",
+          a.seq, a.buffer, a.name);
+    }
+  }
+  return out;
+}
+
+std::vector<ByteRange> whole_buffers(const Allocations& allocs, const OpRecord& op,
+                                     const std::vector<uint32_t>& ids) {
+  std::vector<ByteRange> out;
+  for (uint32_t id : ids) {
+    auto it = allocs.find(id);
+    if (it == allocs.end()) {
+      CPRR_THROW("op #{} ({} '{}') uses buffer {}, which the allocation log never allocates",
+                 op.seq, op.kind, op.name, id);
+    }
+    const AllocRecord& a = *it->second;
+    out.push_back(ByteRange{pool_id(a.pool), -1, a.offset, a.offset + a.bytes, a.buffer, a.name});
+  }
+  return out;
+}
+
+SyncRole role_of(const OpRecord& op) {
+  if (op.kind == "kernel" || op.kind == "probe" || op.kind == "output" || op.kind == "host") {
+    return SyncRole::none;
+  }
+  if (op.kind == "copy") return op.name == kReadBackOpName ? SyncRole::host_join : SyncRole::none;
+  if (op.kind == "sync") return op.stream < 0 ? SyncRole::host_join_all : SyncRole::host_join;
+  if (op.kind == "record") return SyncRole::record;
+  if (op.kind == "wait") return SyncRole::wait;
+  if (op.kind == "collective") return SyncRole::collective;
+  CPRR_THROW("op #{} has kind '{}', which the happens-before check does not know", op.seq, op.kind);
+}
+
+}  // namespace
+
+uint32_t pool_id(std::string_view pool_name) {
+  static constexpr std::array<std::string_view, 3> kNames{"device", "symmetric", "host"};
+  for (uint32_t i = 0; i < kNames.size(); ++i) {
+    if (kNames[i] == pool_name) return i;
+  }
+  CPRR_THROW("unknown pool '{}' in the allocation log", pool_name);
+}
+
+RankOps ops_from_log(const std::vector<AllocRecord>& allocs, const std::vector<OpRecord>& ops) {
+  const Allocations by_id = allocations_by_id(allocs);
+  RankOps out;
+  out.reserve(ops.size());
+  uint64_t collectives = 0;
+  for (const OpRecord& rec : ops) {
+    HbOp op;
+    op.seq = rec.seq;
+    op.stream = rec.stream;
+    op.kind = rec.kind;
+    op.name = rec.name;
+    op.reads = whole_buffers(by_id, rec, rec.reads);
+    op.writes = whole_buffers(by_id, rec, rec.writes);
+    op.role = role_of(rec);
+    op.event = rec.event;
+    if (op.role == SyncRole::collective) op.collective_seq = collectives++;
+    out.push_back(std::move(op));
+  }
+  return out;
+}
+
+std::vector<RankOps> ops_from_captures(const std::vector<const CaseCapture*>& ranks) {
+  std::vector<RankOps> out(ranks.size());
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    if (ranks[r]) out[r] = ops_from_log(ranks[r]->allocs, ranks[r]->ops);
+  }
+  return out;
+}
+
+}  // namespace cprr

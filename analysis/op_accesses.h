@@ -1,0 +1,38 @@
+#pragma once
+// The happens-before checker's input (analysis/happens_before.h) built from today's record
+// vocabulary: a rank's allocation log gives each buffer id its pool and bytes, its op log gives
+// the ops in issue order. Only what the logs say unambiguously is mapped:
+// - Ranges are whole buffers: a slice is recorded as its parent's id, so two ops on disjoint
+//   slices of one buffer look like they touch the same bytes. That is conservative (it can
+//   report a race that is not one, never miss one); per-access ranges in OpRecord end it.
+// - A buffer id is allocated once per execution (Context numbers them and never reuses one), so
+//   an id names one allocation; freed bytes reused by a later buffer are compared by offset.
+// - `sync` of stream s is a host join of s, `sync` of -1 a join of every stream; the read-back
+//   behind Context::read is the `copy` named "read back", which the host waits for.
+// - Collectives are numbered in log order (Context numbers them per case, one communicator).
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "analysis/happens_before.h"
+#include "recorder/data/capture.h"
+
+namespace cprr {
+
+/// The op name Context::read logs for its stream-ordered copy, after which the host waits for
+/// that stream (recorder/api/context.cpp, read_bytes).
+inline constexpr std::string_view kReadBackOpName = "read back";
+
+/// The pool id of an allocation log's pool name, numbered as MemPool: device 0, symmetric 1,
+/// host 2. Throws cprr::Error for any other name.
+uint32_t pool_id(std::string_view pool_name);
+
+/// One rank's checker input from its allocation and op logs. Throws cprr::Error naming the op
+/// when the logs contradict each other (an op on a buffer never allocated, an id allocated twice,
+/// an op kind the checker does not know).
+RankOps ops_from_log(const std::vector<AllocRecord>& allocs, const std::vector<OpRecord>& ops);
+
+/// Every rank's input (index = rank); a null capture (a rank without a result) has no ops.
+std::vector<RankOps> ops_from_captures(const std::vector<const CaseCapture*>& ranks);
+
+}  // namespace cprr
