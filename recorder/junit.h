@@ -1,8 +1,9 @@
 #pragma once
 // JUnit XML for CI test reporters (Jenkins, GitLab, GitHub): `cprecord --junit PATH`. Every
-// execution (case instance x mode x repeat) is one <testcase>; one that met its case's
-// expectation passes, one that did not carries a <failure> (fail/crash/hang/unexpected pass) or an
-// <error> (infrastructure) with each rank's outcome, error, exit and output tails.
+// execution (case instance x mode x repeat) is one <testcase>; one that counts against the run
+// (analysis/judgement.h) carries a <failure> (a missed expectation, a fresh-vs-pooled divergence,
+// varying outputs) or an <error> (infrastructure) with each rank's outcome, error, exit and output
+// tails; every other one passes, an expected failure saying what was expected.
 #include <ostream>
 #include <string>
 #include <vector>

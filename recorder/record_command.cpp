@@ -186,7 +186,8 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   // An interrupted run is finished in the store (nothing after it will come), with the shell's
   // exit code for the signal; what ran before the signal is reported as usual.
   const int code = signal != 0 ? 128 + signal : exit_code_for(outcomes);
-  writer.judge_cases(judgements_of(outcomes));
+  // A run cut short judges nothing: a case stopped after its fresh half would look complete.
+  if (signal == 0) writer.judge_cases(judgements_of(outcomes));
   writer.finish(code);
   if (signal != 0) {
     err << fmt::format("cprecord: interrupted by SIG{} after {} of {} executions; run {} is "
@@ -201,7 +202,8 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
                      worker,
                      backend,
                      o.mode,
-                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                     code};
   if (!o.junit.empty()) write_junit_file(o.junit, outcomes, results, info);
   if (o.json) {
     print_json(out, outcomes, info);

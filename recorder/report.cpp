@@ -133,7 +133,7 @@ void print_json(std::ostream& out, const std::vector<CaseOutcome>& outcomes, con
                      {"wall_s", info.wall_s},
                      {"cases", std::move(cases)},
                      {"unexpected", unexpected},
-                     {"exit_code", exit_code_for(outcomes)}};
+                     {"exit_code", info.exit_code}};
   out << doc.dump(2) << '\n';
 }
 

@@ -7,6 +7,7 @@
 
 #include "analysis/compare.h"
 #include "recorder/engine/controller.h"
+#include "recorder/engine/plan.h"
 #include "replayer/ddmin.h"
 #include "runtime/error.h"
 
@@ -31,6 +32,27 @@ class Rebuild {
     config_.stop_fd = o.stop_fd;
   }
 
+  /// Refuses, before anything runs, a worker that is no cprr worker or lacks one of `cases`
+  /// (a rebuilt binary, another --worker): those replays would say nothing about the case.
+  void require_cases(const std::vector<const CaseInstance*>& cases) const {
+    Catalog catalog;
+    try {
+      catalog = fetch_catalog(config_.worker);
+    } catch (const std::exception& e) {
+      CPRR_THROW("cannot replay with worker {}: {}", config_.worker, e.what());
+    }
+    for (const CaseInstance* c : cases) {
+      const bool known = std::any_of(catalog.cases.begin(), catalog.cases.end(),
+                                     [&](const CaseInfo& i) { return i.name == c->info.name; });
+      if (!known) {
+        CPRR_THROW_AS(UsageError,
+                      "worker {} has no case named {}: pass --worker with the binary that "
+                      "recorded the run",
+                      config_.worker, c->info.name);
+      }
+    }
+  }
+
   /// The target alone in a fresh world.
   ExecutionResult fresh(const CaseInstance& target) {
     Controller c(config_);
@@ -47,12 +69,12 @@ class Rebuild {
   }
 
  private:
-  // A replay that could not run (no world started, a worker that is no cprr worker, an unknown
-  // case) says nothing about the case: it is an infrastructure error (exit 2) naming the worker,
-  // never a verdict.
+  // A replay whose world could not start says nothing about the case: it is an infrastructure
+  // error (exit 2) naming the worker, never a verdict. An `error` from a started world (a case
+  // that broke its backend, a throwing reset hook) is the case's, and gets a verdict.
   ExecutionResult ran(ExecutionResult r) const {
     if (r.interrupted) CPRR_THROW_AS(Interrupted, "the {} replay was interrupted", mode_name(r.mode));
-    if (r.status == ExecStatus::error) {
+    if (r.status == ExecStatus::error && r.world_id == 0) {
       CPRR_THROW("the {} replay of case {} could not run with worker {}: {}", mode_name(r.mode),
                  r.label, config_.worker, r.summary.empty() ? "no result" : r.summary);
     }
@@ -107,7 +129,8 @@ ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* 
   rep.recorded = reader.find_case(o.case_id);
   rep.label = rep.recorded.instance.label();
   const RecordedRun run = reader.run(rep.recorded.run_id);
-  const std::vector<RecordedExecution> execs = reader.executions(o.case_id);
+  const std::vector<RecordedExecution> execs =
+      reader.executions(o.case_id, RecordReader::Detail::captures);
   const RecordedExecution* rf = first_of(execs, Mode::fresh);
   const RecordedExecution* rp = first_of(execs, Mode::pool);
   if (rf) rep.recorded_fresh = rf->result.status;
@@ -120,6 +143,9 @@ ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* 
   };
   Rebuild rb(o, run, rep);
   const CaseInstance& target = rep.recorded.instance;
+  std::vector<const CaseInstance*> needed{&target};
+  for (const RecordedCase& p : preds) needed.push_back(&p.instance);
+  rb.require_cases(needed);
 
   std::optional<ExecutionResult> fresh, pooled;
   if (o.mode != "pool") {

@@ -38,7 +38,7 @@ void list_db(std::ostream& out, const std::string& db, bool json) {
   for (RecordedCase& c : cases) {
     rows.push_back(CaseRow{std::move(c), {}, {}});
     CaseRow& row = rows.back();
-    row.execs = reader.executions(row.c.id);
+    row.execs = reader.executions(row.c.id, RecordReader::Detail::captures);
     std::vector<const ExecutionResult*> results;
     for (const RecordedExecution& e : row.execs) results.push_back(&e.result);
     row.outcome = judge_case(row.c.instance, row.c.id, std::move(results));

@@ -22,7 +22,10 @@ std::string iso8601_utc(std::chrono::system_clock::time_point t, TimeText form) 
 }
 
 std::optional<std::chrono::system_clock::time_point> parse_iso8601_utc(std::string_view text) {
-  constexpr std::string_view kShape = "dddd-dd-ddTdd:dd:dd.dddZ";  // d: a decimal digit
+  // d: a decimal digit. cprr before schema 2 wrote whole seconds ("...:ssZ"); both are read.
+  constexpr std::string_view kShapeMs = "dddd-dd-ddTdd:dd:dd.dddZ";
+  constexpr std::string_view kShapeS = "dddd-dd-ddTdd:dd:ddZ";
+  const std::string_view kShape = text.size() == kShapeS.size() ? kShapeS : kShapeMs;
   if (text.size() != kShape.size()) return std::nullopt;
   for (std::size_t i = 0; i < text.size(); ++i) {
     const bool digit = text[i] >= '0' && text[i] <= '9';
@@ -38,7 +41,8 @@ std::optional<std::chrono::system_clock::time_point> parse_iso8601_utc(std::stri
                             day{static_cast<unsigned>(number(8, 2))}};
   const int h = number(11, 2), m = number(14, 2), s = number(17, 2);
   if (!date.ok() || h > 23 || m > 59 || s > 59) return std::nullopt;
-  return sys_days{date} + hours{h} + minutes{m} + seconds{s} + milliseconds{number(20, 3)};
+  const int ms = kShape.size() == kShapeMs.size() ? number(20, 3) : 0;
+  return sys_days{date} + hours{h} + minutes{m} + seconds{s} + milliseconds{ms};
 }
 
 std::string host_name() {

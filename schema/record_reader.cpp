@@ -314,17 +314,17 @@ RecordedCase RecordReader::find_case(int64_t id) const {
   return read_case(st, db_.path());
 }
 
-std::vector<RecordedExecution> RecordReader::executions(int64_t case_id) const {
+std::vector<RecordedExecution> RecordReader::executions(int64_t case_id, Detail detail) const {
   std::vector<RecordedExecution> out;
   for_each_row(st_->executions, case_id, [&](const Statement& st) {
     RecordedExecution e = read_execution(st, case_id, db_.path());
-    read_ranks(e.id, e.result);
+    read_ranks(e.id, e.result, detail);
     out.push_back(std::move(e));
   });
   return out;
 }
 
-void RecordReader::read_ranks(int64_t execution, ExecutionResult& result) const {
+void RecordReader::read_ranks(int64_t execution, ExecutionResult& result, Detail detail) const {
   for_each_row(st_->ranks, execution, [&](const Statement& st) {
     if (st.int64(0) != static_cast<int64_t>(result.ranks.size())) {
       CPRR_THROW("{}: execution {} has no rank_result row for rank {}", db_.path(), execution,
@@ -333,7 +333,7 @@ void RecordReader::read_ranks(int64_t execution, ExecutionResult& result) const 
     result.ranks.push_back(read_rank(st, execution, db_.path()));
   });
   read_captures(execution, result.ranks);
-  read_logs(execution, result.ranks);
+  if (detail == Detail::logs) read_logs(execution, result.ranks);
 }
 
 void RecordReader::read_captures(int64_t execution, std::vector<RankReport>& ranks) const {

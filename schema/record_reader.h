@@ -66,14 +66,18 @@ class RecordReader {
   std::vector<RecordedCase> cases() const;
   /// Throws UsageError "no case N in PATH; cpreplay --list shows the cases" for an unknown id.
   RecordedCase find_case(int64_t id) const;
-  /// The case's executions in id order, each with everything its ranks recorded. Text that no
-  /// cprr writes (an unknown status, dtype, a malformed list) throws cprr::Error naming it.
-  std::vector<RecordedExecution> executions(int64_t case_id) const;
+  /// How much of an execution to read: its logs (allocation, op, collective rows) are most of a
+  /// database and only the analyses over them need them; statuses and captures are the rest.
+  enum class Detail { captures, logs };
+  /// The case's executions in id order, each with what its ranks recorded (the logs only with
+  /// Detail::logs). Text that no cprr writes (an unknown status, dtype, a malformed list) throws
+  /// cprr::Error naming it.
+  std::vector<RecordedExecution> executions(int64_t case_id, Detail detail = Detail::logs) const;
   /// For a pooled execution: the cases that ran before it in the same world, in order.
   std::vector<RecordedCase> predecessors(const RecordedExecution& execution) const;
 
  private:
-  void read_ranks(int64_t execution, ExecutionResult& result) const;
+  void read_ranks(int64_t execution, ExecutionResult& result, Detail detail) const;
   void read_captures(int64_t execution, std::vector<RankReport>& ranks) const;
   void read_logs(int64_t execution, std::vector<RankReport>& ranks) const;
 

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -57,6 +58,10 @@ int remove_stale_world_dirs(const std::filesystem::path& dir) {
   // Errors are skipped, not thrown: another recorder may be sweeping the same directory.
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const pid_t owner = owner_of(it->path().filename().string());
+    // Only our own user's litter: root must not sweep other users' directories, and a recorder
+    // in another pid namespace sharing /tmp is usually another user too.
+    struct stat st {};
+    if (owner <= 0 || ::lstat(it->path().c_str(), &st) != 0 || st.st_uid != ::geteuid()) continue;
     // EPERM means the owner lives (another user's process): only ESRCH proves it is gone.
     if (owner <= 0 || ::kill(owner, 0) == 0 || errno != ESRCH) continue;
     std::error_code rm;

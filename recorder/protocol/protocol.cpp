@@ -257,9 +257,10 @@ std::optional<std::string> read_frame(int fd, FrameReader& reader, int timeout_m
     if (timeout_ms >= 0) {
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       pollfd p{fd, POLLIN, 0};
-      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) == 0) {
-        CPRR_THROW_AS(ProtocolError, "no complete frame within {} ms", timeout_ms);
-      }
+      const int ready = left.count() <= 0 ? 0 : ::poll(&p, 1, static_cast<int>(left.count()));
+      if (ready < 0 && errno == EINTR) continue;  // a signal (Ctrl-C): the deadline still holds
+      if (ready < 0) throw_errno(__FILE__, __LINE__, "poll(control channel)");
+      if (ready == 0) CPRR_THROW_AS(ProtocolError, "no complete frame within {} ms", timeout_ms);
     }
     const FrameReader::Fill r = reader.fill(fd);
     if (r == FrameReader::Fill::eof) {

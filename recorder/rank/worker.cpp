@@ -14,7 +14,6 @@
 #include <string_view>
 
 #include "recorder/rank/case_runner.h"
-#include "recorder/engine/process.h"
 #include "recorder/rank/rank_channel.h"
 #include "runtime/error.h"
 

@@ -5,9 +5,12 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -724,6 +727,32 @@ TEST(ProtocolMalformed, MutatedCaseDoneNeverCrashes) {
     }
     decodes_or_protocol_error([&] { decode_from_rank(bytes); }, bytes);
   }
+}
+
+// A signal arriving while read_frame waits (Ctrl-C with cprecord's handler installed) must not
+// turn the wait into a blocking read without deadline: the timeout still holds. Should the read
+// block, the late frame written at 1.5 s comes back instead of the timeout.
+TEST(ProtocolFraming, ReadFrameKeepsItsDeadlineAcrossASignal) {
+  struct sigaction quiet {}, previous {};
+  quiet.sa_handler = [](int) {};
+  sigemptyset(&quiet.sa_mask);
+  ASSERT_EQ(::sigaction(SIGUSR1, &quiet, &previous), 0);
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  UniqueFd mine(sv[0]), peer(sv[1]);
+  const pthread_t reader_thread = ::pthread_self();
+  std::thread poke([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ::pthread_kill(reader_thread, SIGUSR1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    write_frame(peer.get(), "late");
+  });
+  FrameReader reader;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_THROW(read_frame(mine.get(), reader, 300), ProtocolError);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1400));
+  poke.join();
+  ::sigaction(SIGUSR1, &previous, nullptr);
 }
 
 }  // namespace

@@ -205,6 +205,27 @@ TEST_F(ReplayCli, AWorkerThatCannotRunIsAnInfrastructureErrorNotAVerdict) {
     EXPECT_THAT(r.out, ::testing::Not(HasSubstr("nondeterministic")));
     EXPECT_THAT(r.out, ::testing::Not(HasSubstr("match the record")));
   }
+  // A real worker that lacks the case (another binary) is refused before anything runs.
+  const Cmd other = run_stderr(kReplay + " --db " + db() + " --worker " CPRR_FIXTURE_WORKER_PATH +
+                               " --case " + target);
+  EXPECT_EQ(other.code, 2) << other.out;
+  EXPECT_THAT(other.out, HasSubstr("has no case named healthy/noop"));
+}
+
+// An `error` from a world that started (here a reset hook that throws) is the case's: the replay
+// runs and gives a verdict (reproduced, failing: exit 1), not an infrastructure error (2).
+TEST(ReplayCliCaseError, AnErrorInAStartedWorldGetsAVerdict) {
+  const std::string dir = temp_dir();
+  const std::string db = dir + "/error.db";
+  const Cmd rec = run("CPRR_FIXTURE_RESET_THROWS=1 " + kRecord + " --db " + db + " --worker " +
+                      CPRR_FIXTURE_WORKER_PATH + " --mode both --filter '^test/ok@2$'");
+  EXPECT_EQ(rec.code, 2) << "cprecord counts an unexpected error against the run as infrastructure";
+  const Cmd r = run(kReplay + " --db " + db + " --case 1 --json");
+  EXPECT_EQ(r.code, 1) << r.out;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc["verdict"], "reproduced");
+  EXPECT_EQ(doc["replayed"]["fresh"], "error");
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(ReplayCli, VersionTimeoutChecksAndTheRunsJunitAgreeWithItsExitCode) {
@@ -227,12 +248,18 @@ TEST_F(ReplayCli, VersionTimeoutChecksAndTheRunsJunitAgreeWithItsExitCode) {
 // A recorder killed mid-run keeps every execution it completed, and the run shows incomplete.
 // Starts cprecord on test/ok then test/stall (a minute long) and returns once test/ok is
 // committed, so a signal sent then lands mid-run, with the stall's world up.
-pid_t start_recorder_into_the_stall(const std::string& db) {
+// Its worlds' directories go to `tmp` (TMPDIR), away from other tests' sweeps under ctest -j.
+pid_t start_recorder_into_the_stall(const std::string& db, const std::string& tmp,
+                                    const std::string& out = "/dev/null") {
+  std::filesystem::create_directories(tmp);
   const std::string cmd = kRecord + " --db " + db + " --worker " CPRR_FIXTURE_WORKER_PATH +
-                          " --timeout 120 --filter '^test/(ok|stall)@2$' > /dev/null 2>&1";
+                          " --json --timeout 120 --filter '^test/(ok|stall)@2$' > " + out +
+                          " 2>/dev/null";
   const pid_t pid = ::fork();
   if (pid == 0) {
-    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    // exec: the recorder keeps the shell's pid, the one the test signals and looks for.
+    ::execl("/bin/sh", "sh", "-c", ("TMPDIR=" + tmp + " exec " + cmd).c_str(),
+            static_cast<char*>(nullptr));
     ::_exit(127);
   }
   bool committed = false;
@@ -249,11 +276,11 @@ pid_t start_recorder_into_the_stall(const std::string& db) {
   return pid;
 }
 
-// The per-world directories of a recorder's worlds in the temp directory.
-std::vector<std::string> world_dirs_of(pid_t recorder) {
+// The per-world directories of a recorder's worlds in the temp directory `tmp`.
+std::vector<std::string> world_dirs_of(pid_t recorder, const std::string& tmp) {
   std::vector<std::string> out;
   const std::string prefix = "cprr-world-" + std::to_string(recorder) + "-";
-  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path())) {
+  for (const auto& e : std::filesystem::directory_iterator(tmp)) {
     if (e.path().filename().string().rfind(prefix, 0) == 0) out.push_back(e.path());
   }
   return out;
@@ -262,7 +289,8 @@ std::vector<std::string> world_dirs_of(pid_t recorder) {
 TEST(ReplayCliCrash, KilledRecorderLeavesCompletedExecutionsAndAnIncompleteRun) {
   const std::string dir = temp_dir();
   const std::string db = dir + "/killed.db";
-  const pid_t pid = start_recorder_into_the_stall(db);
+  const std::string tmp = dir + "/tmp";
+  const pid_t pid = start_recorder_into_the_stall(db, tmp);
   ASSERT_GT(pid, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the stall's world is starting
   ::kill(pid, SIGKILL);
@@ -283,11 +311,11 @@ TEST(ReplayCliCrash, KilledRecorderLeavesCompletedExecutionsAndAnIncompleteRun) 
   EXPECT_THAT(list.out, HasSubstr("INCOMPLETE"));
   // A killed recorder cannot remove its worlds' directories; the next run removes them, since
   // their owner is gone.
-  EXPECT_THAT(world_dirs_of(pid), ::testing::Not(::testing::IsEmpty()));
-  const Cmd next = run(kRecord + " --db " + db + " --worker " CPRR_FIXTURE_WORKER_PATH +
-                       " --filter '^test/ok@2$'");
+  EXPECT_THAT(world_dirs_of(pid, tmp), ::testing::Not(::testing::IsEmpty()));
+  const Cmd next = run("TMPDIR=" + tmp + " " + kRecord + " --db " + db +
+                       " --worker " CPRR_FIXTURE_WORKER_PATH + " --filter '^test/ok@2$'");
   EXPECT_EQ(next.code, 0);
-  EXPECT_THAT(world_dirs_of(pid), ::testing::IsEmpty());
+  EXPECT_THAT(world_dirs_of(pid, tmp), ::testing::IsEmpty());
   std::filesystem::remove_all(dir);
 }
 
@@ -296,7 +324,8 @@ TEST(ReplayCliCrash, KilledRecorderLeavesCompletedExecutionsAndAnIncompleteRun) 
 TEST(ReplayCliCrash, InterruptedRecorderFinishesTheRunAndCleansUp) {
   const std::string dir = temp_dir();
   const std::string db = dir + "/interrupted.db";
-  const pid_t pid = start_recorder_into_the_stall(db);
+  const std::string tmp = dir + "/tmp";
+  const pid_t pid = start_recorder_into_the_stall(db, tmp, dir + "/out.json");
   ASSERT_GT(pid, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const auto t0 = std::chrono::steady_clock::now();
@@ -315,7 +344,12 @@ TEST(ReplayCliCrash, InterruptedRecorderFinishesTheRunAndCleansUp) {
   ASSERT_EQ(cases.size(), 2u);
   EXPECT_EQ(reader.executions(cases[0].id).size(), 1u);
   EXPECT_TRUE(reader.executions(cases[1].id).empty()) << "the interrupted stall says nothing";
-  EXPECT_THAT(world_dirs_of(pid), ::testing::IsEmpty());
+  EXPECT_FALSE(cases[0].judgement.has_value()) << "a run cut short judges nothing";
+  std::ifstream json(dir + "/out.json");
+  const auto doc = nlohmann::json::parse(json);
+  EXPECT_EQ(doc["exit_code"], 130) << "the document agrees with the process";
+  EXPECT_EQ(doc["cases"].size(), 1u);
+  EXPECT_THAT(world_dirs_of(pid, tmp), ::testing::IsEmpty());
   std::filesystem::remove_all(dir);
 }
 

@@ -105,6 +105,20 @@ TEST(RecordLogsRoundTrip, EveryRankAndEveryLogComesBackExactly) {
   EXPECT_FALSE(got.ranks[3].exit.has_value());
   EXPECT_TRUE(got.ranks[2].done->capture.allocs.empty());
   EXPECT_EQ(got.ranks[0].done->capture.allocs[1].offset, kU64Max - 1);
+
+  // Detail::captures (cpreplay's reads) leaves the logs out and everything else in.
+  const auto light =
+      RecordReader(db.path()).executions(case_id, RecordReader::Detail::captures);
+  ASSERT_EQ(light.size(), 1u);
+  const CaseCapture& full = got.ranks[0].done->capture;
+  const CaseCapture& part = light[0].result.ranks[0].done->capture;
+  ASSERT_FALSE(full.allocs.empty());
+  ASSERT_FALSE(full.ops.empty());
+  EXPECT_TRUE(part.allocs.empty());
+  EXPECT_TRUE(part.ops.empty());
+  EXPECT_TRUE(part.collectives.empty());
+  EXPECT_EQ(part.outputs.size(), full.outputs.size());
+  EXPECT_EQ(part.probes.size(), full.probes.size());
 }
 
 // cpreplay --list reads every execution of a file through one reader: its prepared statements

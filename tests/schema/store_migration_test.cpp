@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/error.h"
+#include "runtime/host_info.h"
 #include "schema/record_reader.h"
 #include "schema/record_writer.h"
 #include "schema/store.h"
@@ -211,6 +212,50 @@ TEST(StoreMigration, TwoWritersOpeningAVersionOneFileTogetherMigrateItOnce) {
   EXPECT_EQ(count(v1, "PRAGMA user_version"), kSchemaVersion);
   EXPECT_EQ(count(v1, kJudgementColumns), 3);
   EXPECT_EQ(RecordReader(v1).runs().size(), 3u);
+}
+
+}  // namespace
+}  // namespace cprr
+
+namespace cprr {
+namespace {
+
+// Rows exactly as the previous release wrote them (schema 1): whole-second times, a seed above
+// 2^63 stored as a negative INTEGER, a watchdog answer. Built literally, not by this cprr's
+// writer, so a reader that only understands its own writer's forms fails here.
+TEST(StoreMigration, RowsWrittenByThePreviousReleaseAreReadAndSurviveMigration) {
+  TempDb dir;
+  const std::string v1 = dir.path("old.db");
+  exec_plain(v1, std::string(kSchemaV1) + R"(
+INSERT INTO run VALUES (1, '2026-11-22T10:00:00Z', '2026-11-22T10:00:09Z', 0, '0.1.0', 'ci', 'cpu',
+  'both', 'best_fit', '/bin/worker', '["cprecord"]', '{"sqlite":"3.40.1","schema":1,"protocol":2}', '{}');
+INSERT INTO test_case VALUES (1, 1, 1, 'bug/global_rng', 'bug/global_rng{n=4096}@2', '{"n":"4096"}',
+  2, -81985529216486896, 'pass', 0.0, 'state_leak');
+INSERT INTO execution VALUES (1, 1, 1, 'fresh', 1, 1, 1, 'pass', 1, '', '2026-11-22T10:00:01Z', 12.5, 40.0);
+INSERT INTO execution VALUES (2, 1, 1, 'pool', 2, 3, 1, 'hang', 0, 'hang: rank 1 never joined', '2026-11-22T10:00:02Z', 3000.0, 0.0);
+INSERT INTO rank_result VALUES (1, 0, 'ok', '', NULL, NULL, '', NULL, X'', X'', 0.1, 1.0);
+INSERT INTO rank_result VALUES (1, 1, 'ok', '', NULL, NULL, '', NULL, X'', X'', 0.1, 1.0);
+INSERT INTO rank_result VALUES (2, 0, 'no_result', '', NULL, NULL, '',
+  '{"phase":"body","entered_seq":0,"entered_kind":"all_reduce","completed_seq":-1,"completed_kind":"","running":[]}',
+  X'', X'', 0.0, 0.0);
+INSERT INTO rank_result VALUES (2, 1, 'no_result', '', NULL, NULL, '', NULL, X'', X'', 0.0, 0.0);
+)");
+  const auto check = [&](const char* when) {
+    SCOPED_TRACE(when);
+    const RecordReader reader(v1);
+    ASSERT_FALSE(reader.runs().empty());  // the migrating writer adds a run of its own
+    const RecordedCase c = reader.find_case(1);
+    EXPECT_EQ(c.instance.seed, 0xfedcba9876543210ull) << "the negative INTEGER is the u64 seed";
+    const auto execs = reader.executions(1);
+    ASSERT_EQ(execs.size(), 2u);
+    EXPECT_EQ(iso8601_utc(execs[0].result.started_at), "2026-11-22T10:00:01.000Z");
+    EXPECT_EQ(execs[1].result.status, ExecStatus::hang);
+    ASSERT_TRUE(execs[1].result.ranks[0].watchdog.has_value());
+    EXPECT_EQ(execs[1].result.ranks[0].watchdog->entered_kind, "all_reduce");
+  };
+  check("read-only, as it is");
+  { RecordWriter migrate(v1, kMeta); }  // a new cprecord appending to the old file
+  check("after the migration");
 }
 
 }  // namespace
