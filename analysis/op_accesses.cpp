@@ -1,5 +1,7 @@
 #include "analysis/op_accesses.h"
 
+#include <algorithm>
+
 #include <array>
 #include <map>
 #include <string>
@@ -26,17 +28,26 @@ Allocations allocations_by_id(const std::vector<AllocRecord>& allocs) {
   return out;
 }
 
-std::vector<ByteRange> whole_buffers(const Allocations& allocs, const OpRecord& op,
-                                     const std::vector<uint32_t>& ids) {
+// The pool bytes an op touches in each buffer of `ids`: the recorded span (a slice's) when the
+// log has spans, else the whole buffer. A span reaching past its buffer is clipped to it.
+std::vector<ByteRange> ranges_of(const Allocations& allocs, const OpRecord& op,
+                                 const std::vector<uint32_t>& ids,
+                                 const std::vector<ByteSpan>& spans) {
   std::vector<ByteRange> out;
-  for (uint32_t id : ids) {
+  for (std::size_t k = 0; k < ids.size(); ++k) {
+    const uint32_t id = ids[k];
     auto it = allocs.find(id);
     if (it == allocs.end()) {
       CPRR_THROW("op #{} ({} '{}') uses buffer {}, which the allocation log never allocates",
                  op.seq, op.kind, op.name, id);
     }
     const AllocRecord& a = *it->second;
-    out.push_back(ByteRange{pool_id(a.pool), -1, a.offset, a.offset + a.bytes, a.buffer, a.name});
+    uint64_t begin = a.offset, end = a.offset + a.bytes;
+    if (k < spans.size()) {
+      begin = a.offset + std::min(spans[k].offset, a.bytes);
+      end = begin + std::min(spans[k].bytes, a.offset + a.bytes - begin);
+    }
+    out.push_back(ByteRange{pool_id(a.pool), -1, begin, end, a.buffer, a.name});
   }
   return out;
 }
@@ -74,8 +85,8 @@ RankOps ops_from_log(const std::vector<AllocRecord>& allocs, const std::vector<O
     op.stream = rec.stream;
     op.kind = rec.kind;
     op.name = rec.name;
-    op.reads = whole_buffers(by_id, rec, rec.reads);
-    op.writes = whole_buffers(by_id, rec, rec.writes);
+    op.reads = ranges_of(by_id, rec, rec.reads, rec.read_spans);
+    op.writes = ranges_of(by_id, rec, rec.writes, rec.write_spans);
     op.role = role_of(rec);
     op.event = rec.event;
     if (op.role == SyncRole::collective) op.collective_seq = collectives++;

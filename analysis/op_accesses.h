@@ -2,9 +2,10 @@
 // The happens-before checker's input (analysis/happens_before.h) built from today's record
 // vocabulary: a rank's allocation log gives each buffer id its pool and bytes, its op log gives
 // the ops in issue order. Only what the logs say unambiguously is mapped:
-// - Ranges are whole buffers: a slice is recorded as its parent's id, so two ops on disjoint
-//   slices of one buffer look like they touch the same bytes. That is conservative (it can
-//   report a race that is not one, never miss one); per-access ranges in OpRecord end it.
+// - Ranges are the recorded spans (OpRecord::read_spans/write_spans: a slice is its parent's id
+//   plus its span), so ops on disjoint slices of one buffer do not race. A record from before
+//   spans (schema < 3) has none: its ranges are whole buffers, which is conservative (it can
+//   report a race that is not one, never miss one).
 // - A buffer id is allocated once per execution (Context numbers them and never reuses one), so
 //   an id names one allocation; freed bytes reused by a later buffer are compared by offset.
 // - `sync` of stream s is a host join of s, `sync` of -1 a join of every stream; the read-back

@@ -11,6 +11,8 @@
 namespace cprr {
 namespace {
 
+/// The schema version that added op.read_spans and write_spans.
+constexpr int kSpansVersion = 3;
 /// The schema version that added test_case.verdict, as_expected and fresh_vs_pool.
 constexpr int kJudgementVersion = 2;
 
@@ -202,14 +204,44 @@ AllocRecord read_alloc(const Statement& st) {
                      static_cast<int32_t>(st.int64(8))};
 }
 
+/// op.read_spans / op.write_spans: the inverse of record_writer.cpp's join_spans ("0+64,128+32";
+/// "" is none, also for rows from before spans). One span per buffer of the list, or none.
+std::vector<ByteSpan> split_spans(const std::string& text, std::size_t buffers,
+                                  std::string_view path) {
+  std::vector<ByteSpan> spans;
+  for (std::size_t begin = 0; begin < text.size();) {
+    const std::size_t comma = std::min(text.find(',', begin), text.size());
+    const std::size_t plus = text.find('+', begin);
+    ByteSpan s;
+    bool ok = plus != std::string::npos && plus < comma && comma + 1 != text.size();
+    if (ok) {
+      const auto a = std::from_chars(text.data() + begin, text.data() + plus, s.offset);
+      const auto b = std::from_chars(text.data() + plus + 1, text.data() + comma, s.bytes);
+      ok = a.ec == std::errc() && a.ptr == text.data() + plus && b.ec == std::errc() &&
+           b.ptr == text.data() + comma;
+    }
+    if (!ok) CPRR_THROW("{}: op span list '{}' is not comma-separated offset+bytes", path, text);
+    spans.push_back(s);
+    begin = comma + 1;
+  }
+  if (!spans.empty() && spans.size() != buffers) {
+    CPRR_THROW("{}: op span list '{}' has {} spans for {} buffers", path, text, spans.size(),
+               buffers);
+  }
+  return spans;
+}
+
 OpRecord read_op(const Statement& st, std::string_view path) {
-  return OpRecord{st.u64(1),
-                  static_cast<int32_t>(st.int64(2)),
-                  st.text(3),
-                  st.text(4),
-                  split_ids(st.text(5), path),
-                  split_ids(st.text(6), path),
-                  st.int64(7)};
+  OpRecord op{st.u64(1),
+              static_cast<int32_t>(st.int64(2)),
+              st.text(3),
+              st.text(4),
+              split_ids(st.text(5), path),
+              split_ids(st.text(6), path),
+              st.int64(7)};
+  op.read_spans = split_spans(st.text(8), op.reads.size(), path);
+  op.write_spans = split_spans(st.text(9), op.writes.size(), path);
+  return op;
 }
 
 CollectiveRecord read_collective(const Statement& st, std::string_view path) {
@@ -242,9 +274,11 @@ struct RecordReader::Statements {
         allocs(db,
                "SELECT rank, seq, is_free, buffer, name, pool, bytes, offset, stream "
                "FROM alloc_event WHERE execution_id = ? ORDER BY rank, seq"),
-        ops(db,
-            "SELECT rank, seq, stream, kind, name, reads, writes, event FROM op "
-            "WHERE execution_id = ? ORDER BY rank, seq"),
+        ops(db, db.schema_version() >= kSpansVersion
+                    ? "SELECT rank, seq, stream, kind, name, reads, writes, event, read_spans, "
+                      "write_spans FROM op WHERE execution_id = ? ORDER BY rank, seq"
+                    : "SELECT rank, seq, stream, kind, name, reads, writes, event, '', '' FROM op "
+                      "WHERE execution_id = ? ORDER BY rank, seq"),
         collectives(db,
                     "SELECT rank, seq, kind, stream, dtype, bytes, root FROM collective "
                     "WHERE execution_id = ? ORDER BY rank, seq") {}

@@ -28,6 +28,13 @@ std::string libraries_json(const std::string& backend, uint32_t protocol_version
   return j.dump();
 }
 
+/// op.read_spans / op.write_spans: "0+64,128+32" (record_reader.cpp: split_spans reads it back).
+std::string join_spans(const std::vector<ByteSpan>& spans) {
+  std::string out;
+  for (const ByteSpan& s : spans) out += fmt::format("{}{}+{}", out.empty() ? "" : ",", s.offset, s.bytes);
+  return out;
+}
+
 /// op.reads / op.writes: "1,2,3" (record_reader.cpp: split_ids reads it back).
 std::string join_ids(const std::vector<uint32_t>& ids) {
   std::string out;
@@ -73,8 +80,9 @@ struct RecordWriter::Statements {
               "INSERT INTO alloc_event (execution_id, rank, seq, is_free, buffer, name, pool, "
               "bytes, offset, stream) VALUES (?,?,?,?,?,?,?,?,?,?)"),
         op(db,
-           "INSERT INTO op (execution_id, rank, seq, stream, kind, name, reads, writes, event) "
-           "VALUES (?,?,?,?,?,?,?,?,?)"),
+           "INSERT INTO op (execution_id, rank, seq, stream, kind, name, reads, writes, event, "
+           "read_spans, write_spans) "
+           "VALUES (?,?,?,?,?,?,?,?,?,?,?)"),
         collective(db,
                    "INSERT INTO collective (execution_id, rank, seq, kind, stream, dtype, bytes, "
                    "root) VALUES (?,?,?,?,?,?,?,?)") {}
@@ -202,7 +210,8 @@ void RecordWriter::write_logs(int64_t execution, int rank, const CaseCapture& ca
   for (const OpRecord& o : cap.ops) {
     op.bind(1, execution).bind(2, int64_t{rank}).bind(3, static_cast<int64_t>(o.seq));
     op.bind(4, int64_t{o.stream}).bind(5, o.kind).bind(6, o.name).bind(7, join_ids(o.reads));
-    op.bind(8, join_ids(o.writes)).bind(9, o.event);
+    op.bind(8, join_ids(o.writes)).bind(9, o.event).bind(10, join_spans(o.read_spans));
+    op.bind(11, join_spans(o.write_spans));
     op.run();
   }
   Statement& coll = st_->collective;

@@ -1,5 +1,6 @@
--- cprr store: the SQLite schema. Version 2 (schema/store.h: kSchemaVersion and its bump rule;
--- store.cpp: kMigrations). Version 2 added test_case.verdict, as_expected and fresh_vs_pool.
+-- cprr store: the SQLite schema. Version 3 (schema/store.h: kSchemaVersion and its bump rule;
+-- store.cpp: kMigrations). Version 2 added test_case.verdict, as_expected and fresh_vs_pool;
+-- version 3 op.read_spans and write_spans.
 --
 -- One database file holds any number of runs. The recorder writes the run row and the planned
 -- cases first, then every execution with all its per-rank rows in ONE transaction, committed
@@ -132,6 +133,11 @@ CREATE TABLE op (
   reads         TEXT NOT NULL,     -- comma-separated buffer ids
   writes        TEXT NOT NULL,
   event         INTEGER NOT NULL,  -- event id of record/wait (-1 otherwise; stream id for sync)
+  -- (version 3) which bytes of each buffer of reads / writes the op touches, in the same order:
+  -- comma-separated "offset+bytes" from the buffer's start (a slice is its parent's id plus its
+  -- span). '' (every row before version 3): whole buffers.
+  read_spans    TEXT NOT NULL DEFAULT '',
+  write_spans   TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (execution_id, rank, seq)
 ) WITHOUT ROWID;
 

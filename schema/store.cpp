@@ -28,6 +28,9 @@ constexpr std::string_view kMigrations[] = {
     "ALTER TABLE test_case ADD COLUMN verdict TEXT;"
     "ALTER TABLE test_case ADD COLUMN as_expected INTEGER;"
     "ALTER TABLE test_case ADD COLUMN fresh_vs_pool TEXT;",
+    // 2 -> 3: per-access byte spans of the op log (schema.sql: op.read_spans, write_spans).
+    "ALTER TABLE op ADD COLUMN read_spans TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE op ADD COLUMN write_spans TEXT NOT NULL DEFAULT '';",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion - kOldestSchemaVersion,
               "kSchemaVersion was bumped: write the migration from the version before");

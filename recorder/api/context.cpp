@@ -75,11 +75,26 @@ void Context::log_alloc(bool is_free, uint32_t id, const Live& live, int stream)
                                      stream});
 }
 
+ByteSpan Context::span_of(const Buffer& b) const {
+  const auto it = live_.find(b.id);
+  // A buffer no longer live (declared after its free: the case's own bug) keeps its id; without
+  // its base the whole of it is the honest span.
+  if (it == live_.end()) return ByteSpan{0, b.bytes};
+  const std::byte* base = state_.backend->arena_base(it->second.pool) + it->second.offset;
+  return ByteSpan{static_cast<uint64_t>(b.ptr - base), b.bytes};
+}
+
 void Context::log_op(int stream, std::string kind, std::string name, const Access& access,
                      int64_t event) {
   OpRecord op{logs_.ops.size(), stream, std::move(kind), std::move(name), {}, {}, event};
-  for (const Buffer& b : access.reads) op.reads.push_back(b.id);
-  for (const Buffer& b : access.writes) op.writes.push_back(b.id);
+  for (const Buffer& b : access.reads) {
+    op.reads.push_back(b.id);
+    op.read_spans.push_back(span_of(b));
+  }
+  for (const Buffer& b : access.writes) {
+    op.writes.push_back(b.id);
+    op.write_spans.push_back(span_of(b));
+  }
   logs_.ops.push_back(std::move(op));
 }
 
@@ -116,7 +131,7 @@ void Context::copy(Stream s, const Buffer& dst, const Buffer& src, uint64_t byte
     CPRR_THROW_AS(CaseFailure, "copy of {} bytes from buffer {} ({} bytes) to buffer {} ({} bytes)",
                   bytes, src.id, src.bytes, dst.id, dst.bytes);
   }
-  log_op(s.id, "copy", "copy", Access{{src}, {dst}});
+  log_op(s.id, "copy", "copy", Access{{src.slice(0, bytes)}, {dst.slice(0, bytes)}});
   state_.backend->copy_async(s.id, dst.ptr, src.ptr, bytes);
 }
 

@@ -178,6 +178,8 @@ class Context {
     uint64_t bytes;
     std::string name;
   };
+  /// Which bytes of its allocation `b` (a buffer or a slice of one) covers.
+  ByteSpan span_of(const Buffer& b) const;
   void log_op(int stream, std::string kind, std::string name, const Access& access,
               int64_t event = -1);
   void read_bytes(Stream s, const Buffer& b, void* dst, uint64_t bytes);

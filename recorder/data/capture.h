@@ -49,6 +49,18 @@ struct AllocRecord {
   }
 };
 
+/// The bytes of one buffer an op touches: [offset, offset + bytes) from the buffer's start.
+struct ByteSpan {
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+
+  bool operator==(const ByteSpan&) const = default;
+  template <class A>
+  void serialize(A& a) {
+    a(offset, bytes);
+  }
+};
+
 /// One op in host issue order, with its stream and declared access sets; record/wait ops carry
 /// the event id, so the log holds every happens-before edge the case created. A `sync` op is the
 /// host waiting: for `stream` up to this point, or for every stream when `stream` is -1.
@@ -60,10 +72,14 @@ struct OpRecord {
   std::vector<uint32_t> reads;
   std::vector<uint32_t> writes;
   int64_t event = -1;
+  /// Which bytes of each buffer of `reads` / `writes` the op touches, parallel to them: a slice
+  /// is its parent's id plus its span. Empty: whole buffers (a record from before spans).
+  std::vector<ByteSpan> read_spans;
+  std::vector<ByteSpan> write_spans;
 
   template <class A>
   void serialize(A& a) {
-    a(seq, stream, kind, name, reads, writes, event);
+    a(seq, stream, kind, name, reads, writes, event, read_spans, write_spans);
   }
 };
 

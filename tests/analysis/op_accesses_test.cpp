@@ -131,13 +131,36 @@ TEST(OpAccesses, FreedWhileAStreamStillReadsAndReusedIsARaceOnTheBytes) {
             "1, before op #1 (kernel 'fill b')");
 }
 
-TEST(OpAccesses, SlicesAreWholeBuffersSoDisjointSlicesAreReportedConservatively) {
-  // Two kernels on disjoint halves of x: the op log names only x, so the check must assume
-  // both touch all of it.
+TEST(OpAccesses, WithoutSpansSlicesAreWholeBuffersSoDisjointSlicesAreReportedConservatively) {
+  // A record from before spans: two kernels on disjoint halves of x name only x, so the check
+  // must assume both touch all of it.
   std::vector<OpRecord> ops;
   log(ops, 1, "kernel", "left half", {}, {1});
   log(ops, 2, "kernel", "right half", {}, {1});
   EXPECT_EQ(check_happens_before({ops_from_log(kAllocs, ops)}).race_count, 1u);
+}
+
+TEST(OpAccesses, SpansMakeSlicesTheirOwnBytes) {
+  // x is bytes [128, 192) of the device pool; the kernels write its halves, then a third reads
+  // bytes 16..48 of it, overlapping only the left half's writer.
+  std::vector<OpRecord> ops;
+  log(ops, 1, "kernel", "left half", {}, {1});
+  ops.back().write_spans = {{0, 32}};
+  log(ops, 2, "kernel", "right half", {}, {1});
+  ops.back().write_spans = {{32, 32}};
+  const RankOps halves = ops_from_log(kAllocs, ops);
+  EXPECT_EQ(halves[0].writes.at(0).begin, 128u);
+  EXPECT_EQ(halves[0].writes.at(0).end, 160u);
+  EXPECT_EQ(halves[1].writes.at(0).begin, 160u);
+  EXPECT_EQ(check_happens_before({halves}).race_count, 0u) << "disjoint slices do not race";
+  log(ops, 2, "kernel", "middle", {1});
+  ops.back().read_spans = {{16, 16}};
+  const HbResult r = check_happens_before({ops_from_log(kAllocs, ops)});
+  ASSERT_EQ(r.race_count, 1u);
+  EXPECT_EQ(r.races[0].first.name, "left half");
+  EXPECT_EQ(r.races[0].second.name, "middle");
+  EXPECT_EQ(r.races[0].overlaps.at(0).begin, 144u);
+  EXPECT_EQ(r.races[0].overlaps.at(0).end, 160u);
 }
 
 TEST(OpAccesses, CapturesOfEveryRankNumberTheirCollectives) {

@@ -211,6 +211,29 @@ TEST(Context, OpLogRecordsStreamsAccessesAndEvents) {
   EXPECT_EQ(cap2.ops[0].stream, 0);
 }
 
+// Each declared access carries which bytes of its allocation it covers: a slice is its parent's
+// id plus its span; a copy of fewer bytes than its buffers covers only those.
+TEST(Context, OpLogRecordsTheSpanOfEverySliceAndCopy) {
+  RankState st = make_state();
+  CaseCapture cap;
+  {
+    Context ctx(st, "unit/spans", {}, 1, Placement::best_fit);
+    const Buffer x = ctx.alloc("x", 256);
+    const Buffer y = ctx.alloc("y", 256);
+    ctx.host_access("halves", Access{{x.slice(0, 128)}, {x.slice(128, 128), x.slice(136, 8)}});
+    ctx.copy(ctx.stream(), y.slice(64, 64), x, 32);
+    ctx.drain();
+    cap = ctx.finish();
+  }
+  ASSERT_EQ(cap.ops.size(), 2u);
+  const OpRecord& halves = cap.ops[0];
+  EXPECT_THAT(halves.read_spans, ElementsAre(ByteSpan{0, 128}));
+  EXPECT_THAT(halves.write_spans, ElementsAre(ByteSpan{128, 128}, ByteSpan{136, 8}));
+  const OpRecord& copy = cap.ops[1];
+  EXPECT_THAT(copy.read_spans, ElementsAre(ByteSpan{0, 32}));
+  EXPECT_THAT(copy.write_spans, ElementsAre(ByteSpan{64, 32}));
+}
+
 TEST(Context, CopyBoundsAreCaseFailures) {
   RankState st = make_state();
   Context ctx(st, "unit/copy", {}, 1, Placement::best_fit);

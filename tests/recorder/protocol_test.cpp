@@ -151,7 +151,8 @@ CaseDone sample_case_done() {
                              .name = "fill",
                              .reads = {},
                              .writes = {1, 2, 0xffffffffu},
-                             .event = -1});
+                             .event = -1,
+                             .write_spans = {{0, 7}, {8, 1}, {0xffffffffffffff00ULL, 255}}});
   cap.ops.push_back(OpRecord{.seq = 12,
                              .stream = 3,
                              .kind = "wait",
@@ -213,6 +214,8 @@ void expect_same(const CaseCapture& a, const CaseCapture& b) {
     EXPECT_EQ(x.name, y.name);
     EXPECT_EQ(x.reads, y.reads);
     EXPECT_EQ(x.writes, y.writes);
+    EXPECT_EQ(x.read_spans, y.read_spans);
+    EXPECT_EQ(x.write_spans, y.write_spans);
     EXPECT_EQ(x.event, y.event);
   }
   ASSERT_EQ(a.collectives.size(), b.collectives.size());

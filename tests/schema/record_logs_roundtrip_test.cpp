@@ -121,6 +121,31 @@ TEST(RecordLogsRoundTrip, EveryRankAndEveryLogComesBackExactly) {
   EXPECT_EQ(part.probes.size(), full.probes.size());
 }
 
+// An op's spans (which bytes of each buffer it touches: slices) come back exactly, parallel to
+// its buffer lists; an op without spans (a record from before them) reads as whole buffers.
+TEST(RecordLogsRoundTrip, OpSpansComeBackParallelToTheirBuffers) {
+  TempDb db;
+  const CaseInstance inst = instance(1, "logs/spans", {}, 2);
+  ExecutionResult r = execution(Mode::pool, 1, 1);
+  OpRecord sliced{0, 1, "kernel", "halves", {4, 4}, {5}, -1};
+  sliced.read_spans = {{0, 64}, {64, 64}};
+  sliced.write_spans = {{kU64Max - 1, 1}};
+  r.ranks[0].done->capture.ops = {sliced, OpRecord{1, 0, "kernel", "whole", {4}, {}, -1}};
+  int64_t case_id = 0;
+  {
+    RecordWriter w(db.path(), RunMeta{"cpu", "pool", "best_fit", "/bin/worker", {}});
+    case_id = w.add_cases({inst})[0];
+    w.write(r, case_id);
+  }
+  const auto execs = RecordReader(db.path()).executions(case_id);
+  ASSERT_EQ(execs.size(), 1u);
+  const auto& ops = execs[0].result.ranks[0].done->capture.ops;
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].read_spans, sliced.read_spans);
+  EXPECT_EQ(ops[0].write_spans, sliced.write_spans);
+  EXPECT_TRUE(ops[1].read_spans.empty());
+}
+
 // cpreplay --list reads every execution of a file through one reader: its prepared statements
 // are reused across executions, cases and interleaved calls, and stay usable after an error.
 TEST(RecordLogsRoundTrip, OneReaderReadsManyExecutionsAndStaysUsable) {
@@ -190,7 +215,10 @@ TEST(RecordLogsRoundTrip, RowsNoCprrWritesAreRefusedNotMisread) {
       {"UPDATE rank_result SET signal = NULL WHERE rank = 1 AND " + e1, "does not fit"},
       {"UPDATE rank_result SET watchdog = '{\"phase\":1}' WHERE rank = 1 AND " + e1,
        "watchdog answer"},
-      {"INSERT INTO op VALUES (1, 1, 0, 0, 'kernel', 'k', '', '', -1)", "which has no result"},
+      {"INSERT INTO op VALUES (1, 1, 0, 0, 'kernel', 'k', '', '', -1, '', '')",
+       "which has no result"},
+      {"UPDATE op SET reads = '1', read_spans = '0+4,8+4' WHERE " + e1, "2 spans for 1 buffers"},
+      {"UPDATE op SET reads = '1', read_spans = '0-4' WHERE " + e1, "op span list '0-4'"},
       {"DELETE FROM rank_result WHERE rank = 0 AND " + e1, "no rank_result row for rank 0"},
   };
   for (const auto& [sql, message] : damage) {
