@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -48,8 +49,15 @@ Recorded record(RecordOptions o) {
 const std::string& test_db() {
   struct Scratch {
     std::string path = "/tmp/cprr-record-command-test-" + std::to_string(::getpid()) + ".db";
+    // Removes the scratch file and every sibling a test derived from it (path + ".describe"...).
     ~Scratch() {
-      for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+      const std::filesystem::path p(path);
+      std::error_code ec;
+      for (const auto& e : std::filesystem::directory_iterator(p.parent_path(), ec)) {
+        if (e.path().filename().string().rfind(p.filename().string(), 0) == 0) {
+          std::filesystem::remove(e.path(), ec);
+        }
+      }
     }
   };
   static const Scratch scratch;
@@ -92,7 +100,9 @@ Proc shell(const std::string& cmd) {
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
 TEST(RecordCommand, JsonDocumentDescribesEveryCase) {
-  const Recorded r = record(opts(kWorker, "noop|segfault"));
+  RecordOptions o = opts(kWorker, "noop|segfault");
+  o.db = test_db() + ".describe";  // its own file: its cases are ids 1..4
+  const Recorded r = record(o);
   EXPECT_EQ(r.code, 0) << r.out;  // the crashes are expected
   EXPECT_TRUE(r.err.empty()) << r.err;
   const json doc = json::parse(r.out);
@@ -145,7 +155,9 @@ TEST(RecordCommand, FilterSelectsCasesByLabel) {
   }
   EXPECT_EQ(n, 8) << r.out;
 
-  const Recorded one = record(opts(kWorker, "^healthy/all_gather\\{count=4099\\}@2$"));
+  RecordOptions one_case = opts(kWorker, "^healthy/all_gather\\{count=4099\\}@2$");
+  one_case.db = test_db() + ".filter";  // its own file: the first case recorded there is id 1
+  const Recorded one = record(one_case);
   ASSERT_EQ(one.code, 0);
   const json doc = json::parse(one.out);
   ASSERT_EQ(doc.at("cases").size(), 1u);
