@@ -1,7 +1,6 @@
 #include "analysis/op_accesses.h"
 
 #include <algorithm>
-
 #include <array>
 #include <map>
 #include <string>
