@@ -132,19 +132,6 @@ std::string tail_of(std::string_view s) {
   return fmt::format("[... {} earlier bytes omitted]\n{}", start, s.substr(start));
 }
 
-std::string_view outcome_name(const RankReport& rep) {
-  if (!rep.done) return rep.exit ? "died without a result" : "no result";
-  switch (rep.done->outcome) {
-    case RankOutcome::ok:
-      return "ok";
-    case RankOutcome::fail:
-      return "fail";
-    case RankOutcome::error:
-      return "error";
-  }
-  return "?";
-}
-
 // The failure/error text: what happened, then every rank's outcome, error, exit, protocol error
 // and output tails. Raw (unescaped) bytes.
 std::string details(const ExecutionResult& res, const CaseInstance* inst) {
@@ -155,7 +142,7 @@ std::string details(const ExecutionResult& res, const CaseInstance* inst) {
                      res.pool_position, res.wall_ms);
   for (std::size_t r = 0; r < res.ranks.size(); ++r) {
     const RankReport& rep = res.ranks[r];
-    out += fmt::format("\nrank {}: {}\n", r, outcome_name(rep));
+    out += fmt::format("\nrank {}: {}\n", r, report_outcome_name(rep));
     if (rep.done && !rep.done->error.empty()) out += fmt::format("  error: {}\n", rep.done->error);
     if (rep.exit) out += fmt::format("  exit: {}\n", rep.exit->describe());
     if (!rep.protocol_error.empty()) {

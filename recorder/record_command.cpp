@@ -142,6 +142,22 @@ std::vector<ExecutionResult> execute(const Plan& p, Controller& controller, Reco
   return results;
 }
 
+// The run's last rows: every case's judgement (none when a signal cut the run short: a case
+// stopped after its fresh half would look complete), then the exit code that finishes it, which
+// for an interrupted run is the shell's 128 + signal. Returns that code.
+int close_run(RecordWriter& writer, const std::vector<CaseOutcome>& outcomes, int signal,
+              std::size_t ran, std::size_t planned, std::ostream& err) {
+  const int code = signal != 0 ? 128 + signal : exit_code_for(outcomes);
+  if (signal == 0) writer.judge_cases(judgements_of(outcomes));
+  writer.finish(code);
+  if (signal != 0) {
+    err << fmt::format("cprecord: interrupted by SIG{} after {} of {} executions; run {} is "
+                       "recorded with exit code {}\n",
+                       sigabbrev_np(signal), ran, planned, writer.run_id(), code);
+  }
+  return code;
+}
+
 }  // namespace
 
 int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, bool progress,
@@ -167,9 +183,8 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
     return 0;
   }
   if (!o.junit.empty()) check_file_target("--junit", o.junit);  // before the run, not after
-  RecordWriter writer(
-      o.db, RunMeta{backend, o.mode, std::string(placement_name(*placement)), worker, argv,
-              kProtocolVersion});
+  RecordWriter writer(o.db, RunMeta{backend, o.mode, std::string(placement_name(*placement)),
+                                    worker, argv, kProtocolVersion});
   const std::vector<int64_t> case_ids = writer.add_cases(plan);
   ControllerConfig cc;
   cc.worker = worker;
@@ -183,19 +198,8 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   controller.close_pools();
   const int signal = o.interrupt != nullptr ? o.interrupt->signal() : 0;
   const auto outcomes = summarize(plan, case_ids, results);
-  // An interrupted run is finished in the store (nothing after it will come), with the shell's
-  // exit code for the signal; what ran before the signal is reported as usual.
-  const int code = signal != 0 ? 128 + signal : exit_code_for(outcomes);
-  // A run cut short judges nothing: a case stopped after its fresh half would look complete.
-  if (signal == 0) writer.judge_cases(judgements_of(outcomes));
-  writer.finish(code);
-  if (signal != 0) {
-    err << fmt::format("cprecord: interrupted by SIG{} after {} of {} executions; run {} is "
-                       "recorded with exit code {}\n",
-                       sigabbrev_np(signal), results.size(),
-                       plan.size() * modes.size() * static_cast<std::size_t>(o.repeat),
-                       writer.run_id(), code);
-  }
+  const std::size_t planned = plan.size() * modes.size() * static_cast<std::size_t>(o.repeat);
+  const int code = close_run(writer, outcomes, signal, results.size(), planned, err);
   const RunInfo info{writer.run_id(),
                      absolute(o.db),
                      o.db,
