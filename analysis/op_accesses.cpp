@@ -52,7 +52,8 @@ std::vector<ByteRange> ranges_of(const Allocations& allocs, const OpRecord& op,
 }
 
 SyncRole role_of(const OpRecord& op) {
-  if (op.kind == "kernel" || op.kind == "probe" || op.kind == "output" || op.kind == "host") {
+  if (op.kind == "kernel" || op.kind == "probe" || op.kind == "output" || op.kind == "host" ||
+      op.kind == "put") {
     return SyncRole::none;
   }
   if (op.kind == "copy") return op.name == kReadBackOpName ? SyncRole::host_join : SyncRole::none;
@@ -60,6 +61,8 @@ SyncRole role_of(const OpRecord& op) {
   if (op.kind == "record") return SyncRole::record;
   if (op.kind == "wait") return SyncRole::wait;
   if (op.kind == "collective") return SyncRole::collective;
+  if (op.kind == "signal") return SyncRole::signal;
+  if (op.kind == "wait_signal") return SyncRole::wait_signal;
   CPRR_THROW("op #{} has kind '{}', which the happens-before check does not know", op.seq, op.kind);
 }
 
@@ -73,7 +76,20 @@ uint32_t pool_id(std::string_view pool_name) {
   CPRR_THROW("unknown pool '{}' in the allocation log", pool_name);
 }
 
-RankOps ops_from_log(const std::vector<AllocRecord>& allocs, const std::vector<OpRecord>& ops) {
+uint32_t semaphore_key(int32_t receiver, int32_t sender, int64_t semaphore) {
+  if (receiver < 0 || sender < 0 || receiver >= kMaxKeyRanks || sender >= kMaxKeyRanks ||
+      semaphore < 0 || semaphore >= kMaxKeySemaphores) {
+    CPRR_THROW("semaphore {} between ranks {} and {} is outside what the check numbers ({} ranks, "
+               "{} semaphores)",
+               semaphore, sender, receiver, kMaxKeyRanks, kMaxKeySemaphores);
+  }
+  return (static_cast<uint32_t>(receiver) * kMaxKeyRanks + static_cast<uint32_t>(sender)) *
+             kMaxKeySemaphores +
+         static_cast<uint32_t>(semaphore);
+}
+
+RankOps ops_from_log(int32_t rank, const std::vector<AllocRecord>& allocs,
+                     const std::vector<OpRecord>& ops) {
   const Allocations by_id = allocations_by_id(allocs);
   RankOps out;
   out.reserve(ops.size());
@@ -89,6 +105,14 @@ RankOps ops_from_log(const std::vector<AllocRecord>& allocs, const std::vector<O
     op.role = role_of(rec);
     op.event = rec.event;
     if (op.role == SyncRole::collective) op.collective_seq = collectives++;
+    if (rec.kind == "put") {
+      for (ByteRange& w : op.writes) w.owner = rec.peer;  // the bytes are the peer's window
+    }
+    if (op.role == SyncRole::signal || op.role == SyncRole::wait_signal) {
+      const bool sends = op.role == SyncRole::signal;
+      op.semaphore = semaphore_key(sends ? rec.peer : rank, sends ? rank : rec.peer, rec.event);
+      op.epoch = rec.epoch;
+    }
     out.push_back(std::move(op));
   }
   return out;
@@ -97,7 +121,7 @@ RankOps ops_from_log(const std::vector<AllocRecord>& allocs, const std::vector<O
 std::vector<RankOps> ops_from_captures(const std::vector<const CaseCapture*>& ranks) {
   std::vector<RankOps> out(ranks.size());
   for (std::size_t r = 0; r < ranks.size(); ++r) {
-    if (ranks[r]) out[r] = ops_from_log(ranks[r]->allocs, ranks[r]->ops);
+    if (ranks[r]) out[r] = ops_from_log(static_cast<int32_t>(r), ranks[r]->allocs, ranks[r]->ops);
   }
   return out;
 }

@@ -11,6 +11,9 @@
 // - `sync` of stream s is a host join of s, `sync` of -1 a join of every stream; the read-back
 //   behind Context::read is the `copy` named "read back", which the host waits for.
 // - Collectives are numbered in log order (Context numbers them per case, one communicator).
+// - A `put` writes its peer's memory: its write ranges are owned by the peer. A `signal` to peer
+//   p on semaphore s and p's `wait_signal` from this rank on s share one world-wide semaphore key
+//   (semaphore_key), with the epochs the log records.
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -28,10 +31,19 @@ inline constexpr std::string_view kReadBackOpName = "read back";
 /// host 2. Throws cprr::Error for any other name.
 uint32_t pool_id(std::string_view pool_name);
 
-/// One rank's checker input from its allocation and op logs. Throws cprr::Error naming the op
+/// Ranks and semaphores the world-wide semaphore key can number.
+inline constexpr int32_t kMaxKeyRanks = 1024;
+inline constexpr int64_t kMaxKeySemaphores = 1024;
+
+/// The world-wide key of semaphore `semaphore` that `sender` raises in `receiver`'s table.
+/// Throws cprr::Error outside kMaxKeyRanks / kMaxKeySemaphores.
+uint32_t semaphore_key(int32_t receiver, int32_t sender, int64_t semaphore);
+
+/// Rank `rank`'s checker input from its allocation and op logs. Throws cprr::Error naming the op
 /// when the logs contradict each other (an op on a buffer never allocated, an id allocated twice,
 /// an op kind the checker does not know).
-RankOps ops_from_log(const std::vector<AllocRecord>& allocs, const std::vector<OpRecord>& ops);
+RankOps ops_from_log(int32_t rank, const std::vector<AllocRecord>& allocs,
+                     const std::vector<OpRecord>& ops);
 
 /// Every rank's input (index = rank); a null capture (a rank without a result) has no ops.
 std::vector<RankOps> ops_from_captures(const std::vector<const CaseCapture*>& ranks);

@@ -24,6 +24,19 @@ void wait_each_stream(std::size_t n, const std::function<void(int)>& wait_one) {
   if (first) std::rethrow_exception(first);
 }
 
+// One-sided ops on a backend without a window: Context checks one_sided_problem() first, so
+// reaching these is a harness bug, reported as such.
+void Backend::put(int, int, uint64_t, const void*, std::size_t) {
+  CPRR_THROW("put on the {} backend: {}", name(), one_sided_problem());
+}
+void Backend::signal(int, int, uint32_t, uint64_t) {
+  CPRR_THROW("signal on the {} backend: {}", name(), one_sided_problem());
+}
+void Backend::wait_signal(int, uint32_t, uint64_t) {
+  CPRR_THROW("wait_signal on the {} backend: {}", name(), one_sided_problem());
+}
+void Backend::delay(int, uint32_t) { CPRR_THROW("the {} backend cannot delay a stream", name()); }
+
 std::unique_ptr<Backend> make_backend(const BackendConfig& config) {
   if (config.kind == "cpu") return std::make_unique<CpuBackend>(config);
 #if CPRR_HAVE_CUDA

@@ -42,6 +42,10 @@ struct CollectiveCall {
   std::vector<int64_t> recv_counts;
 };
 
+/// Semaphores a case may use for one-sided signalling (Context::signal). A rank's semaphore table
+/// has kMaxSemaphores * world_size slots: slot sem * world_size + src is written only by rank src.
+inline constexpr uint32_t kMaxSemaphores = 64;
+
 /// A rank's device runtime. Lives for the whole rank process (across pooled cases).
 class Backend {
  public:
@@ -104,6 +108,20 @@ class Backend {
   /// error, an abort). The case's result is then an error, so its world is replaced rather than
   /// handing the broken state to the next case.
   virtual std::string broken() const { return {}; }
+
+  // ---- one-sided: every rank's symmetric pool is a window its peers can write ----
+  /// Empty when put/signal/wait_signal work; otherwise why not (the Case API's error says it).
+  virtual std::string one_sided_problem() const { return "this backend has no symmetric window"; }
+  /// In stream order: copies `bytes` from `src` (this rank's memory) to byte `offset` of `peer`'s
+  /// symmetric pool. Nothing orders it with the peer's own ops: signal/wait_signal do.
+  virtual void put(int stream, int peer, uint64_t offset, const void* src, std::size_t bytes);
+  /// In stream order: sets slot `slot` of `peer`'s semaphore table to `value`, once everything
+  /// the stream did before (puts included) is visible to the peer.
+  virtual void signal(int stream, int peer, uint32_t slot, uint64_t value);
+  /// In stream order: the stream waits until this rank's slot `slot` holds at least `value`.
+  virtual void wait_signal(int stream, uint32_t slot, uint64_t value);
+  /// In stream order: the stream idles for `us` microseconds (a replay's race amplification).
+  virtual void delay(int stream, uint32_t us);
 };
 
 /// Options for creating a backend in a rank process.

@@ -2,9 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "runtime/error.h"
+#include "runtime/fd.h"
 
 namespace cprr {
 namespace {
@@ -34,13 +40,76 @@ MappedRegion::MappedRegion(uint64_t bytes) : size_(bytes) {
   data_ = static_cast<std::byte*>(p);
 }
 
+MappedRegion::MappedRegion(int fd, uint64_t bytes) : size_(bytes) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  if (p == MAP_FAILED) throw_errno(__FILE__, __LINE__, fmt::format("mmap of a window ({} bytes)", bytes));
+  data_ = static_cast<std::byte*>(p);
+}
+
 MappedRegion::~MappedRegion() { ::munmap(data_, size_); }
 
-CpuBackend::CpuBackend(const BackendConfig& config) {
-  for (int i = 0; i < 3; ++i) arenas_[i] = std::make_unique<MappedRegion>(kArenaBytes[i]);
+namespace {
+
+uint64_t semaphore_bytes(int world_size) {
+  return uint64_t{kMaxSemaphores} * static_cast<uint64_t>(world_size) * sizeof(uint64_t);
+}
+
+// Maps `path` (created when `create`) at `bytes`; the descriptor is closed once mapped.
+std::unique_ptr<MappedRegion> map_window_file(const std::string& path, uint64_t bytes, bool create) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0), 0600);
+  if (fd < 0) throw_errno(__FILE__, __LINE__, fmt::format("open window file {}", path));
+  const UniqueFd owner(fd);
+  if (create && ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    throw_errno(__FILE__, __LINE__, fmt::format("ftruncate window file {} to {} bytes", path, bytes));
+  }
+  return std::make_unique<MappedRegion>(fd, bytes);
+}
+
+}  // namespace
+
+CpuWindow::CpuWindow(int rank, int world_size, const std::string& dir, uint64_t pool_bytes)
+    : rank_(rank),
+      world_size_(world_size),
+      dir_(dir),
+      pool_bytes_(pool_bytes),
+      file_bytes_(pool_bytes + semaphore_bytes(world_size)),
+      maps_(static_cast<std::size_t>(world_size)) {
+  maps_[rank] = world_size == 1 || dir.empty()
+                    ? std::make_unique<MappedRegion>(file_bytes_)
+                    : map_window_file(path_of(rank), file_bytes_, /*create=*/true);
+}
+
+std::string CpuWindow::path_of(int rank) const { return fmt::format("{}/window-{}", dir_, rank); }
+
+void CpuWindow::map_peers() {
+  for (int r = 0; r < world_size_; ++r) {
+    if (!maps_[r]) maps_[r] = map_window_file(path_of(r), file_bytes_, /*create=*/false);
+  }
+}
+
+std::byte* CpuWindow::pool(int rank) const {
+  CPRR_CHECK(rank >= 0 && rank < world_size_ && maps_[rank], "no window of rank {} (world of {})",
+             rank, world_size_);
+  return maps_[rank]->data();
+}
+
+uint64_t* CpuWindow::semaphores(int rank) const {
+  return reinterpret_cast<uint64_t*>(pool(rank) + pool_bytes_);
+}
+
+CpuBackend::CpuBackend(const BackendConfig& config)
+    : rank_(config.rank), world_size_(config.world_size) {
+  const auto sym = static_cast<int>(MemPool::symmetric);
+  for (int i = 0; i < 3; ++i) {
+    if (i != sym) arenas_[i] = std::make_unique<MappedRegion>(kArenaBytes[i]);
+  }
+  window_ = std::make_unique<CpuWindow>(config.rank, config.world_size, config.rendezvous,
+                                        kArenaBytes[sym]);
   if (config.world_size > 1) {
     comm_ = std::make_unique<GlooComm>(config.rank, config.world_size, config.rendezvous,
                                        std::chrono::duration_cast<std::chrono::milliseconds>(kCommTimeout));
+    // Every rank made its window file before joining, so all of them exist now.
+    window_->map_peers();
   }
   stream(0, "default");
 }
@@ -52,10 +121,12 @@ CpuBackend::~CpuBackend() {
 }
 
 std::byte* CpuBackend::arena_base(MemPool pool) {
+  if (pool == MemPool::symmetric) return window_->pool(rank_);
   return arenas_[static_cast<int>(pool)]->data();
 }
 
 uint64_t CpuBackend::arena_capacity(MemPool pool) const {
+  if (pool == MemPool::symmetric) return window_->pool_bytes();
   return arenas_[static_cast<int>(pool)]->size();
 }
 
@@ -137,6 +208,42 @@ void CpuBackend::wait_event(int stream, int event) {
   CpuStream& s = at(stream);
   if (ev.stream == &s) return;  // same stream: FIFO already orders it
   s.enqueue(fmt::format("wait event {}", event), [ev] { ev.stream->wait_for(ev.ticket); });
+}
+
+void CpuBackend::put(int stream, int peer, uint64_t offset, const void* src, std::size_t bytes) {
+  CPRR_CHECK(offset <= window_->pool_bytes() && bytes <= window_->pool_bytes() - offset,
+             "put of {} bytes at offset {} is outside the symmetric pool ({} bytes)", bytes, offset,
+             window_->pool_bytes());
+  std::byte* dst = window_->pool(peer) + offset;
+  at(stream).enqueue(fmt::format("put to rank {}", peer),
+                     [dst, src, bytes] { std::memmove(dst, src, bytes); });
+}
+
+void CpuBackend::signal(int stream, int peer, uint32_t slot, uint64_t value) {
+  uint64_t* target = window_->semaphores(peer) + slot;
+  at(stream).enqueue(fmt::format("signal rank {} slot {} = {:#x}", peer, slot, value), [target, value] {
+    // Release: the peer's acquire in wait_signal then sees every earlier write of this stream.
+    std::atomic_ref<uint64_t>(*target).store(value, std::memory_order_release);
+  });
+}
+
+void CpuBackend::wait_signal(int stream, uint32_t slot, uint64_t value) {
+  uint64_t* mine = window_->semaphores(rank_) + slot;
+  at(stream).enqueue(fmt::format("wait_signal slot {} >= {:#x}", slot, value), [mine, value] {
+    std::atomic_ref<uint64_t> cell(*mine);
+    for (int polls = 0; cell.load(std::memory_order_acquire) < value; ++polls) {
+      if (polls < 256) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+    }
+  });
+}
+
+void CpuBackend::delay(int stream, uint32_t us) {
+  at(stream).enqueue(fmt::format("delay {} us", us),
+                     [us] { std::this_thread::sleep_for(std::chrono::microseconds(us)); });
 }
 
 void CpuBackend::synchronize(int stream) { at(stream).synchronize(); }

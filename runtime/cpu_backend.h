@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <memory>
+#include <string>
 #include <mutex>
 #include <vector>
 
@@ -16,10 +17,14 @@
 
 namespace cprr {
 
-/// RAII anonymous mapping. MAP_NORESERVE: only pages a case touches cost memory.
+/// RAII mapping. MAP_NORESERVE: only pages a case touches cost memory.
 class MappedRegion {
  public:
+  /// Private anonymous memory.
   explicit MappedRegion(uint64_t bytes);
+  /// The whole of file `fd` (`bytes` long), shared: what one process writes, every process that
+  /// maps the file sees.
+  MappedRegion(int fd, uint64_t bytes);
   ~MappedRegion();
   MappedRegion(const MappedRegion&) = delete;
   MappedRegion& operator=(const MappedRegion&) = delete;
@@ -29,6 +34,32 @@ class MappedRegion {
  private:
   std::byte* data_ = nullptr;
   uint64_t size_ = 0;
+};
+
+/// The one-sided window of a CPU world: each rank's symmetric pool plus its semaphore table is a
+/// file in the world's rendezvous directory that every rank maps shared, so a put really lands
+/// in the peer's memory and a skipped wait really reads stale data. A world of one has no file:
+/// its window is private memory.
+class CpuWindow {
+ public:
+  /// Creates and maps this rank's file (before the communicator connects).
+  CpuWindow(int rank, int world_size, const std::string& dir, uint64_t pool_bytes);
+  /// Maps every peer's file: call once every rank created its own (after the rendezvous).
+  void map_peers();
+  std::byte* pool(int rank) const;
+  /// Rank `rank`'s semaphore table (kMaxSemaphores * world_size slots).
+  uint64_t* semaphores(int rank) const;
+  uint64_t pool_bytes() const { return pool_bytes_; }
+
+ private:
+  std::string path_of(int rank) const;
+
+  int rank_;
+  int world_size_;
+  std::string dir_;
+  uint64_t pool_bytes_;
+  uint64_t file_bytes_;
+  std::vector<std::unique_ptr<MappedRegion>> maps_;  // index = rank; null until mapped
 };
 
 class CpuBackend final : public Backend {
@@ -52,12 +83,20 @@ class CpuBackend final : public Backend {
   CollectiveProgress collective_progress() const override;
   std::vector<std::string> running_ops() const override;
   void reset_collective_progress() override;
+  std::string one_sided_problem() const override { return {}; }
+  void put(int stream, int peer, uint64_t offset, const void* src, std::size_t bytes) override;
+  void signal(int stream, int peer, uint32_t slot, uint64_t value) override;
+  void wait_signal(int stream, uint32_t slot, uint64_t value) override;
+  void delay(int stream, uint32_t us) override;
 
  private:
   CpuStream& at(int stream);
   void run_collective(const CollectiveCall& call);
 
-  std::array<std::unique_ptr<MappedRegion>, 3> arenas_;
+  std::array<std::unique_ptr<MappedRegion>, 3> arenas_;  // the symmetric one lives in window_
+  std::unique_ptr<CpuWindow> window_;
+  int rank_ = 0;
+  int world_size_ = 1;
   std::unique_ptr<GlooComm> comm_;
   mutable std::mutex streams_mu_;  // guards the vector; the watchdog walks it concurrently
   std::vector<std::unique_ptr<CpuStream>> streams_;

@@ -13,6 +13,8 @@ namespace {
 
 /// The schema version that added op.read_spans and write_spans.
 constexpr int kSpansVersion = 3;
+/// The schema version that added op.peer and op.epoch.
+constexpr int kOneSidedVersion = 4;
 /// The schema version that added test_case.verdict, as_expected and fresh_vs_pool.
 constexpr int kJudgementVersion = 2;
 
@@ -241,7 +243,19 @@ OpRecord read_op(const Statement& st, std::string_view path) {
               st.int64(7)};
   op.read_spans = split_spans(st.text(8), op.reads.size(), path);
   op.write_spans = split_spans(st.text(9), op.writes.size(), path);
+  op.peer = static_cast<int32_t>(st.int64(10));
+  op.epoch = st.u64(11);
   return op;
+}
+
+/// The op log query: columns a version lacks read as their defaults ('' spans: whole buffers).
+std::string op_query(int version) {
+  const char* spans = version >= kSpansVersion ? "read_spans, write_spans" : "'', ''";
+  const char* one_sided = version >= kOneSidedVersion ? "peer, epoch" : "-1, 0";
+  return fmt::format(
+      "SELECT rank, seq, stream, kind, name, reads, writes, event, {}, {} FROM op "
+      "WHERE execution_id = ? ORDER BY rank, seq",
+      spans, one_sided);
 }
 
 CollectiveRecord read_collective(const Statement& st, std::string_view path) {
@@ -274,11 +288,7 @@ struct RecordReader::Statements {
         allocs(db,
                "SELECT rank, seq, is_free, buffer, name, pool, bytes, offset, stream "
                "FROM alloc_event WHERE execution_id = ? ORDER BY rank, seq"),
-        ops(db, db.schema_version() >= kSpansVersion
-                    ? "SELECT rank, seq, stream, kind, name, reads, writes, event, read_spans, "
-                      "write_spans FROM op WHERE execution_id = ? ORDER BY rank, seq"
-                    : "SELECT rank, seq, stream, kind, name, reads, writes, event, '', '' FROM op "
-                      "WHERE execution_id = ? ORDER BY rank, seq"),
+        ops(db, op_query(db.schema_version())),
         collectives(db,
                     "SELECT rank, seq, kind, stream, dtype, bytes, root FROM collective "
                     "WHERE execution_id = ? ORDER BY rank, seq") {}

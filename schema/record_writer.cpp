@@ -81,8 +81,8 @@ struct RecordWriter::Statements {
               "bytes, offset, stream) VALUES (?,?,?,?,?,?,?,?,?,?)"),
         op(db,
            "INSERT INTO op (execution_id, rank, seq, stream, kind, name, reads, writes, event, "
-           "read_spans, write_spans) "
-           "VALUES (?,?,?,?,?,?,?,?,?,?,?)"),
+           "read_spans, write_spans, peer, epoch) "
+           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"),
         collective(db,
                    "INSERT INTO collective (execution_id, rank, seq, kind, stream, dtype, bytes, "
                    "root) VALUES (?,?,?,?,?,?,?,?)") {}
@@ -211,7 +211,8 @@ void RecordWriter::write_logs(int64_t execution, int rank, const CaseCapture& ca
     op.bind(1, execution).bind(2, int64_t{rank}).bind(3, static_cast<int64_t>(o.seq));
     op.bind(4, int64_t{o.stream}).bind(5, o.kind).bind(6, o.name).bind(7, join_ids(o.reads));
     op.bind(8, join_ids(o.writes)).bind(9, o.event).bind(10, join_spans(o.read_spans));
-    op.bind(11, join_spans(o.write_spans));
+    op.bind(11, join_spans(o.write_spans)).bind(12, int64_t{o.peer});
+    op.bind(13, static_cast<int64_t>(o.epoch));
     op.run();
   }
   Statement& coll = st_->collective;

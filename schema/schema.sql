@@ -1,6 +1,6 @@
--- cprr store: the SQLite schema. Version 3 (schema/store.h: kSchemaVersion and its bump rule;
+-- cprr store: the SQLite schema. Version 4 (schema/store.h: kSchemaVersion and its bump rule;
 -- store.cpp: kMigrations). Version 2 added test_case.verdict, as_expected and fresh_vs_pool;
--- version 3 op.read_spans and write_spans.
+-- version 3 op.read_spans and write_spans; version 4 op.peer and op.epoch.
 --
 -- One database file holds any number of runs. The recorder writes the run row and the planned
 -- cases first, then every execution with all its per-rank rows in ONE transaction, committed
@@ -128,16 +128,23 @@ CREATE TABLE op (
   rank          INTEGER NOT NULL,
   seq           INTEGER NOT NULL,
   stream        INTEGER NOT NULL,  -- -1: host
-  kind          TEXT NOT NULL,     -- kernel | copy | collective | record | wait | probe | output | host | sync
+  -- kernel | copy | collective | record | wait | probe | output | host | sync | put | signal |
+  -- wait_signal
+  kind          TEXT NOT NULL,
   name          TEXT NOT NULL,
   reads         TEXT NOT NULL,     -- comma-separated buffer ids
   writes        TEXT NOT NULL,
-  event         INTEGER NOT NULL,  -- event id of record/wait (-1 otherwise; stream id for sync)
+  -- event id of record/wait, semaphore of signal/wait_signal (-1 otherwise)
+  event         INTEGER NOT NULL,
   -- (version 3) which bytes of each buffer of reads / writes the op touches, in the same order:
   -- comma-separated "offset+bytes" from the buffer's start (a slice is its parent's id plus its
   -- span). '' (every row before version 3): whole buffers.
   read_spans    TEXT NOT NULL DEFAULT '',
   write_spans   TEXT NOT NULL DEFAULT '',
+  -- (version 4) put / signal / wait_signal: the other rank (-1 otherwise, and before version 4);
+  -- signal: the epoch it sets, wait_signal: the epoch it waits for (0 otherwise).
+  peer          INTEGER NOT NULL DEFAULT -1,
+  epoch         INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (execution_id, rank, seq)
 ) WITHOUT ROWID;
 

@@ -31,6 +31,9 @@ constexpr std::string_view kMigrations[] = {
     // 2 -> 3: per-access byte spans of the op log (schema.sql: op.read_spans, write_spans).
     "ALTER TABLE op ADD COLUMN read_spans TEXT NOT NULL DEFAULT '';"
     "ALTER TABLE op ADD COLUMN write_spans TEXT NOT NULL DEFAULT '';",
+    // 3 -> 4: the one-sided ops' peer and epoch (schema.sql: op.peer, op.epoch).
+    "ALTER TABLE op ADD COLUMN peer INTEGER NOT NULL DEFAULT -1;"
+    "ALTER TABLE op ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion - kOldestSchemaVersion,
               "kSchemaVersion was bumped: write the migration from the version before");

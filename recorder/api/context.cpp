@@ -17,13 +17,15 @@ Buffer Buffer::slice(uint64_t offset, uint64_t len) const {
 }
 
 Context::Context(RankState& state, std::string case_name, Params params, uint64_t seed,
-                 Placement placement)
+                 Placement placement, uint64_t execution, Perturbation perturbation)
     : state_(state),
       name_(std::move(case_name)),
       params_(std::move(params)),
       seed_(seed),
       placement_(placement),
-      rng_(splitmix64(seed ^ splitmix64(static_cast<uint64_t>(state.rank) + 1))) {
+      rng_(splitmix64(seed ^ splitmix64(static_cast<uint64_t>(state.rank) + 1))),
+      execution_(execution),
+      perturbation_(std::move(perturbation)) {
   for (auto& engine : state_.engines) engine->set_policy(placement_);
   if (!state_.hasher) state_.hasher = make_capture_hasher(*state_.backend);
 }
@@ -84,9 +86,13 @@ ByteSpan Context::span_of(const Buffer& b) const {
   return ByteSpan{static_cast<uint64_t>(b.ptr - base), b.bytes};
 }
 
-void Context::log_op(int stream, std::string kind, std::string name, const Access& access,
-                     int64_t event) {
-  OpRecord op{logs_.ops.size(), stream, std::move(kind), std::move(name), {}, {}, event};
+OpRecord& Context::log_op(int stream, std::string kind, std::string name, const Access& access,
+                          int64_t event) {
+  const uint64_t seq = logs_.ops.size();
+  if (stream >= 0) {
+    if (const uint32_t us = delay_before(seq); us > 0) state_.backend->delay(stream, us);
+  }
+  OpRecord op{seq, stream, std::move(kind), std::move(name), {}, {}, event};
   for (const Buffer& b : access.reads) {
     op.reads.push_back(b.id);
     op.read_spans.push_back(span_of(b));
@@ -95,24 +101,51 @@ void Context::log_op(int stream, std::string kind, std::string name, const Acces
     op.writes.push_back(b.id);
     op.write_spans.push_back(span_of(b));
   }
-  logs_.ops.push_back(std::move(op));
+  return logs_.ops.emplace_back(std::move(op));
+}
+
+uint32_t Context::delay_before(uint64_t seq) const {
+  const Perturbation& p = perturbation_;
+  const OpSite here{state_.rank, seq};
+  for (const OpSite& site : p.delay_ops) {
+    if (site == here) return p.target_delay_us;
+  }
+  if (p.delay_seed == 0 || p.max_delay_us == 0) return 0;
+  const uint64_t h = splitmix64(p.delay_seed ^ splitmix64((uint64_t(state_.rank) << 40) ^ seq));
+  if (h % 3 != 0) return 0;  // about one stream op in three waits
+  return static_cast<uint32_t>((h >> 8) % (uint64_t{p.max_delay_us} + 1));
+}
+
+void Context::issued() {
+  if (perturbation_.sync_after.empty() || logs_.ops.empty()) return;
+  const OpSite here{state_.rank, logs_.ops.back().seq};
+  for (const OpSite& site : perturbation_.sync_after) {
+    if (site == here) {
+      state_.backend->synchronize_all();
+      return;
+    }
+  }
 }
 
 Stream Context::create_stream(std::string name) {
+  // A serializing replay folds every stream into the default one: all ops run in issue order.
+  if (perturbation_.one_stream) return Stream{0};
   const int id = state_.backend->stream(streams_used_++, name);
   return Stream{id};
 }
 
 Event Context::record(Stream s) {
   const int ev = state_.backend->create_event();
-  state_.backend->record_event(ev, s.id);
   log_op(s.id, "record", "record", {}, ev);
+  state_.backend->record_event(ev, s.id);
+  issued();
   return Event{ev};
 }
 
 void Context::wait(Stream s, Event e) {
-  state_.backend->wait_event(s.id, e.id);
   log_op(s.id, "wait", "wait", {}, e.id);
+  state_.backend->wait_event(s.id, e.id);
+  issued();
 }
 
 void Context::synchronize(Stream s) {
@@ -133,6 +166,7 @@ void Context::copy(Stream s, const Buffer& dst, const Buffer& src, uint64_t byte
   }
   log_op(s.id, "copy", "copy", Access{{src.slice(0, bytes)}, {dst.slice(0, bytes)}});
   state_.backend->copy_async(s.id, dst.ptr, src.ptr, bytes);
+  issued();
 }
 
 void Context::read_bytes(Stream s, const Buffer& b, void* dst, uint64_t bytes) {
@@ -143,6 +177,65 @@ void Context::read_bytes(Stream s, const Buffer& b, void* dst, uint64_t bytes) {
 
 void Context::host_access(std::string name, const Access& access) {
   log_op(-1, "host", std::move(name), access);
+  issued();
+}
+
+// ---- one-sided ----
+
+uint32_t Context::one_sided_slot(const char* what, int peer, Semaphore sem,
+                                 bool in_peer_table) const {
+  if (const std::string why = state_.backend->one_sided_problem(); !why.empty()) {
+    CPRR_THROW_AS(CaseFailure, "{}: the {} backend cannot do one-sided ops here: {}", what,
+                  state_.backend->name(), why);
+  }
+  if (peer < 0 || peer >= world_size()) {
+    CPRR_THROW_AS(CaseFailure, "{}: peer {} outside world of {}", what, peer, world_size());
+  }
+  if (sem.id >= kMaxSemaphores) {
+    CPRR_THROW_AS(CaseFailure, "{}: semaphore {} is not below {} (kMaxSemaphores)", what, sem.id,
+                  kMaxSemaphores);
+  }
+  // Slot sem * W + src of the receiver's table is written only by rank src.
+  const int src = in_peer_table ? rank() : peer;
+  return sem.id * static_cast<uint32_t>(world_size()) + static_cast<uint32_t>(src);
+}
+
+void Context::put(Stream s, int peer, const Buffer& dst, const Buffer& src) {
+  one_sided_slot("put", peer, Semaphore{}, true);
+  if (dst.pool != MemPool::symmetric) {
+    CPRR_THROW_AS(CaseFailure,
+                  "put into buffer {}: only symmetric buffers (MemPool::symmetric) are windows",
+                  dst.id);
+  }
+  if (src.bytes > dst.bytes) {
+    CPRR_THROW_AS(CaseFailure, "put of {} bytes (buffer {}) into {} bytes (buffer {})", src.bytes,
+                  src.id, dst.bytes, dst.id);
+  }
+  const Buffer target = dst.slice(0, src.bytes);
+  const auto pool_offset = static_cast<uint64_t>(target.ptr - state_.backend->arena_base(MemPool::symmetric));
+  log_op(s.id, "put", "put", Access{{src}, {target}}).peer = peer;
+  state_.backend->put(s.id, peer, pool_offset, src.ptr, src.bytes);
+  issued();
+}
+
+void Context::signal(Stream s, int peer, Semaphore sem) {
+  const uint32_t slot = one_sided_slot("signal", peer, sem, true);
+  const uint64_t epoch = ++signals_sent_[{peer, sem.id}];
+  OpRecord& op = log_op(s.id, "signal", "signal", {}, sem.id);
+  op.peer = peer;
+  op.epoch = epoch;
+  state_.backend->signal(s.id, peer, slot, semaphore_value(epoch));
+  issued();
+}
+
+void Context::wait_signal(Stream s, int peer, Semaphore sem) {
+  const uint32_t slot = one_sided_slot("wait_signal", peer, sem, false);
+  const uint64_t epoch = ++waits_done_[{peer, sem.id}];
+  OpRecord& op = log_op(s.id, "wait_signal", "wait_signal", {}, sem.id);
+  op.peer = peer;
+  op.epoch = epoch;
+  state_.backend->wait_signal(s.id, slot, semaphore_value(epoch));
+  issued();
 }
 
 CaseCapture Context::finish() {
@@ -202,6 +295,7 @@ void Context::enqueue_collective(Stream s, CollectiveCall call, const Access& ac
                                                call.kind == "broadcast" ? call.root : -1});
   log_op(s.id, "collective", call.kind, access);
   state_.backend->collective(s.id, std::move(call));
+  issued();
 }
 
 void Context::all_reduce(Stream s, const Buffer& buf, DType dtype, ReduceOp op) {
@@ -288,9 +382,9 @@ void Context::capture(bool is_output, std::string name, const Buffer& b, DType d
   slot.stream = s.id;
   const char* kind = is_output ? "output" : "probe";
   log_op(s.id, kind, name, Access{{b}, {}});
-  if (!state_.capture) return;
   // Hashing runs when the stream reaches this point, so a probe sees exactly what later ops see.
-  state_.hasher->enqueue(s.id, fmt::format("{} {}", kind, name), b.ptr, b.bytes, slot);
+  if (state_.capture) state_.hasher->enqueue(s.id, fmt::format("{} {}", kind, name), b.ptr, b.bytes, slot);
+  issued();
 }
 
 }  // namespace cprr

@@ -16,6 +16,7 @@
 #include "recorder/data/capture.h"
 #include "recorder/api/capture_hasher.h"
 #include "recorder/data/case_info.h"
+#include "recorder/data/perturbation.h"
 #include "runtime/backend.h"
 #include "runtime/error.h"
 #include "runtime/placement.h"
@@ -53,6 +54,12 @@ struct Event {
   int id = -1;
 };
 
+/// A semaphore for one-sided signalling: a number in [0, kMaxSemaphores) the ranks agree on.
+/// Each ordered pair of ranks has its own counter per semaphore; counters start at 0 every case.
+struct Semaphore {
+  uint32_t id = 0;
+};
+
 /// Declared accesses of an op; they become the op log's read and write sets.
 struct Access {
   std::vector<Buffer> reads;
@@ -76,8 +83,11 @@ struct RankState {
 /// What a case body is given. Not thread-safe: call it from the case body's thread.
 class Context {
  public:
+  /// `execution` is the controller's id for this execution (the same on every rank, increasing
+  /// over a world's life): it keeps one case's semaphore values apart from an earlier case's.
+  /// `perturbation` is what a replay changes to confirm a race (recorder/data/perturbation.h).
   Context(RankState& state, std::string case_name, Params params, uint64_t seed,
-          Placement placement);
+          Placement placement, uint64_t execution = 0, Perturbation perturbation = {});
   /// A Context dropped without finish() (a test, an embedder) still drains its streams and makes
   /// the hasher forget its captures, so nothing later writes into freed slots.
   ~Context();
@@ -123,11 +133,12 @@ class Context {
     log_op(s.id, "kernel", name, access);
     if (state_.backend->device_kernels()) {
       launch_on_device(s, std::move(name), n, f);
-      return;
+    } else {
+      state_.backend->enqueue_host(s.id, "kernel " + name, [f, n] {
+        for (uint64_t i = 0; i < n; ++i) f(i);
+      });
     }
-    state_.backend->enqueue_host(s.id, "kernel " + name, [f, n] {
-      for (uint64_t i = 0; i < n; ++i) f(i);
-    });
+    issued();
   }
   /// Copies `b` to the host once stream `s` reaches this point and waits for it: how a case
   /// checks results on every backend (CUDA device memory is not host-accessible).
@@ -151,6 +162,22 @@ class Context {
                     std::vector<int64_t> recv_counts, DType dtype);
   void broadcast(Stream s, const Buffer& buf, DType dtype, int root);
   void barrier(Stream s);
+
+  // ---- one-sided (the NVSHMEM / mscclpp pattern) ----
+  // Every rank's symmetric pool is a window its peers can write. A symmetric buffer is addressed
+  // at the same offset on every rank, so the ranks must allocate their symmetric buffers in the
+  // same order and sizes. Nothing orders a put with the peer's own ops except signal/wait_signal.
+  /// In stream order: copies `src` (any pool of this rank) into peer's copy of `dst` (a symmetric
+  /// buffer or slice of this rank, same offset in the peer's window). Logged as a write of the
+  /// peer's memory.
+  void put(Stream s, int peer, const Buffer& dst, const Buffer& src);
+  /// In stream order, after everything `s` did before (puts included) is visible to the peer:
+  /// the peer's counter for (this rank, sem) rises by one. Its n-th signal sets epoch n.
+  void signal(Stream s, int peer, Semaphore sem);
+  /// Stream `s` waits for the peer's next signal on `sem`: the n-th wait_signal of this rank for
+  /// (peer, sem) waits until the peer's n-th signal. A skipped wait leaves the epochs off by one,
+  /// so the next wait returns on an old signal: the race the op log then shows.
+  void wait_signal(Stream s, int peer, Semaphore sem);
 
   // ---- native handles, for real code (what they do is not captured) ----
   /// The cudaStream_t behind `s`, or nullptr on the CPU backend.
@@ -180,8 +207,19 @@ class Context {
   };
   /// Which bytes of its allocation `b` (a buffer or a slice of one) covers.
   ByteSpan span_of(const Buffer& b) const;
-  void log_op(int stream, std::string kind, std::string name, const Access& access,
-              int64_t event = -1);
+  /// Appends an op to the op log; a stream op first gets the replay's delay, if any.
+  OpRecord& log_op(int stream, std::string kind, std::string name, const Access& access,
+                   int64_t event = -1);
+  /// After an op is issued: the host waits for every stream when the replay asks for it there.
+  void issued();
+  /// The delay a replay puts before op `seq` on a stream (microseconds, 0: none).
+  uint32_t delay_before(uint64_t seq) const;
+  /// Checks a one-sided call's peer and semaphore; returns the semaphore's slot in the peer's
+  /// (signal) or this rank's (wait_signal) table.
+  uint32_t one_sided_slot(const char* what, int peer, Semaphore sem, bool in_peer_table) const;
+  /// A semaphore value: the execution in the high half keeps an earlier case's signals below
+  /// every epoch of this one.
+  uint64_t semaphore_value(uint64_t epoch) const { return (execution_ << 32) | epoch; }
   void read_bytes(Stream s, const Buffer& b, void* dst, uint64_t bytes);
   template <class F>
   void launch_on_device(Stream s, std::string name, uint64_t n, const F& f) {
@@ -212,6 +250,11 @@ class Context {
   int streams_used_ = 1;
   uint32_t next_buffer_ = 1;
   uint64_t next_collective_ = 0;
+  uint64_t execution_ = 0;
+  Perturbation perturbation_;
+  /// One-sided epochs of this case: signals sent to and waits done for (peer, semaphore).
+  std::map<std::pair<int, uint32_t>, uint64_t> signals_sent_;
+  std::map<std::pair<int, uint32_t>, uint64_t> waits_done_;
   std::map<uint32_t, Live> live_;
   // Captures are filled in by stream threads; a deque keeps their addresses stable.
   std::deque<Capture> probes_;

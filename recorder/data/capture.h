@@ -63,23 +63,31 @@ struct ByteSpan {
 
 /// One op in host issue order, with its stream and declared access sets; record/wait ops carry
 /// the event id, so the log holds every happens-before edge the case created. A `sync` op is the
-/// host waiting: for `stream` up to this point, or for every stream when `stream` is -1.
+/// host waiting: for `stream` up to this point, or for every stream when `stream` is -1. The
+/// one-sided ops name their peer: a `put` writes its `writes` in the peer's symmetric window (at
+/// the offsets this rank's allocation log gives them), a `signal` raises the peer's semaphore
+/// `event` to `epoch`, a `wait_signal` waits until the peer's signals on semaphore `event` reached
+/// `epoch`.
 struct OpRecord {
   uint64_t seq = 0;
   int32_t stream = 0;     ///< -1 for host-side accesses (and for a sync of all streams)
-  std::string kind;       ///< kernel | copy | collective | record | wait | probe | output | host | sync
+  /// kernel | copy | collective | record | wait | probe | output | host | sync | put | signal |
+  /// wait_signal
+  std::string kind;
   std::string name;
   std::vector<uint32_t> reads;
   std::vector<uint32_t> writes;
-  int64_t event = -1;
+  int64_t event = -1;     ///< record / wait: the event; signal / wait_signal: the semaphore
   /// Which bytes of each buffer of `reads` / `writes` the op touches, parallel to them: a slice
   /// is its parent's id plus its span. Empty: whole buffers (a record from before spans).
   std::vector<ByteSpan> read_spans;
   std::vector<ByteSpan> write_spans;
+  int32_t peer = -1;      ///< put / signal / wait_signal: the other rank; else -1
+  uint64_t epoch = 0;     ///< signal: the value it sets; wait_signal: the value it waits for
 
   template <class A>
   void serialize(A& a) {
-    a(seq, stream, kind, name, reads, writes, event, read_spans, write_spans);
+    a(seq, stream, kind, name, reads, writes, event, read_spans, write_spans, peer, epoch);
   }
 };
 

@@ -17,6 +17,7 @@
 #include "recorder/data/capture.h"
 #include "recorder/data/case_info.h"
 #include "recorder/data/execution.h"
+#include "recorder/data/perturbation.h"
 #include "runtime/placement.h"
 
 namespace cprr {
@@ -24,8 +25,9 @@ namespace cprr {
 inline constexpr uint32_t kProtocolMagic = 0x52525043;  // "CPRR" read as little-endian bytes
 /// Bump when any message below changes layout or meaning. Controller and worker of different
 /// versions refuse each other at the hello with a message naming both versions.
-inline constexpr uint32_t kProtocolVersion = 3;  // 2: Hello.comm_id, Bootstrap, Connected, Abort;
-                                                 // 3: OpRecord read_spans/write_spans
+inline constexpr uint32_t kProtocolVersion = 4;  // 2: Hello.comm_id, Bootstrap, Connected, Abort;
+                                                 // 3: OpRecord read_spans/write_spans;
+                                                 // 4: OpRecord peer/epoch, RunCase.perturbation
 inline constexpr uint32_t kMaxFrameBytes = 256u << 20;
 
 /// First message of every rank: who it is.
@@ -54,10 +56,11 @@ struct RunCase {
   Params params;
   uint64_t seed = 0;
   Placement placement = Placement::best_fit;
+  Perturbation perturbation;  ///< what a replay changes to confirm a race; empty when recording
 
   template <class A>
   void serialize(A& a) {
-    a(execution, name, params, seed, placement);
+    a(execution, name, params, seed, placement, perturbation);
   }
 };
 

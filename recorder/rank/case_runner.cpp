@@ -55,7 +55,8 @@ CaseDone CaseRunner::run(const RunCase& msg) {
     return done;
   }
   done.reset_ms = ms_since(t0);
-  Context ctx(state_, msg.name, msg.params, msg.seed, msg.placement);
+  Context ctx(state_, msg.name, msg.params, msg.seed, msg.placement, msg.execution,
+              msg.perturbation);
   auto t1 = Clock::now();
   try {
     set_phase(Phase::body, msg.execution);

@@ -42,7 +42,7 @@ TEST(OpAccesses, KindsMapToTheirOrderingRoles) {
   log(ops, 1, "collective", "all_reduce", {1}, {1});
   log(ops, 0, "probe", "p", {1});
   log(ops, 0, "collective", "barrier");
-  const RankOps out = ops_from_log(kAllocs, ops);
+  const RankOps out = ops_from_log(0, kAllocs, ops);
   ASSERT_EQ(out.size(), ops.size());
   const std::vector<SyncRole> roles{
       SyncRole::none,          SyncRole::record,    SyncRole::wait,      SyncRole::host_join,
@@ -62,7 +62,7 @@ TEST(OpAccesses, KindsMapToTheirOrderingRoles) {
 TEST(OpAccesses, BufferIdsBecomeWholeBufferRangesOfTheirPool) {
   std::vector<OpRecord> ops;
   log(ops, 1, "copy", "h2d", {2}, {1});
-  const RankOps out = ops_from_log(kAllocs, ops);
+  const RankOps out = ops_from_log(0, kAllocs, ops);
   ASSERT_EQ(out[0].reads.size(), 1u);
   const ByteRange& src = out[0].reads[0];
   EXPECT_EQ(src.pool, pool_id("host"));
@@ -87,15 +87,15 @@ TEST(OpAccesses, PoolIdsFollowMemPoolOrder) {
 TEST(OpAccesses, ContradictoryLogsAreRefused) {
   std::vector<OpRecord> unknown_buffer;
   log(unknown_buffer, 0, "kernel", "k", {9});
-  EXPECT_THROW(ops_from_log(kAllocs, unknown_buffer), Error);
+  EXPECT_THROW(ops_from_log(0, kAllocs, unknown_buffer), Error);
 
   std::vector<OpRecord> unknown_kind;
   log(unknown_kind, 0, "teleport", "t");
-  EXPECT_THROW(ops_from_log(kAllocs, unknown_kind), Error);
+  EXPECT_THROW(ops_from_log(0, kAllocs, unknown_kind), Error);
 
   std::vector<AllocRecord> twice = kAllocs;
   twice.push_back(alloc(2, 1, "x again", "device", 0, 64));
-  EXPECT_THROW(ops_from_log(twice, {}), Error);
+  EXPECT_THROW(ops_from_log(0, twice, {}), Error);
 }
 
 // Buffer a is read on stream 1, freed on the host, and its bytes handed to b, written on stream 2.
@@ -110,7 +110,7 @@ TEST(OpAccesses, FreedAfterAStreamWaitAndReusedIsNoRace) {
   log(ops, 1, "record", "record", {}, {}, 0);
   log(ops, 2, "wait", "wait", {}, {}, 0);
   log(ops, 2, "kernel", "fill b", {}, {2});
-  const HbResult r = check_happens_before({ops_from_log(reuse_allocs(), ops)});
+  const HbResult r = check_happens_before({ops_from_log(0, reuse_allocs(), ops)});
   EXPECT_TRUE(r.races.empty());
 }
 
@@ -118,7 +118,7 @@ TEST(OpAccesses, FreedWhileAStreamStillReadsAndReusedIsARaceOnTheBytes) {
   std::vector<OpRecord> ops;
   log(ops, 1, "kernel", "consume a", {1});
   log(ops, 2, "kernel", "fill b", {}, {2});
-  const HbResult r = check_happens_before({ops_from_log(reuse_allocs(), ops)});
+  const HbResult r = check_happens_before({ops_from_log(0, reuse_allocs(), ops)});
   ASSERT_EQ(r.races.size(), 1u);
   ASSERT_EQ(r.races[0].overlaps.size(), 1u);
   const RaceOverlap& o = r.races[0].overlaps[0];
@@ -137,7 +137,7 @@ TEST(OpAccesses, WithoutSpansSlicesAreWholeBuffersSoDisjointSlicesAreReportedCon
   std::vector<OpRecord> ops;
   log(ops, 1, "kernel", "left half", {}, {1});
   log(ops, 2, "kernel", "right half", {}, {1});
-  EXPECT_EQ(check_happens_before({ops_from_log(kAllocs, ops)}).race_count, 1u);
+  EXPECT_EQ(check_happens_before({ops_from_log(0, kAllocs, ops)}).race_count, 1u);
 }
 
 TEST(OpAccesses, SpansMakeSlicesTheirOwnBytes) {
@@ -148,14 +148,14 @@ TEST(OpAccesses, SpansMakeSlicesTheirOwnBytes) {
   ops.back().write_spans = {{0, 32}};
   log(ops, 2, "kernel", "right half", {}, {1});
   ops.back().write_spans = {{32, 32}};
-  const RankOps halves = ops_from_log(kAllocs, ops);
+  const RankOps halves = ops_from_log(0, kAllocs, ops);
   EXPECT_EQ(halves[0].writes.at(0).begin, 128u);
   EXPECT_EQ(halves[0].writes.at(0).end, 160u);
   EXPECT_EQ(halves[1].writes.at(0).begin, 160u);
   EXPECT_EQ(check_happens_before({halves}).race_count, 0u) << "disjoint slices do not race";
   log(ops, 2, "kernel", "middle", {1});
   ops.back().read_spans = {{16, 16}};
-  const HbResult r = check_happens_before({ops_from_log(kAllocs, ops)});
+  const HbResult r = check_happens_before({ops_from_log(0, kAllocs, ops)});
   ASSERT_EQ(r.race_count, 1u);
   EXPECT_EQ(r.races[0].first.name, "left half");
   EXPECT_EQ(r.races[0].second.name, "middle");
@@ -177,6 +177,74 @@ TEST(OpAccesses, CapturesOfEveryRankNumberTheirCollectives) {
   EXPECT_TRUE(ranks[2].empty());
   EXPECT_EQ(ranks[0][2].collective_seq, 1u);
   EXPECT_TRUE(check_happens_before(ranks).races.empty());
+}
+
+// The one-sided all-to-all-v of seed 003, two calls, each rank writing its peer's window with a
+// put and a signal. Rank 1 reads the window after waiting for rank 0's signal of that call.
+struct OneSided {
+  CaseCapture rank0, rank1;
+
+  OneSided() {
+    // win1 and win2: symmetric windows at the same offsets on both ranks; src a device buffer.
+    rank0.allocs = rank1.allocs = {alloc(0, 1, "win1", "symmetric", 0, 64),
+                                   alloc(1, 2, "win2", "symmetric", 64, 64),
+                                   alloc(2, 3, "src", "device", 0, 64)};
+  }
+  void put_and_signal(uint32_t window, uint64_t epoch) {
+    log(rank0.ops, 0, "put", "put", {3}, {window});
+    rank0.ops.back().peer = 1;
+    log(rank0.ops, 0, "signal", "signal", {}, {}, /*semaphore=*/7);
+    rank0.ops.back().peer = 1;
+    rank0.ops.back().epoch = epoch;
+  }
+  void wait(uint64_t epoch) {
+    log(rank1.ops, 0, "wait_signal", "wait_signal", {}, {}, /*semaphore=*/7);
+    rank1.ops.back().peer = 0;
+    rank1.ops.back().epoch = epoch;
+  }
+  void read(uint32_t window) { log(rank1.ops, 0, "kernel", "unpack", {window}, {3}); }
+  HbResult check() const { return check_happens_before(ops_from_captures({&rank0, &rank1})); }
+};
+
+TEST(OpAccesses, APutIsAWriteOfThePeersWindowOrderedByTheSignalItWaitsFor) {
+  OneSided w;
+  w.put_and_signal(1, 1);
+  w.wait(1);
+  w.read(1);
+  w.put_and_signal(2, 2);
+  w.wait(2);
+  w.read(2);
+  const std::vector<RankOps> ranks = ops_from_captures({&w.rank0, &w.rank1});
+  EXPECT_EQ(ranks[0][0].writes.at(0).owner, 1) << "the put's bytes are rank 1's";
+  EXPECT_EQ(ranks[0][1].semaphore, ranks[1][0].semaphore) << "sender and receiver share the key";
+  EXPECT_NE(ranks[0][1].semaphore, semaphore_key(0, 1, 7)) << "the other direction is another one";
+  const HbResult r = w.check();
+  EXPECT_TRUE(r.races.empty());
+  EXPECT_TRUE(r.notes.empty());
+}
+
+TEST(OpAccesses, ASkippedWaitLetsTheNextCallReadBeforeThePeersPutLands) {
+  OneSided w;
+  w.put_and_signal(1, 1);  // rank 1 skips this call's wait (its receive count was 0)
+  w.put_and_signal(2, 2);
+  w.wait(1);  // returns on call 1's signal
+  w.read(2);
+  const HbResult r = w.check();
+  ASSERT_EQ(r.race_count, 1u);
+  const Race& race = r.races[0];
+  EXPECT_EQ(race.first.rank, 0);
+  EXPECT_EQ(race.first.kind, "put");
+  EXPECT_EQ(race.first.seq, 2u);
+  EXPECT_EQ(race.second.rank, 1);
+  EXPECT_EQ(race.second.name, "unpack");
+  EXPECT_EQ(race.overlaps.at(0).memory_rank, 1);
+  EXPECT_EQ(race.overlaps.at(0).first_buffer_name, "win2");
+}
+
+TEST(OpAccesses, SemaphoreKeysRefuseWhatTheyCannotNumber) {
+  EXPECT_THROW(semaphore_key(kMaxKeyRanks, 0, 0), Error);
+  EXPECT_THROW(semaphore_key(0, 0, kMaxKeySemaphores), Error);
+  EXPECT_THROW(semaphore_key(0, -1, 0), Error);
 }
 
 }  // namespace

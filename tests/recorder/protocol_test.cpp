@@ -672,11 +672,16 @@ TEST(ProtocolMalformed, OutOfRangeEnumsAndBoolsThrow) {
   done[13] = 7;
   protocol_error([&] { decode_from_rank(done); });
 
-  // RunCase: the placement is the last byte.
+  // RunCase: the placement is the one byte two encodings differing only in it differ in.
   std::string rc = encode(ToRank{RunCase{}});
-  rc.back() = 3;
+  const std::string other = encode(ToRank{RunCase{.placement = Placement::never_reuse}});
+  ASSERT_EQ(rc.size(), other.size());
+  std::size_t at = 0;
+  while (at < rc.size() && rc[at] == other[at]) ++at;
+  ASSERT_LT(at, rc.size());
+  rc[at] = 3;
   protocol_error([&] { decode_to_rank(rc); });
-  rc.back() = static_cast<char>(Placement::never_reuse);
+  rc[at] = static_cast<char>(Placement::never_reuse);
   EXPECT_EQ(std::get<RunCase>(decode_to_rank(rc)).placement, Placement::never_reuse);
 
   // A bool byte other than 0 or 1 (AllocRecord::is_free) is not a bool.

@@ -122,7 +122,8 @@ TEST(RecordLogsRoundTrip, EveryRankAndEveryLogComesBackExactly) {
 }
 
 // An op's spans (which bytes of each buffer it touches: slices) come back exactly, parallel to
-// its buffer lists; an op without spans (a record from before them) reads as whole buffers.
+// its buffer lists; an op without spans (a record from before them) reads as whole buffers. A
+// one-sided op's peer and epoch come back too.
 TEST(RecordLogsRoundTrip, OpSpansComeBackParallelToTheirBuffers) {
   TempDb db;
   const CaseInstance inst = instance(1, "logs/spans", {}, 2);
@@ -130,7 +131,10 @@ TEST(RecordLogsRoundTrip, OpSpansComeBackParallelToTheirBuffers) {
   OpRecord sliced{0, 1, "kernel", "halves", {4, 4}, {5}, -1};
   sliced.read_spans = {{0, 64}, {64, 64}};
   sliced.write_spans = {{kU64Max - 1, 1}};
-  r.ranks[0].done->capture.ops = {sliced, OpRecord{1, 0, "kernel", "whole", {4}, {}, -1}};
+  OpRecord signal{2, 1, "signal", "signal", {}, {}, 5};
+  signal.peer = 1;
+  signal.epoch = kU64Max;
+  r.ranks[0].done->capture.ops = {sliced, OpRecord{1, 0, "kernel", "whole", {4}, {}, -1}, signal};
   int64_t case_id = 0;
   {
     RecordWriter w(db.path(), RunMeta{"cpu", "pool", "best_fit", "/bin/worker", {}});
@@ -140,10 +144,13 @@ TEST(RecordLogsRoundTrip, OpSpansComeBackParallelToTheirBuffers) {
   const auto execs = RecordReader(db.path()).executions(case_id);
   ASSERT_EQ(execs.size(), 1u);
   const auto& ops = execs[0].result.ranks[0].done->capture.ops;
-  ASSERT_EQ(ops.size(), 2u);
+  ASSERT_EQ(ops.size(), 3u);
   EXPECT_EQ(ops[0].read_spans, sliced.read_spans);
   EXPECT_EQ(ops[0].write_spans, sliced.write_spans);
   EXPECT_TRUE(ops[1].read_spans.empty());
+  EXPECT_EQ(ops[1].peer, -1);
+  EXPECT_EQ(ops[2].peer, 1);
+  EXPECT_EQ(ops[2].epoch, kU64Max) << "the epoch is a full 64-bit value";
 }
 
 // cpreplay --list reads every execution of a file through one reader: its prepared statements
@@ -215,7 +222,7 @@ TEST(RecordLogsRoundTrip, RowsNoCprrWritesAreRefusedNotMisread) {
       {"UPDATE rank_result SET signal = NULL WHERE rank = 1 AND " + e1, "does not fit"},
       {"UPDATE rank_result SET watchdog = '{\"phase\":1}' WHERE rank = 1 AND " + e1,
        "watchdog answer"},
-      {"INSERT INTO op VALUES (1, 1, 0, 0, 'kernel', 'k', '', '', -1, '', '')",
+      {"INSERT INTO op VALUES (1, 1, 0, 0, 'kernel', 'k', '', '', -1, '', '', -1, 0)",
        "which has no result"},
       {"UPDATE op SET reads = '1', read_spans = '0+4,8+4' WHERE " + e1, "2 spans for 1 buffers"},
       {"UPDATE op SET reads = '1', read_spans = '0-4' WHERE " + e1, "op span list '0-4'"},

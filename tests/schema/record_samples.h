@@ -153,6 +153,8 @@ inline void expect_same(const OpRecord& want, const OpRecord& got) {
   EXPECT_EQ(got.reads, want.reads);
   EXPECT_EQ(got.writes, want.writes);
   EXPECT_EQ(got.event, want.event);
+  EXPECT_EQ(got.peer, want.peer);
+  EXPECT_EQ(got.epoch, want.epoch);
 }
 
 inline void expect_same(const CollectiveRecord& want, const CollectiveRecord& got) {

@@ -1,0 +1,46 @@
+#pragma once
+// How a replay perturbs one execution to confirm a stream race (replayer/race_confirmation.h):
+// delays before stream ops, every stream folded into one, or the host waiting for every stream
+// after chosen ops. The default perturbs nothing, and cprecord never perturbs.
+#include <cstdint>
+#include <vector>
+
+namespace cprr {
+
+/// An op of one rank's op log (OpRecord::seq).
+struct OpSite {
+  int32_t rank = 0;
+  uint64_t seq = 0;
+
+  bool operator==(const OpSite&) const = default;
+  auto operator<=>(const OpSite&) const = default;
+  template <class A>
+  void serialize(A& a) {
+    a(rank, seq);
+  }
+};
+
+struct Perturbation {
+  /// Non-zero: before each stream op the stream first idles for a delay drawn from this seed
+  /// (and the rank and op), up to max_delay_us; about one op in three is delayed.
+  uint64_t delay_seed = 0;
+  uint32_t max_delay_us = 0;
+  /// These ops are always delayed, by target_delay_us: the earlier op of a reported race, so a
+  /// later op that is not ordered after it overtakes it.
+  std::vector<OpSite> delay_ops;
+  uint32_t target_delay_us = 0;
+  /// Every stream the case creates is the default stream: all of its stream ops run in issue order.
+  bool one_stream = false;
+  /// Right after issuing each of these ops, the host waits for every stream of its rank.
+  std::vector<OpSite> sync_after;
+
+  bool any() const {
+    return delay_seed != 0 || !delay_ops.empty() || one_stream || !sync_after.empty();
+  }
+  template <class A>
+  void serialize(A& a) {
+    a(delay_seed, max_delay_us, delay_ops, target_delay_us, one_stream, sync_after);
+  }
+};
+
+}  // namespace cprr
