@@ -48,9 +48,18 @@ CaseOutcome judge_case(const CaseInstance& instance, int64_t case_id,
     o.differential = diff->divergence;
     if (!seeded) o.against.emplace(diff->pooled->id, Against::differential);
   }
+  o.race = find_race(o.executions, &o.race_notes);
+  const bool seeded_race = instance.info.options.seeded_bug == verdict_name(Verdict::stream_race);
+  if (o.race && !seeded_race) o.against.emplace(o.race->execution, Against::race);
+  if (!o.race && seeded_race && !o.executions.empty()) {
+    o.against.emplace(o.executions.front()->id, Against::race_missed);
+  }
+  const ExecutionResult* varying = varying_execution(o.executions);
   if (o.status == ExecStatus::crash || o.status == ExecStatus::hang) {
     o.verdict = o.status == ExecStatus::crash ? Verdict::crash : Verdict::hang;
-  } else if (const ExecutionResult* varying = varying_execution(o.executions)) {
+  } else if (o.race) {
+    o.verdict = Verdict::stream_race;  // the cause of any varying output, named
+  } else if (varying) {
     o.verdict = Verdict::nondeterministic;
     if (!seeded) o.against.emplace(varying->id, Against::nondeterministic);
   }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "analysis/compare.h"
+#include "analysis/race_check.h"
 #include "analysis/verdict.h"
 #include "recorder/data/case_info.h"
 #include "recorder/data/execution.h"
@@ -20,6 +21,8 @@ enum class Against : uint8_t {
   incomplete,        ///< a seeded bug that did not run to completion (its only obligation)
   differential,      ///< the pooled execution that diverged from the fresh one
   nondeterministic,  ///< its outputs differ from an earlier repeat in the same mode
+  race,              ///< its op log has a stream race and the case is not a seeded race
+  race_missed,       ///< a seeded stream race whose op logs show no race (the first execution)
 };
 
 /// One case instance with all its executions (modes x repeats) and what they add up to.
@@ -38,11 +41,15 @@ struct CaseOutcome {
   /// Fresh vs pooled: the first divergence of a pooled execution from the fresh one. A healthy
   /// case that diverges is unexpected; a seeded bug is expected to.
   std::optional<Divergence> differential;
+  /// The happens-before check of every completed execution's op logs (analysis/race_check.h).
+  std::optional<RaceFinding> race;
+  std::vector<std::string> race_notes;  ///< what weakened that check, if anything
 };
 
 /// Judges one case instance from its executions (any order of modes and repeats). A seeded bug
-/// (CaseOptions::seeded_bug) is judged only on running to completion; its divergence is what it
-/// exists to show.
+/// (CaseOptions::seeded_bug) is judged on running to completion, its divergence being what it
+/// exists to show; a seeded "stream_race" also on the race check finding a race. Any other case
+/// with a race counts against the run: the race is a bug whether or not the outputs showed it.
 CaseOutcome judge_case(const CaseInstance& instance, int64_t case_id,
                        std::vector<const ExecutionResult*> executions);
 

@@ -201,6 +201,8 @@ std::pair<std::string, std::string> failure_of(const CaseOutcome& o, const Execu
     case Against::incomplete: return {why_text, std::string(status_name(res.status))};
     case Against::differential: return {why_text, "fresh_vs_pool"};
     case Against::nondeterministic: return {why_text, "nondeterministic"};
+    case Against::race: return {why_text, "stream_race"};
+    case Against::race_missed: return {why_text, "stream_race_missed"};
   }
   return {why_text, "?"};
 }
@@ -245,6 +247,11 @@ void write_junit(std::ostream& out, const std::vector<CaseOutcome>& outcomes,
       if (o.differential && res.mode == Mode::pool && !inst.info.options.seeded_bug.empty()) {
         sysout += fmt::format("fresh and pooled differ, as the seeded bug should: {}; replay: {}\n",
                               o.differential->describe(), replay_hint(info, o.case_id));
+      }
+      if (o.race && o.race->execution == res.id) {
+        sysout += fmt::format("stream race, as the seeded bug should: {}; fix: {}; replay: {}\n",
+                              describe_race(*o.race), o.race->race.fix,
+                              replay_hint(info, o.case_id));
       }
       if (!res.note.empty()) sysout += fmt::format("note: {}\n", res.note);
       if (!sysout.empty()) body += fmt::format("      <system-out>{}</system-out>\n", text_of(sysout));

@@ -66,6 +66,40 @@ nlohmann::json instance_json(const CaseInstance& inst) {
           {"seeded_bug", inst.info.options.seeded_bug}};
 }
 
+namespace {
+
+nlohmann::json race_op_json(const RaceOp& op) {
+  return {{"rank", op.rank}, {"stream", op.stream}, {"op", op.seq},
+          {"kind", op.kind}, {"name", op.name}, {"detail", op.describe()}};
+}
+
+}  // namespace
+
+nlohmann::json race_json(const RaceFinding& f, const std::vector<std::string>& confirmed_by) {
+  const Race& r = f.race;
+  const RaceOverlap& o = r.overlaps.front();
+  nlohmann::json buffers = nlohmann::json::array({o.first_buffer_name});
+  if (o.second_buffer_name != o.first_buffer_name || o.second_buffer != o.first_buffer) {
+    buffers.push_back(o.second_buffer_name);
+  }
+  return {{"first", race_op_json(r.first)},
+          {"second", race_op_json(r.second)},
+          {"buffer", o.first_buffer_name},
+          {"buffers", std::move(buffers)},
+          {"byte_range", {f.buffer_begin, f.buffer_end}},
+          {"pool", pool_name(o.pool)},
+          {"memory_rank", o.memory_rank},
+          {"streams", {r.first.stream, r.second.stream}},
+          {"ranks", {r.first.rank, r.second.rank}},
+          {"fix", r.fix},
+          {"execution", f.execution},
+          {"mode", mode_name(f.mode)},
+          {"race_count", f.race_count},
+          {"executions_with_race", f.executions},
+          {"confirmed_by", confirmed_by},
+          {"detail", describe_race(f)}};
+}
+
 std::string replay_hint(const RunInfo& info, int64_t case_id) {
   if (info.db_arg.empty() || info.db_arg == "cprr.db") return fmt::format("cpreplay --case {}", case_id);
   return fmt::format("cpreplay --db {} --case {}", shell_quote(info.db_arg), case_id);
@@ -92,6 +126,15 @@ std::optional<std::string> against_text(const CaseOutcome& o, const ExecutionRes
     case Against::nondeterministic:
       return fmt::format("case {}: outputs differ from an earlier repeat in {} mode; replay: {}",
                          o.case_id, mode_name(e.mode), replay_hint(info, o.case_id));
+    case Against::race:
+      return fmt::format("case {}: stream race: {}; fix: {}; replay: {}", o.case_id,
+                         o.race ? describe_race(*o.race) : "?", o.race ? o.race->race.fix : "?",
+                         replay_hint(info, o.case_id));
+    case Against::race_missed:
+      return fmt::format("seeded bug (stream_race) not found: the happens-before check found no "
+                         "race in the op logs of {} execution(s){}",
+                         o.executions.size(),
+                         o.race_notes.empty() ? "" : "; " + o.race_notes.front());
   }
   return std::nullopt;
 }
@@ -120,6 +163,8 @@ void print_json(std::ostream& out, const std::vector<CaseOutcome>& outcomes, con
               {"as_expected", o.as_expected},
               {"verdict", o.verdict ? nlohmann::json(verdict_name(*o.verdict)) : nlohmann::json()},
               {"fresh_vs_pool", std::move(diff)},
+              {"race", o.race ? race_json(*o.race) : nlohmann::json()},
+              {"race_notes", o.race_notes},
               {"executions", std::move(execs)}});
     cases.push_back(std::move(c));
   }

@@ -28,6 +28,12 @@ struct RunInfo {
 /// expect, seeded_bug): shared by the run document and `cprecord --list --json`.
 nlohmann::json instance_json(const CaseInstance& inst);
 
+/// The `race` object of a case (--json of cprecord and cpreplay): both ops, the buffer(s) and the
+/// bytes within the buffer, the pool and whose memory, streams, ranks, the missing edge's fix,
+/// where it was seen, and `confirmed_by` (the dynamic checks that confirmed it: empty at record
+/// time, filled by cpreplay).
+nlohmann::json race_json(const RaceFinding& f, const std::vector<std::string>& confirmed_by = {});
+
 /// The command that replays case `case_id` of this run ("cpreplay --case 12", with --db when the
 /// store is not the default one).
 std::string replay_hint(const RunInfo& info, int64_t case_id);

@@ -54,6 +54,16 @@ void print_table(std::ostream& out, const std::vector<ExecutionResult>& results,
       out << fmt::format("case {} ({}): outputs differ between repeats: nondeterministic; {}\n",
                          o.case_id, o.instance->label(), replay_hint(info, o.case_id));
     }
+    if (o.race) {
+      const bool seeded_race = o.instance->info.options.seeded_bug == "stream_race";
+      out << fmt::format("case {} ({}): stream race{}: {}; fix: {}; {}\n", o.case_id,
+                         o.instance->label(), seeded_race ? " (seeded bug, expected)" : "",
+                         describe_race(*o.race), o.race->race.fix, replay_hint(info, o.case_id));
+    }
+    for (const std::string& note : o.race_notes) {
+      out << fmt::format("case {} ({}): race check weakened: {}\n", o.case_id, o.instance->label(),
+                         note);
+    }
     if (o.differential) {
       const std::string& seeded = o.instance->info.options.seeded_bug;
       out << fmt::format("case {} ({}): fresh and pooled differ{}: {}; {}\n", o.case_id,

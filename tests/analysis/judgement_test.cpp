@@ -87,6 +87,63 @@ TEST(Judgement, OutputsVaryingAcrossRepeatsAreNondeterministic) {
   EXPECT_FALSE(judge_case(inst, 1, {&f, &p1}).verdict.has_value());
 }
 
+/// Gives rank 0 of `e` an op log: a kernel on stream 1 writes buffer 1, a kernel on stream 0
+/// reads it, ordered by an event only when `ordered`.
+void with_op_log(ExecutionResult& e, bool ordered) {
+  CaseCapture& c = e.ranks.at(0).done->capture;
+  c.allocs = {AllocRecord{0, false, 1, "x", "device", 64, 0, 0}};
+  c.ops.push_back(OpRecord{0, 1, "kernel", "write x", {}, {1}, -1});
+  if (ordered) {
+    c.ops.push_back(OpRecord{1, 1, "record", "record", {}, {}, 0});
+    c.ops.push_back(OpRecord{2, 0, "wait", "wait", {}, {}, 0});
+  }
+  c.ops.push_back(OpRecord{c.ops.size(), 0, "kernel", "read x", {1}, {}, -1});
+}
+
+TEST(Judgement, AStreamRaceInTheOpLogIsTheVerdictEvenWhenOutputsAgree) {
+  const CaseInstance inst = instance();
+  ExecutionResult f = execution(1, Mode::fresh, ExecStatus::pass, {"a", "b"});
+  ExecutionResult p = execution(2, Mode::pool, ExecStatus::pass, {"a", "b"});
+  with_op_log(f, /*ordered=*/true);
+  with_op_log(p, /*ordered=*/false);
+  const CaseOutcome o = judge_case(inst, 1, {&f, &p});
+  EXPECT_EQ(o.verdict, Verdict::stream_race);
+  ASSERT_TRUE(o.race.has_value());
+  EXPECT_EQ(o.race->execution, 2u) << "the fresh execution was ordered";
+  EXPECT_EQ(o.race->race.first.name, "write x");
+  EXPECT_EQ(o.race->race.second.name, "read x");
+  EXPECT_EQ(o.race->executions, 1u);
+  EXPECT_EQ(o.against.at(2), Against::race) << "a race in a case that is not a seeded race";
+  EXPECT_EQ(exit_code_for({o}), 1);
+}
+
+TEST(Judgement, ASeededStreamRaceIsJudgedOnTheRaceBeingFound) {
+  const CaseInstance inst = instance(Expect::pass, "stream_race");
+  ExecutionResult f = execution(1, Mode::fresh, ExecStatus::pass, {"a", "b"});
+  with_op_log(f, /*ordered=*/false);
+  const CaseOutcome found = judge_case(inst, 1, {&f});
+  EXPECT_TRUE(found.as_expected);
+  EXPECT_EQ(found.verdict, Verdict::stream_race);
+
+  ExecutionResult clean = execution(2, Mode::fresh, ExecStatus::pass, {"a", "b"});
+  with_op_log(clean, /*ordered=*/true);
+  const CaseOutcome missed = judge_case(inst, 1, {&clean});
+  EXPECT_FALSE(missed.as_expected);
+  EXPECT_EQ(missed.against.at(2), Against::race_missed);
+  EXPECT_FALSE(missed.verdict.has_value());
+}
+
+TEST(Judgement, ALogTheCheckCannotReadIsANoteNotAFinding) {
+  const CaseInstance inst = instance();
+  ExecutionResult f = execution(1, Mode::fresh, ExecStatus::pass, {"a"});
+  f.ranks.at(0).done->capture.ops.push_back(OpRecord{0, 0, "kernel", "k", {9}, {}, -1});
+  const CaseOutcome o = judge_case(inst, 1, {&f});
+  EXPECT_FALSE(o.race.has_value());
+  ASSERT_EQ(o.race_notes.size(), 1u);
+  EXPECT_NE(o.race_notes[0].find("never allocates"), std::string::npos) << o.race_notes[0];
+  EXPECT_TRUE(o.as_expected);
+}
+
 TEST(Judgement, UnexpectedErrorIsInfrastructureAndWinsTheExitCode) {
   const CaseInstance ok = instance();
   ExecutionResult error = execution(1, Mode::pool, ExecStatus::error, {});

@@ -1,0 +1,88 @@
+#include "analysis/race_check.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "analysis/compare.h"
+#include "analysis/op_accesses.h"
+#include "runtime/error.h"
+
+namespace cprr {
+
+HbResult check_execution(const ExecutionResult& e, const HbOptions& options) {
+  std::vector<const CaseCapture*> ranks;
+  for (const RankReport& r : e.ranks) ranks.push_back(r.done ? &r.done->capture : nullptr);
+  return check_happens_before(ops_from_captures(ranks), options);
+}
+
+namespace {
+
+// Buffer-relative bytes of the first overlap, from the first op's rank's allocation log (a put's
+// window has the same offset in every rank's symmetric pool).
+void locate_in_buffer(const ExecutionResult& e, RaceFinding& f) {
+  const RaceOverlap& o = f.race.overlaps.front();
+  f.buffer_begin = o.begin;
+  f.buffer_end = o.end;
+  const auto rank = static_cast<std::size_t>(f.race.first.rank);
+  if (rank >= e.ranks.size() || !e.ranks[rank].done) return;
+  for (const AllocRecord& a : e.ranks[rank].done->capture.allocs) {
+    if (!a.is_free && a.buffer == o.first_buffer && o.begin >= a.offset) {
+      f.buffer_begin = o.begin - a.offset;
+      f.buffer_end = o.end - a.offset;
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+std::optional<RaceFinding> find_race(const std::vector<const ExecutionResult*>& executions,
+                                     std::vector<std::string>* notes) {
+  std::optional<RaceFinding> found;
+  const auto note = [&](std::string text) {
+    if (notes && std::find(notes->begin(), notes->end(), text) == notes->end()) {
+      notes->push_back(std::move(text));
+    }
+  };
+  for (const ExecutionResult* e : executions) {
+    if (!completed(*e)) continue;
+    HbResult r;
+    try {
+      r = check_execution(*e, HbOptions{.max_races = 1});
+    } catch (const Error& err) {
+      note(fmt::format("execution {}: the op log could not be checked: {}", e->id, err.what()));
+      continue;
+    }
+    for (std::string& n : r.notes) note(fmt::format("execution {}: {}", e->id, n));
+    if (r.race_count == 0) continue;
+    if (!found) {
+      found = RaceFinding{e->id, e->mode, r.races.front(), r.race_count, 0};
+      locate_in_buffer(*e, *found);
+    }
+    ++found->executions;
+  }
+  return found;
+}
+
+std::string_view pool_name(uint32_t pool) {
+  static constexpr std::string_view kNames[] = {"device", "symmetric", "host"};
+  return pool < std::size(kNames) ? kNames[pool] : std::string_view("?");
+}
+
+std::string describe_race(const RaceFinding& f) {
+  const Race& race = f.race;
+  const RaceOverlap& o = race.overlaps.front();
+  std::string buffer = fmt::format("'{}'", o.first_buffer_name);
+  if (o.second_buffer != o.first_buffer || o.second_buffer_name != o.first_buffer_name) {
+    buffer += fmt::format(" / '{}'", o.second_buffer_name);  // freed and reused bytes
+  }
+  return fmt::format("{} and {} race on bytes [{}, {}) of {} ({} pool of rank {}){}",
+                     race.first.describe(), race.second.describe(), f.buffer_begin, f.buffer_end, buffer,
+                     pool_name(o.pool), o.memory_rank,
+                     race.overlaps.size() > 1
+                         ? fmt::format(" and {} more range(s)", race.overlaps.size() - 1)
+                         : "");
+}
+
+}  // namespace cprr

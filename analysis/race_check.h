@@ -1,0 +1,43 @@
+#pragma once
+// The happens-before check applied to recorded executions: one execution's op logs in, its races
+// out (record time, cpreplay), and a case's executions summed up as one finding.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/happens_before.h"
+#include "recorder/data/execution.h"
+
+namespace cprr {
+
+/// The check of one execution's op logs (every rank that returned a result). Throws cprr::Error
+/// when the logs contradict each other (analysis/op_accesses.h says which contradictions).
+HbResult check_execution(const ExecutionResult& e, const HbOptions& options = {});
+
+/// What the check found over a case's executions.
+struct RaceFinding {
+  uint64_t execution = 0;       ///< the first execution (in the order given) with a race
+  Mode mode = Mode::fresh;
+  Race race;                    ///< that execution's first race (report order)
+  std::size_t race_count = 0;   ///< racing op pairs in that execution
+  std::size_t executions = 0;   ///< executions with at least one race
+  /// The first overlap's bytes relative to the start of the buffer the first op names.
+  uint64_t buffer_begin = 0;
+  uint64_t buffer_end = 0;
+};
+
+/// Checks every execution every rank completed (a crashed rank left no log to check). `notes`
+/// collects what weakened the check: the checker's notes and logs it could not read, each once.
+std::optional<RaceFinding> find_race(const std::vector<const ExecutionResult*>& executions,
+                                     std::vector<std::string>* notes = nullptr);
+
+/// One line: "rank 0 stream 1 op #5 (kernel 'w') and rank 0 stream 0 op #9 (kernel 'r') race on
+/// bytes [64, 128) of 'max_logit' (device pool of rank 0)".
+std::string describe_race(const RaceFinding& finding);
+
+/// A pool id's name ("device", "symmetric", "host").
+std::string_view pool_name(uint32_t pool);
+
+}  // namespace cprr
