@@ -49,14 +49,9 @@ std::optional<Verdict> parse_verdict(std::string_view s) {
   return std::nullopt;
 }
 
-VerdictDecision decide_verdict(const ReplayFacts& f) {
-  for (const ExecutionResult* r : {f.replayed_fresh, f.replayed_pool}) {
-    if (r != nullptr && (r->status == ExecStatus::crash || r->status == ExecStatus::hang)) {
-      const Verdict v = r->status == ExecStatus::crash ? Verdict::crash : Verdict::hang;
-      return decided(v, std::nullopt,
-                     fmt::format("{} in {} replay: {}", verdict_name(v), mode_name(r->mode), r->summary));
-    }
-  }
+namespace {
+
+VerdictDecision decide_from_outputs(const ReplayFacts& f) {
   if (f.replayed_fresh != nullptr && f.recorded_fresh != nullptr) {
     if (auto d = compare(*f.recorded_fresh, *f.replayed_fresh)) {
       return decided(Verdict::nondeterministic, d,
@@ -91,6 +86,25 @@ VerdictDecision decide_verdict(const ReplayFacts& f) {
                                status_name(replayed->status)));
   }
   return decided(Verdict::reproduced, std::nullopt, "every rank's probes and outputs match the record");
+}
+
+}  // namespace
+
+VerdictDecision decide_verdict(const ReplayFacts& f) {
+  for (const ExecutionResult* r : {f.replayed_fresh, f.replayed_pool}) {
+    if (r != nullptr && (r->status == ExecStatus::crash || r->status == ExecStatus::hang)) {
+      const Verdict v = r->status == ExecStatus::crash ? Verdict::crash : Verdict::hang;
+      return decided(v, std::nullopt,
+                     fmt::format("{} in {} replay: {}", verdict_name(v), mode_name(r->mode), r->summary));
+    }
+  }
+  VerdictDecision d = decide_from_outputs(f);
+  if (f.race == nullptr) return d;
+  const bool shown = d.verdict != Verdict::reproduced;
+  return decided(Verdict::stream_race, std::move(d.where),
+                 fmt::format("stream race in the op log: {}; {}", describe_race(*f.race),
+                             shown ? "the outputs show it: " + d.why
+                                   : "the outputs did not show it in these runs"));
 }
 
 }  // namespace cprr

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "analysis/divergence.h"
+#include "analysis/race_check.h"
 #include "recorder/data/execution.h"
 
 namespace cprr {
@@ -34,6 +35,8 @@ struct ReplayFacts {
   const ExecutionResult* recorded_pool = nullptr;
   const ExecutionResult* replayed_fresh = nullptr;
   const ExecutionResult* replayed_pool = nullptr;
+  /// The happens-before check's finding over the recorded and replayed op logs, if any.
+  const RaceFinding* race = nullptr;
 };
 
 struct VerdictDecision {
@@ -44,7 +47,8 @@ struct VerdictDecision {
   bool localize_polluters = false;
 };
 
-/// The replay verdict, in order: a crash or hang in a replay is that verdict; a fresh replay
+/// The replay verdict, in order: a crash or hang in a replay is that verdict; a race in the op
+/// logs is stream_race (whatever the outputs did: they are its symptoms); a fresh replay
 /// that differs from the fresh record is nondeterministic; pooled differing from fresh is a
 /// state_leak; a replay that differs from its own mode's record is nondeterministic (or, when
 /// only a pooled record exists and only fresh was replayed, a state_leak); else reproduced.

@@ -18,3 +18,14 @@ CPRR_FILL_KERNELS(double);
 CPRR_DEVICE_KERNEL(cprr::kernels::Axpy);
 CPRR_DEVICE_KERNEL(cprr::kernels::AttendStep);
 CPRR_DEVICE_KERNEL(cprr::kernels::CombineStep);
+
+// The stream-race corpus (corpus/stream_races.cpp).
+CPRR_DEVICE_KERNEL(cprr::kernels::CopyElems<uint8_t>);
+CPRR_DEVICE_KERNEL(cprr::kernels::CopyElems<int32_t>);
+CPRR_DEVICE_KERNEL(cprr::kernels::CopyElems<int64_t>);
+CPRR_DEVICE_KERNEL(cprr::kernels::CopyElems<float>);
+CPRR_DEVICE_KERNEL(cprr::kernels::CopyElems<double>);
+CPRR_DEVICE_KERNEL(cprr::kernels::CpForwardStep);
+CPRR_DEVICE_KERNEL(cprr::kernels::MaximumInto);
+CPRR_DEVICE_KERNEL(cprr::kernels::PackByDispls);
+CPRR_DEVICE_KERNEL(cprr::kernels::UnpackByDispls);

@@ -9,6 +9,7 @@
 #include "recorder/engine/controller.h"
 #include "recorder/engine/plan.h"
 #include "replayer/ddmin.h"
+#include "replayer/race_confirmation.h"
 #include "runtime/error.h"
 
 namespace cprr {
@@ -53,11 +54,11 @@ class Rebuild {
     }
   }
 
-  /// The target alone in a fresh world.
-  ExecutionResult fresh(const CaseInstance& target) {
+  /// The target alone in a fresh world, perturbed as a race confirmation asks.
+  ExecutionResult fresh(const CaseInstance& target, const Perturbation& perturbation = {}) {
     Controller c(config_);
     ++report_.replays;
-    return ran(c.run(target, Mode::fresh, placement_));
+    return ran(c.run(target, Mode::fresh, placement_, perturbation));
   }
 
   /// `before` in order, then the target, in one new pooled world; the target's result.
@@ -118,6 +119,37 @@ void localize_leak(const std::vector<RecordedCase>& preds, const CaseInstance& t
   }
 }
 
+// The happens-before check over every op log there is, then the dynamic checks that confirm it.
+void check_races(const std::vector<RecordedExecution>& recorded,
+                 const std::optional<ExecutionResult>& fresh,
+                 const std::optional<ExecutionResult>& pooled, const CaseInstance& target,
+                 Rebuild& rb, ReplayReport& rep,
+                 const std::function<void(const std::string&)>& say) {
+  std::vector<const ExecutionResult*> all, unperturbed_fresh;
+  for (const RecordedExecution& e : recorded) all.push_back(&e.result);
+  for (const auto* e : {&fresh, &pooled}) {
+    if (*e) all.push_back(&**e);
+  }
+  for (const ExecutionResult* e : all) {
+    if (e->mode == Mode::fresh) unperturbed_fresh.push_back(e);
+  }
+  rep.race = find_race(all, &rep.race_notes);
+  for (const std::string& note : rep.race_notes) say("race check weakened: " + note);
+  if (!rep.race) return;
+  say("stream race in the op log: " + describe_race(*rep.race) + "; fix: " + rep.race->race.fix);
+  uint64_t ops_on_rank = 0;
+  for (const ExecutionResult* e : all) {
+    const auto r = static_cast<std::size_t>(rep.race->race.second.rank);
+    if (e->id == rep.race->execution && r < e->ranks.size() && e->ranks[r].done) {
+      ops_on_rank = e->ranks[r].done->capture.ops.size();
+      break;
+    }
+  }
+  const PerturbedRun run = [&](const Perturbation& p) { return rb.fresh(target, p); };
+  rep.confirmation = confirm_race(*rep.race, unperturbed_fresh, ops_on_rank, run);
+  for (const std::string& line : rep.confirmation->log) say(line);
+}
+
 }  // namespace
 
 ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* user) {
@@ -130,7 +162,7 @@ ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* 
   rep.label = rep.recorded.instance.label();
   const RecordedRun run = reader.run(rep.recorded.run_id);
   const std::vector<RecordedExecution> execs =
-      reader.executions(o.case_id, RecordReader::Detail::captures);
+      reader.executions(o.case_id, RecordReader::Detail::logs);
   const RecordedExecution* rf = first_of(execs, Mode::fresh);
   const RecordedExecution* rp = first_of(execs, Mode::pool);
   if (rf) rep.recorded_fresh = rf->result.status;
@@ -160,9 +192,12 @@ ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* 
     rep.replayed_pool = pooled->status;
     say(fmt::format("pooled replay after {} predecessor(s): {}", preds.size(), describe(*pooled)));
   }
+  // The check runs on the recorded logs, so a race is named even when no replay shows it; it is
+  // confirmed before the verdict is said, so the verdict line comes last.
+  check_races(execs, fresh, pooled, target, rb, rep, say);
   const VerdictDecision decision = decide_verdict(
       ReplayFacts{rf ? &rf->result : nullptr, rp ? &rp->result : nullptr, fresh ? &*fresh : nullptr,
-                  pooled ? &*pooled : nullptr});
+                  pooled ? &*pooled : nullptr, rep.race ? &*rep.race : nullptr});
   rep.verdict = decision.verdict;
   rep.first_divergence = decision.where;
   say(decision.why);

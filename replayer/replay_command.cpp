@@ -10,6 +10,7 @@
 #include "recorder/engine/controller.h"
 #include "recorder/engine/interrupt.h"
 #include "recorder/engine/world.h"
+#include "recorder/report.h"
 #include "replayer/replay.h"
 #include "replayer/replay_list.h"
 #include "runtime/error.h"
@@ -35,6 +36,18 @@ nlohmann::json divergence_json(const std::optional<Divergence>& d) {
   return j;
 }
 
+nlohmann::json confirmation_json(const std::optional<RaceConfirmation>& c) {
+  if (!c) return nullptr;
+  nlohmann::json edge;
+  if (c->sync_edge) edge = {{"rank", c->sync_edge->rank}, {"after_op", c->sync_edge->seq}};
+  return {{"confirmed_by", c->confirmed_by},
+          {"replays", c->replays},
+          {"seeds_run", c->seeds_run},
+          {"amplifying_seed", c->amplifying_seed ? nlohmann::json(*c->amplifying_seed) : nlohmann::json()},
+          {"sync_edge", std::move(edge)},
+          {"sync_agrees", c->sync_agrees}};
+}
+
 void print_replay_json(std::ostream& out, const ReplayReport& r, const std::string& mode) {
   nlohmann::json polluters = nlohmann::json::array(), labels = nlohmann::json::array();
   for (const RecordedCase& p : r.polluters) {
@@ -51,6 +64,12 @@ void print_replay_json(std::ostream& out, const ReplayReport& r, const std::stri
                      {"polluters", std::move(polluters)},
                      {"polluter_labels", std::move(labels)},
                      {"first_divergence", divergence_json(r.first_divergence)},
+                     {"race", r.race ? race_json(*r.race, r.confirmation
+                                                              ? r.confirmation->confirmed_by
+                                                              : std::vector<std::string>{})
+                                     : nlohmann::json()},
+                     {"race_notes", r.race_notes},
+                     {"confirmation", confirmation_json(r.confirmation)},
                      {"predecessors", r.predecessors},
                      {"replays", r.replays},
                      {"ddmin_replays", r.ddmin_replays},
@@ -64,6 +83,23 @@ void print_replay_json(std::ostream& out, const ReplayReport& r, const std::stri
 void print_replay_text(std::ostream& out, const ReplayReport& r) {
   out << fmt::format("case {} {} (run {}): {}\n", r.recorded.id, r.label, r.recorded.run_id,
                      verdict_name(r.verdict));
+  if (r.race) {
+    out << "  race: " << describe_race(*r.race) << '\n';
+    out << "  fix: " << r.race->race.fix << '\n';
+  }
+  if (r.confirmation) {
+    const RaceConfirmation& c = *r.confirmation;
+    std::string by;
+    for (const std::string& check : c.confirmed_by) by += (by.empty() ? "" : ", ") + check;
+    out << fmt::format("  confirmed by: {} ({} replay(s))\n",
+                       by.empty() ? "no dynamic check (the race is in the op log only)" : by,
+                       c.replays);
+    if (c.sync_edge) {
+      out << fmt::format("  sync bisection: the host must synchronize after op #{} of rank {}{}\n",
+                         c.sync_edge->seq, c.sync_edge->rank,
+                         c.sync_agrees ? ", between the race's two ops" : " (not between the race's ops)");
+    }
+  }
   if (r.first_divergence) out << "  where: " << r.first_divergence->describe() << '\n';
   if (!r.polluters.empty()) {
     out << fmt::format("  polluted by {} of {} predecessor(s):\n", r.polluters.size(), r.predecessors);
@@ -125,7 +161,9 @@ int replay_main(int argc, char** argv) {
       ->check(seconds_validator());
   app.add_flag("--json", o.json, "print one JSON document on stdout and nothing else there");
   app.footer(
-      "Verdicts: reproduced, state_leak (with polluters), nondeterministic, crash, hang.\n"
+      "Verdicts: reproduced, state_leak (with polluters), stream_race (with the racing op pair, "
+      "buffer and fix, confirmed by serialization, amplification with seeded delays and sync "
+      "bisection), nondeterministic, crash, hang.\n"
       "Ctrl-C (or SIGTERM/SIGHUP) stops the replay, its ranks killed; the exit code is then 128 + "
       "the signal.\n"
       "Exit codes: 0 the case reproduced and met its expectation; 1 it diverged or failed; 2 bad "

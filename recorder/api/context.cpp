@@ -117,10 +117,14 @@ uint32_t Context::delay_before(uint64_t seq) const {
 }
 
 void Context::issued() {
-  if (perturbation_.sync_after.empty() || logs_.ops.empty()) return;
-  const OpSite here{state_.rank, logs_.ops.back().seq};
+  if (logs_.ops.empty()) return;
+  if (perturbation_.one_stream) {
+    state_.backend->synchronize_all();
+    return;
+  }
+  const uint64_t seq = logs_.ops.back().seq;
   for (const OpSite& site : perturbation_.sync_after) {
-    if (site == here) {
+    if (site.seq == seq && (site.rank == state_.rank || site.rank == -1)) {
       state_.backend->synchronize_all();
       return;
     }

@@ -7,7 +7,7 @@
 
 namespace cprr {
 
-/// An op of one rank's op log (OpRecord::seq).
+/// An op of one rank's op log (OpRecord::seq); rank -1 is that op of every rank.
 struct OpSite {
   int32_t rank = 0;
   uint64_t seq = 0;
@@ -29,7 +29,8 @@ struct Perturbation {
   /// later op that is not ordered after it overtakes it.
   std::vector<OpSite> delay_ops;
   uint32_t target_delay_us = 0;
-  /// Every stream the case creates is the default stream: all of its stream ops run in issue order.
+  /// Every stream the case creates is the default stream and the host waits for it after each op:
+  /// the whole rank runs in issue order, host accesses included.
   bool one_stream = false;
   /// Right after issuing each of these ops, the host waits for every stream of its rank.
   std::vector<OpSite> sync_after;

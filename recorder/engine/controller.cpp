@@ -72,7 +72,8 @@ WorldHandle& Controller::world_for(const CaseInstance& inst, Mode mode,
   return **slot;
 }
 
-ExecutionResult Controller::run(const CaseInstance& inst, Mode mode, Placement placement) {
+ExecutionResult Controller::run(const CaseInstance& inst, Mode mode, Placement placement,
+                               const Perturbation& perturbation) {
   const auto t0 = config_.now();
   ExecutionResult res;
   res.started_at = std::chrono::system_clock::now();
@@ -89,7 +90,7 @@ ExecutionResult Controller::run(const CaseInstance& inst, Mode mode, Placement p
     WorldHandle& world = world_for(inst, mode, fresh, res);
     res.world_id = world.id();
     res.pool_position = ++served_[world.id()];
-    world.start(RunCase{res.id, inst.info.name, inst.params, inst.seed, placement});
+    world.start(RunCase{res.id, inst.info.name, inst.params, inst.seed, placement, perturbation});
     res.ranks = world.collect(res.id, config_.now() + deadline_for(inst), config_.after_death);
     classify(res, world);
     if (mode == Mode::pool && !world.reusable()) pools_.erase(inst.world_size);

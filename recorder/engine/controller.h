@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "recorder/data/execution.h"
+#include "recorder/data/perturbation.h"
 #include "recorder/data/text_forms.h"
 #include "recorder/engine/plan.h"
 #include "recorder/engine/world_handle.h"
@@ -60,8 +61,10 @@ class Controller {
   ~Controller();
 
   /// Runs one execution of `inst` and returns its classified result. Never throws for faults
-  /// of the case or the world; those are the result.
-  ExecutionResult run(const CaseInstance& inst, Mode mode, Placement placement = Placement::best_fit);
+  /// of the case or the world; those are the result. `perturbation` is a replay's (recording
+  /// never perturbs).
+  ExecutionResult run(const CaseInstance& inst, Mode mode, Placement placement = Placement::best_fit,
+                      const Perturbation& perturbation = {});
   /// Shuts every pooled world down.
   void close_pools();
 

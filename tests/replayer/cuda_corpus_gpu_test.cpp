@@ -49,17 +49,23 @@ TEST_P(CudaCorpus, RecordBothMeetsEveryExpectationAndReplayNamesThePolluters) {
   const auto doc = nlohmann::json::parse(rec.out);
   EXPECT_EQ(doc["backend"], "cuda");
   std::map<std::string, int64_t> ids;
-  std::set<std::string> flagged, unexpected;
+  std::set<std::string> flagged, unexpected, races, seeded_races;
   for (const auto& c : doc["cases"]) {
     const std::string label = c["label"];
     ids[label] = c["id"];
-    if (!c["fresh_vs_pool"].is_null()) flagged.insert(label);
+    const bool seeded_race = c["seeded_bug"] == "stream_race";
+    // A racy case's outputs may or may not differ between modes: only the others are pinned.
+    if (!c["fresh_vs_pool"].is_null() && !seeded_race) flagged.insert(label);
+    if (!c["race"].is_null()) races.insert(label);
+    if (seeded_race) seeded_races.insert(label);
     if (!c["as_expected"].get<bool>()) unexpected.insert(label + ": " + c["status"].dump());
   }
   EXPECT_EQ(rec.code, 0);
   EXPECT_TRUE(unexpected.empty()) << ::testing::PrintToString(unexpected);
   EXPECT_EQ(flagged, (std::set<std::string>{"bug/global_rng{n=4096}" + at,
                                             "bug/config_mutation{format=bshd}" + at}));
+  EXPECT_EQ(seeded_races.size(), 4u);
+  EXPECT_EQ(races, seeded_races) << "a race in every seeded race case and nowhere else";
   ASSERT_GT(ids.count("bug/skip_collective" + at), 0u);
 
   const std::pair<const char*, const char*> victims[] = {
@@ -74,6 +80,14 @@ TEST_P(CudaCorpus, RecordBothMeetsEveryExpectationAndReplayNamesThePolluters) {
     EXPECT_EQ(r["verdict"], "state_leak") << victim;
     EXPECT_EQ(r["polluters"], nlohmann::json::array({ids.at(polluter + at)})) << victim;
   }
+  const Cmd race = run(std::string(CPRR_CPREPLAY_PATH) + " --db " + db + " --case " +
+                       std::to_string(ids.at("bug/cp_maxlogit_race" + at)) + " --json");
+  ASSERT_FALSE(race.out.empty());
+  const auto rr = nlohmann::json::parse(race.out);
+  EXPECT_EQ(rr["verdict"], "stream_race");
+  EXPECT_EQ(rr["race"]["buffer"], "max_logit_per_step");
+  EXPECT_FALSE(rr["race"]["confirmed_by"].empty()) << race.out;
+  EXPECT_LE(rr["replays"].get<int>(), 20);
   const Cmd healthy = run(std::string(CPRR_CPREPLAY_PATH) + " --db " + db + " --case " +
                           std::to_string(ids.at("healthy/cp_ring{block=65536}" + at)) + " --json");
   EXPECT_EQ(healthy.code, 0);

@@ -1,0 +1,188 @@
+#include "replayer/race_confirmation.h"
+
+#include <fmt/format.h>
+
+#include "analysis/compare.h"
+#include "recorder/data/text_forms.h"
+
+namespace cprr {
+namespace {
+
+class Confirmer {
+ public:
+  Confirmer(const RaceFinding& race, const PerturbedRun& run, const ConfirmOptions& options,
+            RaceConfirmation& out)
+      : race_(race.race), run_(run), options_(options), out_(out) {}
+
+  /// The serialized run: the reference the others are compared with. Nullopt when it did not
+  /// complete (then nothing can be compared).
+  std::optional<ExecutionResult> serialize() {
+    Perturbation p;
+    p.one_stream = true;
+    ExecutionResult r = replay(p);
+    if (!completed(r)) {
+      say(fmt::format("serialized replay: {} ({}): no reference to compare with",
+                      status_name(r.status), r.summary));
+      return std::nullopt;
+    }
+    say("serialized replay (every stream as one, in issue order): the reference outputs");
+    return r;
+  }
+
+  void check_serialization(const ExecutionResult& serial,
+                           const std::vector<const ExecutionResult*>& observed) {
+    if (race_.first.rank != race_.second.rank) {
+      say("serialization does not order ops of different ranks: its outputs are only a reference");
+      return;
+    }
+    for (const ExecutionResult* e : observed) {
+      if (!completed(*e)) continue;
+      if (const auto d = compare(serial, *e)) {
+        out_.confirmed_by.push_back("serialization");
+        say(fmt::format("serialization confirms: execution {} ({}) differs from the serialized "
+                        "outputs, which the serialized run does not show: {}",
+                        e->id, mode_name(e->mode), d->describe()));
+        return;
+      }
+    }
+    say("serialization: every unperturbed run already gave the serialized outputs (the race was "
+        "latent there)");
+  }
+
+  // Odd seeds delay the race's first op, even seeds its second: when the two ops really are
+  // unordered, which one wins flips, and so do the outputs.
+  void amplify(const ExecutionResult& serial) {
+    std::optional<ExecutionResult> earlier;
+    for (int k = 1; k <= options_.seeds; ++k) {
+      const auto seed = static_cast<uint64_t>(k);
+      const ExecutionResult r = replay(amplified(seed));
+      ++out_.seeds_run;
+      const std::string what = fmt::format("amplified replay, seed {} (long delay before the {} op)",
+                                           k, seed % 2 == 1 ? "first" : "second");
+      bool shown = differs(serial, r, what);
+      if (!shown && earlier && completed(r)) {
+        if (const auto d = compare(*earlier, r)) {
+          say(fmt::format("{}: differs from the seed {} replay: {}", what, k - 1, d->describe()));
+          shown = true;
+        }
+      }
+      if (shown) {
+        out_.amplifying_seed = seed;
+        out_.confirmed_by.push_back("amplification");
+        return;
+      }
+      if (completed(r)) earlier = r;
+    }
+    say(fmt::format("amplification: {} seed(s) gave the serialized outputs", out_.seeds_run));
+  }
+
+  void bisect(const ExecutionResult& serial, uint64_t ops_on_rank) {
+    if (race_.first.rank != race_.second.rank) {
+      say("sync bisection skipped: the ops are on different ranks, so no host synchronization of "
+          "one rank orders them (the missing edge is a signal/wait)");
+      return;
+    }
+    if (!out_.amplifying_seed || ops_on_rank < 2) {
+      say("sync bisection skipped: no amplification seed showed the race to bisect against");
+      return;
+    }
+    // The delays bisected against: the long one before the race's first op alone, so that no
+    // random delay elsewhere shows another race; seed 1's (random delays too) when that alone
+    // does not show this one.
+    Perturbation base = amplified(0);
+    if (base.delay_ops.empty() ||
+        !differs(serial, replay(base), "the delay before the race's first op alone")) {
+      base = amplified(1);
+    }
+    // right(i): the outputs are right with the host synchronizing after each op i .. n-2 of every
+    // rank (every rank: the ranks run the same code and their races feed collectives). A suffix,
+    // so the races the fix would expose after this one stay fixed while the search moves.
+    const uint64_t last = ops_on_rank - 2;  // no op follows a sync after the last op
+    const auto right = [&](uint64_t i) {
+      Perturbation p = base;
+      for (uint64_t k = i; k <= last; ++k) p.sync_after.push_back(OpSite{-1, k});
+      const ExecutionResult r = replay(p);
+      return !differs(serial, r, fmt::format("host sync after ops #{}..#{}", i, last));
+    };
+    if (!right(0)) {
+      say(fmt::format("sync bisection: even a sync after every op of every rank leaves the "
+                      "outputs wrong"));
+      return;
+    }
+    // right(lo) holds, right(last + 1) (no sync: the base run) does not: the greatest lo with
+    // right(lo) is the boundary whose sync the outputs need.
+    uint64_t lo = 0, hi = last + 1;
+    while (hi - lo > 1) {
+      const uint64_t mid = lo + (hi - lo) / 2;
+      (right(mid) ? lo : hi) = mid;
+    }
+    const OpSite edge{race_.second.rank, lo};
+    out_.sync_edge = edge;
+    out_.sync_agrees = edge.seq >= race_.first.seq && edge.seq < race_.second.seq;
+    say(fmt::format("sync bisection: the sync after op #{} of rank {} is the one the outputs need; "
+                    "{}",
+                    edge.seq, edge.rank,
+                    out_.sync_agrees ? "it lies between the race's two ops"
+                                     : "it does NOT lie between the race's two ops"));
+    if (out_.sync_agrees) out_.confirmed_by.push_back("sync_bisection");
+  }
+
+ private:
+  /// Seeded random delays (none for seed 0) and a long one before the race's first op (second
+  /// for even seeds), when that op is a stream op (the host is never delayed).
+  Perturbation amplified(uint64_t seed) const {
+    Perturbation p;
+    p.delay_seed = seed;
+    p.max_delay_us = options_.max_delay_us;
+    const RaceOp& target = seed != 0 && seed % 2 == 0 ? race_.second : race_.first;
+    if (target.stream >= 0) {
+      p.delay_ops.push_back(OpSite{target.rank, target.seq});
+      p.target_delay_us = options_.target_delay_us;
+    }
+    return p;
+  }
+
+  ExecutionResult replay(const Perturbation& p) {
+    ++out_.replays;
+    return run_(p);
+  }
+
+  // True (and said) when `r` shows the race: it did not complete, or its outputs differ.
+  bool differs(const ExecutionResult& serial, const ExecutionResult& r, const std::string& what) {
+    if (!completed(r)) {
+      say(fmt::format("{}: {} ({})", what, status_name(r.status), r.summary));
+      return true;
+    }
+    if (const auto d = compare(serial, r)) {
+      say(fmt::format("{}: differs from the serialized outputs: {}", what, d->describe()));
+      return true;
+    }
+    say(fmt::format("{}: the serialized outputs", what));
+    return false;
+  }
+
+  void say(std::string line) { out_.log.push_back(std::move(line)); }
+
+  const Race& race_;
+  const PerturbedRun& run_;
+  const ConfirmOptions& options_;
+  RaceConfirmation& out_;
+};
+
+}  // namespace
+
+RaceConfirmation confirm_race(const RaceFinding& race,
+                              const std::vector<const ExecutionResult*>& observed,
+                              uint64_t ops_on_rank, const PerturbedRun& run,
+                              const ConfirmOptions& options) {
+  RaceConfirmation out;
+  Confirmer c(race, run, options, out);
+  const std::optional<ExecutionResult> serial = c.serialize();
+  if (!serial) return out;
+  c.check_serialization(*serial, observed);
+  c.amplify(*serial);
+  c.bisect(*serial, ops_on_rank);
+  return out;
+}
+
+}  // namespace cprr

@@ -1,0 +1,53 @@
+#pragma once
+// Confirming a stream race the happens-before check named (analysis/race_check.h) by running the
+// case again, perturbed (recorder/data/perturbation.h):
+// - serialization: every stream of the case folded into one, in issue order; its outputs are the
+//   reference, and an earlier run whose outputs differ from it confirms the race;
+// - amplification: seeded random delays before stream ops, and a long one before the race's
+//   first op, so an op not ordered after it overtakes it; outputs that differ from the
+//   serialized ones confirm the race;
+// - sync bisection: with the amplifying delays, the host synchronizes every stream after a
+//   prefix of the racing rank's ops; bisecting the prefix finds the one boundary whose sync makes
+//   the outputs right, which must lie between the race's two ops.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/race_check.h"
+#include "recorder/data/execution.h"
+#include "recorder/data/perturbation.h"
+
+namespace cprr {
+
+/// Runs the target once, fresh, with a perturbation (each call is one replay).
+using PerturbedRun = std::function<ExecutionResult(const Perturbation&)>;
+
+struct ConfirmOptions {
+  int seeds = 8;                    ///< amplification seeds at most (it stops at the first that confirms)
+  uint32_t max_delay_us = 2000;     ///< random delays before stream ops
+  uint32_t target_delay_us = 20000; ///< the delay before the race's first op
+};
+
+struct RaceConfirmation {
+  /// Which checks confirmed the race: "amplification", "serialization", "sync_bisection".
+  std::vector<std::string> confirmed_by;
+  int replays = 0;
+  int seeds_run = 0;
+  std::optional<uint64_t> amplifying_seed;  ///< the seed whose outputs differed
+  /// The boundary the bisection found: the host must synchronize after this op of this rank.
+  std::optional<OpSite> sync_edge;
+  bool sync_agrees = false;  ///< sync_edge lies in [first op, second op) of the race's rank
+  std::vector<std::string> log;  ///< one line per step, for humans
+};
+
+/// Confirms `race`. `observed` are executions of the case already run unperturbed (recorded and
+/// replayed, fresh); `ops_on_rank` is how many ops the race's second rank logged in the execution
+/// the race was found in (the bisection's range).
+RaceConfirmation confirm_race(const RaceFinding& race,
+                              const std::vector<const ExecutionResult*>& observed,
+                              uint64_t ops_on_rank, const PerturbedRun& run,
+                              const ConfirmOptions& options = {});
+
+}  // namespace cprr

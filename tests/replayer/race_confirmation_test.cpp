@@ -1,0 +1,86 @@
+// confirm_race against a scripted case: a fake replay whose outputs are wrong exactly when the
+// race's second op can overtake its first (the first op delayed, no host sync between them), so
+// each dynamic check's logic is tested without timing.
+#include "replayer/race_confirmation.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "tests/analysis/analysis_support.h"
+
+namespace cprr {
+namespace {
+
+RaceFinding race_on(int32_t first_rank, uint64_t first_seq, int32_t second_rank,
+                    uint64_t second_seq) {
+  RaceFinding f;
+  f.race.first = RaceOp{first_rank, 1, first_seq, "kernel", "writer"};
+  f.race.second = RaceOp{second_rank, 0, second_seq, "kernel", "reader"};
+  f.race.overlaps.push_back(RaceOverlap{});
+  return f;
+}
+
+// The scripted case: wrong output when the first op is delayed and nothing syncs the host
+// between the two ops on the second op's rank (or the streams are one).
+struct Script {
+  RaceFinding finding;
+  bool racy = true;
+  int runs = 0;
+
+  ExecutionResult operator()(const Perturbation& p) {
+    ++runs;
+    const Race& r = finding.race;
+    const bool delayed_first =
+        std::find(p.delay_ops.begin(), p.delay_ops.end(), OpSite{r.first.rank, r.first.seq}) !=
+        p.delay_ops.end();
+    const bool synced = std::any_of(p.sync_after.begin(), p.sync_after.end(), [&](OpSite s) {
+      return (s.rank == -1 || s.rank == r.second.rank) && s.seq >= r.first.seq &&
+             s.seq < r.second.seq;
+    });
+    const bool ordered = p.one_stream && r.first.rank == r.second.rank;
+    const bool wrong = racy && delayed_first && !synced && !ordered;
+    return test::execution(static_cast<uint64_t>(runs) + 100, Mode::fresh, ExecStatus::pass,
+                           {wrong ? "stale" : "right", "right"});
+  }
+};
+
+TEST(RaceConfirmation, ARaceOnOneRankIsConfirmedByEveryCheckAndBisectedToItsOps) {
+  Script script{race_on(0, 6, 0, 9)};
+  const ExecutionResult recorded = test::execution(1, Mode::fresh, ExecStatus::pass, {"stale", "right"});
+  const RaceConfirmation c = confirm_race(script.finding, {&recorded}, 20,
+                                          [&](const Perturbation& p) { return script(p); });
+  EXPECT_EQ(c.confirmed_by,
+            (std::vector<std::string>{"serialization", "amplification", "sync_bisection"}));
+  EXPECT_EQ(c.amplifying_seed, 1u) << "seed 1 delays the first op";
+  ASSERT_TRUE(c.sync_edge.has_value());
+  EXPECT_EQ(*c.sync_edge, (OpSite{0, 8})) << "the last boundary before the second op";
+  EXPECT_TRUE(c.sync_agrees);
+  EXPECT_EQ(c.replays, script.runs);
+  EXPECT_LE(c.replays, 12) << "serial 1, amplification 1, base 1, all-syncs 1, log2(20) bisection";
+}
+
+TEST(RaceConfirmation, ARaceAcrossRanksIsConfirmedByAmplificationAndNotBisected) {
+  Script script{race_on(0, 8, 1, 12)};
+  const ExecutionResult recorded = test::execution(1, Mode::fresh, ExecStatus::pass, {"right", "right"});
+  const RaceConfirmation c = confirm_race(script.finding, {&recorded}, 30,
+                                          [&](const Perturbation& p) { return script(p); });
+  EXPECT_EQ(c.confirmed_by, (std::vector<std::string>{"amplification"}));
+  EXPECT_FALSE(c.sync_edge.has_value());
+  EXPECT_EQ(c.replays, 2);
+}
+
+TEST(RaceConfirmation, OpsThatNeverMisbehaveConfirmNothingAfterKSeeds) {
+  Script script{race_on(0, 2, 0, 5)};
+  script.racy = false;
+  const ExecutionResult recorded = test::execution(1, Mode::fresh, ExecStatus::pass, {"right", "right"});
+  const RaceConfirmation c = confirm_race(script.finding, {&recorded}, 10,
+                                          [&](const Perturbation& p) { return script(p); },
+                                          ConfirmOptions{.seeds = 5});
+  EXPECT_TRUE(c.confirmed_by.empty());
+  EXPECT_EQ(c.seeds_run, 5);
+  EXPECT_EQ(c.replays, 6) << "the serialized run and five seeds; no bisection without a seed";
+}
+
+}  // namespace
+}  // namespace cprr
