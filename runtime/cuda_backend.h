@@ -2,8 +2,9 @@
 // The CUDA/NCCL backend: one GPU per rank (rank r uses visible device r, so CUDA_VISIBLE_DEVICES
 // picks and orders them), arenas from cudaMalloc (device), cudaMallocHost (pinned host) and
 // ncclMemAlloc registered as an NCCL symmetric window (plain cudaMalloc, with the reason on
-// stderr, where windows are not supported), CUDA streams and events, and a non-blocking NCCL
-// communicator bootstrapped through the controller. Arena sizes come from CPRR_CUDA_DEVICE_MIB,
+// stderr, where windows are not supported), CUDA streams and events, a non-blocking NCCL
+// communicator bootstrapped through the controller, and one-sided put/signal into the peers'
+// symmetric pools (runtime/cuda_window.h). Arena sizes come from CPRR_CUDA_DEVICE_MIB,
 // CPRR_CUDA_SYMMETRIC_MIB and CPRR_CUDA_HOST_MIB (recorded with the run like every CPRR_*).
 #include <cuda_runtime_api.h>
 
@@ -16,6 +17,7 @@
 
 #include "runtime/backend.h"
 #include "runtime/cuda_nccl.h"
+#include "runtime/cuda_window.h"
 
 namespace cprr {
 
@@ -31,7 +33,8 @@ class CudaArena {
  public:
   enum class Kind { none, device, host, nccl };
   CudaArena() = default;
-  CudaArena(Kind kind, uint64_t bytes);  ///< allocates and zeroes (as the CPU backend's mmap does)
+  /// Allocates and zeroes (as the CPU backend's mmap does), the zeroes in place on return.
+  CudaArena(Kind kind, uint64_t bytes);
   ~CudaArena();
   CudaArena(CudaArena&& o) noexcept { *this = std::move(o); }
   CudaArena& operator=(CudaArena&& o) noexcept;
@@ -73,6 +76,12 @@ class CudaBackend final : public Backend {
   void note_launch(int stream, std::string label) override;
   std::string broken() const override;
 
+  std::string one_sided_problem() const override;
+  void put(int stream, int peer, uint64_t offset, const void* src, std::size_t bytes) override;
+  void signal(int stream, int peer, uint32_t slot, uint64_t value) override;
+  void wait_signal(int stream, uint32_t slot, uint64_t value) override;
+  void delay(int stream, uint32_t us) override;
+
  private:
   struct StreamSlot {
     cudaStream_t handle = nullptr;
@@ -94,8 +103,27 @@ class CudaBackend final : public Backend {
   void rethrow_host_error();
   /// The minimum of `value` over all ranks (collective; used while connecting).
   int min_over_ranks(int value);
-  /// ncclMemAlloc + window registration, agreed across ranks, or plain memory with a reason.
-  void make_symmetric_pool();
+  /// Every rank's `bytes` bytes, rank r's at r * bytes (collective; used while connecting).
+  std::vector<std::byte> all_gather_bytes(const void* mine, std::size_t bytes);
+  /// What the symmetric arena is made of, which decides how peers can map it.
+  struct SymmetricArena {
+    enum class Kind { nccl_window, nccl_unregistered, device } kind;
+    std::string why;  ///< why it is not an NCCL window (empty for nccl_window)
+  };
+  /// ncclMemAlloc + window registration, agreed across ranks, or plain memory with a reason;
+  /// either way the arena ends in the semaphore table (kSemaphoreTableReserve).
+  SymmetricArena make_symmetric_pool();
+  /// The one-sided window over every rank's symmetric arena, agreed across ranks (collective).
+  void make_window(const SymmetricArena& arena);
+  /// The window through NCCL's mapping of the registered arena `base` (not collective), or one
+  /// saying why there is none.
+  std::unique_ptr<CudaWindow> nccl_window(std::byte* base, uint64_t pool_bytes);
+  /// `window` if every rank has one over pools of the same size, else one saying which rank
+  /// cannot (collective).
+  std::unique_ptr<CudaWindow> agree_on_window(std::unique_ptr<CudaWindow> window,
+                                              uint64_t pool_bytes);
+  /// The window; throws (cprr::Error) before the communicator is connected.
+  const CudaWindow& window() const;
   /// Runs `fn`; an exception from it marks the backend broken (first reason kept) and propagates.
   template <class Fn>
   void guarded(Fn&& fn);
@@ -107,6 +135,7 @@ class CudaBackend final : public Backend {
   std::array<uint64_t, 3> capacity_{};
   std::array<CudaArena, 3> arenas_;
   std::unique_ptr<NcclComm> comm_;
+  std::unique_ptr<CudaWindow> window_;  // set while connecting, then read-only
   void* barrier_scratch_ = nullptr;
   mutable std::mutex mu_;  // streams_, last_op, pending_, progress_, host_error_
   std::vector<StreamSlot> streams_;

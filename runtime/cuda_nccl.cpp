@@ -1,5 +1,7 @@
 #include "runtime/cuda_nccl.h"
 
+#include <nccl_device/core.h>  // ncclTeamLsa (the device API's host half)
+
 #include <cstring>
 #include <thread>
 
@@ -187,6 +189,12 @@ std::string NcclComm::register_window(void* base, std::size_t bytes) {
   }
   wait_ready("ncclCommWindowRegister");
   return {};
+}
+
+int NcclComm::lsa_size() const {
+  std::lock_guard lock(mu_);
+  CPRR_CHECK(!aborted_, "ncclTeamLsa: the communicator was aborted");
+  return ncclTeamLsa(comm_).nRanks;
 }
 
 void NcclComm::abort() {

@@ -42,6 +42,12 @@ class NcclComm {
   /// Registers [base, base + bytes) (from ncclMemAlloc) as a symmetric window. Collective: every
   /// rank calls it in the same order. Returns an empty string, or why it could not.
   std::string register_window(void* base, std::size_t bytes);
+  /// The window register_window made: nullptr before, after a failure, or where NCCL registered
+  /// none (a communicator without symmetric memory support succeeds without one).
+  ncclWindow_t window() const { return window_; }
+  /// Ranks in NCCL's load/store-accessible team, whose registered windows NCCL maps into this
+  /// process (every rank on one host with P2P between the GPUs); throws once aborted.
+  int lsa_size() const;
 
   /// Ends every outstanding operation (thread-safe, idempotent); later calls throw.
   void abort();
