@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "analysis/compare.h"
 #include "recorder/data/text_forms.h"
 
@@ -148,7 +150,13 @@ class Confirmer {
   }
 
   // True (and said) when `r` shows the race: it did not complete, or its outputs differ.
-  bool differs(const ExecutionResult& serial, const ExecutionResult& r, const std::string& what) {
+  bool differs(const ExecutionResult& serial, const ExecutionResult& r, const std::string& label) {
+    // The slowest rank's body time shows whether the delays took effect.
+    double body_ms = 0;
+    for (const RankReport& rank : r.ranks) {
+      if (rank.done) body_ms = std::max(body_ms, rank.done->body_ms);
+    }
+    const std::string what = fmt::format("{} [body {:.1f} ms]", label, body_ms);
     if (!completed(r)) {
       say(fmt::format("{}: {} ({})", what, status_name(r.status), r.summary));
       return true;

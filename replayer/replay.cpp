@@ -29,6 +29,14 @@ class Rebuild {
     }
     config_.backend = run.backend;
     config_.env = run.environment;
+    // CUDA loads a kernel's module at its first launch (lazy loading) and that load waits for the
+    // whole device: a stream op delayed by the race amplification would be waited for by an
+    // unordered kernel launched for the first time, and the race could never show. Replays load
+    // every module when the rank starts instead.
+    const bool loading_set =
+        std::any_of(config_.env.begin(), config_.env.end(),
+                    [](const auto& kv) { return kv.first == "CUDA_MODULE_LOADING"; });
+    if (run.backend == "cuda" && !loading_set) config_.env.emplace_back("CUDA_MODULE_LOADING", "EAGER");
     config_.timeout_override_s = o.timeout_s;
     config_.stop_fd = o.stop_fd;
   }

@@ -168,3 +168,45 @@ TEST(CudaContext, EventsOrderAConsumerStreamAfterItsProducer) {
 
 }  // namespace
 }  // namespace cprr
+
+namespace cprr {
+namespace {
+
+// Race amplification on the device: a replay's delay before a stream op (the spin kernel) lets an
+// unordered op on another stream overtake it, so the later-issued write lands first and the
+// delayed one last.
+TEST(CudaContext, ADelayBeforeAStreamOpLetsAnUnorderedOpOnAnotherStreamOvertakeIt) {
+  SKIP_WITHOUT_GPU();
+  for (const bool delayed : {false, true}) {
+    RankState st = make_cuda_state();
+    Perturbation p;
+    if (delayed) {
+      p.delay_ops = {OpSite{0, 2}};  // op #2: the side stream's fill (after #0 zero, #1 sync)
+      p.target_delay_us = 50'000;
+    }
+    Context ctx(st, "gpu/overtake", {}, 1, Placement::best_fit, 1, p);
+    const Stream side = ctx.create_stream("side");
+    const uint64_t n = 1 << 16;
+    const Buffer b = ctx.alloc("b", n * 4);
+    ctx.launch(ctx.stream(), "zero", n, kernels::FillConst<int32_t>{b.as<int32_t>(), 0},
+               Access{{}, {b}});
+    ctx.synchronize();
+    // Issued first on the side stream, then on the default stream, unordered: without a delay
+    // the side write usually lands first; with one it must land last.
+    ctx.launch(side, "side writes 1", n, kernels::FillConst<int32_t>{b.as<int32_t>(), 1},
+               Access{{}, {b}});
+    ctx.launch(ctx.stream(), "default writes 2", n, kernels::FillConst<int32_t>{b.as<int32_t>(), 2},
+               Access{{}, {b}});
+    ctx.synchronize();
+    const std::vector<int32_t> got = ctx.read<int32_t>(ctx.stream(), b);
+    if (delayed) {
+      EXPECT_EQ(got.front(), 1) << "the delayed side write must land last";
+      EXPECT_EQ(got.back(), 1);
+    }
+    ctx.drain();
+    ctx.finish();
+  }
+}
+
+}  // namespace
+}  // namespace cprr

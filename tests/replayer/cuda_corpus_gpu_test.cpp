@@ -1,7 +1,8 @@
 // The whole corpus on the cuda backend, end to end through the two CLIs, at W=2 and W=4: every
 // case meets its expectation fresh and pooled (crash and hang fixtures included, and the cases
-// after them pass), the seeded state leaks are flagged and their twins are not, and cpreplay names
-// the polluters as it does on the CPU backend. Skips when fewer GPUs than ranks are visible.
+// after them pass), the seeded state leaks are flagged and their twins are not, cpreplay names
+// the polluters as it does on the CPU backend, and every seeded stream race is named at record
+// time and confirmed by a replay. Skips when fewer GPUs than ranks are visible.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -80,14 +81,21 @@ TEST_P(CudaCorpus, RecordBothMeetsEveryExpectationAndReplayNamesThePolluters) {
     EXPECT_EQ(r["verdict"], "state_leak") << victim;
     EXPECT_EQ(r["polluters"], nlohmann::json::array({ids.at(polluter + at)})) << victim;
   }
-  const Cmd race = run(std::string(CPRR_CPREPLAY_PATH) + " --db " + db + " --case " +
-                       std::to_string(ids.at("bug/cp_maxlogit_race" + at)) + " --json");
-  ASSERT_FALSE(race.out.empty());
-  const auto rr = nlohmann::json::parse(race.out);
-  EXPECT_EQ(rr["verdict"], "stream_race");
-  EXPECT_EQ(rr["race"]["buffer"], "max_logit_per_step");
-  EXPECT_FALSE(rr["race"]["confirmed_by"].empty()) << race.out;
-  EXPECT_LE(rr["replays"].get<int>(), 20);
+  // Every seeded race: cpreplay names the pair the record named and confirms it dynamically
+  // (the spin kernel's delays, the CUDA one-sided window for the cross-rank one).
+  for (const auto& c : doc["cases"]) {
+    if (c["seeded_bug"] != "stream_race") continue;
+    const std::string label = c["label"];
+    const Cmd race = run(std::string(CPRR_CPREPLAY_PATH) + " --db " + db + " --case " +
+                         c["id"].dump() + " --json");
+    ASSERT_FALSE(race.out.empty()) << label;
+    const auto rr = nlohmann::json::parse(race.out);
+    EXPECT_EQ(rr["verdict"], "stream_race") << label;
+    EXPECT_EQ(rr["race"]["first"], c["race"]["first"]) << label;
+    EXPECT_EQ(rr["race"]["second"], c["race"]["second"]) << label;
+    EXPECT_FALSE(rr["race"]["confirmed_by"].empty()) << label << "\n" << rr["log"].dump(1);
+    EXPECT_LE(rr["replays"].get<int>(), 20) << label;
+  }
   const Cmd healthy = run(std::string(CPRR_CPREPLAY_PATH) + " --db " + db + " --case " +
                           std::to_string(ids.at("healthy/cp_ring{block=65536}" + at)) + " --json");
   EXPECT_EQ(healthy.code, 0);

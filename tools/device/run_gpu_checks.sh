@@ -4,7 +4,7 @@
 # backend, and the GPU benchmarks. Full logs go to $OUT (or /tmp/cprr-gpu-out); a short table is
 # printed last.
 #
-#   tools/device/run_gpu_checks.sh [tests] [corpus] [bench]     (default: all three)
+#   tools/device/run_gpu_checks.sh [tests] [corpus] [races] [bench]     (default: all four)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
 # Each step takes about 5 minutes on 4 H200s; a device call has 10, so give each step its own call.
 # Every summary line is printed as soon as its step ends, so a run cut short still says something.
@@ -23,7 +23,7 @@ out=${OUT:-/tmp/cprr-gpu-out}
 mkdir -p "$out"
 b=$build_path
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(tests corpus bench)
+[ ${#steps[@]} -eq 0 ] && steps=(tests corpus races bench)
 summary=()
 report() {
   printf '%s\n' "$@"
@@ -61,6 +61,22 @@ for step in "${steps[@]}"; do
         >"$out/corpus_table.txt" 2>&1
       report "$(tail -n 2 "$out/corpus_table.txt")"
       ;;
+    races)
+      # The seeded stream races and their twins: recorded (5 repeats, both modes), each replayed.
+      for backend in ${CPRR_RACE_BACKENDS:-cuda cpu}; do
+        rdir="$out/races_$backend"
+        mkdir -p "$rdir"
+        timeout 300 "$b/tools/cprecord" --backend $backend --mode both --repeat 5 --json \
+          --db "$rdir/run.db" --filter "${CPRR_RACE_FILTER:-^(bug|fixed)/(cp_maxlogit_race|pinned_staging_reuse|alltoallv_skipped_wait|use_after_free_across_streams)@2\$}" \
+          >"$rdir/record.json" 2>"$rdir/record.err"
+        for id in $(python3 -c 'import json,sys; print(" ".join(str(c["id"]) for c in json.load(open(sys.argv[1]))["cases"]))' "$rdir/record.json"); do
+          timeout 120 "$b/tools/cpreplay" --db "$rdir/run.db" --case "$id" --json >"$rdir/$id.json" 2>"$rdir/$id.err"
+        done
+        python3 tools/device/race_table.py "$rdir/record.json" "$rdir" >"$rdir/table.txt" 2>&1
+        report "== races on $backend" "$(cat "$rdir/table.txt")"
+        tar -czf "$out/races_$backend.tgz" -C "$out" "races_$backend" && rm -rf "$rdir"
+      done
+      ;;
     bench)
       [ -x "$b/tools/bench/cprr_bench_device_hash" ] &&
         "$b/tools/bench/cprr_bench_device_hash" >"$out/bench_device_hash.txt" 2>&1
@@ -70,7 +86,7 @@ for step in "${steps[@]}"; do
           >"$out/bench_gpu.txt" 2>&1
       for f in "$out"/bench_*.txt; do report "== $(basename "$f")" "$(tail -n 12 "$f")"; done
       ;;
-    *) echo "unknown step '$step' (tests, corpus, bench)" >&2; exit 2 ;;
+    *) echo "unknown step '$step' (tests, corpus, races, bench)" >&2; exit 2 ;;
   esac
 done
 
