@@ -5,11 +5,16 @@ namespace {
 
 int severity(ExecStatus s) {
   switch (s) {
-    case ExecStatus::pass: return 0;
-    case ExecStatus::fail: return 1;
-    case ExecStatus::hang: return 2;
-    case ExecStatus::crash: return 3;
-    case ExecStatus::error: return 4;
+    case ExecStatus::pass:
+      return 0;
+    case ExecStatus::fail:
+      return 1;
+    case ExecStatus::hang:
+      return 2;
+    case ExecStatus::crash:
+      return 3;
+    case ExecStatus::error:
+      return 4;
   }
   return 4;
 }

@@ -28,10 +28,10 @@ enum class Against : uint8_t {
 /// One case instance with all its executions (modes x repeats) and what they add up to.
 struct CaseOutcome {
   const CaseInstance* instance = nullptr;
-  int64_t case_id = 0;                   ///< the store's test_case id (what cpreplay --case takes)
+  int64_t case_id = 0;  ///< the store's test_case id (what cpreplay --case takes)
   std::vector<const ExecutionResult*> executions;
   ExecStatus status = ExecStatus::pass;  ///< the most severe execution status
-  bool as_expected = true;               ///< nothing counts against the exit code: `against` is empty
+  bool as_expected = true;  ///< nothing counts against the exit code: `against` is empty
   /// The executions that count against the exit code (execution id -> why). Empty when the
   /// case met its expectation; never empty when it did not.
   std::map<uint64_t, Against> against;

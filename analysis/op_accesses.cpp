@@ -79,9 +79,10 @@ uint32_t pool_id(std::string_view pool_name) {
 uint32_t semaphore_key(int32_t receiver, int32_t sender, int64_t semaphore) {
   if (receiver < 0 || sender < 0 || receiver >= kMaxKeyRanks || sender >= kMaxKeyRanks ||
       semaphore < 0 || semaphore >= kMaxKeySemaphores) {
-    CPRR_THROW("semaphore {} between ranks {} and {} is outside what the check numbers ({} ranks, "
-               "{} semaphores)",
-               semaphore, sender, receiver, kMaxKeyRanks, kMaxKeySemaphores);
+    CPRR_THROW(
+        "semaphore {} between ranks {} and {} is outside what the check numbers ({} ranks, "
+        "{} semaphores)",
+        semaphore, sender, receiver, kMaxKeyRanks, kMaxKeySemaphores);
   }
   return (static_cast<uint32_t>(receiver) * kMaxKeyRanks + static_cast<uint32_t>(sender)) *
              kMaxKeySemaphores +

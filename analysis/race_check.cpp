@@ -78,8 +78,8 @@ std::string describe_race(const RaceFinding& f) {
     buffer += fmt::format(" / '{}'", o.second_buffer_name);  // freed and reused bytes
   }
   return fmt::format("{} and {} race on bytes [{}, {}) of {} ({} pool of rank {}){}",
-                     race.first.describe(), race.second.describe(), f.buffer_begin, f.buffer_end, buffer,
-                     pool_name(o.pool), o.memory_rank,
+                     race.first.describe(), race.second.describe(), f.buffer_begin, f.buffer_end,
+                     buffer, pool_name(o.pool), o.memory_rank,
                      race.overlaps.size() > 1
                          ? fmt::format(" and {} more range(s)", race.overlaps.size() - 1)
                          : "");

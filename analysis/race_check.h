@@ -18,11 +18,11 @@ HbResult check_execution(const ExecutionResult& e, const HbOptions& options = {}
 
 /// What the check found over a case's executions.
 struct RaceFinding {
-  uint64_t execution = 0;       ///< the first execution (in the order given) with a race
+  uint64_t execution = 0;  ///< the first execution (in the order given) with a race
   Mode mode = Mode::fresh;
-  Race race;                    ///< that execution's first race (report order)
-  std::size_t race_count = 0;   ///< racing op pairs in that execution
-  std::size_t executions = 0;   ///< executions with at least one race
+  Race race;                   ///< that execution's first race (report order)
+  std::size_t race_count = 0;  ///< racing op pairs in that execution
+  std::size_t executions = 0;  ///< executions with at least one race
   /// The first overlap's bytes relative to the start of the buffer the first op names.
   uint64_t buffer_begin = 0;
   uint64_t buffer_end = 0;

@@ -60,7 +60,8 @@ VerdictDecision decide_from_outputs(const ReplayFacts& f) {
   }
   if (f.replayed_fresh != nullptr && f.replayed_pool != nullptr) {
     if (auto d = compare(*f.replayed_fresh, *f.replayed_pool)) {
-      VerdictDecision v = decided(Verdict::state_leak, d, "pooled differs from fresh: " + d->describe());
+      VerdictDecision v =
+          decided(Verdict::state_leak, d, "pooled differs from fresh: " + d->describe());
       v.localize_polluters = true;
       return v;
     }
@@ -73,19 +74,23 @@ VerdictDecision decide_from_outputs(const ReplayFacts& f) {
                                  : (f.recorded_fresh == nullptr ? f.recorded_pool : nullptr);
   if (replayed != nullptr && reference != nullptr) {
     if (auto d = compare(*reference, *replayed)) {
-      const Verdict v = f.replayed_pool != nullptr ? Verdict::nondeterministic : Verdict::state_leak;
-      return decided(v, d,
-                     fmt::format("{} replay differs from the {} record: {}", mode_name(replayed->mode),
-                                 mode_name(reference->mode), d->describe()));
+      const Verdict v =
+          f.replayed_pool != nullptr ? Verdict::nondeterministic : Verdict::state_leak;
+      return decided(
+          v, d,
+          fmt::format("{} replay differs from the {} record: {}", mode_name(replayed->mode),
+                      mode_name(reference->mode), d->describe()));
     }
   }
   if (replayed != nullptr && !every_rank_reported(*replayed)) {
-    return decided(Verdict::reproduced, std::nullopt,
-                   fmt::format("the replay ended as recorded ({}); not every rank returned a result "
-                               "to compare",
-                               status_name(replayed->status)));
+    return decided(
+        Verdict::reproduced, std::nullopt,
+        fmt::format("the replay ended as recorded ({}); not every rank returned a result "
+                    "to compare",
+                    status_name(replayed->status)));
   }
-  return decided(Verdict::reproduced, std::nullopt, "every rank's probes and outputs match the record");
+  return decided(Verdict::reproduced, std::nullopt,
+                 "every rank's probes and outputs match the record");
 }
 
 }  // namespace
@@ -94,8 +99,9 @@ VerdictDecision decide_verdict(const ReplayFacts& f) {
   for (const ExecutionResult* r : {f.replayed_fresh, f.replayed_pool}) {
     if (r != nullptr && (r->status == ExecStatus::crash || r->status == ExecStatus::hang)) {
       const Verdict v = r->status == ExecStatus::crash ? Verdict::crash : Verdict::hang;
-      return decided(v, std::nullopt,
-                     fmt::format("{} in {} replay: {}", verdict_name(v), mode_name(r->mode), r->summary));
+      return decided(
+          v, std::nullopt,
+          fmt::format("{} in {} replay: {}", verdict_name(v), mode_name(r->mode), r->summary));
     }
   }
   VerdictDecision d = decide_from_outputs(f);

@@ -13,8 +13,8 @@
 #include <string_view>
 #include <system_error>
 
-#include "runtime/error.h"
 #include "runtime/atomic_file.h"
+#include "runtime/error.h"
 #include "runtime/host_info.h"
 
 namespace cprr {
@@ -198,11 +198,16 @@ std::pair<std::string, std::string> failure_of(const CaseOutcome& o, const Execu
       return {fmt::format("{}: {}", status_name(res.status), message),
               std::string(status_name(res.status))};
     }
-    case Against::incomplete: return {why_text, std::string(status_name(res.status))};
-    case Against::differential: return {why_text, "fresh_vs_pool"};
-    case Against::nondeterministic: return {why_text, "nondeterministic"};
-    case Against::race: return {why_text, "stream_race"};
-    case Against::race_missed: return {why_text, "stream_race_missed"};
+    case Against::incomplete:
+      return {why_text, std::string(status_name(res.status))};
+    case Against::differential:
+      return {why_text, "fresh_vs_pool"};
+    case Against::nondeterministic:
+      return {why_text, "nondeterministic"};
+    case Against::race:
+      return {why_text, "stream_race"};
+    case Against::race_missed:
+      return {why_text, "stream_race_missed"};
   }
   return {why_text, "?"};
 }
@@ -228,9 +233,10 @@ void write_junit(std::ostream& out, const std::vector<CaseOutcome>& outcomes,
     for (char& c : classname) {
       if (c == '/') c = '.';
     }
-    cases += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{}\"", attr(classname),
-                         attr(fmt::format("{} [{} #{}]", res.label, mode_name(res.mode), res.attempt)),
-                         seconds(res.wall_ms / 1000.0));
+    cases +=
+        fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{}\"", attr(classname),
+                    attr(fmt::format("{} [{} #{}]", res.label, mode_name(res.mode), res.attempt)),
+                    seconds(res.wall_ms / 1000.0));
     std::string body;
     if (const auto why = against_text(o, res, info)) {
       const bool infra = res.status == ExecStatus::error;
@@ -249,12 +255,13 @@ void write_junit(std::ostream& out, const std::vector<CaseOutcome>& outcomes,
                               o.differential->describe(), replay_hint(info, o.case_id));
       }
       if (o.race && o.race->execution == res.id) {
-        sysout += fmt::format("stream race, as the seeded bug should: {}; fix: {}; replay: {}\n",
-                              describe_race(*o.race), o.race->race.fix,
-                              replay_hint(info, o.case_id));
+        sysout +=
+            fmt::format("stream race, as the seeded bug should: {}; fix: {}; replay: {}\n",
+                        describe_race(*o.race), o.race->race.fix, replay_hint(info, o.case_id));
       }
       if (!res.note.empty()) sysout += fmt::format("note: {}\n", res.note);
-      if (!sysout.empty()) body += fmt::format("      <system-out>{}</system-out>\n", text_of(sysout));
+      if (!sysout.empty())
+        body += fmt::format("      <system-out>{}</system-out>\n", text_of(sysout));
     }
     if (body.empty()) {
       cases += "/>\n";
@@ -269,12 +276,13 @@ void write_junit(std::ostream& out, const std::vector<CaseOutcome>& outcomes,
                          std::chrono::duration<double>(wall_s < 0 ? 0 : wall_s));
   out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   out << fmt::format(
-      "<testsuites name=\"cprr\" tests=\"{}\" failures=\"{}\" errors=\"{}\" time=\"{}\">\n",
-      tests, failures, errors, seconds(wall_s));
+      "<testsuites name=\"cprr\" tests=\"{}\" failures=\"{}\" errors=\"{}\" time=\"{}\">\n", tests,
+      failures, errors, seconds(wall_s));
   out << fmt::format(
       "  <testsuite name=\"cprr\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"0\" "
       "time=\"{}\" timestamp=\"{}\" hostname=\"{}\">\n",
-      tests, failures, errors, seconds(wall_s), iso8601_utc(start, TimeText::junit), attr(host_name()));
+      tests, failures, errors, seconds(wall_s), iso8601_utc(start, TimeText::junit),
+      attr(host_name()));
   out << cases;
   out << "  </testsuite>\n</testsuites>\n";
 }

@@ -6,19 +6,18 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
-
 #include <nlohmann/json.hpp>
 
 #include "recorder/cli_options.h"
 #include "recorder/engine/controller.h"
 #include "recorder/engine/interrupt.h"
 #include "recorder/junit.h"
-#include "schema/record_writer.h"
 #include "recorder/report.h"
 #include "recorder/report_table.h"
 #include "runtime/atomic_file.h"
 #include "runtime/backend.h"
 #include "runtime/error.h"
+#include "schema/record_writer.h"
 
 namespace cprr {
 namespace {
@@ -54,7 +53,9 @@ void print_plan(std::ostream& out, const std::vector<CaseInstance>& plan, bool j
   if (json) {
     nlohmann::json cases = nlohmann::json::array();
     for (const CaseInstance& inst : plan) cases.push_back(instance_json(inst));
-    out << nlohmann::json{{"tool", "cprecord"}, {"version", CPRR_VERSION}, {"plan", std::move(cases)}}
+    out << nlohmann::json{{"tool", "cprecord"},
+                          {"version", CPRR_VERSION},
+                          {"plan", std::move(cases)}}
                .dump(2)
         << '\n';
     return;
@@ -151,9 +152,10 @@ int close_run(RecordWriter& writer, const std::vector<CaseOutcome>& outcomes, in
   if (signal == 0) writer.judge_cases(judgements_of(outcomes));
   writer.finish(code);
   if (signal != 0) {
-    err << fmt::format("cprecord: interrupted by SIG{} after {} of {} executions; run {} is "
-                       "recorded with exit code {}\n",
-                       sigabbrev_np(signal), ran, planned, writer.run_id(), code);
+    err << fmt::format(
+        "cprecord: interrupted by SIG{} after {} of {} executions; run {} is "
+        "recorded with exit code {}\n",
+        sigabbrev_np(signal), ran, planned, writer.run_id(), code);
   }
   return code;
 }
@@ -250,9 +252,12 @@ int record_main(int argc, char** argv) {
                "print the planned cases (plan positions, not case ids) and exit; with --json as "
                "one JSON document");
   app.footer(
-      "Exit codes: 0 every case met its expectation; 1 a case failed, crashed, hung, diverged "
-      "between fresh and pooled or was nondeterministic unexpectedly; 2 bad usage, an unusable "
-      "database or an infrastructure error.\n"
+      "Every completed execution's op log is checked for stream races (verdict stream_race, "
+      "with the racing ops, buffer and fix; a race counts against the run unless the case is a "
+      "seeded race).\n"
+      "Exit codes: 0 every case met its expectation; 1 a case failed, crashed, hung, raced, "
+      "diverged between fresh and pooled or was nondeterministic unexpectedly; 2 bad usage, an "
+      "unusable database or an infrastructure error.\n"
       "Every execution is committed to --db as it completes; a killed run stays visibly "
       "incomplete. Replay a case with: cpreplay --db PATH --case ID\n"
       "Progress goes to stderr on a TTY; colours only on a TTY and never with NO_COLOR set.\n"

@@ -13,9 +13,9 @@ std::string hex(uint64_t v) { return fmt::format("{:016x}", v); }
 
 // Quotes a path for a POSIX shell when it holds anything but plainly safe characters.
 std::string shell_quote(const std::string& s) {
-  const bool plain = !s.empty() && s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnop"
-                                                       "qrstuvwxyz0123456789_./-+=:,@%") ==
-                                       std::string::npos;
+  const bool plain = !s.empty() && s.find_first_not_of(
+                                       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnop"
+                                       "qrstuvwxyz0123456789_./-+=:,@%") == std::string::npos;
   if (plain) return s;
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -45,12 +45,20 @@ nlohmann::json rank_json(int r, const RankReport& rep) {
 
 nlohmann::json execution_json(const ExecutionResult& e, bool as_expected) {
   nlohmann::json ranks = nlohmann::json::array();
-  for (std::size_t r = 0; r < e.ranks.size(); ++r) ranks.push_back(rank_json(static_cast<int>(r), e.ranks[r]));
-  return {{"id", e.id},          {"mode", mode_name(e.mode)},     {"attempt", e.attempt},
-          {"world", e.world_id},         {"position", e.pool_position},
+  for (std::size_t r = 0; r < e.ranks.size(); ++r)
+    ranks.push_back(rank_json(static_cast<int>(r), e.ranks[r]));
+  return {{"id", e.id},
+          {"mode", mode_name(e.mode)},
+          {"attempt", e.attempt},
+          {"world", e.world_id},
+          {"position", e.pool_position},
           {"status", status_name(e.status)},
-          {"as_expected", as_expected}, {"summary", e.summary}, {"note", e.note}, {"wall_ms", e.wall_ms},
-          {"startup_ms", e.startup_ms},   {"ranks", std::move(ranks)}};
+          {"as_expected", as_expected},
+          {"summary", e.summary},
+          {"note", e.note},
+          {"wall_ms", e.wall_ms},
+          {"startup_ms", e.startup_ms},
+          {"ranks", std::move(ranks)}};
 }
 
 }  // namespace
@@ -70,7 +78,7 @@ namespace {
 
 nlohmann::json race_op_json(const RaceOp& op) {
   return {{"rank", op.rank}, {"stream", op.stream}, {"op", op.seq},
-          {"kind", op.kind}, {"name", op.name}, {"detail", op.describe()}};
+          {"kind", op.kind}, {"name", op.name},     {"detail", op.describe()}};
 }
 
 }  // namespace
@@ -101,7 +109,8 @@ nlohmann::json race_json(const RaceFinding& f, const std::vector<std::string>& c
 }
 
 std::string replay_hint(const RunInfo& info, int64_t case_id) {
-  if (info.db_arg.empty() || info.db_arg == "cprr.db") return fmt::format("cpreplay --case {}", case_id);
+  if (info.db_arg.empty() || info.db_arg == "cprr.db")
+    return fmt::format("cpreplay --case {}", case_id);
   return fmt::format("cpreplay --db {} --case {}", shell_quote(info.db_arg), case_id);
 }
 
@@ -131,10 +140,10 @@ std::optional<std::string> against_text(const CaseOutcome& o, const ExecutionRes
                          o.race ? describe_race(*o.race) : "?", o.race ? o.race->race.fix : "?",
                          replay_hint(info, o.case_id));
     case Against::race_missed:
-      return fmt::format("seeded bug (stream_race) not found: the happens-before check found no "
-                         "race in the op logs of {} execution(s){}",
-                         o.executions.size(),
-                         o.race_notes.empty() ? "" : "; " + o.race_notes.front());
+      return fmt::format(
+          "seeded bug (stream_race) not found: the happens-before check found no "
+          "race in the op logs of {} execution(s){}",
+          o.executions.size(), o.race_notes.empty() ? "" : "; " + o.race_notes.front());
   }
   return std::nullopt;
 }
@@ -154,8 +163,12 @@ void print_json(std::ostream& out, const std::vector<CaseOutcome>& outcomes, con
     nlohmann::json diff;
     if (o.differential) {
       const Divergence& d = *o.differential;
-      diff = {{"rank", d.rank}, {"kind", d.kind}, {"name", d.name}, {"reason", d.reason},
-              {"byte_range", {d.byte_begin, d.byte_end}}, {"detail", d.describe()}};
+      diff = {{"rank", d.rank},
+              {"kind", d.kind},
+              {"name", d.name},
+              {"reason", d.reason},
+              {"byte_range", {d.byte_begin, d.byte_end}},
+              {"detail", d.describe()}};
     }
     nlohmann::json c = instance_json(inst);
     c.update({{"id", o.case_id},
@@ -168,16 +181,11 @@ void print_json(std::ostream& out, const std::vector<CaseOutcome>& outcomes, con
               {"executions", std::move(execs)}});
     cases.push_back(std::move(c));
   }
-  nlohmann::json doc{{"tool", "cprecord"},
-                     {"version", CPRR_VERSION},
-                     {"run", info.run_id},
-                     {"db", info.db},
-                     {"worker", info.worker},
-                     {"backend", info.backend},
-                     {"mode", info.mode},
-                     {"wall_s", info.wall_s},
-                     {"cases", std::move(cases)},
-                     {"unexpected", unexpected},
+  nlohmann::json doc{{"tool", "cprecord"},         {"version", CPRR_VERSION},
+                     {"run", info.run_id},         {"db", info.db},
+                     {"worker", info.worker},      {"backend", info.backend},
+                     {"mode", info.mode},          {"wall_s", info.wall_s},
+                     {"cases", std::move(cases)},  {"unexpected", unexpected},
                      {"exit_code", info.exit_code}};
   out << doc.dump(2) << '\n';
 }

@@ -15,13 +15,13 @@ namespace cprr {
 
 struct RunInfo {
   int64_t run_id = 0;
-  std::string db;         ///< absolute path of the store
-  std::string db_arg;     ///< --db as given, for the replay command printed to the user
+  std::string db;      ///< absolute path of the store
+  std::string db_arg;  ///< --db as given, for the replay command printed to the user
   std::string worker;
   std::string backend;
   std::string mode;
   double wall_s = 0;
-  int exit_code = 0;      ///< what cprecord returns (128 + signal when interrupted)
+  int exit_code = 0;  ///< what cprecord returns (128 + signal when interrupted)
 };
 
 /// What identifies a planned instance in JSON (plan_id, name, label, params, world_size, seed,

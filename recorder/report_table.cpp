@@ -4,7 +4,6 @@
 
 #include <map>
 
-
 namespace cprr {
 namespace {
 
@@ -48,7 +47,8 @@ void print_table(std::ostream& out, const std::vector<ExecutionResult>& results,
   int unexpected = 0;
   for (const auto& o : outcomes) unexpected += o.as_expected ? 0 : 1;
   std::string tally;
-  for (const auto& [s, n] : counts) tally += fmt::format("{}{} {}", tally.empty() ? "" : ", ", n, status_name(s));
+  for (const auto& [s, n] : counts)
+    tally += fmt::format("{}{} {}", tally.empty() ? "" : ", ", n, status_name(s));
   for (const auto& o : outcomes) {
     if (o.verdict == Verdict::nondeterministic) {
       out << fmt::format("case {} ({}): outputs differ between repeats: nondeterministic; {}\n",

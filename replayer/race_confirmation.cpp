@@ -41,7 +41,8 @@ class Confirmer {
       if (!completed(*e)) continue;
       if (const auto d = compare(serial, *e)) {
         out_.confirmed_by.push_back("serialization");
-        say(fmt::format("serialization confirms: execution {} ({}) differs from the serialized "
+        say(
+            fmt::format("serialization confirms: execution {} ({}) differs from the serialized "
                         "outputs, which the serialized run does not show: {}",
                         e->id, mode_name(e->mode), d->describe()));
         return;
@@ -59,8 +60,9 @@ class Confirmer {
       const auto seed = static_cast<uint64_t>(k);
       const ExecutionResult r = replay(amplified(seed));
       ++out_.seeds_run;
-      const std::string what = fmt::format("amplified replay, seed {} (long delay before the {} op)",
-                                           k, seed % 2 == 1 ? "first" : "second");
+      const std::string what =
+          fmt::format("amplified replay, seed {} (long delay before the {} op)", k,
+                      seed % 2 == 1 ? "first" : "second");
       bool shown = differs(serial, r, what);
       if (!shown && earlier && completed(r)) {
         if (const auto d = compare(*earlier, r)) {
@@ -107,7 +109,8 @@ class Confirmer {
       return !differs(serial, r, fmt::format("host sync after ops #{}..#{}", i, last));
     };
     if (!right(0)) {
-      say(fmt::format("sync bisection: even a sync after every op of every rank leaves the "
+      say(
+          fmt::format("sync bisection: even a sync after every op of every rank leaves the "
                       "outputs wrong"));
       return;
     }
@@ -121,7 +124,8 @@ class Confirmer {
     const OpSite edge{race_.second.rank, lo};
     out_.sync_edge = edge;
     out_.sync_agrees = edge.seq >= race_.first.seq && edge.seq < race_.second.seq;
-    say(fmt::format("sync bisection: the sync after op #{} of rank {} is the one the outputs need; "
+    say(
+        fmt::format("sync bisection: the sync after op #{} of rank {} is the one the outputs need; "
                     "{}",
                     edge.seq, edge.rank,
                     out_.sync_agrees ? "it lies between the race's two ops"

@@ -25,9 +25,9 @@ namespace cprr {
 using PerturbedRun = std::function<ExecutionResult(const Perturbation&)>;
 
 struct ConfirmOptions {
-  int seeds = 8;                    ///< amplification seeds at most (it stops at the first that confirms)
-  uint32_t max_delay_us = 2000;     ///< random delays before stream ops
-  uint32_t target_delay_us = 20000; ///< the delay before the race's first op
+  int seeds = 8;  ///< amplification seeds at most (it stops at the first that confirms)
+  uint32_t max_delay_us = 2000;      ///< random delays before stream ops
+  uint32_t target_delay_us = 20000;  ///< the delay before the race's first op
 };
 
 struct RaceConfirmation {
@@ -38,7 +38,7 @@ struct RaceConfirmation {
   std::optional<uint64_t> amplifying_seed;  ///< the seed whose outputs differed
   /// The boundary the bisection found: the host must synchronize after this op of this rank.
   std::optional<OpSite> sync_edge;
-  bool sync_agrees = false;  ///< sync_edge lies in [first op, second op) of the race's rank
+  bool sync_agrees = false;      ///< sync_edge lies in [first op, second op) of the race's rank
   std::vector<std::string> log;  ///< one line per step, for humans
 };
 

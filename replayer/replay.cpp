@@ -36,7 +36,8 @@ class Rebuild {
     const bool loading_set =
         std::any_of(config_.env.begin(), config_.env.end(),
                     [](const auto& kv) { return kv.first == "CUDA_MODULE_LOADING"; });
-    if (run.backend == "cuda" && !loading_set) config_.env.emplace_back("CUDA_MODULE_LOADING", "EAGER");
+    if (run.backend == "cuda" && !loading_set)
+      config_.env.emplace_back("CUDA_MODULE_LOADING", "EAGER");
     config_.timeout_override_s = o.timeout_s;
     config_.stop_fd = o.stop_fd;
   }
@@ -70,7 +71,8 @@ class Rebuild {
   }
 
   /// `before` in order, then the target, in one new pooled world; the target's result.
-  ExecutionResult pooled(const std::vector<const CaseInstance*>& before, const CaseInstance& target) {
+  ExecutionResult pooled(const std::vector<const CaseInstance*>& before,
+                         const CaseInstance& target) {
     Controller c(config_);
     for (const CaseInstance* p : before) c.run(*p, Mode::pool, placement_);
     ++report_.replays;
@@ -82,7 +84,8 @@ class Rebuild {
   // error (exit 2) naming the worker, never a verdict. An `error` from a started world (a case
   // that broke its backend, a throwing reset hook) is the case's, and gets a verdict.
   ExecutionResult ran(ExecutionResult r) const {
-    if (r.interrupted) CPRR_THROW_AS(Interrupted, "the {} replay was interrupted", mode_name(r.mode));
+    if (r.interrupted)
+      CPRR_THROW_AS(Interrupted, "the {} replay was interrupted", mode_name(r.mode));
     if (r.status == ExecStatus::error && r.world_id == 0) {
       CPRR_THROW("the {} replay of case {} could not run with worker {}: {}", mode_name(r.mode),
                  r.label, config_.worker, r.summary.empty() ? "no result" : r.summary);
@@ -175,7 +178,8 @@ ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* 
   const RecordedExecution* rp = first_of(execs, Mode::pool);
   if (rf) rep.recorded_fresh = rf->result.status;
   if (rp) rep.recorded_pool = rp->result.status;
-  const std::vector<RecordedCase> preds = rp ? reader.predecessors(*rp) : std::vector<RecordedCase>{};
+  const std::vector<RecordedCase> preds =
+      rp ? reader.predecessors(*rp) : std::vector<RecordedCase>{};
   rep.predecessors = preds.size();
   const std::function<void(const std::string&)> say = [&](const std::string& line) {
     rep.log.push_back(line);

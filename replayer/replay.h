@@ -9,8 +9,8 @@
 #include "analysis/divergence.h"
 #include "analysis/race_check.h"
 #include "analysis/verdict.h"
-#include "replayer/race_confirmation.h"
 #include "recorder/data/text_forms.h"
+#include "replayer/race_confirmation.h"
 #include "schema/record_reader.h"
 
 namespace cprr {
@@ -34,16 +34,16 @@ struct ReplayReport {
   Verdict verdict = Verdict::reproduced;
   std::optional<Divergence> first_divergence;
   std::vector<RecordedCase> polluters;
-  std::size_t predecessors = 0;      ///< pooled predecessors in the record
-  int replays = 0;                   ///< executions of the target (each in its own world)
-  int ddmin_replays = 0;             ///< of those, the delta-debugging ones
+  std::size_t predecessors = 0;  ///< pooled predecessors in the record
+  int replays = 0;               ///< executions of the target (each in its own world)
+  int ddmin_replays = 0;         ///< of those, the delta-debugging ones
   std::optional<ExecStatus> recorded_fresh, recorded_pool, replayed_fresh, replayed_pool;
   /// The happens-before check over the recorded and replayed op logs, and how replays confirmed
   /// the race (replayer/race_confirmation.h); its replays are counted in `replays` too.
   std::optional<RaceFinding> race;
   std::vector<std::string> race_notes;
   std::optional<RaceConfirmation> confirmation;
-  std::vector<std::string> log;      ///< what was done, in order, for humans
+  std::vector<std::string> log;  ///< what was done, in order, for humans
   /// 0 when the case reproduced and met its expectation; 1 otherwise.
   int exit_code() const;
 };

@@ -24,13 +24,17 @@ nlohmann::json status_json(const std::optional<ExecStatus>& s) {
 
 nlohmann::json divergence_json(const std::optional<Divergence>& d) {
   if (!d) return nullptr;
-  nlohmann::json j{{"rank", d->rank},         {"kind", d->kind},
-                   {"name", d->name},         {"seq", d->seq},
-                   {"reason", d->reason},     {"chunk", d->chunk},
+  nlohmann::json j{{"rank", d->rank},
+                   {"kind", d->kind},
+                   {"name", d->name},
+                   {"seq", d->seq},
+                   {"reason", d->reason},
+                   {"chunk", d->chunk},
                    {"byte_range", {d->byte_begin, d->byte_end}},
                    {"element_range", {d->elem_begin, d->elem_end}},
                    {"dtype", dtype_name(d->dtype)},
-                   {"expected", d->expected}, {"actual", d->actual},
+                   {"expected", d->expected},
+                   {"actual", d->actual},
                    {"detail", d->describe()}};
   j["element"] = d->element ? nlohmann::json(*d->element) : nlohmann::json();
   return j;
@@ -43,7 +47,8 @@ nlohmann::json confirmation_json(const std::optional<RaceConfirmation>& c) {
   return {{"confirmed_by", c->confirmed_by},
           {"replays", c->replays},
           {"seeds_run", c->seeds_run},
-          {"amplifying_seed", c->amplifying_seed ? nlohmann::json(*c->amplifying_seed) : nlohmann::json()},
+          {"amplifying_seed",
+           c->amplifying_seed ? nlohmann::json(*c->amplifying_seed) : nlohmann::json()},
           {"sync_edge", std::move(edge)},
           {"sync_agrees", c->sync_agrees}};
 }
@@ -54,29 +59,31 @@ void print_replay_json(std::ostream& out, const ReplayReport& r, const std::stri
     polluters.push_back(p.id);
     labels.push_back(p.instance.label());
   }
-  nlohmann::json doc{{"tool", "cpreplay"},
-                     {"case", r.recorded.id},
-                     {"run", r.recorded.run_id},
-                     {"name", r.recorded.instance.info.name},
-                     {"label", r.label},
-                     {"mode", mode},
-                     {"verdict", verdict_name(r.verdict)},
-                     {"polluters", std::move(polluters)},
-                     {"polluter_labels", std::move(labels)},
-                     {"first_divergence", divergence_json(r.first_divergence)},
-                     {"race", r.race ? race_json(*r.race, r.confirmation
-                                                              ? r.confirmation->confirmed_by
-                                                              : std::vector<std::string>{})
-                                     : nlohmann::json()},
-                     {"race_notes", r.race_notes},
-                     {"confirmation", confirmation_json(r.confirmation)},
-                     {"predecessors", r.predecessors},
-                     {"replays", r.replays},
-                     {"ddmin_replays", r.ddmin_replays},
-                     {"recorded", {{"fresh", status_json(r.recorded_fresh)}, {"pool", status_json(r.recorded_pool)}}},
-                     {"replayed", {{"fresh", status_json(r.replayed_fresh)}, {"pool", status_json(r.replayed_pool)}}},
-                     {"log", r.log},
-                     {"exit_code", r.exit_code()}};
+  nlohmann::json doc{
+      {"tool", "cpreplay"},
+      {"case", r.recorded.id},
+      {"run", r.recorded.run_id},
+      {"name", r.recorded.instance.info.name},
+      {"label", r.label},
+      {"mode", mode},
+      {"verdict", verdict_name(r.verdict)},
+      {"polluters", std::move(polluters)},
+      {"polluter_labels", std::move(labels)},
+      {"first_divergence", divergence_json(r.first_divergence)},
+      {"race", r.race ? race_json(*r.race, r.confirmation ? r.confirmation->confirmed_by
+                                                          : std::vector<std::string>{})
+                      : nlohmann::json()},
+      {"race_notes", r.race_notes},
+      {"confirmation", confirmation_json(r.confirmation)},
+      {"predecessors", r.predecessors},
+      {"replays", r.replays},
+      {"ddmin_replays", r.ddmin_replays},
+      {"recorded",
+       {{"fresh", status_json(r.recorded_fresh)}, {"pool", status_json(r.recorded_pool)}}},
+      {"replayed",
+       {{"fresh", status_json(r.replayed_fresh)}, {"pool", status_json(r.replayed_pool)}}},
+      {"log", r.log},
+      {"exit_code", r.exit_code()}};
   out << doc.dump(2) << '\n';
 }
 
@@ -95,14 +102,16 @@ void print_replay_text(std::ostream& out, const ReplayReport& r) {
                        by.empty() ? "no dynamic check (the race is in the op log only)" : by,
                        c.replays);
     if (c.sync_edge) {
-      out << fmt::format("  sync bisection: the host must synchronize after op #{} of rank {}{}\n",
-                         c.sync_edge->seq, c.sync_edge->rank,
-                         c.sync_agrees ? ", between the race's two ops" : " (not between the race's ops)");
+      out << fmt::format(
+          "  sync bisection: the host must synchronize after op #{} of rank {}{}\n",
+          c.sync_edge->seq, c.sync_edge->rank,
+          c.sync_agrees ? ", between the race's two ops" : " (not between the race's ops)");
     }
   }
   if (r.first_divergence) out << "  where: " << r.first_divergence->describe() << '\n';
   if (!r.polluters.empty()) {
-    out << fmt::format("  polluted by {} of {} predecessor(s):\n", r.polluters.size(), r.predecessors);
+    out << fmt::format("  polluted by {} of {} predecessor(s):\n", r.polluters.size(),
+                       r.predecessors);
     for (const RecordedCase& p : r.polluters) {
       out << fmt::format("    case {} {}\n", p.id, p.instance.label());
     }
@@ -125,8 +134,8 @@ int run_replay(const ReplayCommandOptions& o, std::ostream& out, std::ostream& e
       CPRR_THROW_AS(UsageError, "--timeout {}: {}", *o.timeout_s, why);
     }
   }
-  ReplayOptions ro{o.db, *o.case_id, o.mode, o.worker, o.timeout_s,
-                   o.interrupt != nullptr ? o.interrupt->fd() : -1};
+  ReplayOptions ro{o.db,     *o.case_id,  o.mode,
+                   o.worker, o.timeout_s, o.interrupt != nullptr ? o.interrupt->fd() : -1};
   auto echo = [](const std::string& line, void* user) {
     *static_cast<std::ostream*>(user) << "cpreplay: " << line << '\n' << std::flush;
   };
@@ -142,8 +151,9 @@ int run_replay(const ReplayCommandOptions& o, std::ostream& out, std::ostream& e
 int replay_main(int argc, char** argv) {
   ReplayCommandOptions o;
   int64_t case_id = 0;
-  CLI::App app{"cpreplay: rebuild a recorded case exactly, re-run it fresh and/or pooled, and say "
-               "which kind of bug it is and where."};
+  CLI::App app{
+      "cpreplay: rebuild a recorded case exactly, re-run it fresh and/or pooled, and say "
+      "which kind of bug it is and where."};
   add_common_flags(app, "cpreplay");
   app.add_option("--db", o.db, "database written by cprecord");
   auto* list = app.add_flag("--list", o.list, "list the runs and cases in the database");

@@ -1,8 +1,7 @@
 #include "runtime/cpu_backend.h"
 
-#include <fmt/format.h>
-
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -26,9 +25,12 @@ constexpr std::chrono::hours kCommTimeout{24};
 
 std::string_view mem_pool_name(MemPool p) {
   switch (p) {
-    case MemPool::device: return "device";
-    case MemPool::symmetric: return "symmetric";
-    case MemPool::host: return "host";
+    case MemPool::device:
+      return "device";
+    case MemPool::symmetric:
+      return "symmetric";
+    case MemPool::host:
+      return "host";
   }
   return "?";
 }
@@ -42,7 +44,8 @@ MappedRegion::MappedRegion(uint64_t bytes) : size_(bytes) {
 
 MappedRegion::MappedRegion(int fd, uint64_t bytes) : size_(bytes) {
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-  if (p == MAP_FAILED) throw_errno(__FILE__, __LINE__, fmt::format("mmap of a window ({} bytes)", bytes));
+  if (p == MAP_FAILED)
+    throw_errno(__FILE__, __LINE__, fmt::format("mmap of a window ({} bytes)", bytes));
   data_ = static_cast<std::byte*>(p);
 }
 
@@ -55,12 +58,14 @@ uint64_t semaphore_bytes(int world_size) {
 }
 
 // Maps `path` (created when `create`) at `bytes`; the descriptor is closed once mapped.
-std::unique_ptr<MappedRegion> map_window_file(const std::string& path, uint64_t bytes, bool create) {
+std::unique_ptr<MappedRegion> map_window_file(const std::string& path, uint64_t bytes,
+                                              bool create) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0), 0600);
   if (fd < 0) throw_errno(__FILE__, __LINE__, fmt::format("open window file {}", path));
   const UniqueFd owner(fd);
   if (create && ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    throw_errno(__FILE__, __LINE__, fmt::format("ftruncate window file {} to {} bytes", path, bytes));
+    throw_errno(__FILE__, __LINE__,
+                fmt::format("ftruncate window file {} to {} bytes", path, bytes));
   }
   return std::make_unique<MappedRegion>(fd, bytes);
 }
@@ -106,8 +111,9 @@ CpuBackend::CpuBackend(const BackendConfig& config)
   window_ = std::make_unique<CpuWindow>(config.rank, config.world_size, config.rendezvous,
                                         kArenaBytes[sym]);
   if (config.world_size > 1) {
-    comm_ = std::make_unique<GlooComm>(config.rank, config.world_size, config.rendezvous,
-                                       std::chrono::duration_cast<std::chrono::milliseconds>(kCommTimeout));
+    comm_ = std::make_unique<GlooComm>(
+        config.rank, config.world_size, config.rendezvous,
+        std::chrono::duration_cast<std::chrono::milliseconds>(kCommTimeout));
     // Every rank made its window file before joining, so all of them exist now.
     window_->map_peers();
   }
@@ -169,7 +175,8 @@ void CpuBackend::run_collective(const CollectiveCall& c) {
   if (!comm_) {
     // World of one: every collective is a local copy (or nothing).
     if (c.kind == "all_gather" || c.kind == "all_to_all_v") {
-      const std::size_t n = c.kind == "all_gather" ? c.count : static_cast<std::size_t>(c.send_counts.at(0));
+      const std::size_t n =
+          c.kind == "all_gather" ? c.count : static_cast<std::size_t>(c.send_counts.at(0));
       if (n > 0) std::memmove(c.out, c.in, n * elem);
     }
   } else if (c.kind == "all_reduce") {
@@ -204,7 +211,8 @@ void CpuBackend::record_event(int event, int stream) {
 void CpuBackend::wait_event(int stream, int event) {
   CPRR_CHECK(event >= 0 && event < static_cast<int>(events_.size()), "no event {}", event);
   const CpuEvent ev = events_[event];
-  if (ev.stream == nullptr || ev.ticket == 0) return;  // never recorded, or recorded on an idle stream
+  if (ev.stream == nullptr || ev.ticket == 0)
+    return;  // never recorded, or recorded on an idle stream
   CpuStream& s = at(stream);
   if (ev.stream == &s) return;  // same stream: FIFO already orders it
   s.enqueue(fmt::format("wait event {}", event), [ev] { ev.stream->wait_for(ev.ticket); });
@@ -221,10 +229,12 @@ void CpuBackend::put(int stream, int peer, uint64_t offset, const void* src, std
 
 void CpuBackend::signal(int stream, int peer, uint32_t slot, uint64_t value) {
   uint64_t* target = window_->semaphores(peer) + slot;
-  at(stream).enqueue(fmt::format("signal rank {} slot {} = {:#x}", peer, slot, value), [target, value] {
-    // Release: the peer's acquire in wait_signal then sees every earlier write of this stream.
-    std::atomic_ref<uint64_t>(*target).store(value, std::memory_order_release);
-  });
+  at(stream).enqueue(fmt::format("signal rank {} slot {} = {:#x}", peer, slot, value),
+                     [target, value] {
+                       // Release: the peer's acquire in wait_signal then sees every earlier write
+                       // of this stream.
+                       std::atomic_ref<uint64_t>(*target).store(value, std::memory_order_release);
+                     });
 }
 
 void CpuBackend::wait_signal(int stream, uint32_t slot, uint64_t value) {

@@ -7,8 +7,8 @@
 #include <array>
 #include <atomic>
 #include <memory>
-#include <string>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "runtime/backend.h"

@@ -196,14 +196,9 @@ Capture read_capture(const Statement& st, std::string_view path) {
 }
 
 AllocRecord read_alloc(const Statement& st) {
-  return AllocRecord{st.u64(1),
-                     st.int64(2) != 0,
-                     static_cast<uint32_t>(st.int64(3)),
-                     st.text(4),
-                     st.text(5),
-                     st.u64(6),
-                     st.u64(7),
-                     static_cast<int32_t>(st.int64(8))};
+  return AllocRecord{
+      st.u64(1), st.int64(2) != 0, static_cast<uint32_t>(st.int64(3)), st.text(4), st.text(5),
+      st.u64(6), st.u64(7),        static_cast<int32_t>(st.int64(8))};
 }
 
 /// op.read_spans / op.write_spans: the inverse of record_writer.cpp's join_spans ("0+64,128+32";
@@ -234,12 +229,8 @@ std::vector<ByteSpan> split_spans(const std::string& text, std::size_t buffers,
 }
 
 OpRecord read_op(const Statement& st, std::string_view path) {
-  OpRecord op{st.u64(1),
-              static_cast<int32_t>(st.int64(2)),
-              st.text(3),
-              st.text(4),
-              split_ids(st.text(5), path),
-              split_ids(st.text(6), path),
+  OpRecord op{st.u64(1),  static_cast<int32_t>(st.int64(2)), st.text(3),
+              st.text(4), split_ids(st.text(5), path),       split_ids(st.text(6), path),
               st.int64(7)};
   op.read_spans = split_spans(st.text(8), op.reads.size(), path);
   op.write_spans = split_spans(st.text(9), op.writes.size(), path);
@@ -407,12 +398,12 @@ void RecordReader::read_logs(int64_t execution, std::vector<RankReport>& ranks) 
 
 std::vector<RecordedCase> RecordReader::predecessors(const RecordedExecution& execution) const {
   if (execution.result.mode != Mode::pool) return {};
-  Statement st(db_, fmt::format(
-                        "SELECT {} FROM execution p JOIN execution e ON e.id = ? "
-                        "JOIN test_case c ON c.id = p.case_id "
-                        "WHERE p.run_id = e.run_id AND p.world_id = e.world_id AND p.mode = ? "
-                        "AND p.pool_position < e.pool_position ORDER BY p.pool_position",
-                        case_columns_));
+  Statement st(db_,
+               fmt::format("SELECT {} FROM execution p JOIN execution e ON e.id = ? "
+                           "JOIN test_case c ON c.id = p.case_id "
+                           "WHERE p.run_id = e.run_id AND p.world_id = e.world_id AND p.mode = ? "
+                           "AND p.pool_position < e.pool_position ORDER BY p.pool_position",
+                           case_columns_));
   st.bind(1, execution.id).bind(2, mode_name(Mode::pool));
   std::vector<RecordedCase> out;
   while (st.step()) out.push_back(read_case(st, db_.path()));

@@ -31,7 +31,8 @@ std::string libraries_json(const std::string& backend, uint32_t protocol_version
 /// op.read_spans / op.write_spans: "0+64,128+32" (record_reader.cpp: split_spans reads it back).
 std::string join_spans(const std::vector<ByteSpan>& spans) {
   std::string out;
-  for (const ByteSpan& s : spans) out += fmt::format("{}{}+{}", out.empty() ? "" : ",", s.offset, s.bytes);
+  for (const ByteSpan& s : spans)
+    out += fmt::format("{}{}+{}", out.empty() ? "" : ",", s.offset, s.bytes);
   return out;
 }
 
@@ -112,7 +113,8 @@ RecordWriter::RecordWriter(const std::string& path, const RunMeta& meta)
                "argv, libraries, environment) VALUES (?,?,?,?,?,?,?,?,?,?)");
   st.bind(1, now_iso8601()).bind(2, std::string_view(CPRR_VERSION)).bind(3, host_name());
   st.bind(4, meta.backend).bind(5, meta.mode).bind(6, meta.placement).bind(7, meta.worker);
-  st.bind(8, nlohmann::json(meta.argv).dump()).bind(9, libraries_json(meta.backend, meta.protocol_version));
+  st.bind(8, nlohmann::json(meta.argv).dump())
+      .bind(9, libraries_json(meta.backend, meta.protocol_version));
   st.bind(10, relevant_environment_json());
   st.run();
   run_id_ = db_.last_insert_id();
@@ -128,8 +130,8 @@ std::vector<int64_t> RecordWriter::add_cases(const std::vector<CaseInstance>& pl
   std::vector<int64_t> ids;
   for (const CaseInstance& inst : plan) {
     CPRR_CHECK(inst.seed <= kMaxSeed,
-               "case {}: seed {} is above 2^53 (recorder/data/case_info.h: kMaxSeed)",
-               inst.label(), inst.seed);
+               "case {}: seed {} is above 2^53 (recorder/data/case_info.h: kMaxSeed)", inst.label(),
+               inst.seed);
     st.bind(1, run_id_).bind(2, int64_t{inst.id}).bind(3, inst.info.name).bind(4, inst.label());
     st.bind(5, nlohmann::json(inst.params).dump()).bind(6, int64_t{inst.world_size});
     st.bind(7, static_cast<int64_t>(inst.seed)).bind(8, expect_name(inst.info.options.expect));

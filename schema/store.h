@@ -84,7 +84,9 @@ class Statement {
   Statement& bind_blob(int index, const void* data, std::size_t bytes);
   Statement& bind_null(int index);
   /// Binds a uint64 hash as the INTEGER with the same bit pattern.
-  Statement& bind_u64(int index, uint64_t value) { return bind(index, static_cast<int64_t>(value)); }
+  Statement& bind_u64(int index, uint64_t value) {
+    return bind(index, static_cast<int64_t>(value));
+  }
 
   /// Steps once: true when a row is available, false when done. Throws cprr::Error on failure
   /// (message has the SQL, the SQLite error and the database path).

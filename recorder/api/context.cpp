@@ -216,7 +216,8 @@ void Context::put(Stream s, int peer, const Buffer& dst, const Buffer& src) {
                   src.id, dst.bytes, dst.id);
   }
   const Buffer target = dst.slice(0, src.bytes);
-  const auto pool_offset = static_cast<uint64_t>(target.ptr - state_.backend->arena_base(MemPool::symmetric));
+  const auto pool_offset =
+      static_cast<uint64_t>(target.ptr - state_.backend->arena_base(MemPool::symmetric));
   log_op(s.id, "put", "put", Access{{src}, {target}}).peer = peer;
   state_.backend->put(s.id, peer, pool_offset, src.ptr, src.bytes);
   issued();
@@ -387,7 +388,8 @@ void Context::capture(bool is_output, std::string name, const Buffer& b, DType d
   const char* kind = is_output ? "output" : "probe";
   log_op(s.id, kind, name, Access{{b}, {}});
   // Hashing runs when the stream reaches this point, so a probe sees exactly what later ops see.
-  if (state_.capture) state_.hasher->enqueue(s.id, fmt::format("{} {}", kind, name), b.ptr, b.bytes, slot);
+  if (state_.capture)
+    state_.hasher->enqueue(s.id, fmt::format("{} {}", kind, name), b.ptr, b.bytes, slot);
   issued();
 }
 

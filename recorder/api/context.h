@@ -13,8 +13,8 @@
 
 #include "kernels/device_launch.h"
 #include "kernels/rng.h"
-#include "recorder/data/capture.h"
 #include "recorder/api/capture_hasher.h"
+#include "recorder/data/capture.h"
 #include "recorder/data/case_info.h"
 #include "recorder/data/perturbation.h"
 #include "runtime/backend.h"

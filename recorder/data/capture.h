@@ -14,14 +14,14 @@ namespace cprr {
 
 /// A buffer hashed at a point in stream order: a probe (intermediate) or an output (result).
 struct Capture {
-  uint32_t seq = 0;       ///< order among this rank's captures of the same kind
+  uint32_t seq = 0;  ///< order among this rank's captures of the same kind
   std::string name;
   DType dtype = DType::u8;
   std::vector<int64_t> shape;
   uint64_t bytes = 0;
   int32_t stream = 0;
   Digest digest;
-  std::string raw;        ///< the bytes themselves when bytes <= kRawCaptureLimit
+  std::string raw;  ///< the bytes themselves when bytes <= kRawCaptureLimit
 
   template <class A>
   void serialize(A& a) {
@@ -36,11 +36,11 @@ inline constexpr uint64_t kRawCaptureLimit = 4096;
 struct AllocRecord {
   uint64_t seq = 0;
   bool is_free = false;
-  uint32_t buffer = 0;    ///< buffer id (stable per case execution)
+  uint32_t buffer = 0;  ///< buffer id (stable per case execution)
   std::string name;
-  std::string pool;       ///< "device" | "symmetric" | "host"
+  std::string pool;  ///< "device" | "symmetric" | "host"
   uint64_t bytes = 0;
-  uint64_t offset = 0;    ///< offset inside the pool's arena
+  uint64_t offset = 0;  ///< offset inside the pool's arena
   int32_t stream = 0;
 
   template <class A>
@@ -70,20 +70,20 @@ struct ByteSpan {
 /// `epoch`.
 struct OpRecord {
   uint64_t seq = 0;
-  int32_t stream = 0;     ///< -1 for host-side accesses (and for a sync of all streams)
+  int32_t stream = 0;  ///< -1 for host-side accesses (and for a sync of all streams)
   /// kernel | copy | collective | record | wait | probe | output | host | sync | put | signal |
   /// wait_signal
   std::string kind;
   std::string name;
   std::vector<uint32_t> reads;
   std::vector<uint32_t> writes;
-  int64_t event = -1;     ///< record / wait: the event; signal / wait_signal: the semaphore
+  int64_t event = -1;  ///< record / wait: the event; signal / wait_signal: the semaphore
   /// Which bytes of each buffer of `reads` / `writes` the op touches, parallel to them: a slice
   /// is its parent's id plus its span. Empty: whole buffers (a record from before spans).
   std::vector<ByteSpan> read_spans;
   std::vector<ByteSpan> write_spans;
-  int32_t peer = -1;      ///< put / signal / wait_signal: the other rank; else -1
-  uint64_t epoch = 0;     ///< signal: the value it sets; wait_signal: the value it waits for
+  int32_t peer = -1;   ///< put / signal / wait_signal: the other rank; else -1
+  uint64_t epoch = 0;  ///< signal: the value it sets; wait_signal: the value it waits for
 
   template <class A>
   void serialize(A& a) {
@@ -94,10 +94,10 @@ struct OpRecord {
 /// One collective, numbered per communicator; lining these up across ranks shows who skipped one.
 struct CollectiveRecord {
   uint64_t seq = 0;
-  std::string kind;       ///< all_reduce | all_gather | all_to_all_v | broadcast | barrier
+  std::string kind;  ///< all_reduce | all_gather | all_to_all_v | broadcast | barrier
   int32_t stream = 0;
   DType dtype = DType::u8;
-  uint64_t bytes = 0;     ///< bytes this rank sends
+  uint64_t bytes = 0;  ///< bytes this rank sends
   int32_t root = -1;
 
   template <class A>

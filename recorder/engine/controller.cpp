@@ -60,7 +60,8 @@ WorldHandle& Controller::world_for(const CaseInstance& inst, Mode mode,
     slot = &pools_[inst.world_size];
     if (*slot && (*slot)->reusable()) {
       if (auto why = (*slot)->idle_fault()) {
-        res.note = fmt::format("pooled world {} replaced before this case: {}", (*slot)->id(), *why);
+        res.note =
+            fmt::format("pooled world {} replaced before this case: {}", (*slot)->id(), *why);
       }
     }
     if (*slot && !(*slot)->reusable()) slot->reset();
@@ -73,7 +74,7 @@ WorldHandle& Controller::world_for(const CaseInstance& inst, Mode mode,
 }
 
 ExecutionResult Controller::run(const CaseInstance& inst, Mode mode, Placement placement,
-                               const Perturbation& perturbation) {
+                                const Perturbation& perturbation) {
   const auto t0 = config_.now();
   ExecutionResult res;
   res.started_at = std::chrono::system_clock::now();

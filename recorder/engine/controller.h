@@ -33,9 +33,9 @@ struct ControllerConfig {
   double default_timeout_s = 60;
   std::optional<double> timeout_override_s;
   std::chrono::milliseconds startup_timeout{60000};
-  std::chrono::milliseconds kill_grace{500};       ///< TERM -> KILL
-  std::chrono::milliseconds after_death{2000};     ///< how long survivors of a crash get
-  std::chrono::milliseconds status_grace{1000};    ///< how long watchdogs get to answer
+  std::chrono::milliseconds kill_grace{500};     ///< TERM -> KILL
+  std::chrono::milliseconds after_death{2000};   ///< how long survivors of a crash get
+  std::chrono::milliseconds status_grace{1000};  ///< how long watchdogs get to answer
   std::size_t log_tail_bytes = 16 * 1024;
   /// Set in every rank's environment (replay re-applies a run's recorded variables). The ranks
   /// always get NCCL_NVLS_ENABLE=0 on top: NVLink multicast stays off.
@@ -63,7 +63,8 @@ class Controller {
   /// Runs one execution of `inst` and returns its classified result. Never throws for faults
   /// of the case or the world; those are the result. `perturbation` is a replay's (recording
   /// never perturbs).
-  ExecutionResult run(const CaseInstance& inst, Mode mode, Placement placement = Placement::best_fit,
+  ExecutionResult run(const CaseInstance& inst, Mode mode,
+                      Placement placement = Placement::best_fit,
                       const Perturbation& perturbation = {});
   /// Shuts every pooled world down.
   void close_pools();

@@ -73,8 +73,9 @@ CaseDone CaseRunner::run(const RunCase& msg) {
   }
   if (const std::string why = state_.backend->broken(); !why.empty()) {
     done.outcome = RankOutcome::error;
-    done.error = fmt::format("{}{}the rank's device state is unusable, so its world is replaced: {}",
-                             done.error, done.error.empty() ? "" : "; ", why);
+    done.error =
+        fmt::format("{}{}the rank's device state is unusable, so its world is replaced: {}",
+                    done.error, done.error.empty() ? "" : "; ", why);
   }
   done.body_ms = ms_since(t1);
   set_phase(Phase::capture, msg.execution);

@@ -741,7 +741,8 @@ TEST(ProtocolMalformed, MutatedCaseDoneNeverCrashes) {
 // turn the wait into a blocking read without deadline: the timeout still holds. Should the read
 // block, the late frame written at 1.5 s comes back instead of the timeout.
 TEST(ProtocolFraming, ReadFrameKeepsItsDeadlineAcrossASignal) {
-  struct sigaction quiet {}, previous {};
+  struct sigaction quiet {
+  }, previous{};
   quiet.sa_handler = [](int) {};
   sigemptyset(&quiet.sa_mask);
   ASSERT_EQ(::sigaction(SIGUSR1, &quiet, &previous), 0);

@@ -45,8 +45,8 @@ class RaceCli : public ::testing::Test {
     for (const auto& [name, _] : kRaces) filter += name + "|";
     filter.back() = ')';
     filter += "@2$'";
-    const Cmd r = run(kRecord + " --db " + *dir_ + "/run.db --mode both --repeat 2 --json --filter " +
-                      filter);
+    const Cmd r = run(kRecord + " --db " + *dir_ +
+                      "/run.db --mode both --repeat 2 --json --filter " + filter);
     code_ = r.code;
     doc_ = new nlohmann::json(nlohmann::json::parse(r.out));
   }

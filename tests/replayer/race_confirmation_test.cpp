@@ -31,9 +31,8 @@ struct Script {
   ExecutionResult operator()(const Perturbation& p) {
     ++runs;
     const Race& r = finding.race;
-    const bool delayed_first =
-        std::find(p.delay_ops.begin(), p.delay_ops.end(), OpSite{r.first.rank, r.first.seq}) !=
-        p.delay_ops.end();
+    const bool delayed_first = std::find(p.delay_ops.begin(), p.delay_ops.end(),
+                                         OpSite{r.first.rank, r.first.seq}) != p.delay_ops.end();
     const bool synced = std::any_of(p.sync_after.begin(), p.sync_after.end(), [&](OpSite s) {
       return (s.rank == -1 || s.rank == r.second.rank) && s.seq >= r.first.seq &&
              s.seq < r.second.seq;
@@ -47,7 +46,8 @@ struct Script {
 
 TEST(RaceConfirmation, ARaceOnOneRankIsConfirmedByEveryCheckAndBisectedToItsOps) {
   Script script{race_on(0, 6, 0, 9)};
-  const ExecutionResult recorded = test::execution(1, Mode::fresh, ExecStatus::pass, {"stale", "right"});
+  const ExecutionResult recorded =
+      test::execution(1, Mode::fresh, ExecStatus::pass, {"stale", "right"});
   const RaceConfirmation c = confirm_race(script.finding, {&recorded}, 20,
                                           [&](const Perturbation& p) { return script(p); });
   EXPECT_EQ(c.confirmed_by,
@@ -62,7 +62,8 @@ TEST(RaceConfirmation, ARaceOnOneRankIsConfirmedByEveryCheckAndBisectedToItsOps)
 
 TEST(RaceConfirmation, ARaceAcrossRanksIsConfirmedByAmplificationAndNotBisected) {
   Script script{race_on(0, 8, 1, 12)};
-  const ExecutionResult recorded = test::execution(1, Mode::fresh, ExecStatus::pass, {"right", "right"});
+  const ExecutionResult recorded =
+      test::execution(1, Mode::fresh, ExecStatus::pass, {"right", "right"});
   const RaceConfirmation c = confirm_race(script.finding, {&recorded}, 30,
                                           [&](const Perturbation& p) { return script(p); });
   EXPECT_EQ(c.confirmed_by, (std::vector<std::string>{"amplification"}));
@@ -73,10 +74,11 @@ TEST(RaceConfirmation, ARaceAcrossRanksIsConfirmedByAmplificationAndNotBisected)
 TEST(RaceConfirmation, OpsThatNeverMisbehaveConfirmNothingAfterKSeeds) {
   Script script{race_on(0, 2, 0, 5)};
   script.racy = false;
-  const ExecutionResult recorded = test::execution(1, Mode::fresh, ExecStatus::pass, {"right", "right"});
-  const RaceConfirmation c = confirm_race(script.finding, {&recorded}, 10,
-                                          [&](const Perturbation& p) { return script(p); },
-                                          ConfirmOptions{.seeds = 5});
+  const ExecutionResult recorded =
+      test::execution(1, Mode::fresh, ExecStatus::pass, {"right", "right"});
+  const RaceConfirmation c = confirm_race(
+      script.finding, {&recorded}, 10, [&](const Perturbation& p) { return script(p); },
+      ConfirmOptions{.seeds = 5});
   EXPECT_TRUE(c.confirmed_by.empty());
   EXPECT_EQ(c.seeds_run, 5);
   EXPECT_EQ(c.replays, 6) << "the serialized run and five seeds; no bisection without a seed";

@@ -107,8 +107,7 @@ TEST(RecordLogsRoundTrip, EveryRankAndEveryLogComesBackExactly) {
   EXPECT_EQ(got.ranks[0].done->capture.allocs[1].offset, kU64Max - 1);
 
   // Detail::captures (cpreplay's reads) leaves the logs out and everything else in.
-  const auto light =
-      RecordReader(db.path()).executions(case_id, RecordReader::Detail::captures);
+  const auto light = RecordReader(db.path()).executions(case_id, RecordReader::Detail::captures);
   ASSERT_EQ(light.size(), 1u);
   const CaseCapture& full = got.ranks[0].done->capture;
   const CaseCapture& part = light[0].result.ranks[0].done->capture;

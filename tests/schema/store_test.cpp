@@ -1,8 +1,8 @@
 #include "schema/store.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -30,11 +30,11 @@ namespace cprr {
 namespace {
 
 namespace fs = std::filesystem;
-using ::testing::HasSubstr;
-using ::testing::Not;
 using samples::spawn;
 using samples::StartGate;
 using samples::wait_status;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 /// A fresh directory under /tmp, removed with everything in it.
 class TempDir {
