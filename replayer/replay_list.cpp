@@ -38,7 +38,8 @@ void list_db(std::ostream& out, const std::string& db, bool json) {
   for (RecordedCase& c : cases) {
     rows.push_back(CaseRow{std::move(c), {}, {}});
     CaseRow& row = rows.back();
-    row.execs = reader.executions(row.c.id, RecordReader::Detail::captures);
+    // With the op logs: the judgement includes the race check, as cprecord's did.
+    row.execs = reader.executions(row.c.id, RecordReader::Detail::logs);
     std::vector<const ExecutionResult*> results;
     for (const RecordedExecution& e : row.execs) results.push_back(&e.result);
     row.outcome = judge_case(row.c.instance, row.c.id, std::move(results));
@@ -46,23 +47,41 @@ void list_db(std::ostream& out, const std::string& db, bool json) {
   if (json) {
     nlohmann::json jr = nlohmann::json::array(), jc = nlohmann::json::array();
     for (const auto& r : runs) {
-      jr.push_back({{"id", r.id}, {"started_at", r.started_at}, {"complete", r.finished_at.has_value()},
+      jr.push_back({{"id", r.id},
+                    {"started_at", r.started_at},
+                    {"complete", r.finished_at.has_value()},
                     {"exit_code", r.exit_code ? nlohmann::json(*r.exit_code) : nlohmann::json()},
-                    {"mode", r.mode}, {"backend", r.backend}, {"worker", r.worker}});
+                    {"mode", r.mode},
+                    {"backend", r.backend},
+                    {"worker", r.worker}});
     }
     for (const auto& row : rows) {
       nlohmann::json ex = nlohmann::json::array();
       for (const auto& e : row.execs) {
-        ex.push_back({{"id", e.id}, {"mode", mode_name(e.result.mode)},
-                      {"status", status_name(e.result.status)}, {"world", e.result.world_id},
+        ex.push_back({{"id", e.id},
+                      {"mode", mode_name(e.result.mode)},
+                      {"status", status_name(e.result.status)},
+                      {"world", e.result.world_id},
                       {"position", e.result.pool_position}});
       }
-      jc.push_back({{"id", row.c.id}, {"run", row.c.run_id}, {"name", row.c.instance.info.name},
-                    {"label", row.c.instance.label()}, {"executions", std::move(ex)},
-                    {"fresh_vs_pool_differs", row.outcome.differential.has_value()},
-                    {"as_expected", row.outcome.as_expected}});
+      jc.push_back(
+          {{"id", row.c.id},
+           {"run", row.c.run_id},
+           {"name", row.c.instance.info.name},
+           {"label", row.c.instance.label()},
+           {"executions", std::move(ex)},
+           {"fresh_vs_pool_differs", row.outcome.differential.has_value()},
+           {"verdict", row.outcome.verdict ? nlohmann::json(verdict_name(*row.outcome.verdict))
+                                           : nlohmann::json()},
+           {"stream_race",
+            row.outcome.race ? nlohmann::json(describe_race(*row.outcome.race)) : nlohmann::json()},
+           {"as_expected", row.outcome.as_expected}});
     }
-    out << nlohmann::json{{"tool", "cpreplay"}, {"db", db}, {"runs", std::move(jr)}, {"cases", std::move(jc)}}.dump(2)
+    out << nlohmann::json{{"tool", "cpreplay"},
+                          {"db", db},
+                          {"runs", std::move(jr)},
+                          {"cases", std::move(jc)}}
+               .dump(2)
         << '\n';
     return;
   }
@@ -72,9 +91,10 @@ void list_db(std::ostream& out, const std::string& db, bool json) {
                                      : std::string("INCOMPLETE (the recorder did not finish)"));
   }
   for (const auto& row : rows) {
-    out << fmt::format("{:>5}  run {}  {:<48}  {}{}\n", row.c.id, row.c.run_id, row.c.instance.label(),
-                       statuses(row.execs),
-                       row.outcome.differential ? "  <- fresh and pooled differ" : "");
+    out << fmt::format("{:>5}  run {}  {:<48}  {}{}{}\n", row.c.id, row.c.run_id,
+                       row.c.instance.label(), statuses(row.execs),
+                       row.outcome.differential ? "  <- fresh and pooled differ" : "",
+                       row.outcome.race ? "  <- stream race" : "");
   }
 }
 

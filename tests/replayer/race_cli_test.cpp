@@ -124,5 +124,21 @@ TEST_F(RaceCli, ReplayConfirmsEveryRaceAndReproducesEveryTwin) {
   }
 }
 
+TEST_F(RaceCli, ListJudgesAsTheRecordDidAndMarksTheRaces) {
+  const Cmd r = run(kReplay + " --db " + *dir_ + "/run.db --list --json");
+  ASSERT_EQ(r.code, 0);
+  const auto list = nlohmann::json::parse(r.out);
+  std::map<int64_t, nlohmann::json> listed;
+  for (const auto& c : list["cases"]) listed[c["id"].get<int64_t>()] = c;
+  for (const auto& c : (*doc_)["cases"]) {
+    const auto& l = listed.at(c["id"].get<int64_t>());
+    EXPECT_EQ(l["as_expected"], c["as_expected"]) << c["label"];
+    EXPECT_EQ(l["verdict"], c["verdict"]) << c["label"];
+    EXPECT_EQ(l["stream_race"].is_null(), c["race"].is_null()) << c["label"];
+  }
+  const Cmd text = run(kReplay + " --db " + *dir_ + "/run.db --list");
+  EXPECT_NE(text.out.find("<- stream race"), std::string::npos) << text.out;
+}
+
 }  // namespace
 }  // namespace cprr
