@@ -1,4 +1,5 @@
-// Device chunk hashing (one warp per 64 KiB chunk), poisoning and the spin delay.
+// Device chunk hashing (one warp per 64 KiB chunk) and poisoning. (The stream delay a replay
+// amplifies races with is runtime/cuda_window.h's launch_delay.)
 //
 // Chunk hashing: a chunk's 1024-byte blocks depend on each other through XXH3's per-block
 // scramble, so the parallelism inside a chunk is the 16 stripes x 8 accumulator lanes of a block.
@@ -168,18 +169,6 @@ __global__ void poison_kernel(uint8_t* data, std::size_t bytes, std::size_t head
   for (std::size_t i = tid; i < words; i += stride) out[i] = word;
 }
 
-__device__ uint64_t global_timer_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-__global__ void spin_kernel(uint64_t nanoseconds) {
-  const uint64_t start = global_timer_ns();
-  while (global_timer_ns() - start < nanoseconds) {
-  }
-}
-
 }  // namespace
 
 void prepare_device_hash() {
@@ -225,12 +214,6 @@ void launch_poison(void* data, std::size_t bytes, uint64_t pattern, cudaStream_t
   const std::size_t work = std::max<std::size_t>((bytes - head) / 8, 8);
   const auto grid = static_cast<unsigned>(std::min((work + kThreads - 1) / kThreads, kMaxBlocks));
   poison_kernel<<<grid, kThreads, 0, stream>>>(static_cast<uint8_t*>(data), bytes, head, pattern);
-  CPRR_CUDA(cudaGetLastError());
-}
-
-void launch_spin(uint64_t nanoseconds, cudaStream_t stream) {
-  if (nanoseconds == 0) return;
-  spin_kernel<<<1, 1, 0, stream>>>(nanoseconds);
   CPRR_CUDA(cudaGetLastError());
 }
 

@@ -29,8 +29,4 @@ void launch_chunk_hashes(const void* data, std::size_t bytes, uint64_t* chunk_ha
 /// little-endian `pattern`, byte i getting byte (i % 8): the device twin of poison_host.
 void launch_poison(void* data, std::size_t bytes, uint64_t pattern, cudaStream_t stream);
 
-/// Enqueues a one-thread kernel that busy-waits about `nanoseconds` (device global timer), to
-/// widen race windows between streams; it delays `stream` and nothing else.
-void launch_spin(uint64_t nanoseconds, cudaStream_t stream);
-
 }  // namespace cprr::kernels

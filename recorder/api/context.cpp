@@ -223,22 +223,25 @@ void Context::put(Stream s, int peer, const Buffer& dst, const Buffer& src) {
   issued();
 }
 
-void Context::signal(Stream s, int peer, Semaphore sem) {
-  const uint32_t slot = one_sided_slot("signal", peer, sem, true);
-  const uint64_t epoch = ++signals_sent_[{peer, sem.id}];
-  OpRecord& op = log_op(s.id, "signal", "signal", {}, sem.id);
+uint64_t Context::log_epoch_op(const char* kind, Stream s, int peer, Semaphore sem) {
+  const bool sends = std::string_view(kind) == "signal";
+  const uint64_t epoch = ++(sends ? signals_sent_ : waits_done_)[{peer, sem.id}];
+  OpRecord& op = log_op(s.id, kind, kind, {}, sem.id);
   op.peer = peer;
   op.epoch = epoch;
+  return epoch;
+}
+
+void Context::signal(Stream s, int peer, Semaphore sem) {
+  const uint32_t slot = one_sided_slot("signal", peer, sem, true);
+  const uint64_t epoch = log_epoch_op("signal", s, peer, sem);
   state_.backend->signal(s.id, peer, slot, semaphore_value(epoch));
   issued();
 }
 
 void Context::wait_signal(Stream s, int peer, Semaphore sem) {
   const uint32_t slot = one_sided_slot("wait_signal", peer, sem, false);
-  const uint64_t epoch = ++waits_done_[{peer, sem.id}];
-  OpRecord& op = log_op(s.id, "wait_signal", "wait_signal", {}, sem.id);
-  op.peer = peer;
-  op.epoch = epoch;
+  const uint64_t epoch = log_epoch_op("wait_signal", s, peer, sem);
   state_.backend->wait_signal(s.id, slot, semaphore_value(epoch));
   issued();
 }

@@ -217,6 +217,8 @@ class Context {
   /// Checks a one-sided call's peer and semaphore; returns the semaphore's slot in the peer's
   /// (signal) or this rank's (wait_signal) table.
   uint32_t one_sided_slot(const char* what, int peer, Semaphore sem, bool in_peer_table) const;
+  /// Logs a `signal` or `wait_signal` op as the next epoch of (peer, sem); returns the epoch.
+  uint64_t log_epoch_op(const char* kind, Stream s, int peer, Semaphore sem);
   /// A semaphore value: the execution in the high half keeps an earlier case's signals below
   /// every epoch of this one.
   uint64_t semaphore_value(uint64_t epoch) const { return (execution_ << 32) | epoch; }

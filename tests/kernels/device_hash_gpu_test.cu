@@ -1,6 +1,6 @@
 // GPU tests of kernels/device_hash.h: device chunk hashes against the host reference hash_buffer
-// over the same bytes, launch_poison against poison_host, and the spin delay. Each test skips with
-// the reason when the process has no usable GPU (no driver counts as no GPU).
+// over the same bytes, launch_poison against poison_host, and runtime's stream delay. Each test
+// skips with the reason when the process has no usable GPU (no driver counts as no GPU).
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -13,6 +13,7 @@
 #include "kernels/hash.h"
 #include "kernels/poison.h"
 #include "runtime/cuda_check.h"
+#include "runtime/cuda_window.h"
 
 namespace cprr::kernels {
 namespace {
@@ -124,15 +125,17 @@ TEST_F(DeviceHashGpuTest, PoisonMatchesPoisonHost) {
   }
 }
 
-TEST_F(DeviceHashGpuTest, SpinDelaysTheStream) {
+// The delay a replay amplifies races with (runtime/cuda_window.h), next to the other device
+// helpers' tests.
+TEST_F(DeviceHashGpuTest, DelayKernelDelaysTheStream) {
   constexpr uint64_t kNanoseconds = 20'000'000;  // 20 ms
   cudaEvent_t start = nullptr;
   cudaEvent_t stop = nullptr;
   CPRR_CUDA(cudaEventCreate(&start));
   CPRR_CUDA(cudaEventCreate(&stop));
-  launch_spin(1000, 0);  // first launch pays module loading outside the timed region
+  cprr::launch_delay(1000, 0);  // first launch pays module loading outside the timed region
   CPRR_CUDA(cudaEventRecord(start, 0));
-  launch_spin(kNanoseconds, 0);
+  cprr::launch_delay(kNanoseconds, 0);
   CPRR_CUDA(cudaEventRecord(stop, 0));
   CPRR_CUDA(cudaEventSynchronize(stop));
   float ms = 0;
