@@ -34,6 +34,18 @@ const ExecutionResult* varying_execution(const std::vector<const ExecutionResult
   return nullptr;
 }
 
+// A cross-rank finding counts against the run unless the case is the seeded bug it names; a
+// seeded bug its check did not find counts too.
+template <class F>
+void judge_finding(CaseOutcome& o, const std::optional<F>& finding, uint64_t execution,
+                   Verdict names, Against against) {
+  const bool seeded = o.instance->info.options.seeded_bug == verdict_name(names);
+  if (finding && !seeded) o.against.emplace(execution, against);
+  if (!finding && seeded && !o.executions.empty()) {
+    o.against.emplace(o.executions.front()->id, Against::seeded_missed);
+  }
+}
+
 }  // namespace
 
 CaseOutcome judge_case(const CaseInstance& instance, int64_t case_id,
@@ -54,14 +66,22 @@ CaseOutcome judge_case(const CaseInstance& instance, int64_t case_id,
     if (!seeded) o.against.emplace(diff->pooled->id, Against::differential);
   }
   o.race = find_race(o.executions, &o.race_notes);
-  const bool seeded_race = instance.info.options.seeded_bug == verdict_name(Verdict::stream_race);
-  if (o.race && !seeded_race) o.against.emplace(o.race->execution, Against::race);
-  if (!o.race && seeded_race && !o.executions.empty()) {
-    o.against.emplace(o.executions.front()->id, Against::race_missed);
-  }
+  judge_finding(o, o.race, o.race ? o.race->execution : 0, Verdict::stream_race, Against::race);
+  CrossRankFindings cross = check_cross_rank(o.executions);
+  o.allocation = std::move(cross.allocation);
+  judge_finding(o, o.allocation, o.allocation ? o.allocation->execution : 0,
+                Verdict::allocator_order, Against::allocation);
+  o.collective_mismatch = std::move(cross.collective);
+  judge_finding(o, o.collective_mismatch,
+                o.collective_mismatch ? o.collective_mismatch->execution : 0,
+                Verdict::collective_mismatch, Against::collective);
   const ExecutionResult* varying = varying_execution(o.executions);
   if (o.status == ExecStatus::crash || o.status == ExecStatus::hang) {
     o.verdict = o.status == ExecStatus::crash ? Verdict::crash : Verdict::hang;
+  } else if (o.collective_mismatch) {
+    o.verdict = Verdict::collective_mismatch;
+  } else if (o.allocation) {
+    o.verdict = Verdict::allocator_order;
   } else if (o.race) {
     o.verdict = Verdict::stream_race;  // the cause of any varying output, named
   } else if (varying) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "analysis/compare.h"
+#include "analysis/layout_check.h"
 #include "analysis/race_check.h"
 #include "analysis/verdict.h"
 #include "recorder/data/case_info.h"
@@ -22,7 +23,11 @@ enum class Against : uint8_t {
   differential,      ///< the pooled execution that diverged from the fresh one
   nondeterministic,  ///< its outputs differ from an earlier repeat in the same mode
   race,              ///< its op log has a stream race and the case is not a seeded race
-  race_missed,       ///< a seeded stream race whose op logs show no race (the first execution)
+  /// A seeded bug whose analysis found nothing (stream_race, allocator_order,
+  /// collective_mismatch; counted on the first execution).
+  seeded_missed,
+  allocation,  ///< its symmetric layout differs across ranks (not a seeded allocator_order)
+  collective,  ///< its ranks called a collective differently (not a seeded mismatch)
 };
 
 /// One case instance with all its executions (modes x repeats) and what they add up to.
@@ -44,12 +49,18 @@ struct CaseOutcome {
   /// The happens-before check of every completed execution's op logs (analysis/race_check.h).
   std::optional<RaceFinding> race;
   std::vector<std::string> race_notes;  ///< what weakened that check, if anything
+  /// The symmetric pool's layout across ranks (analysis/layout_check.h): verdict allocator_order.
+  std::optional<Finding<LayoutMismatch>> allocation;
+  /// The ranks' collective logs compared: verdict collective_mismatch.
+  std::optional<Finding<CollectiveMismatch>> collective_mismatch;
 };
 
 /// Judges one case instance from its executions (any order of modes and repeats). A seeded bug
 /// (CaseOptions::seeded_bug) is judged on running to completion, its divergence being what it
-/// exists to show; a seeded "stream_race" also on the race check finding a race. Any other case
-/// with a race counts against the run: the race is a bug whether or not the outputs showed it.
+/// exists to show; a seeded "stream_race", "allocator_order" or "collective_mismatch" also on its
+/// check finding it. Any other case with such a finding counts against the run: the bug is there
+/// whether or not the outputs showed it. Verdict order: crash, hang, collective_mismatch,
+/// allocator_order, stream_race, nondeterministic.
 CaseOutcome judge_case(const CaseInstance& instance, int64_t case_id,
                        std::vector<const ExecutionResult*> executions);
 

@@ -105,12 +105,23 @@ VerdictDecision decide_verdict(const ReplayFacts& f) {
     }
   }
   VerdictDecision d = decide_from_outputs(f);
+  const auto found = [&](Verdict v, const std::string& what) {
+    const bool shown = d.verdict != Verdict::reproduced;
+    return decided(v, std::move(d.where),
+                   fmt::format("{}; {}", what,
+                               shown ? "the outputs show it: " + d.why
+                                     : "the outputs did not show it in these runs"));
+  };
+  if (f.collective != nullptr) {
+    return found(Verdict::collective_mismatch,
+                 "the ranks called a collective differently: " + f.collective->mismatch.describe());
+  }
+  if (f.allocation != nullptr) {
+    return found(Verdict::allocator_order,
+                 "the symmetric layout differs across ranks: " + f.allocation->mismatch.describe());
+  }
   if (f.race == nullptr) return d;
-  const bool shown = d.verdict != Verdict::reproduced;
-  return decided(Verdict::stream_race, std::move(d.where),
-                 fmt::format("stream race in the op log: {}; {}", describe_race(*f.race),
-                             shown ? "the outputs show it: " + d.why
-                                   : "the outputs did not show it in these runs"));
+  return found(Verdict::stream_race, "stream race in the op log: " + describe_race(*f.race));
 }
 
 }  // namespace cprr

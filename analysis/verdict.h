@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "analysis/divergence.h"
+#include "analysis/layout_check.h"
 #include "analysis/race_check.h"
 #include "recorder/data/execution.h"
 
@@ -37,6 +38,9 @@ struct ReplayFacts {
   const ExecutionResult* replayed_pool = nullptr;
   /// The happens-before check's finding over the recorded and replayed op logs, if any.
   const RaceFinding* race = nullptr;
+  /// The cross-rank checks' findings over the same logs (analysis/layout_check.h), if any.
+  const Finding<LayoutMismatch>* allocation = nullptr;
+  const Finding<CollectiveMismatch>* collective = nullptr;
 };
 
 struct VerdictDecision {
@@ -47,8 +51,10 @@ struct VerdictDecision {
   bool localize_polluters = false;
 };
 
-/// The replay verdict, in order: a crash or hang in a replay is that verdict; a race in the op
-/// logs is stream_race (whatever the outputs did: they are its symptoms); a fresh replay
+/// The replay verdict, in order: a crash or hang in a replay is that verdict; ranks that called a
+/// collective differently are collective_mismatch, a symmetric layout that differs across ranks
+/// allocator_order, a race in the op logs stream_race (whatever the outputs did: they are the
+/// symptoms); a fresh replay
 /// that differs from the fresh record is nondeterministic; pooled differing from fresh is a
 /// state_leak; a replay that differs from its own mode's record is nondeterministic (or, when
 /// only a pooled record exists and only fresh was replayed, a state_leak); else reproduced.

@@ -206,8 +206,12 @@ std::pair<std::string, std::string> failure_of(const CaseOutcome& o, const Execu
       return {why_text, "nondeterministic"};
     case Against::race:
       return {why_text, "stream_race"};
-    case Against::race_missed:
-      return {why_text, "stream_race_missed"};
+    case Against::seeded_missed:
+      return {why_text, "seeded_bug_missed"};
+    case Against::allocation:
+      return {why_text, "allocator_order"};
+    case Against::collective:
+      return {why_text, "collective_mismatch"};
   }
   return {why_text, "?"};
 }

@@ -83,6 +83,32 @@ nlohmann::json race_op_json(const RaceOp& op) {
 
 }  // namespace
 
+nlohmann::json allocation_json(const Finding<LayoutMismatch>& f) {
+  const LayoutMismatch& m = f.mismatch;
+  const auto side = [](int32_t rank, bool present, const AllocRecord& a) {
+    if (!present) return nlohmann::json{{"rank", rank}, {"present", false}};
+    return nlohmann::json{{"rank", rank},       {"present", true},  {"name", a.name},
+                          {"offset", a.offset}, {"bytes", a.bytes}, {"alloc_event", a.seq}};
+  };
+  return {{"pool", "symmetric"},
+          {"ordinal", m.ordinal},
+          {"ranks", {side(m.rank_a, m.present_a, m.a), side(m.rank_b, m.present_b, m.b)}},
+          {"execution", f.execution},
+          {"mode", mode_name(f.mode)},
+          {"detail", m.describe()}};
+}
+
+nlohmann::json collective_json(const Finding<CollectiveMismatch>& f) {
+  const CollectiveMismatch& m = f.mismatch;
+  return {{"seq", m.seq},
+          {"field", m.field},
+          {"ranks", {m.rank_a, m.rank_b}},
+          {"values", {m.value_a, m.value_b}},
+          {"execution", f.execution},
+          {"mode", mode_name(f.mode)},
+          {"detail", m.describe()}};
+}
+
 nlohmann::json race_json(const RaceFinding& f, const std::vector<std::string>& confirmed_by) {
   const Race& r = f.race;
   const RaceOverlap& o = r.overlaps.front();
@@ -139,11 +165,22 @@ std::optional<std::string> against_text(const CaseOutcome& o, const ExecutionRes
       return fmt::format("case {}: stream race: {}; fix: {}; replay: {}", o.case_id,
                          o.race ? describe_race(*o.race) : "?", o.race ? o.race->race.fix : "?",
                          replay_hint(info, o.case_id));
-    case Against::race_missed:
+    case Against::seeded_missed:
       return fmt::format(
-          "seeded bug (stream_race) not found: the happens-before check found no "
-          "race in the op logs of {} execution(s){}",
-          o.executions.size(), o.race_notes.empty() ? "" : "; " + o.race_notes.front());
+          "seeded bug ({}) not found: its check found nothing in the logs of {} "
+          "execution(s){}",
+          inst.info.options.seeded_bug, o.executions.size(),
+          o.race_notes.empty() ? "" : "; " + o.race_notes.front());
+    case Against::allocation:
+      return fmt::format(
+          "case {}: allocator order: the symmetric layout differs across ranks: {}; "
+          "replay: {}",
+          o.case_id, o.allocation ? o.allocation->mismatch.describe() : "?",
+          replay_hint(info, o.case_id));
+    case Against::collective:
+      return fmt::format("case {}: collective mismatch: {}; replay: {}", o.case_id,
+                         o.collective_mismatch ? o.collective_mismatch->mismatch.describe() : "?",
+                         replay_hint(info, o.case_id));
   }
   return std::nullopt;
 }
@@ -178,6 +215,9 @@ void print_json(std::ostream& out, const std::vector<CaseOutcome>& outcomes, con
               {"fresh_vs_pool", std::move(diff)},
               {"race", o.race ? race_json(*o.race) : nlohmann::json()},
               {"race_notes", o.race_notes},
+              {"allocation", o.allocation ? allocation_json(*o.allocation) : nlohmann::json()},
+              {"collective_mismatch",
+               o.collective_mismatch ? collective_json(*o.collective_mismatch) : nlohmann::json()},
               {"executions", std::move(execs)}});
     cases.push_back(std::move(c));
   }

@@ -34,6 +34,12 @@ nlohmann::json instance_json(const CaseInstance& inst);
 /// time, filled by cpreplay).
 nlohmann::json race_json(const RaceFinding& f, const std::vector<std::string>& confirmed_by = {});
 
+/// The `allocation` object (verdict allocator_order): the k-th symmetric allocation, both ranks'
+/// name, offset, size and allocation event, where it was seen.
+nlohmann::json allocation_json(const Finding<LayoutMismatch>& f);
+/// The `collective_mismatch` object: the collective's number, the field, both ranks and values.
+nlohmann::json collective_json(const Finding<CollectiveMismatch>& f);
+
 /// The command that replays case `case_id` of this run ("cpreplay --case 12", with --db when the
 /// store is not the default one).
 std::string replay_hint(const RunInfo& info, int64_t case_id);

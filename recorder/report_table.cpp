@@ -60,12 +60,24 @@ void print_table(std::ostream& out, const std::vector<ExecutionResult>& results,
                          o.instance->label(), seeded_race ? " (seeded bug, expected)" : "",
                          describe_race(*o.race), o.race->race.fix, replay_hint(info, o.case_id));
     }
+    const std::string& seeded = o.instance->info.options.seeded_bug;
+    if (o.allocation) {
+      out << fmt::format("case {} ({}): allocator order{}: {}; {}\n", o.case_id,
+                         o.instance->label(),
+                         seeded == "allocator_order" ? " (seeded bug, expected)" : "",
+                         o.allocation->mismatch.describe(), replay_hint(info, o.case_id));
+    }
+    if (o.collective_mismatch) {
+      out << fmt::format("case {} ({}): collective mismatch{}: {}; {}\n", o.case_id,
+                         o.instance->label(),
+                         seeded == "collective_mismatch" ? " (seeded bug, expected)" : "",
+                         o.collective_mismatch->mismatch.describe(), replay_hint(info, o.case_id));
+    }
     for (const std::string& note : o.race_notes) {
       out << fmt::format("case {} ({}): race check weakened: {}\n", o.case_id, o.instance->label(),
                          note);
     }
     if (o.differential) {
-      const std::string& seeded = o.instance->info.options.seeded_bug;
       out << fmt::format("case {} ({}): fresh and pooled differ{}: {}; {}\n", o.case_id,
                          o.instance->label(),
                          seeded.empty() ? "" : " (seeded bug, expected " + seeded + ")",

@@ -207,9 +207,19 @@ ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* 
   // The check runs on the recorded logs, so a race is named even when no replay shows it; it is
   // confirmed before the verdict is said, so the verdict line comes last.
   check_races(execs, fresh, pooled, target, rb, rep, say);
+  std::vector<const ExecutionResult*> all;
+  for (const RecordedExecution& e : execs) all.push_back(&e.result);
+  for (const auto* e : {&fresh, &pooled}) {
+    if (*e) all.push_back(&**e);
+  }
+  CrossRankFindings cross = check_cross_rank(all);
+  rep.allocation = std::move(cross.allocation);
+  rep.collective_mismatch = std::move(cross.collective);
   const VerdictDecision decision = decide_verdict(
       ReplayFacts{rf ? &rf->result : nullptr, rp ? &rp->result : nullptr, fresh ? &*fresh : nullptr,
-                  pooled ? &*pooled : nullptr, rep.race ? &*rep.race : nullptr});
+                  pooled ? &*pooled : nullptr, rep.race ? &*rep.race : nullptr,
+                  rep.allocation ? &*rep.allocation : nullptr,
+                  rep.collective_mismatch ? &*rep.collective_mismatch : nullptr});
   rep.verdict = decision.verdict;
   rep.first_divergence = decision.where;
   say(decision.why);

@@ -43,6 +43,9 @@ struct ReplayReport {
   std::optional<RaceFinding> race;
   std::vector<std::string> race_notes;
   std::optional<RaceConfirmation> confirmation;
+  /// The cross-rank checks over the same logs (analysis/layout_check.h).
+  std::optional<Finding<LayoutMismatch>> allocation;
+  std::optional<Finding<CollectiveMismatch>> collective_mismatch;
   std::vector<std::string> log;  ///< what was done, in order, for humans
   /// 0 when the case reproduced and met its expectation; 1 otherwise.
   int exit_code() const;

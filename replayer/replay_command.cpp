@@ -74,6 +74,9 @@ void print_replay_json(std::ostream& out, const ReplayReport& r, const std::stri
                                                           : std::vector<std::string>{})
                       : nlohmann::json()},
       {"race_notes", r.race_notes},
+      {"allocation", r.allocation ? allocation_json(*r.allocation) : nlohmann::json()},
+      {"collective_mismatch",
+       r.collective_mismatch ? collective_json(*r.collective_mismatch) : nlohmann::json()},
       {"confirmation", confirmation_json(r.confirmation)},
       {"predecessors", r.predecessors},
       {"replays", r.replays},
@@ -90,6 +93,10 @@ void print_replay_json(std::ostream& out, const ReplayReport& r, const std::stri
 void print_replay_text(std::ostream& out, const ReplayReport& r) {
   out << fmt::format("case {} {} (run {}): {}\n", r.recorded.id, r.label, r.recorded.run_id,
                      verdict_name(r.verdict));
+  if (r.allocation) out << "  allocation: " << r.allocation->mismatch.describe() << '\n';
+  if (r.collective_mismatch) {
+    out << "  collective: " << r.collective_mismatch->mismatch.describe() << '\n';
+  }
   if (r.race) {
     out << "  race: " << describe_race(*r.race) << '\n';
     out << "  fix: " << r.race->race.fix << '\n';
@@ -171,7 +178,9 @@ int replay_main(int argc, char** argv) {
       ->check(seconds_validator());
   app.add_flag("--json", o.json, "print one JSON document on stdout and nothing else there");
   app.footer(
-      "Verdicts: reproduced, state_leak (with polluters), stream_race (with the racing op pair, "
+      "Verdicts: reproduced, state_leak (with polluters), collective_mismatch (ranks that called "
+      "a collective differently), allocator_order (a symmetric layout that differs across "
+      "ranks), stream_race (with the racing op pair, "
       "buffer and fix, confirmed by serialization, amplification with seeded delays and sync "
       "bisection), nondeterministic, crash, hang.\n"
       "Ctrl-C (or SIGTERM/SIGHUP) stops the replay, its ranks killed; the exit code is then 128 + "

@@ -179,6 +179,8 @@ void CpuBackend::run_collective(const CollectiveCall& c) {
           c.kind == "all_gather" ? c.count : static_cast<std::size_t>(c.send_counts.at(0));
       if (n > 0) std::memmove(c.out, c.in, n * elem);
     }
+  } else if (c.kind == "all_reduce" && in_window(c.out, c.count * elem)) {
+    symmetric_all_reduce(c, tag);
   } else if (c.kind == "all_reduce") {
     comm_->all_reduce(c.out, c.count, c.dtype, c.op, tag);
   } else if (c.kind == "all_gather") {
@@ -195,6 +197,30 @@ void CpuBackend::run_collective(const CollectiveCall& c) {
   std::lock_guard lock(progress_mu_);
   progress_.completed_seq = static_cast<int64_t>(c.seq);
   progress_.completed_kind = c.kind;
+}
+
+bool CpuBackend::in_window(const void* p, std::size_t bytes) const {
+  const std::byte* base = window_->pool(rank_);
+  const auto* b = static_cast<const std::byte*>(p);
+  return b >= base && b <= base + window_->pool_bytes() &&
+         bytes <= static_cast<std::size_t>(base + window_->pool_bytes() - b);
+}
+
+// NCCL's symmetric kernels assume every rank placed the buffer at the same window offset: each
+// rank reads every peer's window at *its own* offset. So does this, so that a layout that differs
+// across ranks gives wrong sums here as it does on a GPU (seed 002). Ranks are reduced in rank
+// order, so every rank computes the same bits.
+void CpuBackend::symmetric_all_reduce(const CollectiveCall& c, uint32_t tag) {
+  const auto offset = static_cast<uint64_t>(static_cast<std::byte*>(c.out) - window_->pool(rank_));
+  const std::size_t bytes = c.count * dtype_size(c.dtype);
+  // Tags of their own: the barriers must not match another collective's messages.
+  comm_->barrier(tag | 0x80000000u);  // every rank's input is in its window
+  std::vector<std::byte> acc(window_->pool(0) + offset, window_->pool(0) + offset + bytes);
+  for (int r = 1; r < world_size_; ++r) {
+    GlooComm::reduce_into(acc.data(), window_->pool(r) + offset, c.count, c.dtype, c.op);
+  }
+  comm_->barrier(tag | 0x40000000u);  // every rank has read before any rank writes its result
+  std::memcpy(c.out, acc.data(), bytes);
 }
 
 int CpuBackend::create_event() {

@@ -101,6 +101,14 @@ GlooComm::GlooComm(int rank, int size, const std::string& rendezvous_dir,
 
 GlooComm::~GlooComm() = default;
 
+void GlooComm::reduce_into(void* acc, const void* other, std::size_t count, DType dtype,
+                           ReduceOp op) {
+  visit_dtype(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    reduce_function<T>(op)(acc, acc, other, count);
+  });
+}
+
 void GlooComm::all_reduce(void* buf, std::size_t count, DType dtype, ReduceOp op, uint32_t tag) {
   // Gloo rejects zero elements; every rank has the same count, so all skip alike.
   if (count == 0) return;

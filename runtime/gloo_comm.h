@@ -22,7 +22,8 @@ class GlooComm {
   /// Connects rank `rank` of `size` through the FileStore directory `rendezvous_dir` (which must
   /// exist). `timeout` bounds connection set-up and every collective. Throws cprr::Error naming
   /// the directory, rank and cause on failure.
-  GlooComm(int rank, int size, const std::string& rendezvous_dir, std::chrono::milliseconds timeout);
+  GlooComm(int rank, int size, const std::string& rendezvous_dir,
+           std::chrono::milliseconds timeout);
   ~GlooComm();
   GlooComm(const GlooComm&) = delete;
   GlooComm& operator=(const GlooComm&) = delete;
@@ -45,6 +46,9 @@ class GlooComm {
   void broadcast(void* buf, std::size_t count, DType dtype, int root, uint32_t tag);
   /// Returns once every rank entered the barrier.
   void barrier(uint32_t tag);
+  /// Local, no communication: acc[i] = op(acc[i], other[i]) for `count` elements of `dtype`.
+  static void reduce_into(void* acc, const void* other, std::size_t count, DType dtype,
+                          ReduceOp op);
 
  private:
   int rank_;

@@ -129,7 +129,7 @@ TEST(Judgement, ASeededStreamRaceIsJudgedOnTheRaceBeingFound) {
   with_op_log(clean, /*ordered=*/true);
   const CaseOutcome missed = judge_case(inst, 1, {&clean});
   EXPECT_FALSE(missed.as_expected);
-  EXPECT_EQ(missed.against.at(2), Against::race_missed);
+  EXPECT_EQ(missed.against.at(2), Against::seeded_missed);
   EXPECT_FALSE(missed.verdict.has_value());
 }
 
@@ -142,6 +142,39 @@ TEST(Judgement, ALogTheCheckCannotReadIsANoteNotAFinding) {
   ASSERT_EQ(o.race_notes.size(), 1u);
   EXPECT_NE(o.race_notes[0].find("never allocates"), std::string::npos) << o.race_notes[0];
   EXPECT_TRUE(o.as_expected);
+}
+
+TEST(Judgement, ASymmetricLayoutThatDiffersAcrossRanksIsAllocatorOrder) {
+  const CaseInstance inst = instance();
+  ExecutionResult f = execution(1, Mode::fresh, ExecStatus::pass, {"a", "a"});
+  f.ranks.at(0).done->capture.allocs = {AllocRecord{0, false, 1, "acc", "symmetric", 64, 0, 0}};
+  f.ranks.at(1).done->capture.allocs = {AllocRecord{0, false, 1, "acc", "symmetric", 64, 128, 0}};
+  const CaseOutcome o = judge_case(inst, 1, {&f});
+  EXPECT_EQ(o.verdict, Verdict::allocator_order) << "even though the outputs agree";
+  ASSERT_TRUE(o.allocation.has_value());
+  EXPECT_EQ(o.allocation->mismatch.b.offset, 128u);
+  EXPECT_EQ(o.against.at(1), Against::allocation);
+
+  const CaseOutcome seeded = judge_case(instance(Expect::pass, "allocator_order"), 1, {&f});
+  EXPECT_TRUE(seeded.as_expected);
+  const ExecutionResult clean = execution(2, Mode::fresh, ExecStatus::pass, {"a", "a"});
+  const CaseOutcome missed = judge_case(instance(Expect::pass, "allocator_order"), 1, {&clean});
+  EXPECT_EQ(missed.against.at(2), Against::seeded_missed);
+}
+
+TEST(Judgement, RanksCallingACollectiveDifferentlyIsACollectiveMismatch) {
+  const CaseInstance inst = instance();
+  ExecutionResult f = execution(1, Mode::fresh, ExecStatus::pass, {"a", "a"});
+  f.ranks.at(0).done->capture.collectives = {
+      CollectiveRecord{0, "all_reduce", 0, DType::f32, 64, -1}};
+  f.ranks.at(1).done->capture.collectives = {
+      CollectiveRecord{0, "all_reduce", 0, DType::f32, 32, -1}};
+  const CaseOutcome o = judge_case(inst, 1, {&f});
+  EXPECT_EQ(o.verdict, Verdict::collective_mismatch);
+  ASSERT_TRUE(o.collective_mismatch.has_value());
+  EXPECT_EQ(o.collective_mismatch->mismatch.field, "bytes");
+  EXPECT_EQ(o.against.at(1), Against::collective);
+  EXPECT_EQ(exit_code_for({o}), 1);
 }
 
 TEST(Judgement, UnexpectedErrorIsInfrastructureAndWinsTheExitCode) {

@@ -1,0 +1,126 @@
+#include "analysis/layout_check.h"
+
+#include <fmt/format.h>
+
+#include "analysis/compare.h"
+
+namespace cprr {
+namespace {
+
+std::vector<const AllocRecord*> symmetric_allocations(const CaseCapture& c) {
+  std::vector<const AllocRecord*> out;
+  for (const AllocRecord& a : c.allocs) {
+    if (!a.is_free && a.pool == "symmetric") out.push_back(&a);
+  }
+  return out;
+}
+
+// The lowest rank with a log: what the others are compared with; -1 when none has one.
+int reference_rank(const std::vector<const CaseCapture*>& ranks) {
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    if (ranks[r]) return static_cast<int>(r);
+  }
+  return -1;
+}
+
+std::string side(int32_t rank, bool present, const AllocRecord& a) {
+  if (!present) return fmt::format("rank {} has none", rank);
+  return fmt::format("rank {} '{}' at offset {} ({} bytes)", rank, a.name, a.offset, a.bytes);
+}
+
+}  // namespace
+
+std::string LayoutMismatch::describe() const {
+  return fmt::format("symmetric allocation #{}: {}, {}", ordinal, side(rank_a, present_a, a),
+                     side(rank_b, present_b, b));
+}
+
+std::optional<LayoutMismatch> check_symmetric_layout(const std::vector<const CaseCapture*>& ranks) {
+  const int ref = reference_rank(ranks);
+  if (ref < 0) return std::nullopt;
+  const auto want = symmetric_allocations(*ranks[ref]);
+  for (std::size_t r = ref + 1; r < ranks.size(); ++r) {
+    if (!ranks[r]) continue;
+    const auto got = symmetric_allocations(*ranks[r]);
+    for (std::size_t k = 0; k < std::max(want.size(), got.size()); ++k) {
+      const bool has_a = k < want.size(), has_b = k < got.size();
+      if (has_a && has_b && want[k]->offset == got[k]->offset && want[k]->bytes == got[k]->bytes) {
+        continue;
+      }
+      LayoutMismatch m;
+      m.ordinal = k;
+      m.rank_a = ref;
+      m.rank_b = static_cast<int32_t>(r);
+      m.present_a = has_a;
+      m.present_b = has_b;
+      if (has_a) m.a = *want[k];
+      if (has_b) m.b = *got[k];
+      return m;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string CollectiveMismatch::describe() const {
+  if (field == "count") {
+    return fmt::format("rank {} made {} collective(s), rank {} made {}", rank_a, value_a, rank_b,
+                       value_b);
+  }
+  return fmt::format("collective #{}: rank {} has {} {}, rank {} has {} {}", seq, rank_a, field,
+                     value_a, rank_b, field, value_b);
+}
+
+std::optional<CollectiveMismatch> check_collectives(const std::vector<const CaseCapture*>& ranks) {
+  const int ref = reference_rank(ranks);
+  if (ref < 0) return std::nullopt;
+  const std::vector<CollectiveRecord>& want = ranks[ref]->collectives;
+  for (std::size_t r = ref + 1; r < ranks.size(); ++r) {
+    if (!ranks[r]) continue;
+    const std::vector<CollectiveRecord>& got = ranks[r]->collectives;
+    const auto rb = static_cast<int32_t>(r);
+    for (std::size_t i = 0; i < std::min(want.size(), got.size()); ++i) {
+      const CollectiveRecord &a = want[i], &b = got[i];
+      const auto differ = [&](const char* field, std::string va, std::string vb) {
+        return CollectiveMismatch{a.seq, ref, rb, field, std::move(va), std::move(vb)};
+      };
+      if (a.kind != b.kind) return differ("kind", a.kind, b.kind);
+      if (a.dtype != b.dtype) {
+        return differ("dtype", std::string(dtype_name(a.dtype)), std::string(dtype_name(b.dtype)));
+      }
+      if (a.root != b.root) return differ("root", std::to_string(a.root), std::to_string(b.root));
+      if (a.kind != "all_to_all_v" && a.bytes != b.bytes) {
+        return differ("bytes", std::to_string(a.bytes), std::to_string(b.bytes));
+      }
+    }
+    if (want.size() != got.size()) {
+      return CollectiveMismatch{
+          std::min(want.size(), got.size()), ref, rb, "count", std::to_string(want.size()),
+          std::to_string(got.size())};
+    }
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// The first completed execution where `check` finds something.
+template <class Mismatch, class Check>
+std::optional<Finding<Mismatch>> first_finding(const std::vector<const ExecutionResult*>& execs,
+                                               Check check) {
+  for (const ExecutionResult* e : execs) {
+    if (!completed(*e)) continue;
+    std::vector<const CaseCapture*> ranks;
+    for (const RankReport& r : e->ranks) ranks.push_back(r.done ? &r.done->capture : nullptr);
+    if (auto m = check(ranks)) return Finding<Mismatch>{e->id, e->mode, std::move(*m)};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+CrossRankFindings check_cross_rank(const std::vector<const ExecutionResult*>& executions) {
+  return CrossRankFindings{first_finding<LayoutMismatch>(executions, check_symmetric_layout),
+                           first_finding<CollectiveMismatch>(executions, check_collectives)};
+}
+
+}  // namespace cprr

@@ -1,0 +1,60 @@
+// End-to-end on the CPU backend: seed 002's allocator-order bug and its twin through the two CLIs.
+// The symmetric layout check names the accumulator placed at different offsets at record time and
+// in cpreplay; the CPU's symmetric all-reduce (each rank reads its peers' windows at its own
+// offset, as NCCL's symmetric kernels do) really returns wrong sums for it.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/replayer/cli_run.h"
+
+namespace cprr {
+namespace {
+
+using test::Cmd;
+using test::run;
+
+TEST(AllocationCli, TheSymmetricAddressOrderBugIsAllocatorOrderAndItsTwinIsClean) {
+  std::string dir = "/tmp/cprr-alloc-cli-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  const std::string db = dir + "/run.db";
+  const Cmd rec = run(std::string(CPRR_CPRECORD_PATH) + " --db " + db +
+                      " --mode both --json --filter '^(bug|fixed)/symmetric_address_order@2$'");
+  ASSERT_FALSE(rec.out.empty());
+  const auto doc = nlohmann::json::parse(rec.out);
+  EXPECT_EQ(rec.code, 0);
+  std::map<std::string, nlohmann::json> cases;
+  for (const auto& c : doc["cases"]) cases[c["name"]] = c;
+  const auto& bug = cases.at("bug/symmetric_address_order");
+  const auto& twin = cases.at("fixed/symmetric_address_order");
+  EXPECT_EQ(bug["verdict"], "allocator_order");
+  ASSERT_FALSE(bug["allocation"].is_null());
+  EXPECT_EQ(bug["allocation"]["ranks"][0]["name"], "acc");
+  EXPECT_NE(bug["allocation"]["ranks"][0]["offset"], bug["allocation"]["ranks"][1]["offset"]);
+  EXPECT_TRUE(bug["as_expected"].get<bool>()) << "a seeded allocator_order bug, found";
+  EXPECT_TRUE(twin["allocation"].is_null());
+  EXPECT_TRUE(twin["verdict"].is_null());
+  // Rank 0's sums: the twin's are right (it checks them); the bug's differ from them.
+  const auto acc_hash = [](const nlohmann::json& c) {
+    return c["executions"][0]["ranks"][0]["outputs"][0]["hash"].get<std::string>();
+  };
+  EXPECT_NE(acc_hash(bug), acc_hash(twin)) << "the symmetric all-reduce read the wrong slots";
+
+  for (const auto* c : {&bug, &twin}) {
+    const Cmd rep = run(std::string(CPRR_CPREPLAY_PATH) + " --db " + db + " --json --case " +
+                        (*c)["id"].dump());
+    const auto r = nlohmann::json::parse(rep.out);
+    const bool is_bug = c == &bug;
+    EXPECT_EQ(r["verdict"], is_bug ? "allocator_order" : "reproduced");
+    EXPECT_EQ(rep.code, is_bug ? 1 : 0);
+    EXPECT_EQ(r["allocation"].is_null(), !is_bug);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace cprr
