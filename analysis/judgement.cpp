@@ -72,6 +72,9 @@ CaseOutcome judge_case(const CaseInstance& instance, int64_t case_id,
   judge_finding(o, o.allocation, o.allocation ? o.allocation->execution : 0,
                 Verdict::allocator_order, Against::allocation);
   o.collective_mismatch = std::move(cross.collective);
+  o.uninitialized = std::move(cross.uninitialized);
+  judge_finding(o, o.uninitialized, o.uninitialized ? o.uninitialized->execution : 0,
+                Verdict::uninitialized_read, Against::uninitialized);
   judge_finding(o, o.collective_mismatch,
                 o.collective_mismatch ? o.collective_mismatch->execution : 0,
                 Verdict::collective_mismatch, Against::collective);
@@ -82,6 +85,8 @@ CaseOutcome judge_case(const CaseInstance& instance, int64_t case_id,
     o.verdict = Verdict::collective_mismatch;
   } else if (o.allocation) {
     o.verdict = Verdict::allocator_order;
+  } else if (o.uninitialized) {
+    o.verdict = Verdict::uninitialized_read;
   } else if (o.race) {
     o.verdict = Verdict::stream_race;  // the cause of any varying output, named
   } else if (varying) {

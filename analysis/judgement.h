@@ -26,8 +26,9 @@ enum class Against : uint8_t {
   /// A seeded bug whose analysis found nothing (stream_race, allocator_order,
   /// collective_mismatch; counted on the first execution).
   seeded_missed,
-  allocation,  ///< its symmetric layout differs across ranks (not a seeded allocator_order)
-  collective,  ///< its ranks called a collective differently (not a seeded mismatch)
+  allocation,     ///< its symmetric layout differs across ranks (not a seeded allocator_order)
+  collective,     ///< its ranks called a collective differently (not a seeded mismatch)
+  uninitialized,  ///< it reads bytes nothing wrote (not a seeded uninitialized_read)
 };
 
 /// One case instance with all its executions (modes x repeats) and what they add up to.
@@ -53,6 +54,8 @@ struct CaseOutcome {
   std::optional<Finding<LayoutMismatch>> allocation;
   /// The ranks' collective logs compared: verdict collective_mismatch.
   std::optional<Finding<CollectiveMismatch>> collective_mismatch;
+  /// A read of bytes nothing wrote since their allocation: verdict uninitialized_read.
+  std::optional<Finding<UninitRead>> uninitialized;
 };
 
 /// Judges one case instance from its executions (any order of modes and repeats). A seeded bug
@@ -60,7 +63,7 @@ struct CaseOutcome {
 /// exists to show; a seeded "stream_race", "allocator_order" or "collective_mismatch" also on its
 /// check finding it. Any other case with such a finding counts against the run: the bug is there
 /// whether or not the outputs showed it. Verdict order: crash, hang, collective_mismatch,
-/// allocator_order, stream_race, nondeterministic.
+/// allocator_order, uninitialized_read, stream_race, nondeterministic.
 CaseOutcome judge_case(const CaseInstance& instance, int64_t case_id,
                        std::vector<const ExecutionResult*> executions);
 

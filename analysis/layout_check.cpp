@@ -120,7 +120,8 @@ std::optional<Finding<Mismatch>> first_finding(const std::vector<const Execution
 
 CrossRankFindings check_cross_rank(const std::vector<const ExecutionResult*>& executions) {
   return CrossRankFindings{first_finding<LayoutMismatch>(executions, check_symmetric_layout),
-                           first_finding<CollectiveMismatch>(executions, check_collectives)};
+                           first_finding<CollectiveMismatch>(executions, check_collectives),
+                           first_finding<UninitRead>(executions, check_uninitialized_reads)};
 }
 
 }  // namespace cprr

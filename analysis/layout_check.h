@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/uninit_check.h"
 #include "recorder/data/capture.h"
 #include "recorder/data/execution.h"
 
@@ -59,10 +60,12 @@ struct Finding {
   Mismatch mismatch;
 };
 
-/// Both checks over every completed execution (in the order given): each one's first finding.
+/// The log checks over every completed execution (in the order given): each one's first finding
+/// (the uninitialized-read check is analysis/uninit_check.h).
 struct CrossRankFindings {
   std::optional<Finding<LayoutMismatch>> allocation;
   std::optional<Finding<CollectiveMismatch>> collective;
+  std::optional<Finding<UninitRead>> uninitialized;
 };
 CrossRankFindings check_cross_rank(const std::vector<const ExecutionResult*>& executions);
 

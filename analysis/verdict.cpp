@@ -120,6 +120,9 @@ VerdictDecision decide_verdict(const ReplayFacts& f) {
     return found(Verdict::allocator_order,
                  "the symmetric layout differs across ranks: " + f.allocation->mismatch.describe());
   }
+  if (f.uninitialized != nullptr) {
+    return found(Verdict::uninitialized_read, f.uninitialized->mismatch.describe());
+  }
   if (f.race == nullptr) return d;
   return found(Verdict::stream_race, "stream race in the op log: " + describe_race(*f.race));
 }

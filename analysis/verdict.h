@@ -41,6 +41,7 @@ struct ReplayFacts {
   /// The cross-rank checks' findings over the same logs (analysis/layout_check.h), if any.
   const Finding<LayoutMismatch>* allocation = nullptr;
   const Finding<CollectiveMismatch>* collective = nullptr;
+  const Finding<UninitRead>* uninitialized = nullptr;
 };
 
 struct VerdictDecision {
@@ -53,12 +54,13 @@ struct VerdictDecision {
 
 /// The replay verdict, in order: a crash or hang in a replay is that verdict; ranks that called a
 /// collective differently are collective_mismatch, a symmetric layout that differs across ranks
-/// allocator_order, a race in the op logs stream_race (whatever the outputs did: they are the
-/// symptoms); a fresh replay
-/// that differs from the fresh record is nondeterministic; pooled differing from fresh is a
-/// state_leak; a replay that differs from its own mode's record is nondeterministic (or, when
-/// only a pooled record exists and only fresh was replayed, a state_leak); else reproduced.
-/// Expects replays that ran (no `error` status: that is an infrastructure failure, not a fact).
+/// allocator_order, a read of never-written bytes uninitialized_read (before state_leak: a dirty
+/// pool is its carrier, not its cause), a race in the op logs stream_race (whatever the outputs
+/// did: they are the symptoms); a fresh replay that differs from the fresh record is
+/// nondeterministic; pooled differing from fresh is a state_leak; a replay that differs from its
+/// own mode's record is nondeterministic (or, when only a pooled record exists and only fresh was
+/// replayed, a state_leak); else reproduced. Expects replays that ran (no `error` status: that is
+/// an infrastructure failure, not a fact).
 VerdictDecision decide_verdict(const ReplayFacts& facts);
 
 }  // namespace cprr

@@ -210,6 +210,8 @@ std::pair<std::string, std::string> failure_of(const CaseOutcome& o, const Execu
       return {why_text, "seeded_bug_missed"};
     case Against::allocation:
       return {why_text, "allocator_order"};
+    case Against::uninitialized:
+      return {why_text, "uninitialized_read"};
     case Against::collective:
       return {why_text, "collective_mismatch"};
   }

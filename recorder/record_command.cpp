@@ -252,10 +252,12 @@ int record_main(int argc, char** argv) {
                "print the planned cases (plan positions, not case ids) and exit; with --json as "
                "one JSON document");
   app.footer(
-      "Every completed execution's op log is checked for stream races (verdict stream_race, "
-      "with the racing ops, buffer and fix; a race counts against the run unless the case is a "
-      "seeded race).\n"
-      "Exit codes: 0 every case met its expectation; 1 a case failed, crashed, hung, raced, "
+      "Every completed execution's logs are checked: stream races (verdict stream_race, with the "
+      "racing ops, buffer and fix), symmetric layouts that differ across ranks (allocator_order), "
+      "collectives called differently (collective_mismatch) and reads of bytes nothing wrote "
+      "(uninitialized_read); a finding counts against the run unless the case seeds that bug.\n"
+      "Exit codes: 0 every case met its expectation; 1 a case failed, crashed, hung, had a "
+      "finding, "
       "diverged between fresh and pooled or was nondeterministic unexpectedly; 2 bad usage, an "
       "unusable database or an infrastructure error.\n"
       "Every execution is committed to --db as it completes; a killed run stays visibly "

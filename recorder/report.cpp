@@ -98,6 +98,16 @@ nlohmann::json allocation_json(const Finding<LayoutMismatch>& f) {
           {"detail", m.describe()}};
 }
 
+nlohmann::json uninitialized_json(const Finding<UninitRead>& f) {
+  const UninitRead& u = f.mismatch;
+  return {{"rank", u.rank},           {"op", u.op},
+          {"stream", u.stream},       {"kind", u.op_kind},
+          {"name", u.op_name},        {"buffer", u.buffer_name},
+          {"pool", u.pool},           {"byte_range", {u.begin, u.end}},
+          {"execution", f.execution}, {"mode", mode_name(f.mode)},
+          {"detail", u.describe()}};
+}
+
 nlohmann::json collective_json(const Finding<CollectiveMismatch>& f) {
   const CollectiveMismatch& m = f.mismatch;
   return {{"seq", m.seq},
@@ -177,6 +187,10 @@ std::optional<std::string> against_text(const CaseOutcome& o, const ExecutionRes
           "replay: {}",
           o.case_id, o.allocation ? o.allocation->mismatch.describe() : "?",
           replay_hint(info, o.case_id));
+    case Against::uninitialized:
+      return fmt::format("case {}: uninitialized read: {}; replay: {}", o.case_id,
+                         o.uninitialized ? o.uninitialized->mismatch.describe() : "?",
+                         replay_hint(info, o.case_id));
     case Against::collective:
       return fmt::format("case {}: collective mismatch: {}; replay: {}", o.case_id,
                          o.collective_mismatch ? o.collective_mismatch->mismatch.describe() : "?",
@@ -216,6 +230,8 @@ void print_json(std::ostream& out, const std::vector<CaseOutcome>& outcomes, con
               {"race", o.race ? race_json(*o.race) : nlohmann::json()},
               {"race_notes", o.race_notes},
               {"allocation", o.allocation ? allocation_json(*o.allocation) : nlohmann::json()},
+              {"uninitialized_read",
+               o.uninitialized ? uninitialized_json(*o.uninitialized) : nlohmann::json()},
               {"collective_mismatch",
                o.collective_mismatch ? collective_json(*o.collective_mismatch) : nlohmann::json()},
               {"executions", std::move(execs)}});

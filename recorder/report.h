@@ -37,6 +37,9 @@ nlohmann::json race_json(const RaceFinding& f, const std::vector<std::string>& c
 /// The `allocation` object (verdict allocator_order): the k-th symmetric allocation, both ranks'
 /// name, offset, size and allocation event, where it was seen.
 nlohmann::json allocation_json(const Finding<LayoutMismatch>& f);
+/// The `uninitialized_read` object: the reading op (rank, position, stream, kind, name), the
+/// buffer, pool and the unwritten bytes within the buffer, where it was seen.
+nlohmann::json uninitialized_json(const Finding<UninitRead>& f);
 /// The `collective_mismatch` object: the collective's number, the field, both ranks and values.
 nlohmann::json collective_json(const Finding<CollectiveMismatch>& f);
 

@@ -67,6 +67,12 @@ void print_table(std::ostream& out, const std::vector<ExecutionResult>& results,
                          seeded == "allocator_order" ? " (seeded bug, expected)" : "",
                          o.allocation->mismatch.describe(), replay_hint(info, o.case_id));
     }
+    if (o.uninitialized) {
+      out << fmt::format("case {} ({}): uninitialized read{}: {}; {}\n", o.case_id,
+                         o.instance->label(),
+                         seeded == "uninitialized_read" ? " (seeded bug, expected)" : "",
+                         o.uninitialized->mismatch.describe(), replay_hint(info, o.case_id));
+    }
     if (o.collective_mismatch) {
       out << fmt::format("case {} ({}): collective mismatch{}: {}; {}\n", o.case_id,
                          o.instance->label(),

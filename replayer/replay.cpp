@@ -161,6 +161,29 @@ void check_races(const std::vector<RecordedExecution>& recorded,
   for (const std::string& line : rep.confirmation->log) say(line);
 }
 
+// Two fresh replays with every new allocation poisoned by a different pattern: outputs that follow
+// the pattern read bytes nothing wrote.
+void confirm_uninitialized(const CaseInstance& target, Rebuild& rb, ReplayReport& rep,
+                           const std::function<void(const std::string&)>& say) {
+  say("uninitialized read in the op log: " + rep.uninitialized->mismatch.describe());
+  Perturbation a, b;
+  a.poison = 0xa5a5a5a5a5a5a5a5ull;
+  b.poison = 0x5a5a5a5a5a5a5a5aull;
+  const ExecutionResult ra = rb.fresh(target, a);
+  const ExecutionResult rb_ = rb.fresh(target, b);
+  rep.poison_replays = 2;
+  if (!completed(ra) || !completed(rb_)) {
+    say("poison replays did not both complete: no confirmation");
+    return;
+  }
+  if (const auto d = compare(ra, rb_)) {
+    rep.poison_confirmed = true;
+    say("poison confirms: the outputs follow the poison pattern: " + d->describe());
+  } else {
+    say("poison: both patterns gave the same outputs (the unwritten bytes do not reach them)");
+  }
+}
+
 }  // namespace
 
 ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* user) {
@@ -215,11 +238,14 @@ ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* 
   CrossRankFindings cross = check_cross_rank(all);
   rep.allocation = std::move(cross.allocation);
   rep.collective_mismatch = std::move(cross.collective);
+  rep.uninitialized = std::move(cross.uninitialized);
+  if (rep.uninitialized) confirm_uninitialized(target, rb, rep, say);
   const VerdictDecision decision = decide_verdict(
       ReplayFacts{rf ? &rf->result : nullptr, rp ? &rp->result : nullptr, fresh ? &*fresh : nullptr,
                   pooled ? &*pooled : nullptr, rep.race ? &*rep.race : nullptr,
                   rep.allocation ? &*rep.allocation : nullptr,
-                  rep.collective_mismatch ? &*rep.collective_mismatch : nullptr});
+                  rep.collective_mismatch ? &*rep.collective_mismatch : nullptr,
+                  rep.uninitialized ? &*rep.uninitialized : nullptr});
   rep.verdict = decision.verdict;
   rep.first_divergence = decision.where;
   say(decision.why);

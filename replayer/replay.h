@@ -46,6 +46,10 @@ struct ReplayReport {
   /// The cross-rank checks over the same logs (analysis/layout_check.h).
   std::optional<Finding<LayoutMismatch>> allocation;
   std::optional<Finding<CollectiveMismatch>> collective_mismatch;
+  std::optional<Finding<UninitRead>> uninitialized;
+  /// Fresh replays with new allocations poisoned by two patterns; confirmed when outputs differ.
+  int poison_replays = 0;
+  bool poison_confirmed = false;
   std::vector<std::string> log;  ///< what was done, in order, for humans
   /// 0 when the case reproduced and met its expectation; 1 otherwise.
   int exit_code() const;

@@ -77,6 +77,15 @@ void print_replay_json(std::ostream& out, const ReplayReport& r, const std::stri
       {"allocation", r.allocation ? allocation_json(*r.allocation) : nlohmann::json()},
       {"collective_mismatch",
        r.collective_mismatch ? collective_json(*r.collective_mismatch) : nlohmann::json()},
+      {"uninitialized_read",
+       r.uninitialized ? [&] {
+         nlohmann::json j = uninitialized_json(*r.uninitialized);
+         j["confirmed_by"] = r.poison_confirmed ? nlohmann::json::array({"poison"})
+                                                : nlohmann::json::array();
+         j["poison_replays"] = r.poison_replays;
+         return j;
+       }()
+                       : nlohmann::json()},
       {"confirmation", confirmation_json(r.confirmation)},
       {"predecessors", r.predecessors},
       {"replays", r.replays},
@@ -96,6 +105,10 @@ void print_replay_text(std::ostream& out, const ReplayReport& r) {
   if (r.allocation) out << "  allocation: " << r.allocation->mismatch.describe() << '\n';
   if (r.collective_mismatch) {
     out << "  collective: " << r.collective_mismatch->mismatch.describe() << '\n';
+  }
+  if (r.uninitialized) {
+    out << "  uninitialized: " << r.uninitialized->mismatch.describe()
+        << (r.poison_confirmed ? "; confirmed by poisoning new allocations" : "") << '\n';
   }
   if (r.race) {
     out << "  race: " << describe_race(*r.race) << '\n';
@@ -180,7 +193,8 @@ int replay_main(int argc, char** argv) {
   app.footer(
       "Verdicts: reproduced, state_leak (with polluters), collective_mismatch (ranks that called "
       "a collective differently), allocator_order (a symmetric layout that differs across "
-      "ranks), stream_race (with the racing op pair, "
+      "ranks), uninitialized_read (a read of bytes nothing wrote, confirmed by poisoning new "
+      "allocations), stream_race (with the racing op pair, "
       "buffer and fix, confirmed by serialization, amplification with seeded delays and sync "
       "bisection), nondeterministic, crash, hang.\n"
       "Ctrl-C (or SIGTERM/SIGHUP) stops the replay, its ranks killed; the exit code is then 128 + "

@@ -5,6 +5,10 @@
 #include <numeric>
 
 #include "kernels/hash.h"
+#include "kernels/poison.h"
+#if CPRR_HAVE_CUDA
+#include "kernels/device_hash.h"
+#endif
 
 namespace cprr {
 
@@ -55,7 +59,23 @@ Buffer Context::alloc(std::string name, uint64_t bytes, MemPool pool, Stream s) 
   Live live{pool, offset, bytes, std::move(name)};
   log_alloc(false, id, live, s.id);
   live_.emplace(id, std::move(live));
-  return Buffer{id, state_.backend->arena_base(pool) + offset, bytes, pool};
+  const Buffer b{id, state_.backend->arena_base(pool) + offset, bytes, pool};
+  if (perturbation_.poison != 0) poison(b, s);
+  return b;
+}
+
+void Context::poison(const Buffer& b, Stream s) {
+  // Host-accessible memory (every CPU pool, the CUDA host pool) is filled at once; device memory
+  // in stream order, before anything the case enqueues on that stream.
+  if (!state_.backend->device_kernels() || b.pool == MemPool::host) {
+    kernels::poison_host(b.ptr, b.bytes, perturbation_.poison);
+    return;
+  }
+#if CPRR_HAVE_CUDA
+  kernels::launch_poison(b.ptr, b.bytes, perturbation_.poison,
+                         static_cast<cudaStream_t>(state_.backend->native_stream(s.id)));
+  state_.backend->synchronize(s.id);  // every stream may touch it next
+#endif
 }
 
 void Context::free(const Buffer& b) {
@@ -344,13 +364,17 @@ void Context::all_to_all_v(Stream s, const Buffer& in, std::vector<int64_t> send
     CPRR_THROW_AS(CaseFailure, "all_to_all_v: counts exceed buffers ({} in / {} out bytes)",
                   in.bytes, out.bytes);
   }
+  // The declared accesses are the bytes the counts cover, so a partly filled buffer is no
+  // uninitialized read and a partly received one no false "written".
+  const Access access{{in.slice(0, total(send_counts) * elem)},
+                      {out.slice(0, total(recv_counts) * elem)}};
   CollectiveCall c{.kind = "all_to_all_v",
                    .dtype = dtype,
                    .in = in.ptr,
                    .out = out.ptr,
                    .send_counts = std::move(send_counts),
                    .recv_counts = std::move(recv_counts)};
-  enqueue_collective(s, std::move(c), Access{{in}, {out}});
+  enqueue_collective(s, std::move(c), access);
 }
 
 void Context::broadcast(Stream s, const Buffer& buf, DType dtype, int root) {

@@ -239,6 +239,8 @@ class Context {
                   name, state_.backend->name());
   }
   void log_alloc(bool is_free, uint32_t id, const Live& live, int stream);
+  /// Fills a new allocation with the replay's poison pattern.
+  void poison(const Buffer& b, Stream s);
   void enqueue_collective(Stream s, CollectiveCall call, const Access& access);
   void capture(bool is_output, std::string name, const Buffer& b, DType dtype,
                std::vector<int64_t> shape, Stream s);

@@ -1,7 +1,8 @@
 #pragma once
-// How a replay perturbs one execution to confirm a stream race (replayer/race_confirmation.h):
-// delays before stream ops, every stream folded into one, or the host waiting for every stream
-// after chosen ops. The default perturbs nothing, and cprecord never perturbs.
+// How a replay perturbs one execution to confirm a finding: delays before stream ops, every
+// stream folded into one, or the host waiting for every stream after chosen ops (a stream race:
+// replayer/race_confirmation.h); new allocations poisoned with a pattern (an uninitialized read).
+// The default perturbs nothing, and cprecord never perturbs.
 #include <cstdint>
 #include <vector>
 
@@ -34,13 +35,17 @@ struct Perturbation {
   bool one_stream = false;
   /// Right after issuing each of these ops, the host waits for every stream of its rank.
   std::vector<OpSite> sync_after;
+  /// Non-zero: every new allocation is filled with this repeating 8-byte pattern, in stream
+  /// order, before the case can touch it (uninitialized reads then read the pattern).
+  uint64_t poison = 0;
 
   bool any() const {
-    return delay_seed != 0 || !delay_ops.empty() || one_stream || !sync_after.empty();
+    return delay_seed != 0 || !delay_ops.empty() || one_stream || !sync_after.empty() ||
+           poison != 0;
   }
   template <class A>
   void serialize(A& a) {
-    a(delay_seed, max_delay_us, delay_ops, target_delay_us, one_stream, sync_after);
+    a(delay_seed, max_delay_us, delay_ops, target_delay_us, one_stream, sync_after, poison);
   }
 };
 

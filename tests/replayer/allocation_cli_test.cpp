@@ -56,5 +56,44 @@ TEST(AllocationCli, TheSymmetricAddressOrderBugIsAllocatorOrderAndItsTwinIsClean
   std::filesystem::remove_all(dir);
 }
 
+// An accumulator never zeroed: named at record time, and in cpreplay it is uninitialized_read
+// (confirmed by poisoning) rather than a state_leak with an incidental polluter.
+TEST(AllocationCli, ANeverWrittenAccumulatorIsAnUninitializedReadNotAStateLeak) {
+  std::string dir = "/tmp/cprr-uninit-cli-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  const std::string db = dir + "/run.db";
+  // healthy/all_reduce first, so the pooled world's device pool is dirty when the bug runs.
+  const Cmd rec = run(std::string(CPRR_CPRECORD_PATH) + " --db " + db +
+                      " --mode both --json --filter "
+                      "'^healthy/all_reduce\\{count=1,dtype=i32\\}@2$|^(bug|fixed)/"
+                      "uninitialized_read@2$'");
+  ASSERT_FALSE(rec.out.empty());
+  const auto doc = nlohmann::json::parse(rec.out);
+  EXPECT_EQ(rec.code, 0);
+  std::map<std::string, nlohmann::json> cases;
+  for (const auto& c : doc["cases"]) cases[c["name"]] = c;
+  ASSERT_EQ(cases.count("healthy/all_reduce"), 1u) << rec.out;
+  const auto& bug = cases.at("bug/uninitialized_read");
+  const auto& twin = cases.at("fixed/uninitialized_read");
+  EXPECT_EQ(bug["verdict"], "uninitialized_read");
+  ASSERT_FALSE(bug["uninitialized_read"].is_null());
+  EXPECT_EQ(bug["uninitialized_read"]["buffer"], "grad_acc");
+  EXPECT_EQ(bug["uninitialized_read"]["name"], "accumulate");
+  EXPECT_TRUE(twin["uninitialized_read"].is_null());
+  EXPECT_TRUE(twin["verdict"].is_null());
+
+  const Cmd rep =
+      run(std::string(CPRR_CPREPLAY_PATH) + " --db " + db + " --json --case " + bug["id"].dump());
+  const auto r = nlohmann::json::parse(rep.out);
+  EXPECT_EQ(r["verdict"], "uninitialized_read");
+  EXPECT_EQ(rep.code, 1);
+  EXPECT_EQ(r["uninitialized_read"]["confirmed_by"], nlohmann::json::array({"poison"}));
+  EXPECT_TRUE(r["polluters"].empty()) << "the dirty pool is the carrier, not a polluter";
+  const Cmd clean =
+      run(std::string(CPRR_CPREPLAY_PATH) + " --db " + db + " --json --case " + twin["id"].dump());
+  EXPECT_EQ(nlohmann::json::parse(clean.out)["verdict"], "reproduced");
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace cprr

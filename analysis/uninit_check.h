@@ -1,0 +1,38 @@
+#pragma once
+// Reads of bytes nothing wrote: from one execution's logs, an op (or host access) that reads bytes
+// of a buffer that no op of this case wrote through that buffer before it, in issue order. Buffer
+// ids name one allocation each, so "written through this buffer" is "written since it was
+// allocated": whatever an earlier buffer left in those bytes (a dirty pool, a pooled world's last
+// case) is what such a read sees. Bytes a peer's put writes into this rank's symmetric window
+// count as written (the put's timing is the race check's business). A candidate, not a proof:
+// cpreplay confirms it by poisoning new allocations with two patterns.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "recorder/data/capture.h"
+
+namespace cprr {
+
+/// The first read of never-written bytes (lowest rank, then issue order).
+struct UninitRead {
+  int32_t rank = 0;
+  uint64_t op = 0;  ///< the reading op's position in the rank's op log
+  int32_t stream = 0;
+  std::string op_kind, op_name;
+  uint32_t buffer = 0;
+  std::string buffer_name;
+  std::string pool;
+  uint64_t begin = 0;  ///< the first unwritten byte range read, relative to the buffer's start
+  uint64_t end = 0;
+
+  /// "rank 0 op #3 (kernel 'sum') reads bytes [0, 4096) of 'acc' (device pool), which nothing
+  /// wrote since it was allocated".
+  std::string describe() const;
+};
+
+/// Checks every rank's logs (index = rank; null: no log).
+std::optional<UninitRead> check_uninitialized_reads(const std::vector<const CaseCapture*>& ranks);
+
+}  // namespace cprr
