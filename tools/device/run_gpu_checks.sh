@@ -62,7 +62,8 @@ for step in "${steps[@]}"; do
       report "$(tail -n 2 "$out/corpus_table.txt")"
       ;;
     races)
-      # The seeded stream races and their twins: recorded (5 repeats, both modes), each replayed.
+      # The seeded stream races (or, with CPRR_RACE_FILTER, any seeded bugs) and their twins:
+      # recorded (5 repeats, both modes), each replayed.
       for backend in ${CPRR_RACE_BACKENDS:-cuda cpu}; do
         rdir="$out/races_$backend"
         mkdir -p "$rdir"
