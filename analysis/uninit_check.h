@@ -4,7 +4,10 @@
 // ids name one allocation each, so "written through this buffer" is "written since it was
 // allocated": whatever an earlier buffer left in those bytes (a dirty pool, a pooled world's last
 // case) is what such a read sees. Bytes a peer's put writes into this rank's symmetric window
-// count as written (the put's timing is the race check's business). A candidate, not a proof:
+// count as written (the put's timing is the race check's business). Reads of the host pool are
+// not checked: case code writes host memory with plain stores, which the log has only when the
+// case declares them (host_access), and an undeclared store is no uninitialized read. A
+// candidate, not a proof:
 // cpreplay confirms it by poisoning new allocations with two patterns.
 #include <cstdint>
 #include <optional>

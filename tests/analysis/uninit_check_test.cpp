@@ -69,6 +69,13 @@ TEST(UninitCheck, BytesReusedFromAnEarlierBufferAreUnwrittenForTheNewOne) {
   EXPECT_EQ(u->buffer_name, "fresh");
 }
 
+TEST(UninitCheck, HostMemoryIsNotCheckedForItIsWrittenByPlainStores) {
+  CaseCapture c;
+  c.allocs = {alloc(1, "staging", "host", 0, 64), alloc(2, "dev", "device", 0, 64)};
+  c.ops = {op(0, "copy", "copy", {1}, {2}), op(1, "output", "dev", {2}, {})};
+  EXPECT_FALSE(check_uninitialized_reads({&c}).has_value()) << "the host filled it undeclared";
+}
+
 TEST(UninitCheck, AWindowAPeerPutIntoCountsAsWritten) {
   CaseCapture r0, r1;
   r0.allocs = r1.allocs = {alloc(1, "win", "symmetric", 0, 64), alloc(2, "src", "device", 0, 64)};
