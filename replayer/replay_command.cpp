@@ -12,6 +12,7 @@
 #include "recorder/engine/world.h"
 #include "recorder/report.h"
 #include "replayer/replay.h"
+#include "replayer/replay_all.h"
 #include "replayer/replay_list.h"
 #include "runtime/error.h"
 
@@ -142,8 +143,8 @@ void print_replay_text(std::ostream& out, const ReplayReport& r) {
 }  // namespace
 
 int run_replay(const ReplayCommandOptions& o, std::ostream& out, std::ostream& err, bool progress) {
-  if (o.list == o.case_id.has_value()) {
-    CPRR_THROW_AS(UsageError, "give exactly one of --list and --case ID");
+  if (int{o.list} + int{o.all} + int{o.case_id.has_value()} != 1) {
+    CPRR_THROW_AS(UsageError, "give exactly one of --list, --all and --case ID");
   }
   if (o.list) {
     list_db(out, o.db, o.json);
@@ -154,11 +155,22 @@ int run_replay(const ReplayCommandOptions& o, std::ostream& out, std::ostream& e
       CPRR_THROW_AS(UsageError, "--timeout {}: {}", *o.timeout_s, why);
     }
   }
-  ReplayOptions ro{o.db,     *o.case_id,  o.mode,
-                   o.worker, o.timeout_s, o.interrupt != nullptr ? o.interrupt->fd() : -1};
+  ReplayOptions ro{o.db,        o.case_id.value_or(0),
+                   o.mode,      o.worker,
+                   o.timeout_s, o.interrupt != nullptr ? o.interrupt->fd() : -1};
   auto echo = [](const std::string& line, void* user) {
     *static_cast<std::ostream*>(user) << "cpreplay: " << line << '\n' << std::flush;
   };
+  if (o.all) {
+    const Triage t =
+        triage_run(TriageOptions{ro, o.run_id, o.max_replays}, progress ? +echo : nullptr, &err);
+    if (o.json) {
+      print_triage_json(out, t);
+    } else {
+      print_triage_text(out, t);
+    }
+    return t.exit_code();
+  }
   const ReplayReport r = replay_case(ro, progress ? +echo : nullptr, &err);
   if (o.json) {
     print_replay_json(out, r, o.mode);
@@ -179,6 +191,17 @@ int replay_main(int argc, char** argv) {
   auto* list = app.add_flag("--list", o.list, "list the runs and cases in the database");
   auto* cas = app.add_option("--case", case_id, "replay the case with this id (see --list)");
   list->excludes(cas);
+  auto* all = app.add_flag("--all", o.all,
+                           "triage a run: replay every case that failed, diverged or got a verdict "
+                           "when recorded, one row each (verdict, expected verdict, where, "
+                           "replays)");
+  all->excludes(list)->excludes(cas);
+  app.add_option("--run", o.run_id, "with --all: the run to triage (default: the latest)")
+      ->needs(all);
+  app.add_option("--max-replays", o.max_replays,
+                 "with --all: no further case starts once this many replays ran")
+      ->needs(all)
+      ->check(CLI::PositiveNumber);
   app.add_option("--mode", o.mode,
                  "fresh: replay alone in a new world; pool: after its recorded predecessors; "
                  "both: both, and delta-debug the predecessors when they differ (default)")
@@ -199,8 +222,10 @@ int replay_main(int argc, char** argv) {
       "bisection), nondeterministic, crash, hang.\n"
       "Ctrl-C (or SIGTERM/SIGHUP) stops the replay, its ranks killed; the exit code is then 128 + "
       "the signal.\n"
-      "Exit codes: 0 the case reproduced and met its expectation; 1 it diverged or failed; 2 bad "
-      "usage, an unreadable database or an infrastructure error.");
+      "Exit codes: 0 the case reproduced and met its expectation (--all: every triaged case got "
+      "its expected verdict: a seeded bug its own, a fault fixture its crash or hang, any other "
+      "case reproduced); 1 otherwise; 2 bad usage, an unreadable database or an infrastructure "
+      "error.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -14,8 +14,11 @@ struct ReplayCommandOptions {
   std::string db = "cprr.db";
   bool list = false;
   std::optional<int64_t> case_id;
-  std::string mode = "both";  ///< fresh | pool | both
-  std::string worker;         ///< empty: the worker recorded in the run
+  bool all = false;               ///< triage a run (replayer/replay_all.h)
+  std::optional<int64_t> run_id;  ///< with all: which run (default: the latest)
+  int max_replays = 200;          ///< with all: the replay budget
+  std::string mode = "both";      ///< fresh | pool | both
+  std::string worker;             ///< empty: the worker recorded in the run
   std::optional<double> timeout_s;
   bool json = false;
   /// Ctrl-C: stops the replay (its ranks killed); replay_main then exits 128 + the signal.

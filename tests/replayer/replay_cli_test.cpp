@@ -182,7 +182,7 @@ TEST_F(ReplayCli, BadInputsExitTwoWithAClearMessage) {
                        Bad{"--db " + dir + "/text.db --list", "not an SQLite database"},
                        Bad{"--db " + dir + "/newer.db --list", "newer"},
                        Bad{"--db " + db() + " --case 999999", "no such case"},
-                       Bad{"--db " + db(), "exactly one of --list and --case"}}) {
+                       Bad{"--db " + db(), "exactly one of --list, --all and --case"}}) {
     const Cmd r = run_stderr(kReplay + " " + b.args);
     EXPECT_EQ(r.code, 2) << b.args << ": " << r.out;
     EXPECT_THAT(r.out, HasSubstr(b.message)) << b.args;

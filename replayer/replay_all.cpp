@@ -1,0 +1,143 @@
+#include "replayer/replay_all.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/judgement.h"
+#include "recorder/data/text_forms.h"
+#include "runtime/error.h"
+#include "schema/record_reader.h"
+
+namespace cprr {
+namespace {
+
+// Why a case is worth replaying, from the judgement of its recorded executions; "" when not.
+std::string pick_reason(const CaseOutcome& o) {
+  if (!o.as_expected) return "not as expected";
+  if (o.verdict) return std::string(verdict_name(*o.verdict));
+  if (o.differential) return "fresh and pooled differ";
+  return {};
+}
+
+std::string expected_verdict(const CaseInstance& inst) {
+  const CaseOptions& opt = inst.info.options;
+  if (!opt.seeded_bug.empty()) return opt.seeded_bug;
+  if (opt.expect == Expect::crash) return "crash";
+  if (opt.expect == Expect::hang) return "hang";
+  return "reproduced";
+}
+
+}  // namespace
+
+bool TriageRow::as_expected() const {
+  if (!report) return false;
+  if (expected == "reproduced") return report->exit_code() == 0;
+  return verdict_name(report->verdict) == expected;
+}
+
+std::string TriageRow::where() const {
+  if (!report) return "not replayed: the replay budget (--max-replays) was spent";
+  const ReplayReport& r = *report;
+  if (r.collective_mismatch) return r.collective_mismatch->mismatch.describe();
+  if (r.allocation) return r.allocation->mismatch.describe();
+  if (r.uninitialized) return r.uninitialized->mismatch.describe();
+  if (r.race) return describe_race(*r.race);
+  if (!r.polluters.empty()) {
+    std::string ids;
+    for (const RecordedCase& p : r.polluters)
+      ids += fmt::format("{}{}", ids.empty() ? "" : ", ", p.id);
+    return fmt::format("polluted by case(s) {}", ids);
+  }
+  if (r.first_divergence) return r.first_divergence->describe();
+  return {};
+}
+
+int Triage::exit_code() const {
+  for (const TriageRow& row : rows) {
+    if (!row.as_expected()) return 1;
+  }
+  return 0;
+}
+
+Triage triage_run(const TriageOptions& o, ReplayProgress progress, void* user) {
+  if (o.max_replays < 1)
+    CPRR_THROW_AS(UsageError, "--max-replays {}: give at least 1", o.max_replays);
+  const RecordReader reader(o.replay.db);
+  const auto runs = reader.runs();
+  if (runs.empty()) CPRR_THROW_AS(UsageError, "{} holds no run to triage", o.replay.db);
+  Triage t;
+  t.run_id = o.run_id.value_or(runs.back().id);
+  if (std::none_of(runs.begin(), runs.end(),
+                   [&](const RecordedRun& r) { return r.id == t.run_id; })) {
+    CPRR_THROW_AS(UsageError, "--run {}: {} has no such run (see --list)", t.run_id, o.replay.db);
+  }
+  for (const RecordedCase& c : reader.cases()) {
+    if (c.run_id != t.run_id) continue;
+    ++t.cases_in_run;
+    const auto execs = reader.executions(c.id, RecordReader::Detail::logs);
+    std::vector<const ExecutionResult*> results;
+    for (const RecordedExecution& e : execs) results.push_back(&e.result);
+    const CaseOutcome outcome = judge_case(c.instance, c.id, results);
+    std::string why = pick_reason(outcome);
+    if (!why.empty())
+      t.rows.push_back(TriageRow{c, std::move(why), std::nullopt, expected_verdict(c.instance)});
+  }
+  for (TriageRow& row : t.rows) {
+    if (t.replays >= o.max_replays) break;
+    ReplayOptions ro = o.replay;
+    ro.case_id = row.recorded.id;
+    if (progress != nullptr) {
+      progress(
+          fmt::format("case {} {} ({})", row.recorded.id, row.recorded.instance.label(), row.why),
+          user);
+    }
+    row.report = replay_case(ro, nullptr, nullptr);
+    t.replays += row.report->replays;
+  }
+  return t;
+}
+
+void print_triage_text(std::ostream& out, const Triage& t) {
+  std::size_t width = 5;
+  for (const TriageRow& r : t.rows) width = std::max(width, r.recorded.instance.label().size());
+  out << fmt::format("run {}: {} of {} case(s) failed, diverged or got a verdict\n", t.run_id,
+                     t.rows.size(), t.cases_in_run);
+  out << fmt::format("{:>5}  {:<{}}  {:<19}  {:<19}  {:>7}  {}\n", "case", "label", width,
+                     "verdict", "expected", "replays", "where");
+  for (const TriageRow& r : t.rows) {
+    const std::string verdict =
+        r.report ? std::string(verdict_name(r.report->verdict)) : std::string("-");
+    out << fmt::format("{:>5}  {:<{}}  {:<19}  {:<19}  {:>7}  {}{}\n", r.recorded.id,
+                       r.recorded.instance.label(), width, verdict, r.expected,
+                       r.report ? r.report->replays : 0,
+                       r.as_expected() ? "" : "UNEXPECTED: ", r.where().substr(0, 200));
+  }
+  out << fmt::format("{} replay(s); {}\n", t.replays,
+                     t.exit_code() == 0 ? "every verdict as expected" : "some verdicts unexpected");
+}
+
+void print_triage_json(std::ostream& out, const Triage& t) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const TriageRow& r : t.rows) {
+    rows.push_back(
+        {{"case", r.recorded.id},
+         {"label", r.recorded.instance.label()},
+         {"picked_because", r.why},
+         {"verdict", r.report ? nlohmann::json(verdict_name(r.report->verdict)) : nlohmann::json()},
+         {"expected", r.expected},
+         {"as_expected", r.as_expected()},
+         {"where", r.where()},
+         {"replays", r.report ? r.report->replays : 0}});
+  }
+  out << nlohmann::json{{"tool", "cpreplay"},
+                        {"run", t.run_id},
+                        {"cases_in_run", t.cases_in_run},
+                        {"cases", std::move(rows)},
+                        {"replays", t.replays},
+                        {"exit_code", t.exit_code()}}
+             .dump(2)
+      << '\n';
+}
+
+}  // namespace cprr

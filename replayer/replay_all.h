@@ -1,0 +1,50 @@
+#pragma once
+// cpreplay --all: triage a run. Every case of the run that failed, diverged or got a verdict at
+// record time (the judgement cprecord made, re-made from the logs) is replayed as `--case` would
+// replay it; one row per case says its verdict, where, and how many replays it took. Bounded by a
+// replay budget: cases past it are listed as not replayed.
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "replayer/replay.h"
+
+namespace cprr {
+
+struct TriageOptions {
+  ReplayOptions replay;           ///< db, mode, worker, timeout, stop_fd (case_id is ignored)
+  std::optional<int64_t> run_id;  ///< default: the latest run
+  int max_replays = 200;          ///< no case starts once this many replays ran
+};
+
+struct TriageRow {
+  RecordedCase recorded;
+  std::string why;  ///< why it was picked: "failed", "fresh and pooled differ", a verdict, ...
+  std::optional<ReplayReport> report;  ///< nullopt: not replayed (budget spent)
+  /// The verdict the case is expected to get: its seeded bug, else reproduced (or crash/hang
+  /// for a fault fixture expecting that).
+  std::string expected;
+  bool as_expected() const;
+  /// One line: where the verdict points (the race, allocation, divergence, polluters).
+  std::string where() const;
+};
+
+struct Triage {
+  int64_t run_id = 0;
+  std::size_t cases_in_run = 0;
+  std::vector<TriageRow> rows;
+  int replays = 0;
+  /// 0 every triaged case got its expected verdict; 1 otherwise (or some were not replayed).
+  int exit_code() const;
+};
+
+/// Picks and replays. Throws UsageError for a bad --db or --run.
+Triage triage_run(const TriageOptions& options, ReplayProgress progress = nullptr,
+                  void* user = nullptr);
+
+void print_triage_text(std::ostream& out, const Triage& t);
+void print_triage_json(std::ostream& out, const Triage& t);
+
+}  // namespace cprr
