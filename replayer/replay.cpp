@@ -63,11 +63,13 @@ class Rebuild {
     }
   }
 
-  /// The target alone in a fresh world, perturbed as a race confirmation asks.
-  ExecutionResult fresh(const CaseInstance& target, const Perturbation& perturbation = {}) {
+  /// The target alone in a fresh world, perturbed as a race confirmation asks, under the run's
+  /// placement policy or `placement`.
+  ExecutionResult fresh(const CaseInstance& target, const Perturbation& perturbation = {},
+                        std::optional<Placement> placement = std::nullopt) {
     Controller c(config_);
     ++report_.replays;
-    return ran(c.run(target, Mode::fresh, placement_, perturbation));
+    return ran(c.run(target, Mode::fresh, placement.value_or(placement_), perturbation));
   }
 
   /// `before` in order, then the target, in one new pooled world; the target's result.
@@ -184,6 +186,27 @@ void confirm_uninitialized(const CaseInstance& target, Rebuild& rb, ReplayReport
   }
 }
 
+// An allocator-order or uninitialized-read verdict: the case again under every placement policy.
+// Which policies move the symmetric layout apart or change the outputs (against the replay under
+// the run's own policy) says how much the result hangs on where the allocator puts things.
+void replay_placements(const CaseInstance& target, const ExecutionResult& reference, Rebuild& rb,
+                       ReplayReport& rep, const std::function<void(const std::string&)>& say) {
+  for (const Placement p : {Placement::best_fit, Placement::counter, Placement::never_reuse}) {
+    const ExecutionResult r = rb.fresh(target, {}, p);
+    PlacementReplay row{p, std::string(status_name(r.status))};
+    if (completed(r)) {
+      std::vector<const CaseCapture*> ranks;
+      for (const RankReport& k : r.ranks) ranks.push_back(k.done ? &k.done->capture : nullptr);
+      if (const auto m = check_symmetric_layout(ranks)) row.layout = m->describe();
+      if (const auto d = compare(reference, r)) row.outputs = d->describe();
+    }
+    say(fmt::format("placement {}: {}; layout {}; outputs {}", placement_name(p), row.status,
+                    row.layout.empty() ? "agrees across ranks" : "differs: " + row.layout,
+                    row.outputs.empty() ? "as under the run's policy" : "change: " + row.outputs));
+    rep.placements.push_back(std::move(row));
+  }
+}
+
 }  // namespace
 
 ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* user) {
@@ -249,6 +272,10 @@ ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* 
   rep.verdict = decision.verdict;
   rep.first_divergence = decision.where;
   say(decision.why);
+  const bool placement_matters =
+      rep.verdict == Verdict::allocator_order || rep.verdict == Verdict::uninitialized_read;
+  if (placement_matters && fresh && completed(*fresh))
+    replay_placements(target, *fresh, rb, rep, say);
   if (decision.localize_polluters) localize_leak(preds, target, *fresh, rb, rep, say);
   return rep;
 }

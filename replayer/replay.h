@@ -11,6 +11,7 @@
 #include "analysis/verdict.h"
 #include "recorder/data/text_forms.h"
 #include "replayer/race_confirmation.h"
+#include "runtime/placement.h"
 #include "schema/record_reader.h"
 
 namespace cprr {
@@ -24,6 +25,14 @@ struct ReplayOptions {
   /// Readable when the replay should stop (InterruptWatch::fd()); -1: never. A replay stopped by
   /// it throws Interrupted.
   int stop_fd = -1;
+};
+
+/// One placement replay (allocator_order and uninitialized_read verdicts).
+struct PlacementReplay {
+  Placement placement = Placement::best_fit;
+  std::string status;
+  std::string layout;   ///< the symmetric layout mismatch under this policy; empty: none
+  std::string outputs;  ///< how the outputs differ from the run's policy's replay; empty: same
 };
 
 /// What the replay concluded. `verdict` uses the brief's vocabulary.
@@ -50,6 +59,8 @@ struct ReplayReport {
   /// Fresh replays with new allocations poisoned by two patterns; confirmed when outputs differ.
   int poison_replays = 0;
   bool poison_confirmed = false;
+  /// The case under every placement policy (allocator_order, uninitialized_read), in order.
+  std::vector<PlacementReplay> placements;
   std::vector<std::string> log;  ///< what was done, in order, for humans
   /// 0 when the case reproduced and met its expectation; 1 otherwise.
   int exit_code() const;

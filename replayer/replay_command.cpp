@@ -75,6 +75,18 @@ void print_replay_json(std::ostream& out, const ReplayReport& r, const std::stri
                                                           : std::vector<std::string>{})
                       : nlohmann::json()},
       {"race_notes", r.race_notes},
+      {"placements",
+       [&] {
+         nlohmann::json rows = nlohmann::json::array();
+         for (const PlacementReplay& p : r.placements) {
+           rows.push_back({{"placement", placement_name(p.placement)},
+                           {"status", p.status},
+                           {"layout", p.layout.empty() ? nlohmann::json() : nlohmann::json(p.layout)},
+                           {"outputs_change", p.outputs.empty() ? nlohmann::json()
+                                                                : nlohmann::json(p.outputs)}});
+         }
+         return rows;
+       }()},
       {"allocation", r.allocation ? allocation_json(*r.allocation) : nlohmann::json()},
       {"collective_mismatch",
        r.collective_mismatch ? collective_json(*r.collective_mismatch) : nlohmann::json()},
@@ -106,6 +118,11 @@ void print_replay_text(std::ostream& out, const ReplayReport& r) {
   if (r.allocation) out << "  allocation: " << r.allocation->mismatch.describe() << '\n';
   if (r.collective_mismatch) {
     out << "  collective: " << r.collective_mismatch->mismatch.describe() << '\n';
+  }
+  for (const PlacementReplay& p : r.placements) {
+    out << fmt::format("  placement {}: layout {}, outputs {}\n", placement_name(p.placement),
+                       p.layout.empty() ? "agrees" : "differs",
+                       p.outputs.empty() ? "same" : "change");
   }
   if (r.uninitialized) {
     out << "  uninitialized: " << r.uninitialized->mismatch.describe()

@@ -52,6 +52,15 @@ TEST(AllocationCli, TheSymmetricAddressOrderBugIsAllocatorOrderAndItsTwinIsClean
     EXPECT_EQ(r["verdict"], is_bug ? "allocator_order" : "reproduced");
     EXPECT_EQ(rep.code, is_bug ? 1 : 0);
     EXPECT_EQ(r["allocation"].is_null(), !is_bug);
+    if (!is_bug) continue;
+    // Placement replays: address-ordered reuse keeps the layouts apart; never reusing a block
+    // puts the accumulator at one offset everywhere, and the sums change (they become right).
+    ASSERT_EQ(r["placements"].size(), 3u) << rep.out;
+    EXPECT_EQ(r["placements"][0]["placement"], "best_fit");
+    EXPECT_FALSE(r["placements"][0]["layout"].is_null());
+    EXPECT_EQ(r["placements"][2]["placement"], "never_reuse");
+    EXPECT_TRUE(r["placements"][2]["layout"].is_null());
+    EXPECT_FALSE(r["placements"][2]["outputs_change"].is_null());
   }
   std::filesystem::remove_all(dir);
 }
