@@ -109,9 +109,7 @@ std::optional<Finding<Mismatch>> first_finding(const std::vector<const Execution
                                                Check check) {
   for (const ExecutionResult* e : execs) {
     if (!completed(*e)) continue;
-    std::vector<const CaseCapture*> ranks;
-    for (const RankReport& r : e->ranks) ranks.push_back(r.done ? &r.done->capture : nullptr);
-    if (auto m = check(ranks)) return Finding<Mismatch>{e->id, e->mode, std::move(*m)};
+    if (auto m = check(captures_of(*e))) return Finding<Mismatch>{e->id, e->mode, std::move(*m)};
   }
   return std::nullopt;
 }

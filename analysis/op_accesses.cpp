@@ -11,6 +11,9 @@ namespace cprr {
 
 namespace {
 
+// Pool ids, numbered as MemPool.
+constexpr std::array<std::string_view, 3> kPoolNames{"device", "symmetric", "host"};
+
 using Allocations = std::map<uint32_t, const AllocRecord*>;
 
 Allocations allocations_by_id(const std::vector<AllocRecord>& allocs) {
@@ -69,11 +72,14 @@ SyncRole role_of(const OpRecord& op) {
 }  // namespace
 
 uint32_t pool_id(std::string_view pool_name) {
-  static constexpr std::array<std::string_view, 3> kNames{"device", "symmetric", "host"};
-  for (uint32_t i = 0; i < kNames.size(); ++i) {
-    if (kNames[i] == pool_name) return i;
+  for (uint32_t i = 0; i < kPoolNames.size(); ++i) {
+    if (kPoolNames[i] == pool_name) return i;
   }
   CPRR_THROW("unknown pool '{}' in the allocation log", pool_name);
+}
+
+std::string_view pool_name(uint32_t pool) {
+  return pool < kPoolNames.size() ? kPoolNames[pool] : std::string_view("?");
 }
 
 uint32_t semaphore_key(int32_t receiver, int32_t sender, int64_t semaphore) {

@@ -30,6 +30,8 @@ inline constexpr std::string_view kReadBackOpName = "read back";
 /// The pool id of an allocation log's pool name, numbered as MemPool: device 0, symmetric 1,
 /// host 2. Throws cprr::Error for any other name.
 uint32_t pool_id(std::string_view pool_name);
+/// The inverse of pool_id; "?" for an id it never gives.
+std::string_view pool_name(uint32_t pool);
 
 /// Ranks and semaphores the world-wide semaphore key can number.
 inline constexpr int32_t kMaxKeyRanks = 1024;

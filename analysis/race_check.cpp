@@ -11,9 +11,7 @@
 namespace cprr {
 
 HbResult check_execution(const ExecutionResult& e, const HbOptions& options) {
-  std::vector<const CaseCapture*> ranks;
-  for (const RankReport& r : e.ranks) ranks.push_back(r.done ? &r.done->capture : nullptr);
-  return check_happens_before(ops_from_captures(ranks), options);
+  return check_happens_before(ops_from_captures(captures_of(e)), options);
 }
 
 namespace {
@@ -63,11 +61,6 @@ std::optional<RaceFinding> find_race(const std::vector<const ExecutionResult*>& 
     ++found->executions;
   }
   return found;
-}
-
-std::string_view pool_name(uint32_t pool) {
-  static constexpr std::string_view kNames[] = {"device", "symmetric", "host"};
-  return pool < std::size(kNames) ? kNames[pool] : std::string_view("?");
 }
 
 std::string describe_race(const RaceFinding& f) {

@@ -37,7 +37,4 @@ std::optional<RaceFinding> find_race(const std::vector<const ExecutionResult*>& 
 /// bytes [64, 128) of 'max_logit' (device pool of rank 0)".
 std::string describe_race(const RaceFinding& finding);
 
-/// A pool id's name ("device", "symmetric", "host").
-std::string_view pool_name(uint32_t pool);
-
 }  // namespace cprr

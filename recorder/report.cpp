@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analysis/op_accesses.h"
 #include "recorder/data/text_forms.h"
 
 namespace cprr {

@@ -132,17 +132,12 @@ void localize_leak(const std::vector<RecordedCase>& preds, const CaseInstance& t
   }
 }
 
-// The happens-before check over every op log there is, then the dynamic checks that confirm it.
-void check_races(const std::vector<RecordedExecution>& recorded,
-                 const std::optional<ExecutionResult>& fresh,
-                 const std::optional<ExecutionResult>& pooled, const CaseInstance& target,
+// The happens-before check over every op log there is (`all`: recorded and replayed, none
+// perturbed), then the dynamic checks that confirm it.
+void check_races(const std::vector<const ExecutionResult*>& all, const CaseInstance& target,
                  Rebuild& rb, ReplayReport& rep,
                  const std::function<void(const std::string&)>& say) {
-  std::vector<const ExecutionResult*> all, unperturbed_fresh;
-  for (const RecordedExecution& e : recorded) all.push_back(&e.result);
-  for (const auto* e : {&fresh, &pooled}) {
-    if (*e) all.push_back(&**e);
-  }
+  std::vector<const ExecutionResult*> unperturbed_fresh;
   for (const ExecutionResult* e : all) {
     if (e->mode == Mode::fresh) unperturbed_fresh.push_back(e);
   }
@@ -195,9 +190,7 @@ void replay_placements(const CaseInstance& target, const ExecutionResult& refere
     const ExecutionResult r = rb.fresh(target, {}, p);
     PlacementReplay row{p, std::string(status_name(r.status))};
     if (completed(r)) {
-      std::vector<const CaseCapture*> ranks;
-      for (const RankReport& k : r.ranks) ranks.push_back(k.done ? &k.done->capture : nullptr);
-      if (const auto m = check_symmetric_layout(ranks)) row.layout = m->describe();
+      if (const auto m = check_symmetric_layout(captures_of(r))) row.layout = m->describe();
       if (const auto d = compare(reference, r)) row.outputs = d->describe();
     }
     say(fmt::format("placement {}: {}; layout {}; outputs {}", placement_name(p), row.status,
@@ -252,12 +245,12 @@ ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* 
   }
   // The check runs on the recorded logs, so a race is named even when no replay shows it; it is
   // confirmed before the verdict is said, so the verdict line comes last.
-  check_races(execs, fresh, pooled, target, rb, rep, say);
   std::vector<const ExecutionResult*> all;
   for (const RecordedExecution& e : execs) all.push_back(&e.result);
   for (const auto* e : {&fresh, &pooled}) {
     if (*e) all.push_back(&**e);
   }
+  check_races(all, target, rb, rep, say);
   CrossRankFindings cross = check_cross_rank(all);
   rep.allocation = std::move(cross.allocation);
   rep.collective_mismatch = std::move(cross.collective);
