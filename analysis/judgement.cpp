@@ -55,9 +55,14 @@ CaseOutcome judge_case(const CaseInstance& instance, int64_t case_id,
   o.case_id = case_id;
   o.executions = std::move(executions);
   const bool seeded = !instance.info.options.seeded_bug.empty();
+  // A seeded collective mismatch may well abort or hang the backend: an execution the mismatch
+  // explains did what the seeded bug does.
+  const bool seeded_mismatch =
+      instance.info.options.seeded_bug == verdict_name(Verdict::collective_mismatch);
   for (const ExecutionResult* e : o.executions) {
     if (severity(e->status) > severity(o.status)) o.status = e->status;
-    if (seeded ? !completed(*e) : !meets(e->status, instance.info.options.expect)) {
+    const bool explained = seeded_mismatch && check_collectives(*e).has_value();
+    if (seeded ? !completed(*e) && !explained : !meets(e->status, instance.info.options.expect)) {
       o.against.emplace(e->id, seeded ? Against::incomplete : Against::status);
     }
   }
@@ -79,10 +84,10 @@ CaseOutcome judge_case(const CaseInstance& instance, int64_t case_id,
                 o.collective_mismatch ? o.collective_mismatch->execution : 0,
                 Verdict::collective_mismatch, Against::collective);
   const ExecutionResult* varying = varying_execution(o.executions);
-  if (o.status == ExecStatus::crash || o.status == ExecStatus::hang) {
+  if (o.collective_mismatch) {
+    o.verdict = Verdict::collective_mismatch;  // also when it made the backend abort or hang
+  } else if (o.status == ExecStatus::crash || o.status == ExecStatus::hang) {
     o.verdict = o.status == ExecStatus::crash ? Verdict::crash : Verdict::hang;
-  } else if (o.collective_mismatch) {
-    o.verdict = Verdict::collective_mismatch;
   } else if (o.allocation) {
     o.verdict = Verdict::allocator_order;
   } else if (o.uninitialized) {

@@ -41,8 +41,7 @@ struct CaseOutcome {
   /// The executions that count against the exit code (execution id -> why). Empty when the
   /// case met its expectation; never empty when it did not.
   std::map<uint64_t, Against> against;
-  /// The verdict already decidable at record time: crash, hang, or nondeterministic (outputs
-  /// differ across repeats in one mode); else nullopt.
+  /// The verdict already decidable at record time (see judge_case for the order); else nullopt.
   std::optional<Verdict> verdict;
   /// Fresh vs pooled: the first divergence of a pooled execution from the fresh one. A healthy
   /// case that diverges is unexpected; a seeded bug is expected to.
@@ -60,10 +59,12 @@ struct CaseOutcome {
 
 /// Judges one case instance from its executions (any order of modes and repeats). A seeded bug
 /// (CaseOptions::seeded_bug) is judged on running to completion, its divergence being what it
-/// exists to show; a seeded "stream_race", "allocator_order" or "collective_mismatch" also on its
-/// check finding it. Any other case with such a finding counts against the run: the bug is there
-/// whether or not the outputs showed it. Verdict order: crash, hang, collective_mismatch,
-/// allocator_order, uninitialized_read, stream_race, nondeterministic.
+/// exists to show (a seeded "collective_mismatch" may instead crash or hang where the mismatch
+/// explains it); a seeded "stream_race", "allocator_order", "uninitialized_read" or
+/// "collective_mismatch" also on its check finding it. Any other case with such a finding counts
+/// against the run: the bug is there whether or not the outputs showed it. Verdict order:
+/// collective_mismatch (found in the flight records too, so it names the cause of a crash or hang
+/// it led to), crash, hang, allocator_order, uninitialized_read, stream_race, nondeterministic.
 CaseOutcome judge_case(const CaseInstance& instance, int64_t case_id,
                        std::vector<const ExecutionResult*> executions);
 

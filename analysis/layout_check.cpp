@@ -16,7 +16,8 @@ std::vector<const AllocRecord*> symmetric_allocations(const CaseCapture& c) {
 }
 
 // The lowest rank with a log: what the others are compared with; -1 when none has one.
-int reference_rank(const std::vector<const CaseCapture*>& ranks) {
+template <class Log>
+int reference_rank(const std::vector<const Log*>& ranks) {
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     if (ranks[r]) return static_cast<int>(r);
   }
@@ -66,39 +67,79 @@ std::string CollectiveMismatch::describe() const {
     return fmt::format("rank {} made {} collective(s), rank {} made {}", rank_a, value_a, rank_b,
                        value_b);
   }
-  return fmt::format("collective #{}: rank {} has {} {}, rank {} has {} {}", seq, rank_a, field,
-                     value_a, rank_b, field, value_b);
+  return fmt::format("collective #{} ({}): rank {} has {} {}, rank {} has {} {}", seq, kind, rank_a,
+                     field, value_a, rank_b, field, value_b);
 }
 
-std::optional<CollectiveMismatch> check_collectives(const std::vector<const CaseCapture*>& ranks) {
-  const int ref = reference_rank(ranks);
+namespace {
+
+std::optional<CollectiveMismatch> compare_calls(const CollectiveRecord& a,
+                                                const CollectiveRecord& b, int32_t ra, int32_t rb) {
+  const auto differ = [&](const char* field, std::string va, std::string vb) {
+    return CollectiveMismatch{a.seq, ra, rb, field, std::move(va), std::move(vb), a.kind};
+  };
+  if (a.kind != b.kind) return differ("kind", a.kind, b.kind);
+  if (a.dtype != b.dtype) {
+    return differ("dtype", std::string(dtype_name(a.dtype)), std::string(dtype_name(b.dtype)));
+  }
+  if (a.root != b.root) return differ("root", std::to_string(a.root), std::to_string(b.root));
+  if (a.kind == "all_reduce" && a.op != b.op) {
+    return differ("op", std::string(reduce_op_name(a.op)), std::string(reduce_op_name(b.op)));
+  }
+  if (a.kind != "all_to_all_v" && a.bytes != b.bytes) {
+    return differ("bytes", std::to_string(a.bytes), std::to_string(b.bytes));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<CollectiveMismatch> check_collective_logs(
+    const std::vector<const std::vector<CollectiveRecord>*>& logs, bool complete) {
+  const int ref = reference_rank(logs);
   if (ref < 0) return std::nullopt;
-  const std::vector<CollectiveRecord>& want = ranks[ref]->collectives;
-  for (std::size_t r = ref + 1; r < ranks.size(); ++r) {
-    if (!ranks[r]) continue;
-    const std::vector<CollectiveRecord>& got = ranks[r]->collectives;
+  const std::vector<CollectiveRecord>& want = *logs[ref];
+  for (std::size_t r = ref + 1; r < logs.size(); ++r) {
+    if (!logs[r]) continue;
+    const std::vector<CollectiveRecord>& got = *logs[r];
     const auto rb = static_cast<int32_t>(r);
-    for (std::size_t i = 0; i < std::min(want.size(), got.size()); ++i) {
-      const CollectiveRecord &a = want[i], &b = got[i];
-      const auto differ = [&](const char* field, std::string va, std::string vb) {
-        return CollectiveMismatch{a.seq, ref, rb, field, std::move(va), std::move(vb)};
-      };
-      if (a.kind != b.kind) return differ("kind", a.kind, b.kind);
-      if (a.dtype != b.dtype) {
-        return differ("dtype", std::string(dtype_name(a.dtype)), std::string(dtype_name(b.dtype)));
-      }
-      if (a.root != b.root) return differ("root", std::to_string(a.root), std::to_string(b.root));
-      if (a.kind != "all_to_all_v" && a.bytes != b.bytes) {
-        return differ("bytes", std::to_string(a.bytes), std::to_string(b.bytes));
+    // By sequence number: a flight record holds only an execution's last collectives, so the
+    // two logs may start at different numbers.
+    std::size_t i = 0, j = 0;
+    while (i < want.size() && j < got.size()) {
+      if (want[i].seq < got[j].seq) {
+        ++i;
+      } else if (got[j].seq < want[i].seq) {
+        ++j;
+      } else if (auto m = compare_calls(want[i++], got[j++], ref, rb)) {
+        return m;
       }
     }
-    if (want.size() != got.size()) {
+    if (complete && want.size() != got.size()) {
       return CollectiveMismatch{
           std::min(want.size(), got.size()), ref, rb, "count", std::to_string(want.size()),
           std::to_string(got.size())};
     }
   }
   return std::nullopt;
+}
+
+std::optional<CollectiveMismatch> check_collectives(const std::vector<const CaseCapture*>& ranks) {
+  std::vector<const std::vector<CollectiveRecord>*> logs;
+  for (const CaseCapture* c : ranks) logs.push_back(c ? &c->collectives : nullptr);
+  return check_collective_logs(logs, /*complete=*/true);
+}
+
+std::optional<CollectiveMismatch> check_collectives(const ExecutionResult& e) {
+  std::vector<const std::vector<CollectiveRecord>*> logs;
+  // A body that threw stopped calling collectives early: only bodies that returned on every
+  // rank make their counts comparable.
+  bool complete = !e.ranks.empty();
+  for (const RankReport& r : e.ranks) {
+    logs.push_back(r.done ? &r.done->capture.collectives : &r.entered);
+    complete = complete && r.done && r.done->outcome == RankOutcome::ok;
+  }
+  return check_collective_logs(logs, complete);
 }
 
 namespace {
@@ -117,9 +158,16 @@ std::optional<Finding<Mismatch>> first_finding(const std::vector<const Execution
 }  // namespace
 
 CrossRankFindings check_cross_rank(const std::vector<const ExecutionResult*>& executions) {
-  return CrossRankFindings{first_finding<LayoutMismatch>(executions, check_symmetric_layout),
-                           first_finding<CollectiveMismatch>(executions, check_collectives),
-                           first_finding<UninitRead>(executions, check_uninitialized_reads)};
+  CrossRankFindings out{first_finding<LayoutMismatch>(executions, check_symmetric_layout),
+                        std::nullopt,
+                        first_finding<UninitRead>(executions, check_uninitialized_reads)};
+  for (const ExecutionResult* e : executions) {
+    if (auto m = check_collectives(*e)) {
+      out.collective = Finding<CollectiveMismatch>{e->id, e->mode, std::move(*m)};
+      break;
+    }
+  }
+  return out;
 }
 
 }  // namespace cprr

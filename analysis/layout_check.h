@@ -4,7 +4,7 @@
 // rank's offset of a buffer, so the k-th symmetric allocation must have the same offset and size
 // on every rank (seed 002: address-ordered reuse after rank-dependent allocations breaks that).
 // The collectives: the n-th collective of every rank must be the same call (kind, dtype, size,
-// root); a rank that disagrees gets wrong data, a hang or an abort.
+// root, reduction); a rank that disagrees gets wrong data, a hang or an abort.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -40,17 +40,29 @@ struct CollectiveMismatch {
   uint64_t seq = 0;  ///< the collective's number on the communicator
   int32_t rank_a = 0;
   int32_t rank_b = 0;
-  std::string field;  ///< kind | dtype | bytes | root | count (a rank made fewer collectives)
+  /// kind | dtype | bytes | root | op | count (a rank made fewer collectives)
+  std::string field;
   std::string value_a, value_b;
+  std::string kind;  ///< rank a's call ("all_reduce"); empty for a count mismatch
 
-  /// "collective #3: rank 0 all_reduce with bytes 4096, rank 1 bytes 2048".
+  /// "collective #3 (all_reduce): rank 0 has bytes 4096, rank 1 has bytes 2048".
   std::string describe() const;
 };
 
-/// Compares every rank's collective log with the lowest rank's, by sequence number: kind, dtype,
-/// root and (except for all_to_all_v, whose sizes differ by design) bytes; then how many
-/// collectives each made.
+/// Compares every rank's collective log (index = rank; null: no log) with the lowest rank's, by
+/// sequence number: kind, dtype, root, the reduction of an all_reduce and (except for
+/// all_to_all_v, whose sizes differ by design) bytes. When `complete` (every rank ran the case
+/// to its end), also how many collectives each made; a log cut short by a crash or a hang is
+/// compared only as far as it goes.
+std::optional<CollectiveMismatch> check_collective_logs(
+    const std::vector<const std::vector<CollectiveRecord>*>& logs, bool complete);
+/// check_collective_logs over completed ranks' captures (index = rank; null: no log).
 std::optional<CollectiveMismatch> check_collectives(const std::vector<const CaseCapture*>& ranks);
+/// Any execution: a rank that reported contributes its capture's log, a rank that did not the
+/// collectives its flight record says it entered (RankReport::entered), so a mismatch that made
+/// the backend abort or hang is still found. Counts are compared only when every rank's body
+/// returned.
+std::optional<CollectiveMismatch> check_collectives(const ExecutionResult& e);
 
 /// A cross-rank check's first finding over a case's executions, and where it was seen.
 template <class Mismatch>
@@ -60,8 +72,9 @@ struct Finding {
   Mismatch mismatch;
 };
 
-/// The log checks over every completed execution (in the order given): each one's first finding
-/// (the uninitialized-read check is analysis/uninit_check.h).
+/// The log checks over every completed execution (in the order given; the collective check over
+/// every execution, see above): each one's first finding (the uninitialized-read check is
+/// analysis/uninit_check.h).
 struct CrossRankFindings {
   std::optional<Finding<LayoutMismatch>> allocation;
   std::optional<Finding<CollectiveMismatch>> collective;

@@ -96,6 +96,19 @@ VerdictDecision decide_from_outputs(const ReplayFacts& f) {
 }  // namespace
 
 VerdictDecision decide_verdict(const ReplayFacts& f) {
+  // Ranks that called a collective differently explain a crash or hang that followed.
+  if (f.collective != nullptr) {
+    std::string why =
+        "the ranks called a collective differently: " + f.collective->mismatch.describe();
+    for (const ExecutionResult* r : {f.replayed_fresh, f.replayed_pool}) {
+      if (r != nullptr && !completed(*r)) {
+        // Its summary carries the same mismatch (Controller::classify): the status is enough.
+        why +=
+            fmt::format("; the {} replay ended as {}", mode_name(r->mode), status_name(r->status));
+        return decided(Verdict::collective_mismatch, std::nullopt, std::move(why));
+      }
+    }
+  }
   for (const ExecutionResult* r : {f.replayed_fresh, f.replayed_pool}) {
     if (r != nullptr && (r->status == ExecStatus::crash || r->status == ExecStatus::hang)) {
       const Verdict v = r->status == ExecStatus::crash ? Verdict::crash : Verdict::hang;

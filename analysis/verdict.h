@@ -52,8 +52,9 @@ struct VerdictDecision {
   bool localize_polluters = false;
 };
 
-/// The replay verdict, in order: a crash or hang in a replay is that verdict; ranks that called a
-/// collective differently are collective_mismatch, a symmetric layout that differs across ranks
+/// The replay verdict, in order: ranks that called a collective differently are
+/// collective_mismatch, also when a replay then crashed or hung (the mismatch is the cause); a
+/// crash or hang in a replay is that verdict; a symmetric layout that differs across ranks
 /// allocator_order, a read of never-written bytes uninitialized_read (before state_leak: a dirty
 /// pool is its carrier, not its cause), a race in the op logs stream_race (whatever the outputs
 /// did: they are the symptoms); a fresh replay that differs from the fresh record is

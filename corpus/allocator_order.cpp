@@ -17,19 +17,22 @@
 namespace cprr {
 namespace {
 
-constexpr uint64_t kElems = 4096;
+// Gradient buckets of 2 MiB of f32: NCCL (2.28) runs an all-reduce of a symmetric window on its
+// symmetric kernels only for a sum of floating-point data, and only its load/store kernels
+// (chosen for larger messages) read peers' windows at this rank's offset.
+constexpr uint64_t kElems = uint64_t{1} << 19;
 
 void symmetric_accumulate(Context& ctx, bool fixed) {
-  const uint64_t bytes = kElems * 4;
+  const uint64_t bytes = kElems * sizeof(float);
   const Stream s = ctx.stream();
   const Buffer bucket_a = ctx.alloc("bucket_a", bytes, MemPool::symmetric);
   const Buffer bucket_b = ctx.alloc("bucket_b", bytes, MemPool::symmetric);
   const Buffer keep = ctx.alloc("keep", bytes, MemPool::symmetric);  // the tail stays in use
-  ctx.launch(s, "fill_a", kElems, kernels::FillConst<int32_t>{bucket_a.as<int32_t>(), 1000},
+  ctx.launch(s, "fill_a", kElems, kernels::FillConst<float>{bucket_a.as<float>(), 1000.0f},
              Access{{}, {bucket_a}});
-  ctx.launch(s, "fill_b", kElems, kernels::FillConst<int32_t>{bucket_b.as<int32_t>(), 2000},
+  ctx.launch(s, "fill_b", kElems, kernels::FillConst<float>{bucket_b.as<float>(), 2000.0f},
              Access{{}, {bucket_b}});
-  ctx.launch(s, "fill_keep", kElems, kernels::FillConst<int32_t>{keep.as<int32_t>(), 3000},
+  ctx.launch(s, "fill_keep", kElems, kernels::FillConst<float>{keep.as<float>(), 3000.0f},
              Access{{}, {keep}});
   ctx.synchronize();
   // Which bucket a rank is done with first depends on its work: the bug. The twin's lifetime is
@@ -38,15 +41,17 @@ void symmetric_accumulate(Context& ctx, bool fixed) {
   ctx.free(a_first ? bucket_a : bucket_b);
   // Address-ordered reuse (best_fit): the accumulator takes the slot this rank just freed.
   const Buffer acc = ctx.alloc("acc", bytes, MemPool::symmetric);
-  ctx.launch(s, "fill_acc", kElems, kernels::FillConst<int32_t>{acc.as<int32_t>(), ctx.rank() + 1},
+  ctx.launch(s, "fill_acc", kElems,
+             kernels::FillConst<float>{acc.as<float>(), static_cast<float>(ctx.rank() + 1)},
              Access{{}, {acc}});
-  ctx.all_reduce(s, acc, DType::i32);
-  ctx.output("acc", acc, DType::i32);
+  ctx.all_reduce(s, acc, DType::f32);
+  ctx.output("acc", acc, DType::f32);
   if (!fixed) return;
   const int w = ctx.world_size();
-  const std::vector<int32_t> got = ctx.read<int32_t>(s, acc);
+  const auto want = static_cast<float>(w * (w + 1) / 2);
+  const std::vector<float> got = ctx.read<float>(s, acc);
   for (uint64_t i = 0; i < kElems; ++i) {
-    CPRR_EXPECT(got[i] == w * (w + 1) / 2, "acc[{}] = {}, expected {}", i, got[i], w * (w + 1) / 2);
+    CPRR_EXPECT(got[i] == want, "acc[{}] = {}, expected {}", i, got[i], want);
   }
 }
 

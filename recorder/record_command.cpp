@@ -173,7 +173,8 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   const auto filter = compile_filter(o.filter);
   const std::optional<Placement> placement = parse_placement(o.placement);
   if (!placement) {
-    CPRR_THROW_AS(UsageError, "--placement {}: use best_fit, counter or never_reuse", o.placement);
+    CPRR_THROW_AS(UsageError, "--placement {}: use best_fit, counter, never_reuse or shuffled",
+                  o.placement);
   }
   const std::vector<CaseInstance> plan = expand(fetch_catalog(worker), filter);
   if (plan.empty()) {
@@ -246,7 +247,8 @@ int record_main(int argc, char** argv) {
       ->check(seconds_validator());
   app.add_option("--placement", o.placement,
                  "allocator placement policy: best_fit (address-ordered) | counter "
-                 "(allocation-order) | never_reuse");
+                 "(allocation-order) | never_reuse | shuffled (reuse order drawn from the case "
+                 "seed, the same on every rank)");
   app.add_flag("--json", o.json, "print one JSON document on stdout and nothing else there");
   app.add_flag("--list", o.list,
                "print the planned cases (plan positions, not case ids) and exit; with --json as "

@@ -59,6 +59,7 @@ nlohmann::json execution_json(const ExecutionResult& e, bool as_expected) {
           {"note", e.note},
           {"wall_ms", e.wall_ms},
           {"startup_ms", e.startup_ms},
+          {"symmetric_pool", e.symmetric_pool},
           {"ranks", std::move(ranks)}};
 }
 
@@ -112,6 +113,7 @@ nlohmann::json uninitialized_json(const Finding<UninitRead>& f) {
 nlohmann::json collective_json(const Finding<CollectiveMismatch>& f) {
   const CollectiveMismatch& m = f.mismatch;
   return {{"seq", m.seq},
+          {"kind", m.kind.empty() ? nlohmann::json() : nlohmann::json(m.kind)},
           {"field", m.field},
           {"ranks", {m.rank_a, m.rank_b}},
           {"values", {m.value_a, m.value_b}},

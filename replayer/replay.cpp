@@ -186,7 +186,8 @@ void confirm_uninitialized(const CaseInstance& target, Rebuild& rb, ReplayReport
 // the run's own policy) says how much the result hangs on where the allocator puts things.
 void replay_placements(const CaseInstance& target, const ExecutionResult& reference, Rebuild& rb,
                        ReplayReport& rep, const std::function<void(const std::string&)>& say) {
-  for (const Placement p : {Placement::best_fit, Placement::counter, Placement::never_reuse}) {
+  for (const Placement p :
+       {Placement::best_fit, Placement::counter, Placement::never_reuse, Placement::shuffled}) {
     const ExecutionResult r = rb.fresh(target, {}, p);
     PlacementReplay row{p, std::string(status_name(r.status))};
     if (completed(r)) {

@@ -112,6 +112,10 @@ class Backend {
   // ---- one-sided: every rank's symmetric pool is a window its peers can write ----
   /// Empty when put/signal/wait_signal work; otherwise why not (the Case API's error says it).
   virtual std::string one_sided_problem() const { return "this backend has no symmetric window"; }
+  /// One line on what the symmetric pool is after connect(): what makes its collectives
+  /// symmetric (CUDA: an NCCL window registered with NCCL_WIN_COLL_SYMMETRIC) or why it is not.
+  /// The controller records it with every execution.
+  virtual std::string symmetric_pool() const { return "no symmetric window"; }
   /// In stream order: copies `bytes` from `src` (this rank's memory) to byte `offset` of `peer`'s
   /// symmetric pool. Nothing orders it with the peer's own ops: signal/wait_signal do.
   virtual void put(int stream, int peer, uint64_t offset, const void* src, std::size_t bytes);

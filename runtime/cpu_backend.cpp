@@ -244,6 +244,13 @@ void CpuBackend::wait_event(int stream, int event) {
   s.enqueue(fmt::format("wait event {}", event), [ev] { ev.stream->wait_for(ev.ticket); });
 }
 
+std::string CpuBackend::symmetric_pool() const {
+  // What NCCL's symmetric kernels assume, in shared memory: see run_collective.
+  return world_size_ == 1 ? "private memory (a world of one)"
+                          : "shared-memory window of every rank; symmetric all-reduce and "
+                            "all-gather read peers at this rank's offset";
+}
+
 void CpuBackend::put(int stream, int peer, uint64_t offset, const void* src, std::size_t bytes) {
   CPRR_CHECK(offset <= window_->pool_bytes() && bytes <= window_->pool_bytes() - offset,
              "put of {} bytes at offset {} is outside the symmetric pool ({} bytes)", bytes, offset,

@@ -84,6 +84,7 @@ class CpuBackend final : public Backend {
   std::vector<std::string> running_ops() const override;
   void reset_collective_progress() override;
   std::string one_sided_problem() const override { return {}; }
+  std::string symmetric_pool() const override;
   void put(int stream, int peer, uint64_t offset, const void* src, std::size_t bytes) override;
   void signal(int stream, int peer, uint32_t slot, uint64_t value) override;
   void wait_signal(int stream, uint32_t slot, uint64_t value) override;

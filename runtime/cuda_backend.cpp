@@ -378,7 +378,8 @@ void CudaBackend::connect(const std::string& id) {
     std::lock_guard lock(mu_);  // the watchdog's abort() reads comm_
     comm_ = std::move(comm);
   }
-  make_window(make_symmetric_pool());
+  symmetric_ = make_symmetric_pool();
+  make_window(symmetric_);
 }
 
 int CudaBackend::min_over_ranks(int value) {
@@ -543,6 +544,22 @@ const CudaWindow& CudaBackend::window() const {
 
 std::string CudaBackend::one_sided_problem() const {
   return window_ ? window_->problem() : "the communicator is not connected yet";
+}
+
+std::string CudaBackend::symmetric_pool() const {
+  using Kind = SymmetricArena::Kind;
+  const std::string peers = one_sided_problem().empty()
+                                ? std::string(world_size_ == 1 ? "" : "; peers mapped")
+                                : "; peers not mapped: " + one_sided_problem();
+  switch (symmetric_.kind) {
+    case Kind::nccl_window:
+      return "NCCL window (ncclMemAlloc, ncclCommWindowRegister NCCL_WIN_COLL_SYMMETRIC)" + peers;
+    case Kind::nccl_unregistered:
+      return "ncclMemAlloc memory, no NCCL window: " + symmetric_.why + peers;
+    case Kind::device:
+      return "plain device memory, no NCCL window: " + symmetric_.why + peers;
+  }
+  return "?";
 }
 
 void CudaBackend::put(int stream, int peer, uint64_t offset, const void* src, std::size_t bytes) {

@@ -77,6 +77,7 @@ class CudaBackend final : public Backend {
   std::string broken() const override;
 
   std::string one_sided_problem() const override;
+  std::string symmetric_pool() const override;
   void put(int stream, int peer, uint64_t offset, const void* src, std::size_t bytes) override;
   void signal(int stream, int peer, uint32_t slot, uint64_t value) override;
   void wait_signal(int stream, uint32_t slot, uint64_t value) override;
@@ -115,6 +116,7 @@ class CudaBackend final : public Backend {
   SymmetricArena make_symmetric_pool();
   /// The one-sided window over every rank's symmetric arena, agreed across ranks (collective).
   void make_window(const SymmetricArena& arena);
+  SymmetricArena symmetric_{SymmetricArena::Kind::device, "the communicator is not connected yet"};
   /// The window through NCCL's mapping of the registered arena `base` (not collective), or one
   /// saying why there is none.
   std::unique_ptr<CudaWindow> nccl_window(std::byte* base, uint64_t pool_bytes);

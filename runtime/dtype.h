@@ -15,22 +15,32 @@ enum class ReduceOp : uint8_t { sum, max, min };
 
 constexpr std::size_t dtype_size(DType t) {
   switch (t) {
-    case DType::u8: return 1;
-    case DType::i32: return 4;
-    case DType::f32: return 4;
-    case DType::i64: return 8;
-    case DType::f64: return 8;
+    case DType::u8:
+      return 1;
+    case DType::i32:
+      return 4;
+    case DType::f32:
+      return 4;
+    case DType::i64:
+      return 8;
+    case DType::f64:
+      return 8;
   }
   return 1;
 }
 
 constexpr std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::u8: return "u8";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
+    case DType::u8:
+      return "u8";
+    case DType::i32:
+      return "i32";
+    case DType::i64:
+      return "i64";
+    case DType::f32:
+      return "f32";
+    case DType::f64:
+      return "f64";
   }
   return "?";
 }
@@ -45,11 +55,22 @@ constexpr std::optional<DType> parse_dtype(std::string_view s) {
 
 constexpr std::string_view reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::max: return "max";
-    case ReduceOp::min: return "min";
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::max:
+      return "max";
+    case ReduceOp::min:
+      return "min";
   }
   return "?";
+}
+
+/// Parses a reduce-op name ("sum", ...); nullopt when unknown.
+constexpr std::optional<ReduceOp> parse_reduce_op(std::string_view s) {
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::min}) {
+    if (reduce_op_name(op) == s) return op;
+  }
+  return std::nullopt;
 }
 
 }  // namespace cprr

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <vector>
 
 #include "runtime/error.h"
 
@@ -15,13 +16,16 @@ std::string_view placement_name(Placement p) {
       return "counter";
     case Placement::never_reuse:
       return "never_reuse";
+    case Placement::shuffled:
+      return "shuffled";
   }
   // Only reachable through a cast from a bad integer (e.g. a corrupt recording).
   CPRR_THROW("unknown placement value {}", static_cast<int>(p));
 }
 
 std::optional<Placement> parse_placement(std::string_view s) {
-  for (Placement p : {Placement::best_fit, Placement::counter, Placement::never_reuse}) {
+  for (Placement p :
+       {Placement::best_fit, Placement::counter, Placement::never_reuse, Placement::shuffled}) {
     if (s == placement_name(p)) return p;
   }
   return std::nullopt;
@@ -45,10 +49,33 @@ namespace {
       bytes, alignment, capacity, in_use, placement_name(policy));
 }
 
+// splitmix64's step (runtime/ uses no other cprr folder, so not kernels/rng.h): a fixed
+// function of the state, the same on every rank.
+uint64_t next_draw(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
 }  // namespace
 
-std::optional<uint64_t> PlacementEngine::pick_free(uint64_t size) const {
+std::optional<uint64_t> PlacementEngine::pick_shuffled(uint64_t size) {
+  std::vector<uint64_t> fits;
+  for (const auto& [offset, block] : free_) {
+    if (block.size >= size) fits.push_back(offset);
+  }
+  const bool fresh_fits = size <= capacity_ - bump_;
+  const uint64_t choices = fits.size() + (fresh_fits ? 1 : 0);
+  if (choices == 0) return std::nullopt;  // allocate() reports the exhausted arena
+  const uint64_t k = next_draw(shuffle_state_) % choices;
+  if (k < fits.size()) return fits[k];
+  return std::nullopt;
+}
+
+std::optional<uint64_t> PlacementEngine::pick_free(uint64_t size) {
   if (policy_ == Placement::never_reuse) return std::nullopt;
+  if (policy_ == Placement::shuffled) return pick_shuffled(size);
   std::optional<uint64_t> best;
   const FreeBlock* best_block = nullptr;
   // free_ iterates in address order and only a strictly better block replaces the current pick,

@@ -11,13 +11,17 @@ namespace cprr {
 /// Where a new block goes among the free blocks that fit. Rank-divergent placement is exactly
 /// the allocator-order bug class (seed 002), so replay can switch policies.
 enum class Placement : uint8_t {
-  best_fit,     ///< smallest fitting free block; ties go to the lowest address (caching allocators)
-  counter,      ///< fitting free block whose previous owner was allocated earliest (allocation order)
+  best_fit,  ///< smallest fitting free block; ties go to the lowest address (caching allocators)
+  counter,   ///< fitting free block whose previous owner was allocated earliest (allocation order)
   never_reuse,  ///< bump pointer: freed space is never handed out again
+  /// a fitting free block or fresh space, drawn by a generator seeded through set_policy(): the
+  /// same seed and the same allocation sequence give the same layout on every rank, while reuse
+  /// happens in an order no real allocator would pick
+  shuffled,
 };
 
 std::string_view placement_name(Placement p);
-/// Parses "best_fit" | "counter" | "never_reuse"; nullopt otherwise.
+/// Parses "best_fit" | "counter" | "never_reuse" | "shuffled"; nullopt otherwise.
 std::optional<Placement> parse_placement(std::string_view s);
 
 /// Decides offsets of blocks inside an arena of `capacity` bytes. Blocks are aligned to
@@ -35,8 +39,12 @@ class PlacementEngine {
   void release(uint64_t offset);
 
   Placement policy() const { return policy_; }
-  /// Changes the policy for later allocations; existing blocks stay where they are.
-  void set_policy(Placement p) { policy_ = p; }
+  /// Changes the policy for later allocations; existing blocks stay where they are. `seed`
+  /// restarts the shuffled policy's generator (the other policies ignore it).
+  void set_policy(Placement p, uint64_t seed = 0) {
+    policy_ = p;
+    shuffle_state_ = seed;
+  }
   uint64_t capacity() const { return capacity_; }
   uint64_t bytes_in_use() const { return in_use_; }
   /// Highest end offset ever handed out (how much of the arena was touched).
@@ -54,15 +62,18 @@ class PlacementEngine {
     uint64_t size;
     uint64_t stamp;
   };
-  std::optional<uint64_t> pick_free(uint64_t size) const;
+  /// The free block a new block of `size` goes to; nullopt: fresh space past the carved region.
+  std::optional<uint64_t> pick_free(uint64_t size);
+  std::optional<uint64_t> pick_shuffled(uint64_t size);
 
   uint64_t capacity_;
   uint64_t alignment_;
   Placement policy_;
   uint64_t in_use_ = 0;
   uint64_t high_water_ = 0;
-  uint64_t bump_ = 0;       // end of the carved region; space past it is untouched
-  uint64_t counter_ = 0;    // allocations so far
+  uint64_t bump_ = 0;                   // end of the carved region; space past it is untouched
+  uint64_t counter_ = 0;                // allocations so far
+  uint64_t shuffle_state_ = 0;          // the shuffled policy's generator
   std::map<uint64_t, FreeBlock> free_;  // by offset (address order)
   std::map<uint64_t, LiveBlock> live_;  // by offset
 };

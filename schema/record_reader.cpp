@@ -15,6 +15,8 @@ namespace {
 constexpr int kSpansVersion = 3;
 /// The schema version that added op.peer and op.epoch.
 constexpr int kOneSidedVersion = 4;
+/// The schema version that added collective.op and execution.symmetric_pool.
+constexpr int kVersion5 = 5;
 /// The schema version that added test_case.verdict, as_expected and fresh_vs_pool.
 constexpr int kJudgementVersion = 2;
 
@@ -149,6 +151,7 @@ RecordedExecution read_execution(const Statement& st, int64_t case_id, std::stri
   r.startup_ms = st.real(10);
   r.case_id = static_cast<uint32_t>(st.int64(11));
   r.label = st.text(12);
+  r.symmetric_pool = st.text(13);
   return e;
 }
 
@@ -249,13 +252,27 @@ std::string op_query(int version) {
       spans, one_sided);
 }
 
+std::string collective_query(int version) {
+  return fmt::format(
+      "SELECT rank, seq, kind, stream, dtype, bytes, root, {} FROM collective "
+      "WHERE execution_id = ? ORDER BY rank, seq",
+      version >= kVersion5 ? "op" : "''");
+}
+
 CollectiveRecord read_collective(const Statement& st, std::string_view path) {
-  return CollectiveRecord{st.u64(1),
-                          st.text(2),
-                          static_cast<int32_t>(st.int64(3)),
-                          dtype_of(st.text(4), path),
-                          st.u64(5),
-                          static_cast<int32_t>(st.int64(6))};
+  CollectiveRecord c{st.u64(1),
+                     st.text(2),
+                     static_cast<int32_t>(st.int64(3)),
+                     dtype_of(st.text(4), path),
+                     st.u64(5),
+                     static_cast<int32_t>(st.int64(6))};
+  const std::string op = st.text(7);
+  if (!op.empty()) {
+    const auto parsed = parse_reduce_op(op);
+    if (!parsed) CPRR_THROW("{}: unknown reduce op '{}' in the collective table", path, op);
+    c.op = *parsed;
+  }
+  return c;
 }
 
 }  // namespace
@@ -264,11 +281,12 @@ CollectiveRecord read_collective(const Statement& st, std::string_view path) {
 // first) in the order the rows were written.
 struct RecordReader::Statements {
   explicit Statements(const Database& db)
-      : executions(db,
-                   "SELECT e.id, e.mode, e.world_id, e.pool_position, e.attempt, e.status, "
-                   "e.as_expected, e.summary, e.started_at, e.wall_ms, e.startup_ms, c.plan_id, "
-                   "c.label FROM execution e JOIN test_case c ON c.id = e.case_id "
-                   "WHERE e.case_id = ? ORDER BY e.id"),
+      : executions(db, fmt::format(
+                           "SELECT e.id, e.mode, e.world_id, e.pool_position, e.attempt, e.status, "
+                           "e.as_expected, e.summary, e.started_at, e.wall_ms, e.startup_ms, "
+                           "c.plan_id, c.label, {} FROM execution e JOIN test_case c "
+                           "ON c.id = e.case_id WHERE e.case_id = ? ORDER BY e.id",
+                           db.schema_version() >= kVersion5 ? "e.symmetric_pool" : "''")),
         ranks(db,
               "SELECT rank, outcome, error, signal, exit_code, protocol_error, watchdog, "
               "stdout_tail, stderr_tail, reset_ms, body_ms FROM rank_result "
@@ -280,9 +298,7 @@ struct RecordReader::Statements {
                "SELECT rank, seq, is_free, buffer, name, pool, bytes, offset, stream "
                "FROM alloc_event WHERE execution_id = ? ORDER BY rank, seq"),
         ops(db, op_query(db.schema_version())),
-        collectives(db,
-                    "SELECT rank, seq, kind, stream, dtype, bytes, root FROM collective "
-                    "WHERE execution_id = ? ORDER BY rank, seq") {}
+        collectives(db, collective_query(db.schema_version())) {}
   Statement executions, ranks, captures, allocs, ops, collectives;
 };
 
@@ -391,8 +407,15 @@ void RecordReader::read_logs(int64_t execution, std::vector<RankReport>& ranks) 
     capture_of(ranks, st.int64(0), "op", execution, path).ops.push_back(read_op(st, path));
   });
   for_each_row(st_->collectives, execution, [&](const Statement& st) {
-    capture_of(ranks, st.int64(0), "collective", execution, path)
-        .collectives.push_back(read_collective(st, path));
+    // A rank without a result has its flight record here (what it entered before it stopped).
+    const int64_t rank = st.int64(0);
+    if (rank >= 0 && rank < static_cast<int64_t>(ranks.size()) &&
+        !ranks[static_cast<std::size_t>(rank)].done) {
+      ranks[static_cast<std::size_t>(rank)].entered.push_back(read_collective(st, path));
+    } else {
+      capture_of(ranks, rank, "collective", execution, path)
+          .collectives.push_back(read_collective(st, path));
+    }
   });
 }
 

@@ -68,8 +68,8 @@ struct RecordWriter::Statements {
   explicit Statements(const Database& db)
       : execution(db,
                   "INSERT INTO execution (run_id, case_id, mode, world_id, pool_position, "
-                  "attempt, status, as_expected, summary, started_at, wall_ms, startup_ms) "
-                  "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"),
+                  "attempt, status, as_expected, summary, started_at, wall_ms, startup_ms, "
+                  "symmetric_pool) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"),
         rank(db,
              "INSERT INTO rank_result (execution_id, rank, outcome, error, signal, exit_code, "
              "protocol_error, watchdog, stdout_tail, stderr_tail, reset_ms, body_ms) "
@@ -86,7 +86,7 @@ struct RecordWriter::Statements {
            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"),
         collective(db,
                    "INSERT INTO collective (execution_id, rank, seq, kind, stream, dtype, bytes, "
-                   "root) VALUES (?,?,?,?,?,?,?,?)") {}
+                   "root, op) VALUES (?,?,?,?,?,?,?,?,?)") {}
   Statement execution, rank, capture, alloc, op, collective;
 };
 
@@ -151,6 +151,7 @@ int64_t RecordWriter::write(const ExecutionResult& r, int64_t case_id) {
   st.bind(6, int64_t{r.attempt}).bind(7, status_name(r.status)).bind(8, int64_t{r.as_expected});
   st.bind(9, r.note.empty() ? r.summary : r.summary + (r.summary.empty() ? "" : "; ") + r.note);
   st.bind(10, iso8601_utc(r.started_at)).bind(11, r.wall_ms).bind(12, r.startup_ms);
+  st.bind(13, r.symmetric_pool);
   st.run();
   const int64_t execution = db_.last_insert_id();
   for (std::size_t rank = 0; rank < r.ranks.size(); ++rank) {
@@ -178,7 +179,10 @@ void RecordWriter::write_rank(int64_t execution, int rank, const RankReport& rep
   st.bind_blob(10, rep.stderr_tail.data(), rep.stderr_tail.size());
   st.bind(11, rep.done ? rep.done->reset_ms : 0.0).bind(12, rep.done ? rep.done->body_ms : 0.0);
   st.run();
-  if (!rep.done) return;
+  if (!rep.done) {
+    write_collectives(execution, rank, rep.entered);  // its flight record
+    return;
+  }
   for (const Capture& c : rep.done->capture.probes) write_capture(execution, rank, kProbeKind, c);
   for (const Capture& c : rep.done->capture.outputs) write_capture(execution, rank, kOutputKind, c);
   write_logs(execution, rank, rep.done->capture);
@@ -217,11 +221,17 @@ void RecordWriter::write_logs(int64_t execution, int rank, const CaseCapture& ca
     op.bind(13, static_cast<int64_t>(o.epoch));
     op.run();
   }
+  write_collectives(execution, rank, cap.collectives);
+}
+
+void RecordWriter::write_collectives(int64_t execution, int rank,
+                                     const std::vector<CollectiveRecord>& collectives) {
   Statement& coll = st_->collective;
-  for (const CollectiveRecord& c : cap.collectives) {
+  for (const CollectiveRecord& c : collectives) {
     coll.bind(1, execution).bind(2, int64_t{rank}).bind(3, static_cast<int64_t>(c.seq));
     coll.bind(4, c.kind).bind(5, int64_t{c.stream}).bind(6, dtype_name(c.dtype));
     coll.bind(7, static_cast<int64_t>(c.bytes)).bind(8, int64_t{c.root});
+    coll.bind(9, c.kind == "all_reduce" ? reduce_op_name(c.op) : std::string_view());
     coll.run();
   }
 }

@@ -49,6 +49,8 @@ class RecordWriter {
   void write_rank(int64_t execution, int rank, const RankReport& rep);
   void write_capture(int64_t execution, int rank, std::string_view kind, const Capture& c);
   void write_logs(int64_t execution, int rank, const CaseCapture& cap);
+  void write_collectives(int64_t execution, int rank,
+                         const std::vector<CollectiveRecord>& collectives);
 
   struct Statements;  // prepared once per writer: recording sits on the per-case path
   Database db_;

@@ -64,7 +64,12 @@ CREATE TABLE execution (
   summary       TEXT NOT NULL,     -- one line: what went wrong and where
   started_at    TEXT NOT NULL,
   wall_ms       REAL NOT NULL,
-  startup_ms    REAL NOT NULL      -- world start-up included in wall_ms (0 when reused)
+  startup_ms    REAL NOT NULL,     -- world start-up included in wall_ms (0 when reused)
+  -- (version 5) what the world's ranks said their symmetric pool is, e.g. on CUDA "NCCL window
+  -- (ncclMemAlloc, ncclCommWindowRegister NCCL_WIN_COLL_SYMMETRIC); peers mapped", or why it is
+  -- not one; "rank 0: ...; rank 1: ..." when they differ; '' when no world ran it or before
+  -- version 5
+  symmetric_pool TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX execution_by_world ON execution(run_id, world_id, pool_position);
 CREATE INDEX execution_by_case ON execution(case_id);
@@ -148,7 +153,9 @@ CREATE TABLE op (
   PRIMARY KEY (execution_id, rank, seq)
 ) WITHOUT ROWID;
 
--- The collective log, numbered per communicator.
+-- The collective log, numbered per communicator. A rank with a result (rank_result.outcome ok or
+-- fail) has the collectives its case called; a rank without one (it died, hung or broke the
+-- protocol) has those its flight record says it entered before that: the last up to 1024.
 CREATE TABLE collective (
   execution_id  INTEGER NOT NULL REFERENCES execution(id),
   rank          INTEGER NOT NULL,
@@ -158,5 +165,7 @@ CREATE TABLE collective (
   dtype         TEXT NOT NULL,
   bytes         INTEGER NOT NULL,
   root          INTEGER NOT NULL,
+  -- (version 5) all_reduce's reduction: sum | max | min; '' for other kinds and before version 5
+  op            TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (execution_id, rank, seq)
 ) WITHOUT ROWID;

@@ -34,6 +34,10 @@ constexpr std::string_view kMigrations[] = {
     // 3 -> 4: the one-sided ops' peer and epoch (schema.sql: op.peer, op.epoch).
     "ALTER TABLE op ADD COLUMN peer INTEGER NOT NULL DEFAULT -1;"
     "ALTER TABLE op ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;",
+    // 4 -> 5: all_reduce's reduction in the collective log, what the symmetric pool was
+    // (schema.sql: collective.op, execution.symmetric_pool).
+    "ALTER TABLE collective ADD COLUMN op TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE execution ADD COLUMN symmetric_pool TEXT NOT NULL DEFAULT '';",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion - kOldestSchemaVersion,
               "kSchemaVersion was bumped: write the migration from the version before");

@@ -30,8 +30,10 @@ Context::Context(RankState& state, std::string case_name, Params params, uint64_
       rng_(splitmix64(seed ^ splitmix64(static_cast<uint64_t>(state.rank) + 1))),
       execution_(execution),
       perturbation_(std::move(perturbation)) {
-  for (auto& engine : state_.engines) engine->set_policy(placement_);
+  // The case seed (the same on every rank) seeds the shuffled policy.
+  for (auto& engine : state_.engines) engine->set_policy(placement_, seed_);
   if (!state_.hasher) state_.hasher = make_capture_hasher(*state_.backend);
+  if (state_.flight) state_.flight->begin(execution_);
 }
 
 const std::string& Context::param(std::string_view key) const {
@@ -320,7 +322,8 @@ void Context::enqueue_collective(Stream s, CollectiveCall call, const Access& ac
                              ? total(call.send_counts) * dtype_size(call.dtype)
                              : call.count * dtype_size(call.dtype);
   logs_.collectives.push_back(CollectiveRecord{call.seq, call.kind, s.id, call.dtype, bytes,
-                                               call.kind == "broadcast" ? call.root : -1});
+                                               call.kind == "broadcast" ? call.root : -1, call.op});
+  if (state_.flight) state_.flight->enter(logs_.collectives.back());
   log_op(s.id, "collective", call.kind, access);
   state_.backend->collective(s.id, std::move(call));
   issued();

@@ -16,6 +16,7 @@
 #include "recorder/api/capture_hasher.h"
 #include "recorder/data/capture.h"
 #include "recorder/data/case_info.h"
+#include "recorder/data/flight_record.h"
 #include "recorder/data/perturbation.h"
 #include "runtime/backend.h"
 #include "runtime/error.h"
@@ -78,6 +79,9 @@ struct RankState {
   /// False when the worker runs with CPRR_CAPTURE=off: probes and outputs are logged but not
   /// hashed. Only for measuring what recording costs (tools/bench); replay needs the hashes.
   bool capture = true;
+  /// Where the rank records each collective before entering it (recorder/data/flight_record.h),
+  /// so a call that then aborts or hangs is still known; null when nobody reads it (tests).
+  std::unique_ptr<FlightRecorder> flight;
 };
 
 /// What a case body is given. Not thread-safe: call it from the case body's thread.

@@ -99,10 +99,11 @@ struct CollectiveRecord {
   DType dtype = DType::u8;
   uint64_t bytes = 0;  ///< bytes this rank sends
   int32_t root = -1;
+  ReduceOp op = ReduceOp::sum;  ///< all_reduce's reduction (sum for every other kind)
 
   template <class A>
   void serialize(A& a) {
-    a(seq, kind, stream, dtype, bytes, root);
+    a(seq, kind, stream, dtype, bytes, root, op);
   }
 };
 

@@ -79,6 +79,9 @@ struct RankReport {
   std::string protocol_error;
   std::string stdout_tail;
   std::string stderr_tail;
+  /// A rank without a result: the collectives it had entered, from its flight record
+  /// (recorder/data/flight_record.h). Empty for a rank that reported (its capture has them).
+  std::vector<CollectiveRecord> entered;
 };
 
 /// One execution of one case instance: every rank's report and the judgement of the whole.
@@ -92,12 +95,15 @@ struct ExecutionResult {
   uint64_t pool_position = 0;  ///< 1-based position among the cases this world ran
   ExecStatus status = ExecStatus::error;
   bool as_expected = false;
-  std::string summary;         ///< one line: what went wrong and where
-  std::string note;            ///< harness remark, e.g. why the pooled world was replaced first
+  std::string summary;  ///< one line: what went wrong and where
+  std::string note;     ///< harness remark, e.g. why the pooled world was replaced first
   std::vector<RankReport> ranks;
   std::chrono::system_clock::time_point started_at{};  ///< wall-clock time of dispatch
-  double wall_ms = 0;          ///< dispatch to classified result
-  double startup_ms = 0;       ///< world start included in wall_ms (0 when reused)
+  double wall_ms = 0;                                  ///< dispatch to classified result
+  double startup_ms = 0;  ///< world start included in wall_ms (0 when reused)
+  /// What the world's ranks said their symmetric pool is (Backend::symmetric_pool; CUDA: whether
+  /// it is an NCCL window registered for symmetric collectives); empty when no world ran it.
+  std::string symmetric_pool;
   /// The stop descriptor ended (or prevented) this execution: its status is `error` and it
   /// says nothing about the case. Callers stop their loop and should not count it.
   bool interrupted = false;

@@ -5,6 +5,7 @@
 
 #include "analysis/classify.h"
 #include "analysis/hang_diagnosis.h"
+#include "analysis/layout_check.h"
 #include "recorder/engine/world.h"
 #include "runtime/error.h"
 
@@ -90,6 +91,7 @@ ExecutionResult Controller::run(const CaseInstance& inst, Mode mode, Placement p
   try {
     WorldHandle& world = world_for(inst, mode, fresh, res);
     res.world_id = world.id();
+    res.symmetric_pool = world.symmetric_pool();
     res.pool_position = ++served_[world.id()];
     world.start(RunCase{res.id, inst.info.name, inst.params, inst.seed, placement, perturbation});
     res.ranks = world.collect(res.id, config_.now() + deadline_for(inst), config_.after_death);
@@ -118,6 +120,14 @@ void Controller::classify(ExecutionResult& res, WorldHandle& world) {
     // The watchdogs' answers are what diagnose_hang lines up; ask before the ranks are killed.
     world.query_status(res.id, res.ranks, config_.status_grace);
     res.summary = diagnose_hang(res.ranks);
+  }
+  if (res.status == ExecStatus::crash || res.status == ExecStatus::hang) {
+    // What the ranks without a result had called; a disagreement there is the likely cause of
+    // the crash or hang: say so where the status is read (the verdict names it too).
+    world.read_flight_records(res.id, res.ranks);
+    if (const auto m = check_collectives(res)) {
+      res.summary += "; the ranks called a collective differently: " + m->describe();
+    }
   }
   if (c.kill_world) world.kill(config_.kill_grace);
   world.fill_tails(res.ranks);

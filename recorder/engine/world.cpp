@@ -8,10 +8,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <functional>
 
+#include "recorder/data/flight_record.h"
 #include "runtime/error.h"
 
 namespace cprr {
@@ -157,6 +159,7 @@ void World::await_ready(const WorldConfig& config) {
   // Every rank joins the communicator with rank 0's id (NCCL) and says when it has; ranks that
   // rendezvous by themselves (Gloo) answer at once.
   const std::string boot = encode(ToRank{Bootstrap{comm_id}});
+  symmetric_pools_.assign(ranks_.size(), {});
   for (Rank& r : ranks_) write_frame(r.control.get(), boot);
   await_each(
       deadline, "it did not join the communicator " + limit, [&](int r, const std::string& frame) {
@@ -168,6 +171,7 @@ void World::await_ready(const WorldConfig& config) {
         if (!c->error.empty()) {
           CPRR_THROW("{}", startup_failure(r, "it could not join the communicator: " + c->error));
         }
+        symmetric_pools_[r] = c->symmetric_pool;
       });
 }
 
@@ -260,6 +264,27 @@ void World::kill(std::chrono::milliseconds grace) {
   logs_.wait_eof(500);
 }
 
+std::string World::symmetric_pool() const {
+  if (std::adjacent_find(symmetric_pools_.begin(), symmetric_pools_.end(), std::not_equal_to<>()) ==
+      symmetric_pools_.end()) {
+    return symmetric_pools_.empty() ? std::string() : symmetric_pools_.front();
+  }
+  std::string out;
+  for (std::size_t r = 0; r < symmetric_pools_.size(); ++r) {
+    out += fmt::format("{}rank {}: {}", r == 0 ? "" : "; ", r, symmetric_pools_[r]);
+  }
+  return out;
+}
+
+void World::read_flight_records(uint64_t execution, std::vector<RankReport>& reports) {
+  for (int r = 0; r < size(); ++r) {
+    if (reports[r].done) continue;
+    if (auto entered = read_flight_record(flight_record_path(rendezvous_, r), execution)) {
+      reports[r].entered = std::move(*entered);
+    }
+  }
+}
+
 void World::fill_tails(std::vector<RankReport>& reports) {
   logs_.drain_now();
   for (int r = 0; r < size(); ++r) {
@@ -289,8 +314,9 @@ std::optional<std::string> World::idle_fault() {
     pollfd p{ranks_[r].control.get(), POLLIN, 0};
     if (::poll(&p, 1, 0) > 0) {
       reusable_ = false;
-      return fmt::format("rank {} {} between cases", r,
-                         (p.revents & POLLHUP) != 0 ? "closed its control channel" : "sent unasked data");
+      return fmt::format(
+          "rank {} {} between cases", r,
+          (p.revents & POLLHUP) != 0 ? "closed its control channel" : "sent unasked data");
     }
   }
   return std::nullopt;

@@ -50,6 +50,7 @@ class World : public WorldHandle {
   bool stop_requested() const override { return cprr::stop_requested(stop_fd_); }
   /// Time it took to spawn and connect every rank.
   double startup_ms() const override { return startup_ms_; }
+  std::string symmetric_pool() const override;
 
   /// Sends the case to every rank and marks the log positions for its tails.
   void start(const RunCase& msg) override;
@@ -64,6 +65,8 @@ class World : public WorldHandle {
   /// nothing, and every answer already sent is read.
   void query_status(uint64_t execution, std::vector<RankReport>& reports,
                     std::chrono::milliseconds grace) override;
+  /// Reads the flight-<rank> files of the world directory (recorder/data/flight_record.h).
+  void read_flight_records(uint64_t execution, std::vector<RankReport>& reports) override;
   /// TERM, then KILL after `grace`, to the whole group; reaps all ranks; marks not reusable.
   void kill(std::chrono::milliseconds grace) override;
   /// Fills each report's stdout/stderr tails with what the ranks wrote since start().
@@ -98,6 +101,7 @@ class World : public WorldHandle {
   int stop_fd_ = -1;
   pid_t group_ = 0;
   std::vector<Rank> ranks_;
+  std::vector<std::string> symmetric_pools_;  ///< each rank's Connected::symmetric_pool
   LogDrain logs_;
   bool reusable_ = true;
   double startup_ms_ = 0;

@@ -58,6 +58,9 @@ class WorldHandle {
   virtual bool stop_requested() const = 0;
   /// Time it took to spawn and connect every rank.
   virtual double startup_ms() const = 0;
+  /// What the ranks said their symmetric pool is (Backend::symmetric_pool): one line when they
+  /// agree, else "rank 0: ...; rank 1: ...".
+  virtual std::string symmetric_pool() const = 0;
 
   /// Sends the case to every rank and marks the log positions for its tails.
   virtual void start(const RunCase& msg) = 0;
@@ -69,6 +72,9 @@ class WorldHandle {
   /// Fills the watchdog answers of ranks without a result, waiting at most `grace` for all.
   virtual void query_status(uint64_t execution, std::vector<RankReport>& reports,
                             std::chrono::milliseconds grace) = 0;
+  /// Fills `entered` of each rank without a result from its flight record of `execution`: the
+  /// collectives it called before it died or got stuck.
+  virtual void read_flight_records(uint64_t execution, std::vector<RankReport>& reports) = 0;
   /// Ends every rank (abort, TERM, KILL after `grace`) and reaps them; marks not reusable.
   virtual void kill(std::chrono::milliseconds grace) = 0;
   /// Fills each report's stdout/stderr tails with what the ranks wrote since start().

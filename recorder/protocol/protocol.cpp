@@ -1,8 +1,7 @@
 #include "recorder/protocol/protocol.h"
 
-#include <sys/resource.h>
-
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -123,7 +122,7 @@ void check_enum(E value, E last, const char* what) {
 
 void validate(const ToRank& msg) {
   if (const auto* run = std::get_if<RunCase>(&msg)) {
-    check_enum(run->placement, Placement::never_reuse, "placement");
+    check_enum(run->placement, Placement::shuffled, "placement");
   }
 }
 
@@ -255,7 +254,8 @@ std::optional<std::string> read_frame(int fd, FrameReader& reader, int timeout_m
   for (;;) {
     if (auto frame = reader.next()) return frame;
     if (timeout_ms >= 0) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       pollfd p{fd, POLLIN, 0};
       const int ready = left.count() <= 0 ? 0 : ::poll(&p, 1, static_cast<int>(left.count()));
       if (ready < 0 && errno == EINTR) continue;  // a signal (Ctrl-C): the deadline still holds

@@ -25,10 +25,12 @@ namespace cprr {
 inline constexpr uint32_t kProtocolMagic = 0x52525043;  // "CPRR" read as little-endian bytes
 /// Bump when any message below changes layout or meaning. Controller and worker of different
 /// versions refuse each other at the hello with a message naming both versions.
-inline constexpr uint32_t kProtocolVersion = 5;  // 2: Hello.comm_id, Bootstrap, Connected, Abort;
+inline constexpr uint32_t kProtocolVersion = 6;  // 2: Hello.comm_id, Bootstrap, Connected, Abort;
                                                  // 3: OpRecord read_spans/write_spans;
                                                  // 4: OpRecord peer/epoch, RunCase.perturbation;
-                                                 // 5: Perturbation.poison
+                                                 // 5: Perturbation.poison;
+                                                 // 6: CollectiveRecord.op,
+                                                 //    Connected.symmetric_pool
 inline constexpr uint32_t kMaxFrameBytes = 256u << 20;
 
 /// First message of every rank: who it is.
@@ -117,10 +119,11 @@ struct Catalog {
 /// A rank's answer to Bootstrap: it joined the communicator, or why it could not. The world is
 /// ready only when every rank said so, so joining is part of start-up, not of the first case.
 struct Connected {
-  std::string error;  ///< empty on success
+  std::string error;           ///< empty on success
+  std::string symmetric_pool;  ///< on success: Backend::symmetric_pool()
   template <class A>
   void serialize(A& a) {
-    a(error);
+    a(error, symmetric_pool);
   }
 };
 

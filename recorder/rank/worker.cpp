@@ -13,6 +13,7 @@
 #include <iostream>
 #include <string_view>
 
+#include "recorder/data/flight_record.h"
 #include "recorder/rank/case_runner.h"
 #include "recorder/rank/rank_channel.h"
 #include "runtime/error.h"
@@ -107,6 +108,9 @@ RankState make_state(const WorkerArgs& a) {
   state.rank = a.rank;
   state.world_size = a.world_size;
   state.backend = make_backend(BackendConfig{a.backend, a.rank, a.world_size, a.rendezvous});
+  if (!a.rendezvous.empty()) {
+    state.flight = std::make_unique<FlightRecorder>(flight_record_path(a.rendezvous, a.rank));
+  }
   const char* capture = std::getenv("CPRR_CAPTURE");
   state.capture = capture == nullptr || std::string_view(capture) != "off";
   for (MemPool pool : {MemPool::device, MemPool::symmetric, MemPool::host}) {
@@ -161,7 +165,7 @@ int serve(const WorkerArgs& a, UniqueFd control) {
         return 2;
       }
       close_on_exec_since(before_backend);
-      channel.send(FromRank{Connected{}});
+      channel.send(FromRank{Connected{{}, backend.symmetric_pool()}});
     }
     if (const auto* run = std::get_if<RunCase>(&msg)) {
       CaseDone done = runner.run(*run);

@@ -177,6 +177,52 @@ TEST(Judgement, RanksCallingACollectiveDifferentlyIsACollectiveMismatch) {
   EXPECT_EQ(exit_code_for({o}), 1);
 }
 
+// Rank 1 aborted inside collective #0; both flight records hold what each rank entered.
+ExecutionResult crashed_in_collective(uint64_t id, uint64_t bytes_rank1) {
+  ExecutionResult e = execution(id, Mode::fresh, ExecStatus::crash, {});
+  e.ranks.resize(2);
+  e.ranks[0].entered = {CollectiveRecord{0, "all_reduce", 0, DType::f32, 64, -1}};
+  e.ranks[1].exit = ExitInfo{.exit_code = -1, .signal = 6};
+  e.ranks[1].entered = {CollectiveRecord{0, "all_reduce", 0, DType::f32, bytes_rank1, -1}};
+  return e;
+}
+
+TEST(Judgement, AMismatchInTheFlightRecordsNamesTheCauseOfACrash) {
+  const ExecutionResult e = crashed_in_collective(1, 32);
+  const CaseOutcome o = judge_case(instance(), 1, {&e});
+  EXPECT_EQ(o.status, ExecStatus::crash);
+  EXPECT_EQ(o.verdict, Verdict::collective_mismatch) << "the cause, not the symptom";
+  ASSERT_TRUE(o.collective_mismatch.has_value());
+  EXPECT_EQ(o.collective_mismatch->mismatch.value_b, "32");
+  EXPECT_EQ(o.against.at(1), Against::status);
+  EXPECT_EQ(exit_code_for({o}), 1);
+
+  // The same records agreeing: a plain crash.
+  const ExecutionResult agreed = crashed_in_collective(2, 64);
+  const CaseOutcome plain = judge_case(instance(), 1, {&agreed});
+  EXPECT_EQ(plain.verdict, Verdict::crash);
+  EXPECT_FALSE(plain.collective_mismatch.has_value());
+}
+
+TEST(Judgement, ASeededCollectiveMismatchMayCrashWhereTheMismatchExplainsIt) {
+  const CaseInstance inst = instance(Expect::pass, "collective_mismatch");
+  const ExecutionResult e = crashed_in_collective(1, 32);
+  const CaseOutcome o = judge_case(inst, 1, {&e});
+  EXPECT_TRUE(o.as_expected) << "the crash is what the seeded mismatch does";
+  EXPECT_EQ(o.verdict, Verdict::collective_mismatch);
+
+  // A crash the records do not explain is still an incomplete seeded bug.
+  const ExecutionResult unexplained = crashed_in_collective(2, 64);
+  const CaseOutcome bad = judge_case(inst, 1, {&e, &unexplained});
+  EXPECT_FALSE(bad.as_expected);
+  EXPECT_EQ(bad.against.at(2), Against::incomplete);
+  EXPECT_EQ(bad.against.count(1), 0u);
+
+  // Another seeded bug gets no such excuse.
+  const CaseOutcome leak = judge_case(instance(Expect::pass, "state_leak"), 1, {&e});
+  EXPECT_EQ(leak.against.at(1), Against::incomplete);
+}
+
 TEST(Judgement, UnexpectedErrorIsInfrastructureAndWinsTheExitCode) {
   const CaseInstance ok = instance();
   ExecutionResult error = execution(1, Mode::pool, ExecStatus::error, {});

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "rank_reports.h"
+
 namespace cprr {
 namespace {
 
@@ -72,7 +74,7 @@ TEST(CollectiveCheck, ADifferentSizeDtypeRootKindOrCountIsReported) {
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->seq, 1u);
   EXPECT_EQ(m->field, "bytes");
-  EXPECT_EQ(m->describe(), "collective #1: rank 0 has bytes 64, rank 1 has bytes 32");
+  EXPECT_EQ(m->describe(), "collective #1 (all_reduce): rank 0 has bytes 64, rank 1 has bytes 32");
 
   r1.collectives[1] = coll(1, "all_reduce", 64, DType::i32);
   EXPECT_EQ(check_collectives({&r0, &r1})->field, "dtype");
@@ -86,6 +88,93 @@ TEST(CollectiveCheck, ADifferentSizeDtypeRootKindOrCountIsReported) {
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->field, "count");
   EXPECT_EQ(m->describe(), "rank 0 made 2 collective(s), rank 1 made 1");
+}
+
+TEST(CollectiveCheck, AllReducesWithDifferentReductionsDiffer) {
+  CaseCapture r0, r1;
+  r0.collectives = {coll(0, "all_reduce", 64), coll(1, "broadcast", 64, DType::f32, 0)};
+  r1.collectives = r0.collectives;
+  r1.collectives[0].op = ReduceOp::max;
+  const auto m = check_collectives({&r0, &r1});
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->field, "op");
+  EXPECT_EQ(m->describe(), "collective #0 (all_reduce): rank 0 has op sum, rank 1 has op max");
+  // Only an all-reduce reduces: the field means nothing on other kinds.
+  r1.collectives[0].op = ReduceOp::sum;
+  r1.collectives[1].op = ReduceOp::min;
+  EXPECT_FALSE(check_collectives({&r0, &r1}).has_value());
+}
+
+// An execution where rank 1 aborted inside collective #1: rank 0 reported (or not), rank 1's
+// flight record says what it entered.
+ExecutionResult aborted_in_collective(std::vector<CollectiveRecord> rank0,
+                                      std::vector<CollectiveRecord> rank1_entered,
+                                      bool rank0_reported) {
+  ExecutionResult e;
+  e.status = ExecStatus::crash;
+  RankReport a = rank0_reported ? rank_reports::passed() : rank_reports::silent();
+  if (rank0_reported) {
+    a.done->capture.collectives = std::move(rank0);
+  } else {
+    a.entered = std::move(rank0);
+  }
+  RankReport b = rank_reports::killed_by(6);
+  b.entered = std::move(rank1_entered);
+  e.ranks = {std::move(a), std::move(b)};
+  return e;
+}
+
+TEST(CollectiveCheck, FlightRecordsOfRanksWithoutAResultAreCompared) {
+  const auto e = aborted_in_collective({coll(0, "all_reduce", 64), coll(1, "all_reduce", 4096)},
+                                       {coll(0, "all_reduce", 64), coll(1, "all_reduce", 4000)},
+                                       /*rank0_reported=*/false);
+  const auto m = check_collectives(e);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->seq, 1u);
+  EXPECT_EQ(m->field, "bytes");
+  EXPECT_EQ(m->value_a, "4096");
+  EXPECT_EQ(m->value_b, "4000");
+}
+
+TEST(CollectiveCheck, ALogCutShortByACrashIsNoMismatch) {
+  // Rank 1 died after collective #0 (a segfault, not a disagreement): it entered fewer.
+  auto e = aborted_in_collective({coll(0, "all_reduce", 64), coll(1, "all_gather", 128)},
+                                 {coll(0, "all_reduce", 64)}, /*rank0_reported=*/true);
+  EXPECT_FALSE(check_collectives(e).has_value());
+  // A rank that died before any collective has an empty flight record: nothing to compare.
+  e.ranks[1].entered.clear();
+  EXPECT_FALSE(check_collectives(e).has_value());
+}
+
+TEST(CollectiveCheck, FlightRecordsAreAlignedBySequenceNumber) {
+  // A flight record keeps only the last collectives: rank 1's starts at #5.
+  std::vector<CollectiveRecord> full, tail;
+  for (uint64_t i = 0; i < 8; ++i) full.push_back(coll(i, "all_reduce", 64));
+  for (uint64_t i = 5; i < 8; ++i) tail.push_back(coll(i, "all_reduce", 64));
+  auto e = aborted_in_collective(full, tail, /*rank0_reported=*/true);
+  EXPECT_FALSE(check_collectives(e).has_value());
+  e.ranks[1].entered.back().dtype = DType::f64;
+  const auto m = check_collectives(e);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->seq, 7u);
+  EXPECT_EQ(m->field, "dtype");
+}
+
+TEST(CollectiveCheck, ABodyThatThrewMakesCountsIncomparable) {
+  // Rank 1's body failed a check after collective #0 and returned early: a failure, not a
+  // collective mismatch.
+  ExecutionResult e;
+  e.status = ExecStatus::fail;
+  RankReport a = rank_reports::passed(), b = rank_reports::failed("acc[0] = 1");
+  a.done->capture.collectives = {coll(0, "all_reduce", 64), coll(1, "all_reduce", 64)};
+  b.done->capture.collectives = {coll(0, "all_reduce", 64)};
+  e.ranks = {a, b};
+  EXPECT_FALSE(check_collectives(e).has_value());
+  e.status = ExecStatus::pass;
+  e.ranks[1] = rank_reports::passed();
+  e.ranks[1].done->capture.collectives = {coll(0, "all_reduce", 64)};
+  ASSERT_TRUE(check_collectives(e).has_value());
+  EXPECT_EQ(check_collectives(e)->field, "count");
 }
 
 }  // namespace

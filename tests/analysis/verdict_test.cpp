@@ -16,10 +16,10 @@ const ExecutionResult kFreshB = execution(3, Mode::fresh, ExecStatus::pass, {"b"
 const ExecutionResult kPoolB = execution(4, Mode::pool, ExecStatus::pass, {"b"});
 
 TEST(Verdict, NamesRoundTrip) {
-  for (Verdict v : {Verdict::reproduced, Verdict::state_leak, Verdict::stream_race,
-                    Verdict::allocator_order, Verdict::uninitialized_read,
-                    Verdict::collective_mismatch, Verdict::nondeterministic, Verdict::hang,
-                    Verdict::crash}) {
+  for (Verdict v :
+       {Verdict::reproduced, Verdict::state_leak, Verdict::stream_race, Verdict::allocator_order,
+        Verdict::uninitialized_read, Verdict::collective_mismatch, Verdict::nondeterministic,
+        Verdict::hang, Verdict::crash}) {
     EXPECT_EQ(parse_verdict(verdict_name(v)), v);
   }
   EXPECT_EQ(verdict_name(Verdict::state_leak), "state_leak");
@@ -39,6 +39,20 @@ TEST(Verdict, CrashOrHangInAReplayComesFirst) {
   const VerdictDecision d = decide_verdict({&kFreshA, &kPoolA, &kFreshB, &hang});
   EXPECT_EQ(d.verdict, Verdict::hang) << "before the fresh replay's nondeterminism";
   EXPECT_NE(d.why.find("rank 1 never joined"), std::string::npos);
+}
+
+TEST(Verdict, ACollectiveMismatchNamesTheCauseOfAReplaysCrash) {
+  ExecutionResult crash = execution(5, Mode::fresh, ExecStatus::crash, {});
+  crash.summary = "rank 1 killed by signal 6 (SIGABRT)";
+  const Finding<CollectiveMismatch> m{5, Mode::fresh, {0, 0, 1, "bytes", "64", "32", "all_reduce"}};
+  ReplayFacts f{&kFreshA, nullptr, &crash, nullptr};
+  f.collective = &m;
+  const VerdictDecision d = decide_verdict(f);
+  EXPECT_EQ(d.verdict, Verdict::collective_mismatch) << "before the crash it caused";
+  EXPECT_NE(d.why.find("rank 0 has bytes 64, rank 1 has bytes 32"), std::string::npos) << d.why;
+  EXPECT_NE(d.why.find("the fresh replay ended as crash"), std::string::npos) << d.why;
+  f.collective = nullptr;
+  EXPECT_EQ(decide_verdict(f).verdict, Verdict::crash);
 }
 
 TEST(Verdict, FreshReplayDifferingFromFreshRecordIsNondeterministic) {

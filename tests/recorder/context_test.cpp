@@ -268,10 +268,9 @@ TEST(Context, CollectivesAreNumberedFromZeroPerCase) {
                 }),
                 HasSubstr("all_to_all_v"));
     // A negative count would become a huge unsigned one in the transport.
-    EXPECT_THAT(case_failure_of([&] {
-                  ctx.all_to_all_v(ctx.stream(), buf, {-1}, buf, {1}, DType::f32);
-                }),
-                HasSubstr("negative count -1"));
+    EXPECT_THAT(
+        case_failure_of([&] { ctx.all_to_all_v(ctx.stream(), buf, {-1}, buf, {1}, DType::f32); }),
+        HasSubstr("negative count -1"));
     ctx.drain();
     cap = ctx.finish();
   }
@@ -420,6 +419,30 @@ TEST(Context, RngIsReseededFromSeedAndRank) {
   EXPECT_NE(b, a) << "another rank";
   EXPECT_EQ(draw(r1, 42), b);
   EXPECT_EQ(std::set<uint64_t>(a.begin(), a.end()).size(), a.size());
+}
+
+// The shuffled policy draws from the case seed: every rank of one case (same seed, same
+// allocations) gets the same layout, and the seed decides it.
+TEST(Context, ShuffledPlacementIsSeededByTheCaseSeedOnEveryRank) {
+  auto layout = [](int rank, uint64_t seed) {
+    RankState st = make_state(rank);
+    Context ctx(st, "unit/shuffled", {}, seed, Placement::shuffled);
+    std::vector<Buffer> held;
+    for (int i = 0; i < 8; ++i) held.push_back(ctx.alloc("b", 4096, MemPool::symmetric));
+    for (int i = 0; i < 8; i += 2) ctx.free(held[i]);
+    for (int i = 0; i < 4; ++i) ctx.alloc("c", 4096, MemPool::symmetric);
+    ctx.drain();
+    std::vector<uint64_t> out;
+    for (const AllocRecord& a : ctx.finish().allocs) {
+      if (!a.is_free && a.name == "c") out.push_back(a.offset);
+    }
+    EXPECT_EQ(out.size(), 4u);
+    return out;
+  };
+  EXPECT_EQ(layout(0, 5), layout(1, 5));
+  std::set<std::vector<uint64_t>> seen;
+  for (uint64_t seed = 1; seed <= 8; ++seed) seen.insert(layout(0, seed));
+  EXPECT_GT(seen.size(), 1u) << "the seed never changed the layout";
 }
 
 TEST(Context, PlacementPolicyAppliesToEveryEngine) {

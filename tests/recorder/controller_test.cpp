@@ -159,8 +159,30 @@ TEST_F(ControllerTest, AHangAsksTheWatchdogsBeforeKillingAndNamesWhoNeverJoined)
   const ExecutionResult r = c.run(instance(2), Mode::pool);
   EXPECT_EQ(r.status, ExecStatus::hang);
   EXPECT_THAT(r.summary, HasSubstr("rank 1 never joined collective #1 (all_reduce)"));
-  EXPECT_THAT(script_->calls, ElementsAre("make 1", "start 1", "collect 1", "query 1", "kill 1",
-                                          "tails 1", "destroy 1"));
+  EXPECT_THAT(script_->calls, ElementsAre("make 1", "start 1", "collect 1", "query 1", "flight 1",
+                                          "kill 1", "tails 1", "destroy 1"));
+}
+
+TEST_F(ControllerTest, ACrashAfterRanksCalledACollectiveDifferentlySaysSo) {
+  Controller c = controller();
+  // Rank 0 waits in the all-reduce; rank 1 entered it with fewer bytes and aborted.
+  script_->collects.push_back([](uint64_t, int) {
+    return std::vector<RankReport>{silent(), killed_by(SIGABRT)};
+  });
+  script_->flight_records[0] = {CollectiveRecord{0, "all_reduce", 0, DType::f32, 4096, -1}};
+  script_->flight_records[1] = {CollectiveRecord{0, "all_reduce", 0, DType::f32, 4000, -1}};
+  const ExecutionResult r = c.run(instance(2), Mode::pool);
+  EXPECT_EQ(r.status, ExecStatus::crash);
+  EXPECT_THAT(r.summary, HasSubstr("rank 1 killed by signal 6 (SIGABRT)"));
+  EXPECT_THAT(r.summary, HasSubstr("the ranks called a collective differently: collective #0 "
+                                   "(all_reduce): rank 0 has bytes 4096, rank 1 has bytes 4000"));
+  ASSERT_EQ(r.ranks.at(1).entered.size(), 1u) << "the flight record travels with the result";
+  // Agreeing records: the crash alone.
+  script_->collects.push_back([](uint64_t, int) {
+    return std::vector<RankReport>{silent(), killed_by(SIGABRT)};
+  });
+  script_->flight_records[1] = script_->flight_records[0];
+  EXPECT_THAT(c.run(instance(2), Mode::pool).summary, Not(HasSubstr("collective")));
 }
 
 TEST_F(ControllerTest, AnIdleFaultReplacesTheWorldBeforeTheNextCaseAndTheNoteSaysSo) {

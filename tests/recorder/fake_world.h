@@ -51,7 +51,10 @@ struct Script {
   bool interrupt_start = false;              ///< make() throws Interrupted, once
   bool stop = false;                         ///< what every world's stop_requested() says
   std::map<int, WatchdogStatus> watchdogs;   ///< query_status() answers for these ranks only
+  /// read_flight_records() answers for these ranks only (when they have no result).
+  std::map<int, std::vector<CollectiveRecord>> flight_records;
   double startup_ms = 5;
+  std::string symmetric_pool = "fake window";
 
   std::vector<WorldConfig> made;             ///< make()'s configs, failed ones included
   std::vector<std::string> calls;            ///< "<call> <world id>", in order
@@ -79,6 +82,7 @@ class FakeWorld : public WorldHandle {
   }
   bool stop_requested() const override { return script_->stop; }
   double startup_ms() const override { return script_->startup_ms; }
+  std::string symmetric_pool() const override { return script_->symmetric_pool; }
 
   void start(const RunCase& msg) override {
     note("start");
@@ -105,6 +109,12 @@ class FakeWorld : public WorldHandle {
     note("query");
     for (const auto& [rank, answer] : script_->watchdogs) {
       if (!reports.at(rank).done) reports.at(rank).watchdog = answer;
+    }
+  }
+  void read_flight_records(uint64_t, std::vector<RankReport>& reports) override {
+    note("flight");
+    for (const auto& [rank, entered] : script_->flight_records) {
+      if (!reports.at(rank).done) reports.at(rank).entered = entered;
     }
   }
   void kill(std::chrono::milliseconds) override {

@@ -259,7 +259,8 @@ T round_trip_from_rank(const T& msg) {
 // ---- round trips ----
 
 TEST(ProtocolRoundTrip, RunCaseWithParamsForEveryPlacement) {
-  for (Placement p : {Placement::best_fit, Placement::counter, Placement::never_reuse}) {
+  for (Placement p :
+       {Placement::best_fit, Placement::counter, Placement::never_reuse, Placement::shuffled}) {
     SCOPED_TRACE(std::string(placement_name(p)));
     RunCase rc;
     rc.execution = 0x1122334455667788ULL;
@@ -679,7 +680,7 @@ TEST(ProtocolMalformed, OutOfRangeEnumsAndBoolsThrow) {
   std::size_t at = 0;
   while (at < rc.size() && rc[at] == other[at]) ++at;
   ASSERT_LT(at, rc.size());
-  rc[at] = 3;
+  rc[at] = 4;
   protocol_error([&] { decode_to_rank(rc); });
   rc[at] = static_cast<char>(Placement::never_reuse);
   EXPECT_EQ(std::get<RunCase>(decode_to_rank(rc)).placement, Placement::never_reuse);

@@ -2,11 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,12 +32,14 @@ std::string error_message(Fn&& fn) {
 }
 
 TEST(PlacementNames, RoundTripAndRejectUnknown) {
-  for (Placement p : {Placement::best_fit, Placement::counter, Placement::never_reuse}) {
+  for (Placement p :
+       {Placement::best_fit, Placement::counter, Placement::never_reuse, Placement::shuffled}) {
     EXPECT_EQ(parse_placement(placement_name(p)), p);
   }
   EXPECT_EQ(placement_name(Placement::best_fit), "best_fit");
   EXPECT_EQ(placement_name(Placement::counter), "counter");
   EXPECT_EQ(placement_name(Placement::never_reuse), "never_reuse");
+  EXPECT_EQ(placement_name(Placement::shuffled), "shuffled");
   EXPECT_EQ(parse_placement(""), std::nullopt);
   EXPECT_EQ(parse_placement("Best_Fit"), std::nullopt);
   EXPECT_EQ(parse_placement("best_fit "), std::nullopt);
@@ -228,7 +232,8 @@ TEST(PlacementCoalesce, FreedTailReturnsToTheBumpRegion) {
 }
 
 TEST(PlacementExhaustion, ThrowsNamingRequestCapacityAndUseAndLeavesStateIntact) {
-  for (Placement policy : {Placement::best_fit, Placement::counter, Placement::never_reuse}) {
+  for (Placement policy :
+       {Placement::best_fit, Placement::counter, Placement::never_reuse, Placement::shuffled}) {
     PlacementEngine e(1 << 20, kAlign, policy);
     ASSERT_EQ(e.allocate(1048064), 0u);
     const std::string msg = error_message([&] { e.allocate(4096); });
@@ -266,7 +271,8 @@ TEST(PlacementExhaustion, FragmentedFreeSpaceDoesNotServeALargerRequest) {
 }
 
 TEST(PlacementRelease, DoubleFreeAndWildOffsetsThrow) {
-  for (Placement policy : {Placement::best_fit, Placement::counter, Placement::never_reuse}) {
+  for (Placement policy :
+       {Placement::best_fit, Placement::counter, Placement::never_reuse, Placement::shuffled}) {
     PlacementEngine e(4096, kAlign, policy);
     const uint64_t a = e.allocate(512);
     e.allocate(256);
@@ -278,6 +284,40 @@ TEST(PlacementRelease, DoubleFreeAndWildOffsetsThrow) {
     EXPECT_EQ(e.bytes_in_use(), 256u);
     EXPECT_EQ(e.live_blocks(), 1u);
   }
+}
+
+// The offsets a shuffled engine seeded with `seed` gives a fixed history of allocations and frees
+// (twelve 256-byte blocks, every other one freed, then six reallocated).
+std::vector<uint64_t> shuffled_offsets(uint64_t seed) {
+  PlacementEngine e(1 << 16, kAlign, Placement::best_fit);
+  e.set_policy(Placement::shuffled, seed);
+  std::vector<uint64_t> blocks;
+  for (int i = 0; i < 12; ++i) blocks.push_back(e.allocate(256));
+  for (int i = 0; i < 12; i += 2) e.release(blocks[i]);
+  std::vector<uint64_t> out;
+  for (int i = 0; i < 6; ++i) out.push_back(e.allocate(256));
+  EXPECT_EQ(e.live_blocks(), 12u);
+  return out;
+}
+
+TEST(PlacementPolicies, ShuffledIsAFunctionOfItsSeedAndReusesInAnotherOrder) {
+  // Same seed, same history: the same layout (what keeps a correct case's symmetric layout
+  // equal on every rank).
+  EXPECT_EQ(shuffled_offsets(7), shuffled_offsets(7));
+  // Some seed reuses the holes in an order best_fit never would (lowest address first), and
+  // some seed picks fresh space over a fitting hole.
+  const std::vector<uint64_t> address_order{0, 512, 1024, 1536, 2048, 2560};
+  bool reordered = false, fresh = false;
+  std::set<std::vector<uint64_t>> layouts;
+  for (uint64_t seed = 0; seed < 16; ++seed) {
+    const std::vector<uint64_t> got = shuffled_offsets(seed);
+    layouts.insert(got);
+    reordered = reordered || got != address_order;
+    fresh = fresh || std::ranges::any_of(got, [](uint64_t o) { return o >= 12 * 256; });
+  }
+  EXPECT_TRUE(reordered);
+  EXPECT_TRUE(fresh);
+  EXPECT_GT(layouts.size(), 8u) << "the seed decides the layout";
 }
 
 TEST(PlacementPolicies, SetPolicyAppliesToLaterAllocations) {

@@ -46,7 +46,7 @@ void fill_edge_logs(CaseCapture& cap) {
       {5, kI32Max, "copy", "d2d", {4}, {}, 0},
   };
   cap.collectives = {
-      {0, "all_reduce", 0, DType::f32, 0, -1},
+      {0, "all_reduce", 0, DType::f32, 0, -1, ReduceOp::min},
       {1, "broadcast", kI32Min, DType::u8, kU64Max, kI32Max},
       {2, "all_to_all_v", 5, DType::f64, 12, 0},
       {3, "barrier", 0, DType::i64, 0, -1},
@@ -64,6 +64,10 @@ ExecutionResult five_ranks() {
   fill_edge_logs(r.ranks[0].done->capture);
   r.ranks[0].stderr_tail = kUnicode;
   r.ranks[1].exit = ExitInfo{-1, 9};
+  // What its flight record says it entered before it died (the last collective: a max).
+  r.ranks[1].entered = {
+      {0, "all_reduce", 0, DType::f32, 64, -1},
+      {uint64_t{1} << 40, "all_reduce", 3, DType::f64, kU64Max, -1, ReduceOp::max}};
   r.ranks[1].watchdog =
       WatchdogStatus{9, "body", -1, "", -1, "", {"stream 0 (main): " + kUnicode, ""}};
   RankReport empty;
@@ -105,6 +109,8 @@ TEST(RecordLogsRoundTrip, EveryRankAndEveryLogComesBackExactly) {
   EXPECT_FALSE(got.ranks[3].exit.has_value());
   EXPECT_TRUE(got.ranks[2].done->capture.allocs.empty());
   EXPECT_EQ(got.ranks[0].done->capture.allocs[1].offset, kU64Max - 1);
+  ASSERT_EQ(got.ranks[1].entered.size(), 2u) << "a rank without a result keeps its flight record";
+  EXPECT_EQ(got.ranks[1].entered[1].op, ReduceOp::max);
 
   // Detail::captures (cpreplay's reads) leaves the logs out and everything else in.
   const auto light = RecordReader(db.path()).executions(case_id, RecordReader::Detail::captures);
@@ -212,6 +218,7 @@ TEST(RecordLogsRoundTrip, RowsNoCprrWritesAreRefusedNotMisread) {
       {"UPDATE op SET writes = '1,' WHERE " + e1, "op buffer list '1,'"},
       {"UPDATE op SET reads = '4294967296' WHERE " + e1, "op buffer list"},
       {"UPDATE collective SET dtype = 'f128' WHERE " + e1, "unknown dtype 'f128'"},
+      {"UPDATE collective SET op = 'avg' WHERE " + e1, "unknown reduce op 'avg'"},
       {"UPDATE capture SET kind = 'probes' WHERE kind = 'probe' AND " + e1,
        "unknown capture kind 'probes'"},
       {"UPDATE capture SET chunk_hashes = x'00' WHERE " + e1, "not a multiple of 8"},

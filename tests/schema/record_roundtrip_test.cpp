@@ -147,6 +147,7 @@ TEST(RecordRoundTrip, EveryExecutionComesBackFieldByField) {
   a.started_at = sys_days{year{1969} / 12 / 31} + hours{23} + minutes{59} + seconds{59} +
                  milliseconds{999} + microseconds{456};  // kept to the millisecond
   a.startup_ms = 150.25;
+  a.symmetric_pool = "rank 0: NCCL window; rank 1: plain device memory, no NCCL window: \xc3\xbc";
   a.ranks[0].done->reset_ms = 0.1;
   a.ranks[0].done->body_ms = 1e300;
   a.ranks[1].watchdog = WatchdogStatus{

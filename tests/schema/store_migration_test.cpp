@@ -60,13 +60,21 @@ void make_v1_copy(const std::string& source, const std::string& v1, const std::s
           fmt::format("INSERT INTO test_case ({0}) SELECT {0} FROM src.test_case;", v1_columns) +
           [] {
             std::string copy;
-            for (const char* t :
-                 {"execution", "rank_result", "capture", "alloc_event", "collective"}) {
+            for (const char* t : {"rank_result", "capture", "alloc_event"}) {
               copy += fmt::format("INSERT INTO {0} SELECT * FROM src.{0};", t);
             }
+            // execution less the symmetric pool, collective less the reduction (version 5).
+            copy +=
+                "INSERT INTO execution SELECT id, run_id, case_id, mode, world_id, "
+                "pool_position, attempt, status, as_expected, summary, started_at, wall_ms, "
+                "startup_ms FROM src.execution;";
+            copy +=
+                "INSERT INTO collective SELECT execution_id, rank, seq, kind, stream, dtype, "
+                "bytes, root FROM src.collective;";
             // op less the spans version 3 added.
-            copy += "INSERT INTO op SELECT execution_id, rank, seq, stream, kind, name, reads, "
-                    "writes, event FROM src.op;";
+            copy +=
+                "INSERT INTO op SELECT execution_id, rank, seq, stream, kind, name, reads, "
+                "writes, event FROM src.op;";
             return copy;
           }());
 }

@@ -182,9 +182,9 @@ std::vector<Table> sample_tables() {
        "id",
        {{int64_t{100}, int64_t{1}, int64_t{10}, "pool"s, int64_t{3}, int64_t{2}, int64_t{1},
          "fail"s, int64_t{0}, "rank 1: expected 4, got 5 at [3]"s, "2024-05-01T12:00:01Z"s, 12.75,
-         0.0},
+         0.0, "shared-memory window"s},
         {int64_t{101}, int64_t{1}, int64_t{11}, "fresh"s, int64_t{0}, int64_t{1}, int64_t{3},
-         "hang"s, int64_t{1}, ""s, "2024-05-01T12:00:02Z"s, 2000.125, 150.5}}},
+         "hang"s, int64_t{1}, ""s, "2024-05-01T12:00:02Z"s, 2000.125, 150.5, ""s}}},
       {"rank_result",
        "execution_id, rank",
        {{int64_t{100}, int64_t{0}, "ok"s, ""s, nullptr, int64_t{0}, ""s, nullptr,
@@ -217,9 +217,9 @@ std::vector<Table> sample_tables() {
       {"collective",
        "execution_id, rank, seq",
        {{int64_t{100}, int64_t{0}, int64_t{0}, "all_reduce"s, int64_t{0}, "f32"s, int64_t{16},
-         int64_t{0}},
+         int64_t{0}, "max"s},
         {int64_t{100}, int64_t{1}, int64_t{0}, "broadcast"s, int64_t{1}, "u8"s, int64_t{0},
-         int64_t{1}}}},
+         int64_t{1}, ""s}}},
   };
 }
 

@@ -4,7 +4,7 @@
 # backend, and the GPU benchmarks. Full logs go to $OUT (or /tmp/cprr-gpu-out); a short table is
 # printed last.
 #
-#   tools/device/run_gpu_checks.sh [tests] [corpus] [races] [bench]     (default: all four)
+#   tools/device/run_gpu_checks.sh [tests] [corpus] [races] [symmetric] [bench]  (default: all)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
 # Each step takes about 5 minutes on 4 H200s; a device call has 10, so give each step its own call.
 # Every summary line is printed as soon as its step ends, so a run cut short still says something.
@@ -23,7 +23,7 @@ out=${OUT:-/tmp/cprr-gpu-out}
 mkdir -p "$out"
 b=$build_path
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(tests corpus races bench)
+[ ${#steps[@]} -eq 0 ] && steps=(tests corpus races symmetric bench)
 summary=()
 report() {
   printf '%s\n' "$@"
@@ -78,6 +78,30 @@ for step in "${steps[@]}"; do
         tar -czf "$out/races_$backend.tgz" -C "$out" "races_$backend" && rm -rf "$rdir"
       done
       ;;
+    symmetric)
+      # Issue 12 on real NCCL windows (W=2): the allocator-order, uninitialized-read and
+      # collective-mismatch bugs with their twins, recorded with NCCL's tuning log on (rank 0 logs
+      # the kernel of each collective) and triaged; once as NCCL chooses, once forcing the
+      # symmetric load/store kernel, which reads peers' windows at this rank's offset.
+      for run in default forced_ld; do
+        sdir="$out/symmetric_$run"
+        mkdir -p "$sdir"
+        env_extra=(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING)
+        filter='^(bug|fixed)/(symmetric_address_order|collective_size_mismatch|uninitialized_read)@2$'
+        if [ $run = forced_ld ]; then
+          env_extra+=(NCCL_SYM_KERNEL=AllReduce_RSxLD_AGxST)
+          filter='^(bug|fixed)/symmetric_address_order@2$'
+        fi
+        env "${env_extra[@]}" timeout 250 "$b/tools/cprecord" --backend cuda --mode both --json \
+          --db "$sdir/run.db" --filter "$filter" >"$sdir/record.json" 2>"$sdir/record.err"
+        report "symmetric $run: cprecord rc=$?"
+        env "${env_extra[@]}" timeout 200 "$b/tools/cpreplay" --db "$sdir/run.db" --all --json \
+          >"$sdir/all.json" 2>"$sdir/all.err"
+        report "symmetric $run: cpreplay --all rc=$?"
+        python3 tools/device/symmetric_table.py "$sdir" >"$sdir/table.txt" 2>&1
+        report "== symmetric ($run)" "$(cat "$sdir/table.txt")"
+      done
+      ;;
     bench)
       [ -x "$b/tools/bench/cprr_bench_device_hash" ] &&
         "$b/tools/bench/cprr_bench_device_hash" >"$out/bench_device_hash.txt" 2>&1
@@ -87,7 +111,7 @@ for step in "${steps[@]}"; do
           >"$out/bench_gpu.txt" 2>&1
       for f in "$out"/bench_*.txt; do report "== $(basename "$f")" "$(tail -n 12 "$f")"; done
       ;;
-    *) echo "unknown step '$step' (tests, corpus, races, bench)" >&2; exit 2 ;;
+    *) echo "unknown step '$step' (tests, corpus, races, symmetric, bench)" >&2; exit 2 ;;
   esac
 done
 
