@@ -1,6 +1,7 @@
--- cprr store: the SQLite schema. Version 4 (schema/store.h: kSchemaVersion and its bump rule;
+-- cprr store: the SQLite schema. Version 6 (schema/store.h: kSchemaVersion and its bump rule;
 -- store.cpp: kMigrations). Version 2 added test_case.verdict, as_expected and fresh_vs_pool;
--- version 3 op.read_spans and write_spans; version 4 op.peer and op.epoch.
+-- version 3 op.read_spans and write_spans; version 4 op.peer and op.epoch; version 5
+-- collective.op and execution.symmetric_pool; version 6 the views at the end of this file.
 --
 -- One database file holds any number of runs. The recorder writes the run row and the planned
 -- cases first, then every execution with all its per-rank rows in ONE transaction, committed
@@ -42,7 +43,9 @@ CREATE TABLE test_case (
   -- The run's judgement of the case over all its executions (modes x repeats), written at the end
   -- of the run; all three are NULL until then (and stay so when the recorder died first).
   -- Version 2; a migration appends them, so they stay the last columns.
-  verdict       TEXT,              -- crash | hang | nondeterministic; NULL: none decidable at record time
+  -- collective_mismatch | crash | hang | allocator_order | uninitialized_read | stream_race |
+  -- nondeterministic; NULL: none decidable at record time
+  verdict       TEXT,
   as_expected   INTEGER,           -- 1: nothing counted against cprecord's exit code; 0: something did
   fresh_vs_pool TEXT               -- one line: the first divergence of a pooled execution from the
                                    -- fresh one; NULL: none, or the run did not use both modes
@@ -169,3 +172,36 @@ CREATE TABLE collective (
   op            TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (execution_id, rank, seq)
 ) WITHOUT ROWID;
+
+-- ---- Views ----
+-- The common questions, answered without a join (sqlite3 cprr.db 'SELECT * FROM case_summary').
+-- Everything below this line is created with the tables, and again by the migration to version 6:
+-- views hold no data, so they are always made from this text.
+
+-- One row per case: its label, the distinct statuses of its executions per mode (NULL: that mode
+-- did not run it), the fresh-vs-pooled judgement, the verdict, whether it met its expectation
+-- (NULL: not judged, the recorder died first), and the command that replays it (add --db PATH
+-- unless the file is ./cprr.db). Cases that differed between fresh and pooled:
+-- SELECT * FROM case_summary WHERE fresh_vs_pool IS NOT NULL.
+CREATE VIEW case_summary AS
+SELECT c.run_id, c.id AS case_id, c.label, c.seeded_bug,
+       (SELECT group_concat(DISTINCT e.status) FROM execution e
+         WHERE e.case_id = c.id AND e.mode = 'fresh') AS fresh_status,
+       (SELECT group_concat(DISTINCT e.status) FROM execution e
+         WHERE e.case_id = c.id AND e.mode = 'pool') AS pool_status,
+       c.fresh_vs_pool, c.verdict, c.as_expected,
+       'cpreplay --case ' || c.id AS replay
+  FROM test_case c;
+
+-- The cases that counted against their run's exit code: the unexpected results of every run
+-- (WHERE run_id = N for one).
+CREATE VIEW unexpected_case AS
+SELECT * FROM case_summary WHERE as_expected = 0;
+
+-- Every execution, slowest first: wall time, the world start-up inside it (fresh mode), and the
+-- rest, which is the case itself.
+CREATE VIEW slowest_execution AS
+SELECT e.run_id, e.case_id, c.label, e.id AS execution_id, e.mode, e.attempt, e.status,
+       e.wall_ms, e.startup_ms, e.wall_ms - e.startup_ms AS case_ms
+  FROM execution e JOIN test_case c ON c.id = e.case_id
+ ORDER BY e.wall_ms DESC;

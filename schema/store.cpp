@@ -38,7 +38,12 @@ constexpr std::string_view kMigrations[] = {
     // (schema.sql: collective.op, execution.symmetric_pool).
     "ALTER TABLE collective ADD COLUMN op TEXT NOT NULL DEFAULT '';"
     "ALTER TABLE execution ADD COLUMN symmetric_pool TEXT NOT NULL DEFAULT '';",
+    // 5 -> 6: the views; migrate_schema makes them from schema.sql's views section.
+    "",
 };
+/// The version that added the views (schema.sql's last section).
+constexpr int kViewsVersion = 6;
+constexpr std::string_view kViewsMarker = "-- ---- Views ----";
 static_assert(std::size(kMigrations) == kSchemaVersion - kOldestSchemaVersion,
               "kSchemaVersion was bumped: write the migration from the version before");
 
@@ -247,6 +252,12 @@ void migrate_schema(sqlite3* db, const std::string& path) {
     for (int64_t v = state.version; v < kSchemaVersion; ++v) {
       open_exec(db, path, std::string(kMigrations[v - kOldestSchemaVersion]),
                 fmt::format("migrating the schema from version {} to {}", v, v + 1));
+    }
+    if (state.version < kViewsVersion) {
+      const std::string_view sql = schema_sql();
+      const std::size_t at = sql.find(kViewsMarker);
+      CPRR_CHECK(at != std::string_view::npos, "schema.sql lost its views marker");
+      open_exec(db, path, std::string(sql.substr(at)), "creating the views");
     }
     open_exec(db, path, fmt::format("PRAGMA user_version = {}", kSchemaVersion),
               "setting the schema version");
@@ -481,6 +492,8 @@ std::string Statement::blob(int column) const {
   const int n = sqlite3_column_bytes(stmt_, column);
   return p != nullptr ? std::string(p, static_cast<std::size_t>(n)) : std::string();
 }
+
+int Statement::columns() const { return sqlite3_column_count(stmt_); }
 
 bool Statement::is_null(int column) const {
   check_column(stmt_, column);

@@ -24,7 +24,7 @@
 
 namespace cprr {
 
-inline constexpr int kSchemaVersion = 5;
+inline constexpr int kSchemaVersion = 6;
 /// The oldest version this build opens (older ones are refused, naming the cprr to use).
 inline constexpr int kOldestSchemaVersion = 1;
 
@@ -102,6 +102,8 @@ class Statement {
   std::string text(int column) const;
   std::string blob(int column) const;
   bool is_null(int column) const;
+  /// How many columns a row of this statement has.
+  int columns() const;
 
  private:
   sqlite3_stmt* stmt_ = nullptr;

@@ -158,6 +158,8 @@ TEST(StoreMigration, AVersionOneFileIsReadAsItIsAndMigratedWhenOpenedForWriting)
   EXPECT_EQ(Database::open(v1, Database::Mode::read_write).schema_version(), kSchemaVersion);
   EXPECT_EQ(count(v1, "PRAGMA user_version"), kSchemaVersion);
   EXPECT_EQ(schema_of(v1), schema_of(v2));
+  EXPECT_EQ(count(v1, "SELECT count(*) FROM sqlite_master WHERE type = 'view'"), 3)
+      << "the views (version 6) are made by the migration too";
   read_all_unjudged(v1);
 
   // Then used as any new file: a new run judges its own cases, the old ones stay unjudged.
