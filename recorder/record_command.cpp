@@ -28,14 +28,29 @@ std::string default_worker() {
   return ec ? "cpworker" : (self.parent_path() / "cpworker").string();
 }
 
-std::optional<std::regex> compile_filter(const std::string& filter) {
-  if (filter.empty()) return std::nullopt;
+std::optional<std::regex> compile_regex(const char* option, const std::string& text) {
+  if (text.empty()) return std::nullopt;
   try {
-    return std::regex(filter, std::regex::ECMAScript);
+    return std::regex(text, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
-    CPRR_THROW_AS(UsageError, "--filter '{}' is not a valid regular expression: {}", filter,
+    CPRR_THROW_AS(UsageError, "{} '{}' is not a valid regular expression: {}", option, text,
                   e.what());
   }
+}
+
+Selection selection_of(const RecordOptions& o) {
+  Selection s{compile_regex("--exclude", o.exclude), {}};
+  if (!o.shard.empty()) {
+    const std::optional<Shard> shard = parse_shard(o.shard);
+    if (!shard) {
+      CPRR_THROW_AS(UsageError,
+                    "--shard {}: use I/N with 1 <= I <= N, e.g. --shard 2/4 for the second of "
+                    "four CI jobs",
+                    o.shard);
+    }
+    s.shard = *shard;
+  }
+  return s;
 }
 
 void check_worker(const std::string& worker) {
@@ -170,16 +185,25 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   const std::string backend = resolve_backend(o.backend);
   const std::vector<Mode> modes = modes_of(o.mode);
   check_counts(o);
-  const auto filter = compile_filter(o.filter);
+  const auto filter = compile_regex("--filter", o.filter);
+  const Selection selection = selection_of(o);
   const std::optional<Placement> placement = parse_placement(o.placement);
   if (!placement) {
     CPRR_THROW_AS(UsageError, "--placement {}: use best_fit, counter, never_reuse or shuffled",
                   o.placement);
   }
-  const std::vector<CaseInstance> plan = expand(fetch_catalog(worker), filter);
+  const std::vector<CaseInstance> matched = expand(fetch_catalog(worker), filter);
+  const std::vector<CaseInstance> plan = select(matched, selection);
+  if (plan.empty() && !o.shard.empty() && !matched.empty()) {
+    // A small plan split over many CI jobs leaves some empty: that job has nothing to do.
+    err << fmt::format("cprecord: shard {} holds none of the {} planned case(s); nothing to run\n",
+                       o.shard, matched.size());
+    return 0;
+  }
   if (plan.empty()) {
-    CPRR_THROW_AS(UsageError, "no case matches --filter '{}'; run with --list to see the cases",
-                  o.filter);
+    CPRR_THROW_AS(UsageError, "no case matches --filter '{}'{}; run with --list to see the cases",
+                  o.filter,
+                  o.exclude.empty() ? "" : fmt::format(" less --exclude '{}'", o.exclude));
   }
   if (o.list) {
     print_plan(out, plan, o.json);
@@ -238,6 +262,11 @@ int record_main(int argc, char** argv) {
   app.add_option("--junit", o.junit, "also write JUnit XML (one testcase per execution) to PATH");
   app.add_option("--filter", o.filter,
                  "regex searched in each case label 'name{params}@world_size'");
+  app.add_option("--exclude", o.exclude,
+                 "regex: drop the cases whose label it matches (after --filter)");
+  app.add_option("--shard", o.shard,
+                 "I/N: run only the I-th of N stable parts of the plan (a case's part depends "
+                 "on its label alone; the N parts together are the plan), e.g. one per CI job");
   app.add_option("--repeat", o.repeat, "run the plan N times (outputs that vary: nondeterministic)")
       ->check(positive_count_validator());
   app.add_option("--timeout", o.timeout_s,

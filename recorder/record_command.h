@@ -10,17 +10,19 @@ namespace cprr {
 class InterruptWatch;
 
 struct RecordOptions {
-  std::string worker;          ///< empty: the cpworker next to this executable
+  std::string worker;  ///< empty: the cpworker next to this executable
   std::string backend = "auto";
   std::string db = "cprr.db";  ///< the store; created when missing
   std::string junit;           ///< JUnit XML path; empty: none
   std::string mode = "pool";   ///< pool | fresh | both
   std::string filter;          ///< regex searched in "name{params}@w"; empty: all
+  std::string exclude;         ///< regex: matching labels are dropped; empty: none
+  std::string shard;           ///< "I/N": only the I-th of N stable parts; empty: all
   int repeat = 1;
   std::optional<double> timeout_s;
   std::string placement = "best_fit";  ///< allocator policy for every execution
   bool json = false;
-  bool list = false;           ///< print the plan and exit
+  bool list = false;  ///< print the plan and exit
   /// Ctrl-C: when its signal arrives the run stops, is recorded and reported with what ran, and
   /// run_record returns 128 + the signal. Null: not interruptible (in-process callers).
   const InterruptWatch* interrupt = nullptr;

@@ -5,6 +5,9 @@
 #include <sys/socket.h>
 #include <xxhash.h>
 
+#include <charconv>
+#include <string_view>
+
 #include "recorder/engine/process.h"
 #include "runtime/error.h"
 #include "runtime/fd.h"
@@ -48,6 +51,31 @@ std::vector<CaseInstance> expand(const Catalog& catalog, const std::optional<std
   return out;
 }
 
+std::optional<Shard> parse_shard(const std::string& text) {
+  const std::size_t slash = text.find('/');
+  if (slash == std::string::npos) return std::nullopt;
+  Shard s;
+  const auto number = [](std::string_view digits, uint32_t& out) {
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), out);
+    return ec == std::errc() && end == digits.data() + digits.size() && !digits.empty();
+  };
+  const std::string_view t(text);
+  if (!number(t.substr(0, slash), s.index) || !number(t.substr(slash + 1), s.count)) {
+    return std::nullopt;
+  }
+  if (s.count == 0 || s.index == 0 || s.index > s.count) return std::nullopt;
+  return s;
+}
+
+std::vector<CaseInstance> select(std::vector<CaseInstance> plan, const Selection& selection) {
+  std::erase_if(plan, [&](const CaseInstance& inst) {
+    if (selection.exclude && std::regex_search(inst.label(), *selection.exclude)) return true;
+    return inst.seed % selection.shard.count + 1 != selection.shard.index;
+  });
+  for (std::size_t i = 0; i < plan.size(); ++i) plan[i].id = static_cast<uint32_t>(i + 1);
+  return plan;
+}
+
 namespace {
 
 // Kills whatever is left of the catalog run's process group (a worker that forked leaves its
@@ -81,8 +109,8 @@ Catalog fetch_catalog(const std::string& worker) {
   UniqueFd devnull(CPRR_SYSCALL(::open("/dev/null", O_RDWR | O_CLOEXEC)));
   const int slot = control_fd_slot();
   SpawnSpec spec;
-  spec.argv = {worker,         "--rank", "0", "--world-size", "1", "--control-fd",
-               std::to_string(slot), "--catalog"};
+  spec.argv = {worker,     "--rank", "0", "--world-size", "1", "--control-fd", std::to_string(slot),
+               "--catalog"};
   // The catalog run's banners are irrelevant; its stderr stays visible for diagnosis. It leads
   // its own process group (process_group 0), so anything it forks is killed with it.
   spec.fds = {{devnull.get(), 0}, {devnull.get(), 1}, {child.get(), slot}, {2, 2}};

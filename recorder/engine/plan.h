@@ -16,6 +16,25 @@ namespace cprr {
 /// label matches `filter` (regex search). Ids are assigned after filtering.
 std::vector<CaseInstance> expand(const Catalog& catalog, const std::optional<std::regex>& filter);
 
+/// One of N stable parts of a plan (cprecord --shard I/N): an instance belongs to shard
+/// `1 + seed % count`, its seed being a hash of its label, so a case stays in its shard whatever
+/// else the catalog or the filters hold, and the shards of one plan are disjoint and cover it.
+struct Shard {
+  uint32_t index = 1;  ///< 1-based
+  uint32_t count = 1;
+};
+
+/// Parses "I/N" (1 <= I <= N); nullopt otherwise.
+std::optional<Shard> parse_shard(const std::string& text);
+
+/// What the command line narrows a plan to, after --filter: instances whose label matches
+/// `exclude` (regex search) are dropped, then those outside `shard`. Ids are renumbered 1..n.
+struct Selection {
+  std::optional<std::regex> exclude;
+  Shard shard;
+};
+std::vector<CaseInstance> select(std::vector<CaseInstance> plan, const Selection& selection);
+
 /// The catalog of the worker binary at `worker` (spawned with --catalog). Throws cprr::Error
 /// naming the worker and what went wrong (not found, not a cprr worker, crashed).
 Catalog fetch_catalog(const std::string& worker);

@@ -4,9 +4,10 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -22,8 +23,10 @@
 namespace cprr {
 namespace {
 
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::testing::StartsWith;
 using json = nlohmann::json;
 
 const std::string kWorker = CPRR_WORKER_PATH;
@@ -357,6 +360,90 @@ TEST(RecordCommand, ListSaysItsNumbersArePlanPositionsAndHonoursJson) {
   EXPECT_EQ(doc.at("plan")[1].at("label"), "healthy/noop@4");
 }
 
+// The labels of `o`'s plan (--list --json).
+std::vector<std::string> planned(RecordOptions o) {
+  o.list = true;
+  o.json = true;
+  const Recorded r = record(o);
+  EXPECT_EQ(r.code, 0) << r.err;
+  std::vector<std::string> labels;
+  if (r.out.empty()) return labels;
+  const json doc = json::parse(r.out);  // kept: a range-for over a temporary's member dangles
+  for (const auto& c : doc.at("plan")) labels.push_back(c.at("label"));
+  return labels;
+}
+
+TEST(RecordCommand, ExcludeDropsMatchingLabelsAfterTheFilter) {
+  RecordOptions o = opts(kWorker, "^healthy/(noop|broadcast)");
+  const auto all = planned(o);
+  o.exclude = "noop|@4$";
+  const auto kept = planned(o);
+  ASSERT_FALSE(kept.empty());
+  for (const std::string& label : kept) {
+    EXPECT_THAT(label, StartsWith("healthy/broadcast")) << label;
+    EXPECT_THAT(label, EndsWith("@2")) << label;
+  }
+  EXPECT_LT(kept.size(), all.size());
+  RecordOptions everything = opts(kWorker, "noop");
+  everything.exclude = "noop";
+  everything.list = true;
+  EXPECT_THROW(record(everything), UsageError) << "nothing left is bad usage";
+}
+
+TEST(RecordCommand, ShardsAreDisjointStableAndTogetherThePlan) {
+  const RecordOptions base = opts(kWorker, "^healthy/");
+  const auto all = planned(base);
+  std::multiset<std::string> joined;
+  std::vector<std::vector<std::string>> parts;
+  for (int i = 1; i <= 3; ++i) {
+    RecordOptions o = base;
+    o.shard = std::to_string(i) + "/3";
+    parts.push_back(planned(o));
+    joined.insert(parts.back().begin(), parts.back().end());
+    EXPECT_FALSE(parts.back().empty()) << o.shard;
+  }
+  EXPECT_EQ(joined, std::multiset<std::string>(all.begin(), all.end()))
+      << "every case in exactly one shard";
+  // A case's shard depends on its label alone: a narrower filter keeps it in its shard.
+  RecordOptions narrow = base;
+  narrow.filter = "^healthy/all_reduce";
+  narrow.shard = "2/3";
+  for (const std::string& label : planned(narrow)) {
+    EXPECT_NE(std::find(parts[1].begin(), parts[1].end(), label), parts[1].end()) << label;
+  }
+}
+
+TEST(RecordCommand, ABadShardIsRefusedAndAnEmptyOneHasNothingToDo) {
+  for (const char* bad : {"0/3", "4/3", "1/0", "2", "a/b", "1/3x", "/3", ""}) {
+    RecordOptions o = opts(kWorker, "noop");
+    o.shard = bad;
+    o.list = true;
+    if (std::string(bad).empty()) {
+      EXPECT_EQ(record(o).code, 0) << "no --shard: everything";
+      continue;
+    }
+    try {
+      record(o);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const UsageError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(std::string("--shard ") + bad));
+    }
+  }
+  // One case over 50 shards: most hold nothing, which is a job with nothing to do, not an error.
+  int empty = 0;
+  for (int i = 1; i <= 50; ++i) {
+    RecordOptions o = opts(kWorker, "^healthy/noop@2$");
+    o.shard = std::to_string(i) + "/50";
+    const Recorded r = record(o);
+    EXPECT_EQ(r.code, 0);
+    if (r.out.empty()) {
+      ++empty;
+      EXPECT_THAT(r.err, HasSubstr("holds none of the 1 planned case(s)"));
+    }
+  }
+  EXPECT_EQ(empty, 49);
+}
+
 TEST(RecordCommand, SeedsAreExactForJsonConsumers) {
   RecordOptions o = opts(kWorker, "", true);
   o.list = true;
@@ -385,7 +472,8 @@ TEST(RecordCommand, UnwritableJunitIsFoundBeforeTheRun) {
 
 // test/reset_hook outputs a counter its pooled process keeps: fresh 1, 1; pooled 1, 2. The
 // unexpected divergence fails the run (1), is red in the table, names its replay command with the
-// non-default --db, fails exactly the pooled execution's JUnit testcase, and every row shows its try.
+// non-default --db, fails exactly the pooled execution's JUnit testcase, and every row shows its
+// try.
 TEST(RecordCommand, DivergenceIsOneJudgementInExitCodeTableJsonAndJunit) {
   const std::string xml = test_db() + ".xml";
   RecordOptions o = opts(kFixture, "^test/reset_hook@", false);
@@ -435,8 +523,9 @@ TEST(RecordCommand, OnlyUnexpectedRowsArePaintedRed) {
 TEST(RecordCommand, BinaryHelpListsEveryOption) {
   const Proc p = shell(quoted(kCprecord) + " --help 2>&1");
   EXPECT_EQ(p.status, 0) << p.out;
-  for (const char* opt : {"--worker", "--backend", "--mode", "--filter", "--repeat", "--timeout",
-                          "--json", "--list", "--placement", "--db", "--junit"}) {
+  for (const char* opt :
+       {"--worker", "--backend", "--mode", "--filter", "--exclude", "--shard", "--repeat",
+        "--timeout", "--json", "--list", "--placement", "--db", "--junit"}) {
     EXPECT_THAT(p.out, HasSubstr(opt)) << p.out;
   }
   EXPECT_THAT(p.out, HasSubstr("Exit codes"));
@@ -445,8 +534,8 @@ TEST(RecordCommand, BinaryHelpListsEveryOption) {
 TEST(RecordCommand, BinaryJsonStdoutIsOneDocumentDespiteBanners) {
   // No --worker: cprecord finds the cpworker next to itself. The corpus worker prints an NCCL
   // banner at start and banner_flood floods fd 1 and 2; none of it may reach cprecord's stdout.
-  const Proc p =
-      shell(quoted(kCprecord) + " --db " + test_db() + " --json --filter 'banner_flood.*@2|noop@2' 2>/dev/null");
+  const Proc p = shell(quoted(kCprecord) + " --db " + test_db() +
+                       " --json --filter 'banner_flood.*@2|noop@2' 2>/dev/null");
   EXPECT_EQ(p.status, 0);
   EXPECT_THAT(p.out, Not(HasSubstr("NCCL")));
   json doc;
@@ -462,8 +551,9 @@ TEST(RecordCommand, BinaryMapsUsageErrorsToExitCodeTwo) {
   const Proc cuda = shell(quoted(kCprecord) + " --backend cuda --filter noop 2>&1");
   EXPECT_EQ(cuda.status, 2);
   EXPECT_THAT(cuda.out, HasSubstr("--backend cuda"));
-  const Proc unexpected = shell(quoted(kCprecord) + " --db " + test_db() + " --worker " + quoted(kFixture) +
-                                " --filter '^test/fail_expect@' >/dev/null 2>&1");
+  const Proc unexpected =
+      shell(quoted(kCprecord) + " --db " + test_db() + " --worker " + quoted(kFixture) +
+            " --filter '^test/fail_expect@' >/dev/null 2>&1");
   EXPECT_EQ(unexpected.status, 1);
 }
 
