@@ -129,32 +129,74 @@ struct Plan {
   Placement placement = Placement::best_fit;
 };
 
+// How execute() shows progress on stderr: nothing, one line a TTY overwrites (position, elapsed
+// time, ETA, unexpected so far, what runs), or for logs one line per execution as it finishes.
+enum class ProgressStyle { none, tty, lines };
+
+class ProgressReport {
+ public:
+  ProgressReport(ProgressStyle style, std::ostream& err, std::size_t total)
+      : style_(style), err_(err), total_(total) {}
+
+  void starting(std::size_t done, Mode mode, const CaseInstance& inst) {
+    if (style_ != ProgressStyle::tty) return;
+    const double elapsed = seconds_since_start();
+    const std::string eta =
+        done == 0 ? "?" : fmt::format("{:.0f} s", elapsed / done * (total_ - done));
+    err_ << fmt::format("\r\033[K[{}/{}] {:.0f} s, ETA {}, {} unexpected; {} {}", done + 1, total_,
+                        elapsed, eta, unexpected_, mode_name(mode), inst.label())
+         << std::flush;
+  }
+
+  void finished(std::size_t done, const ExecutionResult& r, const CaseInstance& inst) {
+    // Seeded bugs may fail or diverge by design; their judgement comes at the end.
+    if (!r.as_expected && inst.info.options.seeded_bug.empty()) ++unexpected_;
+    if (style_ != ProgressStyle::lines) return;
+    err_ << fmt::format("[{}/{}] {:<5} {:<5} {} {:.1f} ms{}\n", done, total_, status_name(r.status),
+                        mode_name(r.mode), r.label, r.wall_ms,
+                        r.as_expected ? "" : " (not the expected status)")
+         << std::flush;
+  }
+
+  ~ProgressReport() {
+    if (style_ == ProgressStyle::tty) err_ << "\r\033[K" << std::flush;
+  }
+
+ private:
+  double seconds_since_start() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+
+  ProgressStyle style_;
+  std::ostream& err_;
+  std::size_t total_;
+  std::size_t unexpected_ = 0;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+};
+
 // Runs the plan in order (repeat, case, mode), committing each execution as it completes and
-// showing progress on `progress` (a TTY) when given. Stops at an interruption: the interrupted
-// execution says nothing about its case, so it is neither recorded nor returned.
+// showing progress as `style` says. Stops at an interruption: the interrupted execution says
+// nothing about its case, so it is neither recorded nor returned.
 std::vector<ExecutionResult> execute(const Plan& p, Controller& controller, RecordWriter& writer,
-                                     std::ostream* progress) {
+                                     ProgressStyle style, std::ostream& err) {
   std::vector<ExecutionResult> results;
   const std::size_t total = p.cases.size() * p.modes.size() * static_cast<std::size_t>(p.repeat);
+  ProgressReport progress(style, err, total);
   bool stopped = false;
   for (int rep = 0; rep < p.repeat && !stopped; ++rep) {
     for (std::size_t i = 0; i < p.cases.size() && !stopped; ++i) {
       for (Mode mode : p.modes) {
-        if (progress != nullptr) {
-          *progress << fmt::format("\r\033[K[{}/{}] {} {}", results.size() + 1, total,
-                                   mode_name(mode), p.cases[i].label())
-                    << std::flush;
-        }
+        progress.starting(results.size(), mode, p.cases[i]);
         ExecutionResult r = controller.run(p.cases[i], mode, p.placement);
         stopped = r.interrupted;
         if (stopped) break;
         r.attempt = rep + 1;
         writer.write(r, p.case_ids[i]);
         results.push_back(std::move(r));
+        progress.finished(results.size(), results.back(), p.cases[i]);
       }
     }
   }
-  if (progress != nullptr) *progress << "\r\033[K" << std::flush;
   return results;
 }
 
@@ -219,9 +261,10 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   cc.timeout_override_s = o.timeout_s;
   cc.stop_fd = o.interrupt != nullptr ? o.interrupt->fd() : -1;
   Controller controller(cc);
-  const std::vector<ExecutionResult> results =
-      execute(Plan{plan, case_ids, modes, o.repeat, *placement}, controller, writer,
-              progress ? &err : nullptr);
+  const std::vector<ExecutionResult> results = execute(
+      Plan{plan, case_ids, modes, o.repeat, *placement}, controller, writer,
+      progress ? ProgressStyle::tty : (o.log_lines ? ProgressStyle::lines : ProgressStyle::none),
+      err);
   controller.close_pools();
   const int signal = o.interrupt != nullptr ? o.interrupt->signal() : 0;
   const auto outcomes = summarize(plan, case_ids, results);
@@ -293,7 +336,9 @@ int record_main(int argc, char** argv) {
       "unusable database or an infrastructure error.\n"
       "Every execution is committed to --db as it completes; a killed run stays visibly "
       "incomplete. Replay a case with: cpreplay --db PATH --case ID\n"
-      "Progress goes to stderr on a TTY; colours only on a TTY and never with NO_COLOR set.\n"
+      "Progress goes to stderr: on a TTY one line (position, elapsed, ETA, unexpected so far), "
+      "otherwise one line per execution as it finishes (status, mode, label, milliseconds); "
+      "colours only on a TTY and never with NO_COLOR set.\n"
       "Ctrl-C (or SIGTERM/SIGHUP) stops the run: its ranks are killed, what ran is recorded and "
       "reported, and the exit code is 128 + the signal (130 for Ctrl-C); a second Ctrl-C quits "
       "at once.");
@@ -308,6 +353,7 @@ int record_main(int argc, char** argv) {
   try {
     interrupt.emplace();
     o.interrupt = &*interrupt;
+    o.log_lines = !tty_err;  // a CI log gets a line per execution as it finishes
     return run_record(o, std::cout, std::cerr, tty_err, color,
                       std::vector<std::string>(argv, argv + argc));
   } catch (const std::exception& e) {

@@ -23,6 +23,9 @@ struct RecordOptions {
   std::string placement = "best_fit";  ///< allocator policy for every execution
   bool json = false;
   bool list = false;  ///< print the plan and exit
+  /// One line per execution on `err` as it finishes (cprecord sets it when stderr is not a
+  /// TTY, so CI logs show progress); the TTY progress line replaces it.
+  bool log_lines = false;
   /// Ctrl-C: when its signal arrives the run stops, is recorded and reported with what ran, and
   /// run_record returns 128 + the signal. Null: not interruptible (in-process callers).
   const InterruptWatch* interrupt = nullptr;

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
+#include <vector>
 
 namespace cprr {
 namespace {
@@ -21,6 +23,24 @@ std::string status_cell(const ExecutionResult& e, bool counts_against, bool colo
 
 std::string duration(double ms) {
   return ms < 1000 ? fmt::format("{:.1f} ms", ms) : fmt::format("{:.2f} s", ms / 1000);
+}
+
+// The executions that took longest (world start-up included), where a suite's time goes.
+void print_slowest(std::ostream& out, const std::vector<ExecutionResult>& results) {
+  constexpr std::size_t kShown = 5;
+  if (results.size() < 2) return;
+  std::vector<const ExecutionResult*> by_time;
+  for (const ExecutionResult& e : results) by_time.push_back(&e);
+  const std::size_t n = std::min(kShown, by_time.size());
+  std::partial_sort(by_time.begin(), by_time.begin() + n, by_time.end(),
+                    [](const auto* a, const auto* b) { return a->wall_ms > b->wall_ms; });
+  out << "slowest:";
+  for (std::size_t i = 0; i < n; ++i) {
+    const ExecutionResult& e = *by_time[i];
+    out << fmt::format("{} {} {} {}", i == 0 ? "" : ",", e.label, mode_name(e.mode),
+                       duration(e.wall_ms));
+  }
+  out << '\n';
 }
 
 }  // namespace
@@ -96,6 +116,7 @@ void print_table(std::ostream& out, const std::vector<ExecutionResult>& results,
   out << fmt::format("\n{} executions ({}), {} cases: {}; backend {}, mode {}, {:.2f} s\n",
                      results.size(), tally, outcomes.size(), verdict, info.backend, info.mode,
                      info.wall_s);
+  print_slowest(out, results);
   if (info.run_id != 0) out << fmt::format("recorded as run {} in {}\n", info.run_id, info.db);
 }
 

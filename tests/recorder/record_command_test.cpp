@@ -531,6 +531,26 @@ TEST(RecordCommand, BinaryHelpListsEveryOption) {
   EXPECT_THAT(p.out, HasSubstr("Exit codes"));
 }
 
+TEST(RecordCommand, BinaryLogsALinePerExecutionWhenStderrIsNoTerminalAndNamesTheSlowest) {
+  // stderr to stdout through a pipe: not a TTY, as in a CI log. The lines come as executions
+  // finish, before the table.
+  const Proc p = shell(quoted(kCprecord) + " --db " + test_db() +
+                       " --mode both --filter '^healthy/noop@' 2>&1");
+  EXPECT_EQ(p.status, 0) << p.out;
+  for (const char* line :
+       {"[1/4] pass  fresh healthy/noop@2 ", "[2/4] pass  pool  healthy/noop@2 ",
+        "[3/4] pass  fresh healthy/noop@4 ", "[4/4] pass  pool  healthy/noop@4 "}) {
+    EXPECT_THAT(p.out, HasSubstr(line)) << p.out;
+  }
+  EXPECT_LT(p.out.find("[4/4]"), p.out.find("case  label")) << "lines before the table";
+  EXPECT_THAT(p.out, Not(HasSubstr("\033[K"))) << "no TTY control codes in a log";
+  EXPECT_THAT(p.out, HasSubstr("\nslowest: healthy/noop@")) << p.out;
+  // With --json stdout stays one document; the lines go to stderr only.
+  const Proc js = shell(quoted(kCprecord) + " --db " + test_db() +
+                        " --json --filter '^healthy/noop@2$' 2>/dev/null");
+  EXPECT_NO_THROW(static_cast<void>(json::parse(js.out))) << js.out;
+}
+
 TEST(RecordCommand, BinaryJsonStdoutIsOneDocumentDespiteBanners) {
   // No --worker: cprecord finds the cpworker next to itself. The corpus worker prints an NCCL
   // banner at start and banner_flood floods fd 1 and 2; none of it may reach cprecord's stdout.
