@@ -13,7 +13,8 @@ CLI::Validator seconds_validator() {
       [](std::string& in) -> std::string {
         char* end = nullptr;
         const double v = std::strtod(in.c_str(), &end);
-        if (in.empty() || end == nullptr || *end != '\0') return "must be a positive number of seconds";
+        if (in.empty() || end == nullptr || *end != '\0')
+          return "must be a positive number of seconds";
         return timeout_problem(v);
       },
       "SECONDS");

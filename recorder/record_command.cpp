@@ -127,7 +127,27 @@ struct Plan {
   const std::vector<Mode>& modes;
   int repeat = 1;
   Placement placement = Placement::best_fit;
+  bool fail_fast = false;  ///< stop after the first case judged not as expected
 };
+
+// What execute() ran, and why it ended early (--fail-fast) if it did.
+struct Executed {
+  std::vector<ExecutionResult> results;
+  std::optional<std::string> stopped;
+};
+
+// --fail-fast: case `i`'s executions so far (every mode of this repeat ran), judged as the end of
+// the run will judge them; why they end the run, or nullopt.
+std::optional<std::string> fail_fast_reason(const Plan& p, std::size_t i,
+                                            const std::vector<ExecutionResult>& results) {
+  std::vector<const ExecutionResult*> mine;
+  for (const ExecutionResult& e : results) {
+    if (e.case_id == p.cases[i].id) mine.push_back(&e);
+  }
+  if (judge_case(p.cases[i], p.case_ids[i], mine).as_expected) return std::nullopt;
+  return fmt::format("--fail-fast: case {} ({}) was not as expected", p.case_ids[i],
+                     p.cases[i].label());
+}
 
 // How execute() shows progress on stderr: nothing, one line a TTY overwrites (position, elapsed
 // time, ETA, unexpected so far, what runs), or for logs one line per execution as it finishes.
@@ -177,9 +197,10 @@ class ProgressReport {
 // Runs the plan in order (repeat, case, mode), committing each execution as it completes and
 // showing progress as `style` says. Stops at an interruption: the interrupted execution says
 // nothing about its case, so it is neither recorded nor returned.
-std::vector<ExecutionResult> execute(const Plan& p, Controller& controller, RecordWriter& writer,
-                                     ProgressStyle style, std::ostream& err) {
-  std::vector<ExecutionResult> results;
+Executed execute(const Plan& p, Controller& controller, RecordWriter& writer, ProgressStyle style,
+                 std::ostream& err) {
+  Executed out;
+  std::vector<ExecutionResult>& results = out.results;
   const std::size_t total = p.cases.size() * p.modes.size() * static_cast<std::size_t>(p.repeat);
   ProgressReport progress(style, err, total);
   bool stopped = false;
@@ -195,19 +216,31 @@ std::vector<ExecutionResult> execute(const Plan& p, Controller& controller, Reco
         results.push_back(std::move(r));
         progress.finished(results.size(), results.back(), p.cases[i]);
       }
+      if (!stopped && p.fail_fast) {
+        out.stopped = fail_fast_reason(p, i, results);
+        stopped = out.stopped.has_value();
+      }
     }
   }
-  return results;
+  if (results.size() == total) out.stopped.reset();  // the last case: the plan was done anyway
+  return out;
 }
 
 // The run's last rows: every case's judgement (none when a signal cut the run short: a case
 // stopped after its fresh half would look complete), then the exit code that finishes it, which
 // for an interrupted run is the shell's 128 + signal. Returns that code.
 int close_run(RecordWriter& writer, const std::vector<CaseOutcome>& outcomes, int signal,
-              std::size_t ran, std::size_t planned, std::ostream& err) {
+              const std::optional<std::string>& stopped, std::size_t ran, std::size_t planned,
+              std::ostream& err) {
   const int code = signal != 0 ? 128 + signal : exit_code_for(outcomes);
   if (signal == 0) writer.judge_cases(judgements_of(outcomes));
-  writer.finish(code);
+  writer.finish(code, signal == 0 ? stopped : std::nullopt);
+  if (signal == 0 && stopped) {
+    err << fmt::format(
+        "cprecord: stopped by {} after {} of {} executions; run {} is recorded "
+        "as stopped there\n",
+        *stopped, ran, planned, writer.run_id());
+  }
   if (signal != 0) {
     err << fmt::format(
         "cprecord: interrupted by SIG{} after {} of {} executions; run {} is "
@@ -261,15 +294,17 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   cc.timeout_override_s = o.timeout_s;
   cc.stop_fd = o.interrupt != nullptr ? o.interrupt->fd() : -1;
   Controller controller(cc);
-  const std::vector<ExecutionResult> results = execute(
-      Plan{plan, case_ids, modes, o.repeat, *placement}, controller, writer,
+  const Executed executed = execute(
+      Plan{plan, case_ids, modes, o.repeat, *placement, o.fail_fast}, controller, writer,
       progress ? ProgressStyle::tty : (o.log_lines ? ProgressStyle::lines : ProgressStyle::none),
       err);
+  const std::vector<ExecutionResult>& results = executed.results;
   controller.close_pools();
   const int signal = o.interrupt != nullptr ? o.interrupt->signal() : 0;
   const auto outcomes = summarize(plan, case_ids, results);
   const std::size_t planned = plan.size() * modes.size() * static_cast<std::size_t>(o.repeat);
-  const int code = close_run(writer, outcomes, signal, results.size(), planned, err);
+  const int code =
+      close_run(writer, outcomes, signal, executed.stopped, results.size(), planned, err);
   const RunInfo info{writer.run_id(),
                      absolute(o.db),
                      o.db,
@@ -277,7 +312,8 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
                      backend,
                      o.mode,
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                     code};
+                     code,
+                     executed.stopped};
   if (!o.junit.empty()) write_junit_file(o.junit, outcomes, results, info);
   if (o.json) {
     print_json(out, outcomes, info);
@@ -310,6 +346,9 @@ int record_main(int argc, char** argv) {
   app.add_option("--shard", o.shard,
                  "I/N: run only the I-th of N stable parts of the plan (a case's part depends "
                  "on its label alone; the N parts together are the plan), e.g. one per CI job");
+  app.add_flag("--fail-fast", o.fail_fast,
+               "stop after the first case that is not as expected (the run is recorded as "
+               "stopped there, with what ran judged)");
   app.add_option("--repeat", o.repeat, "run the plan N times (outputs that vary: nondeterministic)")
       ->check(positive_count_validator());
   app.add_option("--timeout", o.timeout_s,

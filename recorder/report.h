@@ -21,7 +21,8 @@ struct RunInfo {
   std::string backend;
   std::string mode;
   double wall_s = 0;
-  int exit_code = 0;  ///< what cprecord returns (128 + signal when interrupted)
+  int exit_code = 0;                   ///< what cprecord returns (128 + signal when interrupted)
+  std::optional<std::string> stopped;  ///< why the run ended before its plan (--fail-fast)
 };
 
 /// What identifies a planned instance in JSON (plan_id, name, label, params, world_size, seed,

@@ -51,6 +51,7 @@ void list_db(std::ostream& out, const std::string& db, bool json) {
                     {"started_at", r.started_at},
                     {"complete", r.finished_at.has_value()},
                     {"exit_code", r.exit_code ? nlohmann::json(*r.exit_code) : nlohmann::json()},
+                    {"stopped", r.stopped ? nlohmann::json(*r.stopped) : nlohmann::json()},
                     {"mode", r.mode},
                     {"backend", r.backend},
                     {"worker", r.worker}});
@@ -87,7 +88,8 @@ void list_db(std::ostream& out, const std::string& db, bool json) {
   }
   for (const auto& r : runs) {
     out << fmt::format("run {}: {} mode={} backend={} {}\n", r.id, r.started_at, r.mode, r.backend,
-                       r.finished_at ? fmt::format("exit {}", r.exit_code.value_or(-1))
+                       r.finished_at ? fmt::format("exit {}{}", r.exit_code.value_or(-1),
+                                                   r.stopped ? "; stopped by " + *r.stopped : "")
                                      : std::string("INCOMPLETE (the recorder did not finish)"));
   }
   for (const auto& row : rows) {

@@ -15,6 +15,8 @@ namespace {
 constexpr int kSpansVersion = 3;
 /// The schema version that added op.peer and op.epoch.
 constexpr int kOneSidedVersion = 4;
+/// The schema version that added run.stopped.
+constexpr int kStoppedVersion = 7;
 /// The schema version that added collective.op and execution.symmetric_pool.
 constexpr int kVersion5 = 5;
 /// The schema version that added test_case.verdict, as_expected and fresh_vs_pool.
@@ -313,9 +315,10 @@ RecordReader::RecordReader(RecordReader&&) noexcept = default;
 RecordReader& RecordReader::operator=(RecordReader&&) noexcept = default;
 
 std::vector<RecordedRun> RecordReader::runs() const {
-  Statement st(db_,
-               "SELECT id, started_at, finished_at, exit_code, backend, mode, placement, worker, "
-               "environment, tool_version, host, argv, libraries FROM run ORDER BY id");
+  Statement st(db_, fmt::format("SELECT id, started_at, finished_at, exit_code, backend, mode, "
+                                "placement, worker, environment, tool_version, host, argv, "
+                                "libraries, {} FROM run ORDER BY id",
+                                db_.schema_version() >= kStoppedVersion ? "stopped" : "NULL"));
   std::vector<RecordedRun> out;
   while (st.step()) {
     RecordedRun r;
@@ -336,6 +339,7 @@ std::vector<RecordedRun> RecordReader::runs() const {
     for (const auto& [k, v] : libs.items()) {
       r.libraries.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
     }
+    r.stopped = optional_text(st, 13);
     out.push_back(std::move(r));
   }
   return out;

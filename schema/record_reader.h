@@ -22,6 +22,7 @@ struct RecordedRun {
   std::string started_at;
   std::optional<std::string> finished_at;  ///< nullopt: incomplete (the recorder died)
   std::optional<int> exit_code;
+  std::optional<std::string> stopped;  ///< why it ended before its plan did (--fail-fast)
   std::string backend, mode, placement, worker;
   std::vector<std::pair<std::string, std::string>> environment;
   std::string tool_version, host;
@@ -31,7 +32,7 @@ struct RecordedRun {
 };
 
 struct RecordedCase {
-  int64_t id = 0;      ///< test_case.id: what cpreplay --case takes
+  int64_t id = 0;  ///< test_case.id: what cpreplay --case takes
   int64_t run_id = 0;
   CaseInstance instance;
   /// What the run concluded about the case; nullopt while it was not judged (the recorder died

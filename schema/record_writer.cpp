@@ -253,10 +253,12 @@ void RecordWriter::judge_cases(const std::vector<CaseJudgement>& judgements) {
   tx.commit();
 }
 
-void RecordWriter::finish(int exit_code) {
+void RecordWriter::finish(int exit_code, const std::optional<std::string>& stopped) {
   Transaction tx(db_);
-  Statement st(db_, "UPDATE run SET finished_at = ?, exit_code = ? WHERE id = ?");
-  st.bind(1, now_iso8601()).bind(2, int64_t{exit_code}).bind(3, run_id_);
+  Statement st(db_, "UPDATE run SET finished_at = ?, exit_code = ?, stopped = ? WHERE id = ?");
+  st.bind(1, now_iso8601()).bind(2, int64_t{exit_code});
+  bind_optional(st, 3, stopped);
+  st.bind(4, run_id_);
   st.run();
   tx.commit();
 }

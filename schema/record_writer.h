@@ -43,7 +43,8 @@ class RecordWriter {
   /// case id that is not a case of this run (nothing is then written).
   void judge_cases(const std::vector<CaseJudgement>& judgements);
   /// Marks the run complete with cprecord's exit code.
-  void finish(int exit_code);
+  /// `stopped`: why the run ended before its plan did (cprecord --fail-fast); nullopt: it did not.
+  void finish(int exit_code, const std::optional<std::string>& stopped = std::nullopt);
 
  private:
   void write_rank(int64_t execution, int rank, const RankReport& rep);

@@ -1,7 +1,8 @@
--- cprr store: the SQLite schema. Version 6 (schema/store.h: kSchemaVersion and its bump rule;
+-- cprr store: the SQLite schema. Version 7 (schema/store.h: kSchemaVersion and its bump rule;
 -- store.cpp: kMigrations). Version 2 added test_case.verdict, as_expected and fresh_vs_pool;
 -- version 3 op.read_spans and write_spans; version 4 op.peer and op.epoch; version 5
--- collective.op and execution.symmetric_pool; version 6 the views at the end of this file.
+-- collective.op and execution.symmetric_pool; version 6 the views at the end of this file;
+-- version 7 run.stopped.
 --
 -- One database file holds any number of runs. The recorder writes the run row and the planned
 -- cases first, then every execution with all its per-rank rows in ONE transaction, committed
@@ -24,7 +25,11 @@ CREATE TABLE run (
   worker        TEXT NOT NULL,     -- absolute path of the worker binary holding the cases
   argv          TEXT NOT NULL,     -- JSON array: the command line
   libraries     TEXT NOT NULL,     -- JSON object: library -> version (sqlite, protocol, cuda, nccl, ...)
-  environment   TEXT NOT NULL      -- JSON object: the variables that shape a run (CPRR_*, NCCL_*, CUDA_*, OMP_*)
+  environment   TEXT NOT NULL,     -- JSON object: the variables that shape a run (CPRR_*, NCCL_*, CUDA_*, OMP_*)
+  -- (version 7) why the run ended before its plan did, e.g. "--fail-fast: case 12
+  -- (healthy/noop@2) was not as expected"; NULL: it ran its plan, or it was interrupted or
+  -- killed (exit_code and finished_at say which)
+  stopped       TEXT
 );
 
 -- A case instance as planned: case x grid point x world size. `id` is what cpreplay --case takes.

@@ -40,6 +40,8 @@ constexpr std::string_view kMigrations[] = {
     "ALTER TABLE execution ADD COLUMN symmetric_pool TEXT NOT NULL DEFAULT '';",
     // 5 -> 6: the views; migrate_schema makes them from schema.sql's views section.
     "",
+    // 6 -> 7: why a run stopped early (schema.sql: run.stopped).
+    "ALTER TABLE run ADD COLUMN stopped TEXT;",
 };
 /// The version that added the views (schema.sql's last section).
 constexpr int kViewsVersion = 6;

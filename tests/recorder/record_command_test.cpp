@@ -19,6 +19,7 @@
 #include "recorder/engine/controller.h"
 #include "recorder/engine/plan.h"
 #include "runtime/error.h"
+#include "schema/record_reader.h"
 
 namespace cprr {
 namespace {
@@ -444,6 +445,35 @@ TEST(RecordCommand, ABadShardIsRefusedAndAnEmptyOneHasNothingToDo) {
   EXPECT_EQ(empty, 49);
 }
 
+TEST(RecordCommand, FailFastStopsAfterTheFirstCaseNotAsExpectedAndRecordsWhy) {
+  // Catalog order: test/fail_expect (fails, expected to pass), then test/fail_as_expected.
+  RecordOptions o = opts(kFixture, "^test/(fail_expect|fail_as_expected)@2$");
+  o.db = test_db() + ".failfast";
+  const Recorded all = record(o);
+  EXPECT_EQ(json::parse(all.out).at("cases").size(), 2u) << "without the flag everything runs";
+  EXPECT_TRUE(json::parse(all.out).at("stopped").is_null());
+  o.fail_fast = true;
+  const Recorded r = record(o);
+  EXPECT_EQ(r.code, 1);
+  const json doc = json::parse(r.out);
+  ASSERT_EQ(doc.at("cases").size(), 1u) << "the second case never ran";
+  EXPECT_EQ(doc.at("cases")[0].at("label"), "test/fail_expect@2");
+  EXPECT_THAT(doc.at("stopped").get<std::string>(),
+              HasSubstr("--fail-fast: case 3 (test/fail_expect@2) was not as expected"));
+  EXPECT_THAT(r.err, HasSubstr("stopped by --fail-fast"));
+  // The store says the same: finished (not incomplete), stopped, the case judged.
+  const auto runs = RecordReader(o.db).runs();
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_TRUE(runs[1].finished_at.has_value());
+  EXPECT_EQ(runs[1].stopped, doc.at("stopped").get<std::string>());
+  EXPECT_FALSE(runs[0].stopped.has_value());
+  // A failure in the plan's last case stops nothing: the plan was done.
+  RecordOptions last = opts(kFixture, "^test/(ok|fail_expect)@2$");
+  last.db = test_db() + ".failfast-last";
+  last.fail_fast = true;
+  EXPECT_TRUE(json::parse(record(last).out).at("stopped").is_null());
+}
+
 TEST(RecordCommand, SeedsAreExactForJsonConsumers) {
   RecordOptions o = opts(kWorker, "", true);
   o.list = true;
@@ -524,8 +554,8 @@ TEST(RecordCommand, BinaryHelpListsEveryOption) {
   const Proc p = shell(quoted(kCprecord) + " --help 2>&1");
   EXPECT_EQ(p.status, 0) << p.out;
   for (const char* opt :
-       {"--worker", "--backend", "--mode", "--filter", "--exclude", "--shard", "--repeat",
-        "--timeout", "--json", "--list", "--placement", "--db", "--junit"}) {
+       {"--worker", "--backend", "--mode", "--filter", "--exclude", "--shard", "--fail-fast",
+        "--repeat", "--timeout", "--json", "--list", "--placement", "--db", "--junit"}) {
     EXPECT_THAT(p.out, HasSubstr(opt)) << p.out;
   }
   EXPECT_THAT(p.out, HasSubstr("Exit codes"));

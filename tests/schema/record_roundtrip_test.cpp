@@ -192,11 +192,15 @@ TEST(RecordRoundTrip, TheRunRowComesBack) {
   {
     RecordWriter w(db.path(), meta);
     w.finish(130);
+    RecordWriter stopped(db.path(), meta);
+    stopped.finish(1, "--fail-fast: case 3 (a \xc3\xbc@2) was not as expected");
   }
   ::unsetenv("CPRR_ROUNDTRIP_PROBE");
   const auto runs = RecordReader(db.path()).runs();
-  ASSERT_EQ(runs.size(), 1u);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[1].stopped, "--fail-fast: case 3 (a \xc3\xbc@2) was not as expected");
   const RecordedRun& r = runs[0];
+  EXPECT_FALSE(r.stopped.has_value()) << "ran its plan (or was interrupted: exit_code says so)";
   EXPECT_EQ(r.backend, meta.backend);
   EXPECT_EQ(r.mode, meta.mode);
   EXPECT_EQ(r.placement, meta.placement);

@@ -56,7 +56,8 @@ void make_v1_copy(const std::string& source, const std::string& v1, const std::s
   exec_plain(
       v1,
       kSchemaV1 + extra + "ATTACH '" + source + "' AS src;" +
-          "INSERT INTO run SELECT * FROM src.run;" +
+          "INSERT INTO run SELECT id, started_at, finished_at, exit_code, tool_version, host, "
+          "backend, mode, placement, worker, argv, libraries, environment FROM src.run;" +
           fmt::format("INSERT INTO test_case ({0}) SELECT {0} FROM src.test_case;", v1_columns) +
           [] {
             std::string copy;
