@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "recorder/cli_options.h"
 #include "recorder/engine/controller.h"
@@ -17,6 +18,7 @@
 #include "runtime/atomic_file.h"
 #include "runtime/backend.h"
 #include "runtime/error.h"
+#include "schema/record_reader.h"
 #include "schema/record_writer.h"
 
 namespace cprr {
@@ -36,6 +38,32 @@ std::optional<std::regex> compile_regex(const char* option, const std::string& t
     CPRR_THROW_AS(UsageError, "{} '{}' is not a valid regular expression: {}", option, text,
                   e.what());
   }
+}
+
+// --rerun-failed: the labels of the cases the latest run of `db` judged not as expected.
+std::set<std::string> failed_in_latest_run(const std::string& db) {
+  if (!std::filesystem::exists(db)) {
+    CPRR_THROW_AS(UsageError, "--rerun-failed: {} does not exist; record a run into it first", db);
+  }
+  const RecordReader reader(db);
+  const std::vector<RecordedRun> runs = reader.runs();
+  if (runs.empty()) {
+    CPRR_THROW_AS(UsageError, "--rerun-failed: {} holds no run; record one first", db);
+  }
+  const RecordedRun& latest = runs.back();
+  if (!latest.finished_at) {
+    CPRR_THROW_AS(UsageError,
+                  "--rerun-failed: run {} of {} never finished, so its cases were not judged; "
+                  "run it again without --rerun-failed",
+                  latest.id, db);
+  }
+  std::set<std::string> labels;
+  for (const RecordedCase& c : reader.cases()) {
+    if (c.run_id == latest.id && c.judgement && !c.judgement->as_expected) {
+      labels.insert(c.instance.label());
+    }
+  }
+  return labels;
 }
 
 Selection selection_of(const RecordOptions& o) {
@@ -261,11 +289,21 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   const std::vector<Mode> modes = modes_of(o.mode);
   check_counts(o);
   const auto filter = compile_regex("--filter", o.filter);
-  const Selection selection = selection_of(o);
+  Selection selection = selection_of(o);
   const std::optional<Placement> placement = parse_placement(o.placement);
   if (!placement) {
     CPRR_THROW_AS(UsageError, "--placement {}: use best_fit, counter, never_reuse or shuffled",
                   o.placement);
+  }
+  if (o.rerun_failed) {
+    selection.labels = failed_in_latest_run(o.db);
+    if (selection.labels->empty()) {
+      err << fmt::format(
+          "cprecord: the latest run in {} had no case that was not as expected; "
+          "nothing to rerun\n",
+          o.db);
+      return 0;
+    }
   }
   const std::vector<CaseInstance> matched = expand(fetch_catalog(worker), filter);
   const std::vector<CaseInstance> plan = select(matched, selection);
@@ -346,6 +384,8 @@ int record_main(int argc, char** argv) {
   app.add_option("--shard", o.shard,
                  "I/N: run only the I-th of N stable parts of the plan (a case's part depends "
                  "on its label alone; the N parts together are the plan), e.g. one per CI job");
+  app.add_flag("--rerun-failed", o.rerun_failed,
+               "run only the cases the latest run in --db judged not as expected");
   app.add_flag("--fail-fast", o.fail_fast,
                "stop after the first case that is not as expected (the run is recorded as "
                "stopped there, with what ran judged)");

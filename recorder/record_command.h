@@ -26,7 +26,8 @@ struct RecordOptions {
   /// One line per execution on `err` as it finishes (cprecord sets it when stderr is not a
   /// TTY, so CI logs show progress); the TTY progress line replaces it.
   bool log_lines = false;
-  bool fail_fast = false;  ///< stop after the first case not as expected (run.stopped says so)
+  bool rerun_failed = false;  ///< only the cases the latest run in `db` had not as expected
+  bool fail_fast = false;     ///< stop after the first case not as expected (run.stopped says so)
   /// Ctrl-C: when its signal arrives the run stops, is recorded and reported with what ran, and
   /// run_record returns 128 + the signal. Null: not interruptible (in-process callers).
   const InterruptWatch* interrupt = nullptr;

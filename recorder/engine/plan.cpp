@@ -69,7 +69,9 @@ std::optional<Shard> parse_shard(const std::string& text) {
 
 std::vector<CaseInstance> select(std::vector<CaseInstance> plan, const Selection& selection) {
   std::erase_if(plan, [&](const CaseInstance& inst) {
-    if (selection.exclude && std::regex_search(inst.label(), *selection.exclude)) return true;
+    const std::string label = inst.label();
+    if (selection.exclude && std::regex_search(label, *selection.exclude)) return true;
+    if (selection.labels && !selection.labels->contains(label)) return true;
     return inst.seed % selection.shard.count + 1 != selection.shard.index;
   });
   for (std::size_t i = 0; i < plan.size(); ++i) plan[i].id = static_cast<uint32_t>(i + 1);

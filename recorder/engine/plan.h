@@ -3,6 +3,7 @@
 // filtered. An instance is what cprecord runs and what the recorder will store as a "case".
 #include <optional>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,10 +29,13 @@ struct Shard {
 std::optional<Shard> parse_shard(const std::string& text);
 
 /// What the command line narrows a plan to, after --filter: instances whose label matches
-/// `exclude` (regex search) are dropped, then those outside `shard`. Ids are renumbered 1..n.
+/// `exclude` (regex search) are dropped, then those outside `shard` or `labels`. Ids are
+/// renumbered 1..n.
 struct Selection {
   std::optional<std::regex> exclude;
   Shard shard;
+  /// Only instances with these labels (cprecord --rerun-failed); nullopt: no such limit.
+  std::optional<std::set<std::string>> labels;
 };
 std::vector<CaseInstance> select(std::vector<CaseInstance> plan, const Selection& selection);
 

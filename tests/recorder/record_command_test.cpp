@@ -474,6 +474,40 @@ TEST(RecordCommand, FailFastStopsAfterTheFirstCaseNotAsExpectedAndRecordsWhy) {
   EXPECT_TRUE(json::parse(record(last).out).at("stopped").is_null());
 }
 
+TEST(RecordCommand, RerunFailedRunsOnlyWhatTheLatestRunHadNotAsExpected) {
+  RecordOptions o = opts(kFixture, "^test/(ok|fail_expect|fail_as_expected)@2$");
+  o.db = test_db() + ".rerun";
+  EXPECT_EQ(record(o).code, 1);  // test/fail_expect fails unexpectedly
+  RecordOptions rerun = opts(kFixture, "");
+  rerun.db = o.db;
+  rerun.rerun_failed = true;
+  const Recorded again = record(rerun);
+  EXPECT_EQ(again.code, 1);
+  const json doc = json::parse(again.out);
+  ASSERT_EQ(doc.at("cases").size(), 1u);
+  EXPECT_EQ(doc.at("cases")[0].at("label"), "test/fail_expect@2");
+  // --filter still narrows it.
+  RecordOptions narrowed = rerun;
+  narrowed.filter = "^test/ok";
+  EXPECT_THROW(record(narrowed), UsageError) << "no case left";
+  // A latest run with nothing unexpected leaves nothing to rerun: exit 0, said on stderr.
+  RecordOptions clean = opts(kFixture, "^test/ok@2$");
+  clean.db = o.db;
+  EXPECT_EQ(record(clean).code, 0);
+  const Recorded nothing = record(rerun);
+  EXPECT_EQ(nothing.code, 0);
+  EXPECT_TRUE(nothing.out.empty());
+  EXPECT_THAT(nothing.err, HasSubstr("nothing to rerun"));
+  RecordOptions missing = rerun;
+  missing.db = test_db() + ".never-written";
+  try {
+    record(missing);
+    ADD_FAILURE() << "a missing --db accepted";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--rerun-failed: " + missing.db + " does not exist"));
+  }
+}
+
 TEST(RecordCommand, SeedsAreExactForJsonConsumers) {
   RecordOptions o = opts(kWorker, "", true);
   o.list = true;
@@ -553,9 +587,9 @@ TEST(RecordCommand, OnlyUnexpectedRowsArePaintedRed) {
 TEST(RecordCommand, BinaryHelpListsEveryOption) {
   const Proc p = shell(quoted(kCprecord) + " --help 2>&1");
   EXPECT_EQ(p.status, 0) << p.out;
-  for (const char* opt :
-       {"--worker", "--backend", "--mode", "--filter", "--exclude", "--shard", "--fail-fast",
-        "--repeat", "--timeout", "--json", "--list", "--placement", "--db", "--junit"}) {
+  for (const char* opt : {"--worker", "--backend", "--mode", "--filter", "--exclude", "--shard",
+                          "--fail-fast", "--rerun-failed", "--repeat", "--timeout", "--json",
+                          "--list", "--placement", "--db", "--junit"}) {
     EXPECT_THAT(p.out, HasSubstr(opt)) << p.out;
   }
   EXPECT_THAT(p.out, HasSubstr("Exit codes"));
