@@ -247,8 +247,8 @@ void CpuBackend::wait_event(int stream, int event) {
 std::string CpuBackend::symmetric_pool() const {
   // What NCCL's symmetric kernels assume, in shared memory: see run_collective.
   return world_size_ == 1 ? "private memory (a world of one)"
-                          : "shared-memory window of every rank; symmetric all-reduce and "
-                            "all-gather read peers at this rank's offset";
+                          : "shared-memory window of every rank; a symmetric all-reduce reads "
+                            "peers at this rank's offset";
 }
 
 void CpuBackend::put(int stream, int peer, uint64_t offset, const void* src, std::size_t bytes) {

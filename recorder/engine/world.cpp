@@ -19,6 +19,18 @@
 namespace cprr {
 namespace {
 
+// What the ranks said their symmetric pool is, as one line: the common answer, or each rank's.
+std::string summarize_pools(const std::vector<std::string>& pools) {
+  if (std::adjacent_find(pools.begin(), pools.end(), std::not_equal_to<>()) == pools.end()) {
+    return pools.empty() ? std::string() : pools.front();
+  }
+  std::string out;
+  for (std::size_t r = 0; r < pools.size(); ++r) {
+    out += fmt::format("{}rank {}: {}", r == 0 ? "" : "; ", r, pools[r]);
+  }
+  return out;
+}
+
 int ms_until(Clock::time_point deadline) {
   const auto left = deadline - Clock::now();
   if (left <= Clock::duration::zero()) return 0;
@@ -159,7 +171,7 @@ void World::await_ready(const WorldConfig& config) {
   // Every rank joins the communicator with rank 0's id (NCCL) and says when it has; ranks that
   // rendezvous by themselves (Gloo) answer at once.
   const std::string boot = encode(ToRank{Bootstrap{comm_id}});
-  symmetric_pools_.assign(ranks_.size(), {});
+  std::vector<std::string> pools(ranks_.size());
   for (Rank& r : ranks_) write_frame(r.control.get(), boot);
   await_each(
       deadline, "it did not join the communicator " + limit, [&](int r, const std::string& frame) {
@@ -171,8 +183,9 @@ void World::await_ready(const WorldConfig& config) {
         if (!c->error.empty()) {
           CPRR_THROW("{}", startup_failure(r, "it could not join the communicator: " + c->error));
         }
-        symmetric_pools_[r] = c->symmetric_pool;
+        pools[r] = c->symmetric_pool;
       });
+  symmetric_pool_ = summarize_pools(pools);
 }
 
 void World::await_each(Clock::time_point deadline, const std::string& timeout_why,
@@ -262,18 +275,6 @@ void World::kill(std::chrono::milliseconds grace) {
   }
   for (Rank& r : ranks_) r.process.wait(5000);
   logs_.wait_eof(500);
-}
-
-std::string World::symmetric_pool() const {
-  if (std::adjacent_find(symmetric_pools_.begin(), symmetric_pools_.end(), std::not_equal_to<>()) ==
-      symmetric_pools_.end()) {
-    return symmetric_pools_.empty() ? std::string() : symmetric_pools_.front();
-  }
-  std::string out;
-  for (std::size_t r = 0; r < symmetric_pools_.size(); ++r) {
-    out += fmt::format("{}rank {}: {}", r == 0 ? "" : "; ", r, symmetric_pools_[r]);
-  }
-  return out;
 }
 
 void World::read_flight_records(uint64_t execution, std::vector<RankReport>& reports) {

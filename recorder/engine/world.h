@@ -50,7 +50,7 @@ class World : public WorldHandle {
   bool stop_requested() const override { return cprr::stop_requested(stop_fd_); }
   /// Time it took to spawn and connect every rank.
   double startup_ms() const override { return startup_ms_; }
-  std::string symmetric_pool() const override;
+  const std::string& symmetric_pool() const override { return symmetric_pool_; }
 
   /// Sends the case to every rank and marks the log positions for its tails.
   void start(const RunCase& msg) override;
@@ -101,7 +101,7 @@ class World : public WorldHandle {
   int stop_fd_ = -1;
   pid_t group_ = 0;
   std::vector<Rank> ranks_;
-  std::vector<std::string> symmetric_pools_;  ///< each rank's Connected::symmetric_pool
+  std::string symmetric_pool_;  ///< the ranks' Connected::symmetric_pool, summarized at start
   LogDrain logs_;
   bool reusable_ = true;
   double startup_ms_ = 0;

@@ -60,7 +60,7 @@ class WorldHandle {
   virtual double startup_ms() const = 0;
   /// What the ranks said their symmetric pool is (Backend::symmetric_pool): one line when they
   /// agree, else "rank 0: ...; rank 1: ...".
-  virtual std::string symmetric_pool() const = 0;
+  virtual const std::string& symmetric_pool() const = 0;
 
   /// Sends the case to every rank and marks the log positions for its tails.
   virtual void start(const RunCase& msg) = 0;

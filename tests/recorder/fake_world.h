@@ -82,7 +82,7 @@ class FakeWorld : public WorldHandle {
   }
   bool stop_requested() const override { return script_->stop; }
   double startup_ms() const override { return script_->startup_ms; }
-  std::string symmetric_pool() const override { return script_->symmetric_pool; }
+  const std::string& symmetric_pool() const override { return script_->symmetric_pool; }
 
   void start(const RunCase& msg) override {
     note("start");

@@ -168,6 +168,13 @@ CaseDone sample_case_done() {
                                              .root = -1});
   cap.collectives.push_back(CollectiveRecord{
       .seq = 1, .kind = "broadcast", .stream = 0, .dtype = DType::f32, .bytes = 12, .root = 3});
+  cap.collectives.push_back(CollectiveRecord{.seq = 2,
+                                             .kind = "all_reduce",
+                                             .stream = 2,
+                                             .dtype = DType::f64,
+                                             .bytes = 64,
+                                             .root = -1,
+                                             .op = ReduceOp::min});
   return d;
 }
 
@@ -228,6 +235,7 @@ void expect_same(const CaseCapture& a, const CaseCapture& b) {
     EXPECT_EQ(x.dtype, y.dtype);
     EXPECT_EQ(x.bytes, y.bytes);
     EXPECT_EQ(x.root, y.root);
+    EXPECT_EQ(x.op, y.op);
   }
 }
 
@@ -298,6 +306,9 @@ TEST(ProtocolRoundTrip, BootstrapCarriesBinaryIdsAndAbortIsItsOwnMessage) {
   EXPECT_EQ(round_trip_from_rank(Connected{"ncclCommInitRankConfig: unhandled system error"}).error,
             "ncclCommInitRankConfig: unhandled system error");
   EXPECT_EQ(round_trip_from_rank(Connected{}).error, "");
+  const Connected with_pool = round_trip_from_rank(Connected{{}, "NCCL window; peers mapped"});
+  EXPECT_EQ(with_pool.error, "");
+  EXPECT_EQ(with_pool.symmetric_pool, "NCCL window; peers mapped");
   EXPECT_NE(encode(ToRank{Abort{}}), encode(ToRank{Shutdown{}}));
 }
 
