@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <set>
 
 #include "recorder/cli_options.h"
@@ -128,6 +129,23 @@ std::vector<Mode> modes_of(const std::string& mode) {
   CPRR_THROW_AS(UsageError, "--mode {}: use pool, fresh or both", mode);
 }
 
+// --shuffle's seed: the one given, or a fresh one for a bare --shuffle.
+std::optional<uint64_t> shuffle_seed_of(const std::optional<std::string>& shuffle) {
+  if (!shuffle) return std::nullopt;
+  if (*shuffle == "random" || shuffle->empty()) {
+    std::random_device rd;
+    return ((uint64_t{rd()} << 32) ^ rd()) & kMaxSeed;
+  }
+  const std::optional<uint64_t> seed = parse_shuffle_seed(*shuffle);
+  if (!seed) {
+    CPRR_THROW_AS(UsageError,
+                  "--shuffle={}: the seed must be a whole number from 0 to {} (or give --shuffle "
+                  "alone for a fresh one)",
+                  *shuffle, kMaxSeed);
+  }
+  return seed;
+}
+
 std::string absolute(const std::string& path) {
   std::error_code ec;
   const auto abs = std::filesystem::absolute(path, ec);
@@ -155,7 +173,8 @@ struct Plan {
   const std::vector<Mode>& modes;
   int repeat = 1;
   Placement placement = Placement::best_fit;
-  bool fail_fast = false;  ///< stop after the first case judged not as expected
+  bool fail_fast = false;                ///< stop after the first case judged not as expected
+  std::optional<uint64_t> shuffle_seed;  ///< nullopt: every repeat in plan order
 };
 
 // What execute() ran, and why it ended early (--fail-fast) if it did.
@@ -175,6 +194,14 @@ std::optional<std::string> fail_fast_reason(const Plan& p, std::size_t i,
   if (judge_case(p.cases[i], p.case_ids[i], mine).as_expected) return std::nullopt;
   return fmt::format("--fail-fast: case {} ({}) was not as expected", p.case_ids[i],
                      p.cases[i].label());
+}
+
+// The order in which repeat `rep` runs the cases: the plan's, or one drawn from --shuffle's seed.
+std::vector<std::size_t> run_order(const Plan& p, int rep) {
+  if (p.shuffle_seed) return shuffled_order(p.cases.size(), *p.shuffle_seed, rep);
+  std::vector<std::size_t> order(p.cases.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  return order;
 }
 
 // How execute() shows progress on stderr: nothing, one line a TTY overwrites (position, elapsed
@@ -233,7 +260,9 @@ Executed execute(const Plan& p, Controller& controller, RecordWriter& writer, Pr
   ProgressReport progress(style, err, total);
   bool stopped = false;
   for (int rep = 0; rep < p.repeat && !stopped; ++rep) {
-    for (std::size_t i = 0; i < p.cases.size() && !stopped; ++i) {
+    const std::vector<std::size_t> order = run_order(p, rep);
+    for (std::size_t k = 0; k < order.size() && !stopped; ++k) {
+      const std::size_t i = order[k];
       for (Mode mode : p.modes) {
         progress.starting(results.size(), mode, p.cases[i]);
         ExecutionResult r = controller.run(p.cases[i], mode, p.placement);
@@ -290,6 +319,7 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   check_counts(o);
   const auto filter = compile_regex("--filter", o.filter);
   Selection selection = selection_of(o);
+  const std::optional<uint64_t> shuffle_seed = shuffle_seed_of(o.shuffle);
   const std::optional<Placement> placement = parse_placement(o.placement);
   if (!placement) {
     CPRR_THROW_AS(UsageError, "--placement {}: use best_fit, counter, never_reuse or shuffled",
@@ -324,7 +354,7 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   }
   if (!o.junit.empty()) check_file_target("--junit", o.junit);  // before the run, not after
   RecordWriter writer(o.db, RunMeta{backend, o.mode, std::string(placement_name(*placement)),
-                                    worker, argv, kProtocolVersion});
+                                    worker, argv, kProtocolVersion, shuffle_seed});
   const std::vector<int64_t> case_ids = writer.add_cases(plan);
   ControllerConfig cc;
   cc.worker = worker;
@@ -333,7 +363,8 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   cc.stop_fd = o.interrupt != nullptr ? o.interrupt->fd() : -1;
   Controller controller(cc);
   const Executed executed = execute(
-      Plan{plan, case_ids, modes, o.repeat, *placement, o.fail_fast}, controller, writer,
+      Plan{plan, case_ids, modes, o.repeat, *placement, o.fail_fast, shuffle_seed}, controller,
+      writer,
       progress ? ProgressStyle::tty : (o.log_lines ? ProgressStyle::lines : ProgressStyle::none),
       err);
   const std::vector<ExecutionResult>& results = executed.results;
@@ -351,7 +382,8 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
                      o.mode,
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                      code,
-                     executed.stopped};
+                     executed.stopped,
+                     shuffle_seed};
   if (!o.junit.empty()) write_junit_file(o.junit, outcomes, results, info);
   if (o.json) {
     print_json(out, outcomes, info);
@@ -389,6 +421,13 @@ int record_main(int argc, char** argv) {
   app.add_flag("--fail-fast", o.fail_fast,
                "stop after the first case that is not as expected (the run is recorded as "
                "stopped there, with what ran judged)");
+  app.add_option("--shuffle", o.shuffle,
+                 "run the cases in an order drawn from SEED (a fresh seed when none is given; "
+                 "each repeat gets its own order); the seed is printed and recorded in the run, "
+                 "and cpreplay replays a pooled case after the cases that really preceded it")
+      ->expected(0, 1)
+      ->default_str("random")
+      ->type_name("[=SEED]");
   app.add_option("--repeat", o.repeat, "run the plan N times (outputs that vary: nondeterministic)")
       ->check(positive_count_validator());
   app.add_option("--timeout", o.timeout_s,

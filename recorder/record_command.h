@@ -28,6 +28,9 @@ struct RecordOptions {
   bool log_lines = false;
   bool rerun_failed = false;  ///< only the cases the latest run in `db` had not as expected
   bool fail_fast = false;     ///< stop after the first case not as expected (run.stopped says so)
+  /// --shuffle[=SEED]: run the cases in an order drawn from this seed ("random": a fresh seed,
+  /// printed and recorded in run.shuffle_seed); nullopt: plan order.
+  std::optional<std::string> shuffle;
   /// Ctrl-C: when its signal arrives the run stops, is recorded and reported with what ran, and
   /// run_record returns 128 + the signal. Null: not interruptible (in-process callers).
   const InterruptWatch* interrupt = nullptr;

@@ -240,18 +240,20 @@ void print_json(std::ostream& out, const std::vector<CaseOutcome>& outcomes, con
               {"executions", std::move(execs)}});
     cases.push_back(std::move(c));
   }
-  nlohmann::json doc{{"tool", "cprecord"},
-                     {"version", CPRR_VERSION},
-                     {"run", info.run_id},
-                     {"db", info.db},
-                     {"worker", info.worker},
-                     {"backend", info.backend},
-                     {"mode", info.mode},
-                     {"wall_s", info.wall_s},
-                     {"cases", std::move(cases)},
-                     {"unexpected", unexpected},
-                     {"exit_code", info.exit_code},
-                     {"stopped", info.stopped ? nlohmann::json(*info.stopped) : nlohmann::json()}};
+  nlohmann::json doc{
+      {"tool", "cprecord"},
+      {"version", CPRR_VERSION},
+      {"run", info.run_id},
+      {"db", info.db},
+      {"worker", info.worker},
+      {"backend", info.backend},
+      {"mode", info.mode},
+      {"wall_s", info.wall_s},
+      {"cases", std::move(cases)},
+      {"unexpected", unexpected},
+      {"exit_code", info.exit_code},
+      {"stopped", info.stopped ? nlohmann::json(*info.stopped) : nlohmann::json()},
+      {"shuffle_seed", info.shuffle_seed ? nlohmann::json(*info.shuffle_seed) : nlohmann::json()}};
   out << doc.dump(2) << '\n';
 }
 

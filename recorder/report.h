@@ -21,8 +21,9 @@ struct RunInfo {
   std::string backend;
   std::string mode;
   double wall_s = 0;
-  int exit_code = 0;                   ///< what cprecord returns (128 + signal when interrupted)
-  std::optional<std::string> stopped;  ///< why the run ended before its plan (--fail-fast)
+  int exit_code = 0;                     ///< what cprecord returns (128 + signal when interrupted)
+  std::optional<std::string> stopped;    ///< why the run ended before its plan (--fail-fast)
+  std::optional<uint64_t> shuffle_seed;  ///< --shuffle: the seed of the case order
 };
 
 /// What identifies a planned instance in JSON (plan_id, name, label, params, world_size, seed,

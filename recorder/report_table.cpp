@@ -117,6 +117,10 @@ void print_table(std::ostream& out, const std::vector<ExecutionResult>& results,
                      results.size(), tally, outcomes.size(), verdict, info.backend, info.mode,
                      info.wall_s);
   print_slowest(out, results);
+  if (info.shuffle_seed) {
+    out << fmt::format("cases ran in an order shuffled with seed {}; --shuffle={} runs it again\n",
+                       *info.shuffle_seed, *info.shuffle_seed);
+  }
   if (info.run_id != 0) out << fmt::format("recorded as run {} in {}\n", info.run_id, info.db);
 }
 

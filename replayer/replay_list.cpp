@@ -47,14 +47,16 @@ void list_db(std::ostream& out, const std::string& db, bool json) {
   if (json) {
     nlohmann::json jr = nlohmann::json::array(), jc = nlohmann::json::array();
     for (const auto& r : runs) {
-      jr.push_back({{"id", r.id},
-                    {"started_at", r.started_at},
-                    {"complete", r.finished_at.has_value()},
-                    {"exit_code", r.exit_code ? nlohmann::json(*r.exit_code) : nlohmann::json()},
-                    {"stopped", r.stopped ? nlohmann::json(*r.stopped) : nlohmann::json()},
-                    {"mode", r.mode},
-                    {"backend", r.backend},
-                    {"worker", r.worker}});
+      jr.push_back(
+          {{"id", r.id},
+           {"started_at", r.started_at},
+           {"complete", r.finished_at.has_value()},
+           {"exit_code", r.exit_code ? nlohmann::json(*r.exit_code) : nlohmann::json()},
+           {"stopped", r.stopped ? nlohmann::json(*r.stopped) : nlohmann::json()},
+           {"shuffle_seed", r.shuffle_seed ? nlohmann::json(*r.shuffle_seed) : nlohmann::json()},
+           {"mode", r.mode},
+           {"backend", r.backend},
+           {"worker", r.worker}});
     }
     for (const auto& row : rows) {
       nlohmann::json ex = nlohmann::json::array();
@@ -87,7 +89,9 @@ void list_db(std::ostream& out, const std::string& db, bool json) {
     return;
   }
   for (const auto& r : runs) {
-    out << fmt::format("run {}: {} mode={} backend={} {}\n", r.id, r.started_at, r.mode, r.backend,
+    out << fmt::format("run {}: {} mode={} backend={}{} {}\n", r.id, r.started_at, r.mode,
+                       r.backend,
+                       r.shuffle_seed ? fmt::format(" shuffled={}", *r.shuffle_seed) : "",
                        r.finished_at ? fmt::format("exit {}{}", r.exit_code.value_or(-1),
                                                    r.stopped ? "; stopped by " + *r.stopped : "")
                                      : std::string("INCOMPLETE (the recorder did not finish)"));

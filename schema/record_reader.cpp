@@ -17,6 +17,8 @@ constexpr int kSpansVersion = 3;
 constexpr int kOneSidedVersion = 4;
 /// The schema version that added run.stopped.
 constexpr int kStoppedVersion = 7;
+/// The schema version that added run.shuffle_seed.
+constexpr int kShuffleVersion = 8;
 /// The schema version that added collective.op and execution.symmetric_pool.
 constexpr int kVersion5 = 5;
 /// The schema version that added test_case.verdict, as_expected and fresh_vs_pool.
@@ -317,8 +319,9 @@ RecordReader& RecordReader::operator=(RecordReader&&) noexcept = default;
 std::vector<RecordedRun> RecordReader::runs() const {
   Statement st(db_, fmt::format("SELECT id, started_at, finished_at, exit_code, backend, mode, "
                                 "placement, worker, environment, tool_version, host, argv, "
-                                "libraries, {} FROM run ORDER BY id",
-                                db_.schema_version() >= kStoppedVersion ? "stopped" : "NULL"));
+                                "libraries, {}, {} FROM run ORDER BY id",
+                                db_.schema_version() >= kStoppedVersion ? "stopped" : "NULL",
+                                db_.schema_version() >= kShuffleVersion ? "shuffle_seed" : "NULL"));
   std::vector<RecordedRun> out;
   while (st.step()) {
     RecordedRun r;
@@ -340,6 +343,7 @@ std::vector<RecordedRun> RecordReader::runs() const {
       r.libraries.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
     }
     r.stopped = optional_text(st, 13);
+    if (!st.is_null(14)) r.shuffle_seed = static_cast<uint64_t>(st.int64(14));
     out.push_back(std::move(r));
   }
   return out;

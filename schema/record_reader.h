@@ -22,7 +22,8 @@ struct RecordedRun {
   std::string started_at;
   std::optional<std::string> finished_at;  ///< nullopt: incomplete (the recorder died)
   std::optional<int> exit_code;
-  std::optional<std::string> stopped;  ///< why it ended before its plan did (--fail-fast)
+  std::optional<std::string> stopped;    ///< why it ended before its plan did (--fail-fast)
+  std::optional<uint64_t> shuffle_seed;  ///< cprecord --shuffle: the seed of the case order
   std::string backend, mode, placement, worker;
   std::vector<std::pair<std::string, std::string>> environment;
   std::string tool_version, host;

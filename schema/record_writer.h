@@ -4,6 +4,7 @@
 // schema/record_reader.h: what is written here is read back there, field for field.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@ struct RunMeta {
   std::string worker;  ///< absolute path
   std::vector<std::string> argv;
   uint32_t protocol_version = 0;  ///< of the controller and workers, for the run's library list
+  std::optional<uint64_t> shuffle_seed;  ///< cprecord --shuffle: the seed of the case order
 };
 
 class RecordWriter {

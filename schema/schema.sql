@@ -1,8 +1,8 @@
--- cprr store: the SQLite schema. Version 7 (schema/store.h: kSchemaVersion and its bump rule;
+-- cprr store: the SQLite schema. Version 8 (schema/store.h: kSchemaVersion and its bump rule;
 -- store.cpp: kMigrations). Version 2 added test_case.verdict, as_expected and fresh_vs_pool;
 -- version 3 op.read_spans and write_spans; version 4 op.peer and op.epoch; version 5
 -- collective.op and execution.symmetric_pool; version 6 the views at the end of this file;
--- version 7 run.stopped.
+-- version 7 run.stopped; version 8 run.shuffle_seed.
 --
 -- One database file holds any number of runs. The recorder writes the run row and the planned
 -- cases first, then every execution with all its per-rank rows in ONE transaction, committed
@@ -29,7 +29,11 @@ CREATE TABLE run (
   -- (version 7) why the run ended before its plan did, e.g. "--fail-fast: case 12
   -- (healthy/noop@2) was not as expected"; NULL: it ran its plan, or it was interrupted or
   -- killed (exit_code and finished_at say which)
-  stopped       TEXT
+  stopped       TEXT,
+  -- (version 8) cprecord --shuffle: the seed its case order was drawn from (cprecord
+  -- --shuffle=SEED runs the same order again); NULL: the plan's order. Each execution's
+  -- pool_position records the order either way, so cpreplay finds the same predecessors.
+  shuffle_seed  INTEGER
 );
 
 -- A case instance as planned: case x grid point x world size. `id` is what cpreplay --case takes.

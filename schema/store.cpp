@@ -42,6 +42,8 @@ constexpr std::string_view kMigrations[] = {
     "",
     // 6 -> 7: why a run stopped early (schema.sql: run.stopped).
     "ALTER TABLE run ADD COLUMN stopped TEXT;",
+    // 7 -> 8: the seed of a shuffled run's order (schema.sql: run.shuffle_seed).
+    "ALTER TABLE run ADD COLUMN shuffle_seed INTEGER;",
 };
 /// The version that added the views (schema.sql's last section).
 constexpr int kViewsVersion = 6;

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <string_view>
 
+#include "kernels/rng.h"
 #include "recorder/engine/process.h"
 #include "runtime/error.h"
 #include "runtime/fd.h"
@@ -76,6 +77,25 @@ std::vector<CaseInstance> select(std::vector<CaseInstance> plan, const Selection
   });
   for (std::size_t i = 0; i < plan.size(); ++i) plan[i].id = static_cast<uint32_t>(i + 1);
   return plan;
+}
+
+std::vector<std::size_t> shuffled_order(std::size_t n, uint64_t seed, int repeat) {
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = i;
+  // kernels/rng.h: SplitMix64, defined bit for bit. Fisher-Yates; the modulo's bias (below
+  // 2^-40 for any real plan) does not matter for an order.
+  Rng rng(random_at(seed, static_cast<uint64_t>(repeat)));
+  for (std::size_t i = n; i > 1; --i) std::swap(order[i - 1], order[rng.next() % i]);
+  return order;
+}
+
+std::optional<uint64_t> parse_shuffle_seed(const std::string& text) {
+  uint64_t seed = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seed);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty() || seed > kMaxSeed) {
+    return std::nullopt;
+  }
+  return seed;
 }
 
 namespace {

@@ -39,6 +39,16 @@ struct Selection {
 };
 std::vector<CaseInstance> select(std::vector<CaseInstance> plan, const Selection& selection);
 
+/// cprecord --shuffle: the order in which repeat `repeat` (0-based) runs a plan of `n` cases, a
+/// permutation of 0..n-1 drawn from `seed` alone (its own generator, not the standard library's
+/// unspecified distributions), so a seed gives the same order on every build and machine. Each
+/// repeat gets its own order.
+std::vector<std::size_t> shuffled_order(std::size_t n, uint64_t seed, int repeat);
+
+/// Parses --shuffle's value: a decimal seed from 0 to kMaxSeed (it is stored as a SQLite
+/// integer and printed for reuse); nullopt for anything else.
+std::optional<uint64_t> parse_shuffle_seed(const std::string& text);
+
 /// The catalog of the worker binary at `worker` (spawned with --catalog). Throws cprr::Error
 /// naming the worker and what went wrong (not found, not a cprr worker, crashed).
 Catalog fetch_catalog(const std::string& worker);

@@ -33,6 +33,7 @@ using json = nlohmann::json;
 const std::string kWorker = CPRR_WORKER_PATH;
 const std::string kFixture = CPRR_FIXTURE_WORKER_PATH;
 const std::string kCprecord = CPRR_CPRECORD_PATH;
+const std::string kCpreplay = CPRR_CPREPLAY_PATH;
 
 struct Recorded {
   int code = -1;
@@ -411,6 +412,80 @@ TEST(RecordCommand, ShardsAreDisjointStableAndTogetherThePlan) {
   narrow.shard = "2/3";
   for (const std::string& label : planned(narrow)) {
     EXPECT_NE(std::find(parts[1].begin(), parts[1].end(), label), parts[1].end()) << label;
+  }
+}
+
+TEST(RecordCommand, ShuffledOrdersArePermutationsFixedByTheSeedAndTheRepeat) {
+  const std::vector<std::size_t> a = shuffled_order(40, 7, 0);
+  std::vector<std::size_t> sorted = a;
+  std::sort(sorted.begin(), sorted.end());
+  for (std::size_t i = 0; i < sorted.size(); ++i) EXPECT_EQ(sorted[i], i) << "a permutation";
+  EXPECT_EQ(a, shuffled_order(40, 7, 0)) << "the seed fixes the order";
+  EXPECT_NE(a, shuffled_order(40, 7, 1)) << "each repeat its own order";
+  EXPECT_NE(a, shuffled_order(40, 8, 0));
+  EXPECT_NE(a, sorted);
+  EXPECT_TRUE(shuffled_order(0, 7, 0).empty());
+  EXPECT_EQ(parse_shuffle_seed("0"), 0u);
+  EXPECT_EQ(parse_shuffle_seed(std::to_string(kMaxSeed)), kMaxSeed);
+  for (const char* bad : {"", "-1", "x", "12x", "9007199254740992", "99999999999999999999"}) {
+    EXPECT_FALSE(parse_shuffle_seed(bad).has_value()) << bad;
+  }
+}
+
+// The plan positions of a run's cases in the order they ran (execution ids grow as they run).
+std::vector<int64_t> run_order(const std::string& db, int64_t run_id) {
+  const RecordReader reader(db);
+  std::vector<std::pair<int64_t, int64_t>> ran;  // execution id, plan position
+  for (const RecordedCase& c : reader.cases()) {
+    if (c.run_id != run_id) continue;
+    for (const RecordedExecution& e : reader.executions(c.id, RecordReader::Detail::captures)) {
+      ran.emplace_back(e.id, c.instance.id);
+    }
+  }
+  std::sort(ran.begin(), ran.end());
+  std::vector<int64_t> out;
+  for (const auto& [execution, position] : ran) out.push_back(position);
+  return out;
+}
+
+TEST(RecordCommand, ShuffleRunsTheSeedsOrderRecordsTheSeedAndReplaysAfterTheRealPredecessors) {
+  RecordOptions o = opts(kWorker, "^healthy/(noop|all_reduce|broadcast|all_gather).*@2$");
+  o.db = test_db() + ".shuffle";
+  o.mode = "pool";
+  o.shuffle = "12345";
+  const Recorded r = record(o);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json doc = json::parse(r.out);
+  EXPECT_EQ(doc.at("shuffle_seed"), 12345);
+  const std::size_t n = doc.at("cases").size();
+  ASSERT_GE(n, 4u);
+  std::vector<int64_t> expected;
+  for (std::size_t i : shuffled_order(n, 12345, 0)) expected.push_back(static_cast<int64_t>(i) + 1);
+  EXPECT_EQ(run_order(o.db, 1), expected) << "the cases ran in the seed's order";
+  EXPECT_FALSE(std::is_sorted(expected.begin(), expected.end()));
+  EXPECT_EQ(RecordReader(o.db).runs().at(0).shuffle_seed, 12345u);
+  EXPECT_EQ(record(o).code, 0);
+  EXPECT_EQ(run_order(o.db, 2), expected) << "the same seed, the same order";
+  // The last case to run in the pooled world is replayed after every case that really ran
+  // before it, not after the cases before it in the plan.
+  const int64_t last = expected.back();
+  const Proc replay = shell(quoted(kCpreplay) + " --db " + cprr::quoted(o.db) + " --case " +
+                            std::to_string(last) + " --mode pool --json");
+  EXPECT_EQ(replay.status, 0) << replay.out;
+  EXPECT_EQ(json::parse(replay.out).at("predecessors"), n - 1) << replay.out;
+  // A bare --shuffle draws a seed, records it and says how to run the order again.
+  o.shuffle = "random";
+  o.json = false;
+  const Recorded fresh = record(o);
+  const std::optional<uint64_t> seed = RecordReader(o.db).runs().at(2).shuffle_seed;
+  ASSERT_TRUE(seed.has_value());
+  EXPECT_THAT(fresh.out, HasSubstr(fmt::format("--shuffle={} runs it again", *seed)));
+  o.shuffle = "soon";
+  try {
+    record(o);
+    ADD_FAILURE() << "a bad seed accepted";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--shuffle=soon: the seed must be a whole number"));
   }
 }
 

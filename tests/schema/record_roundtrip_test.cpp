@@ -194,10 +194,15 @@ TEST(RecordRoundTrip, TheRunRowComesBack) {
     w.finish(130);
     RecordWriter stopped(db.path(), meta);
     stopped.finish(1, "--fail-fast: case 3 (a \xc3\xbc@2) was not as expected");
+    RunMeta shuffled = meta;
+    shuffled.shuffle_seed = kMaxSeed;
+    RecordWriter(db.path(), shuffled).finish(0);
   }
   ::unsetenv("CPRR_ROUNDTRIP_PROBE");
   const auto runs = RecordReader(db.path()).runs();
-  ASSERT_EQ(runs.size(), 2u);
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[2].shuffle_seed, kMaxSeed);
+  EXPECT_FALSE(runs[1].shuffle_seed.has_value()) << "plan order";
   EXPECT_EQ(runs[1].stopped, "--fail-fast: case 3 (a \xc3\xbc@2) was not as expected");
   const RecordedRun& r = runs[0];
   EXPECT_FALSE(r.stopped.has_value()) << "ran its plan (or was interrupted: exit_code says so)";
