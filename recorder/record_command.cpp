@@ -16,6 +16,7 @@
 #include "recorder/junit.h"
 #include "recorder/report.h"
 #include "recorder/report_table.h"
+#include "recorder/trace.h"
 #include "runtime/atomic_file.h"
 #include "runtime/backend.h"
 #include "runtime/error.h"
@@ -307,6 +308,34 @@ int close_run(RecordWriter& writer, const std::vector<CaseOutcome>& outcomes, in
   return code;
 }
 
+// --trace DIR: the directory must exist or be creatable before the run spends anything.
+void prepare_trace_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir)) {
+    CPRR_THROW_AS(UsageError, "--trace {}: cannot make this directory: {}", dir,
+                  ec ? ec.message() : "a file of that name exists");
+  }
+  check_file_target("--trace", (std::filesystem::path(dir) / "case-0-fresh-1.json").string());
+}
+
+// The executions worth a timeline: every one of each case with a verdict or not as expected.
+// Returns how many trace files were written.
+std::size_t write_traces(const std::string& dir, const std::vector<CaseOutcome>& outcomes) {
+  std::size_t written = 0;
+  for (const CaseOutcome& o : outcomes) {
+    if (o.as_expected && !o.verdict) continue;
+    for (const ExecutionResult* e : o.executions) {
+      if (!has_timeline(*e)) continue;
+      const std::string name =
+          fmt::format("case-{}-{}-{}.json", o.case_id, mode_name(e->mode), e->attempt);
+      write_trace_file("--trace", (std::filesystem::path(dir) / name).string(), *e);
+      ++written;
+    }
+  }
+  return written;
+}
+
 }  // namespace
 
 int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, bool progress,
@@ -353,6 +382,7 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
     return 0;
   }
   if (!o.junit.empty()) check_file_target("--junit", o.junit);  // before the run, not after
+  if (!o.trace_dir.empty()) prepare_trace_dir(o.trace_dir);
   RecordWriter writer(o.db, RunMeta{backend, o.mode, std::string(placement_name(*placement)),
                                     worker, argv, kProtocolVersion, shuffle_seed});
   const std::vector<int64_t> case_ids = writer.add_cases(plan);
@@ -361,6 +391,7 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   cc.backend = backend;
   cc.timeout_override_s = o.timeout_s;
   cc.stop_fd = o.interrupt != nullptr ? o.interrupt->fd() : -1;
+  cc.timeline = !o.trace_dir.empty();
   Controller controller(cc);
   const Executed executed = execute(
       Plan{plan, case_ids, modes, o.repeat, *placement, o.fail_fast, shuffle_seed}, controller,
@@ -385,6 +416,16 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
                      executed.stopped,
                      shuffle_seed};
   if (!o.junit.empty()) write_junit_file(o.junit, outcomes, results, info);
+  if (!o.trace_dir.empty()) {
+    const std::size_t traces = write_traces(o.trace_dir, outcomes);
+    err << (traces == 0 ? fmt::format("cprecord: no trace written to {}: every case was as "
+                                      "expected with no finding (cpreplay --case N --trace FILE "
+                                      "draws any case)\n",
+                                      o.trace_dir)
+                        : fmt::format("cprecord: wrote {} trace(s) to {} (open them in "
+                                      "https://ui.perfetto.dev or chrome://tracing)\n",
+                                      traces, o.trace_dir));
+  }
   if (o.json) {
     print_json(out, outcomes, info);
   } else {
@@ -439,6 +480,12 @@ int record_main(int argc, char** argv) {
                  "allocator placement policy: best_fit (address-ordered) | counter "
                  "(allocation-order) | never_reuse | shuffled (reuse order drawn from the case "
                  "seed, the same on every rank)");
+  app.add_option("--trace", o.trace_dir,
+                 "time every op and write a Chrome trace (Perfetto, chrome://tracing) of each "
+                 "execution of every case with a verdict or not as expected to "
+                 "DIR/case-<id>-<mode>-<repeat>.json: a process per rank, a track per stream "
+                 "and the host, collectives and races as arrows")
+      ->type_name("DIR");
   app.add_flag("--json", o.json, "print one JSON document on stdout and nothing else there");
   app.add_flag("--list", o.list,
                "print the planned cases (plan positions, not case ids) and exit; with --json as "

@@ -31,6 +31,9 @@ struct RecordOptions {
   /// --shuffle[=SEED]: run the cases in an order drawn from this seed ("random": a fresh seed,
   /// printed and recorded in run.shuffle_seed); nullopt: plan order.
   std::optional<std::string> shuffle;
+  /// --trace DIR: time every op, and write a Chrome trace (recorder/trace.h) of every execution
+  /// of each case with a verdict or not as expected; empty: no timing, no traces.
+  std::string trace_dir;
   /// Ctrl-C: when its signal arrives the run stops, is recorded and reported with what ran, and
   /// run_record returns 128 + the signal. Null: not interruptible (in-process callers).
   const InterruptWatch* interrupt = nullptr;

@@ -8,6 +8,7 @@
 #include "analysis/compare.h"
 #include "recorder/engine/controller.h"
 #include "recorder/engine/plan.h"
+#include "recorder/trace.h"
 #include "replayer/ddmin.h"
 #include "replayer/race_confirmation.h"
 #include "runtime/error.h"
@@ -40,6 +41,7 @@ class Rebuild {
       config_.env.emplace_back("CUDA_MODULE_LOADING", "EAGER");
     config_.timeout_override_s = o.timeout_s;
     config_.stop_fd = o.stop_fd;
+    config_.timeline = !o.trace.empty();
   }
 
   /// Refuses, before anything runs, a worker that is no cprr worker or lacks one of `cases`
@@ -243,6 +245,11 @@ ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* 
     pooled = rb.pooled(before, target);
     rep.replayed_pool = pooled->status;
     say(fmt::format("pooled replay after {} predecessor(s): {}", preds.size(), describe(*pooled)));
+  }
+  if (!o.trace.empty()) {
+    write_trace_file("--trace", o.trace, fresh ? *fresh : *pooled);
+    rep.trace = o.trace;
+    say(fmt::format("trace of the {} replay written to {}", fresh ? "fresh" : "pooled", o.trace));
   }
   // The check runs on the recorded logs, so a race is named even when no replay shows it; it is
   // confirmed before the verdict is said, so the verdict line comes last.

@@ -25,6 +25,9 @@ struct ReplayOptions {
   /// Readable when the replay should stop (InterruptWatch::fd()); -1: never. A replay stopped by
   /// it throws Interrupted.
   int stop_fd = -1;
+  /// Non-empty: replays time every op, and the first replay of the case (fresh, else pooled) is
+  /// written here as a Chrome trace (recorder/trace.h).
+  std::string trace;
 };
 
 /// One placement replay (allocator_order and uninitialized_read verdicts).
@@ -61,6 +64,7 @@ struct ReplayReport {
   bool poison_confirmed = false;
   /// The case under every placement policy (allocator_order, uninitialized_read), in order.
   std::vector<PlacementReplay> placements;
+  std::string trace;             ///< where the trace was written; empty: none asked for
   std::vector<std::string> log;  ///< what was done, in order, for humans
   /// 0 when the case reproduced and met its expectation; 1 otherwise.
   int exit_code() const;

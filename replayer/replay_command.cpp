@@ -14,6 +14,7 @@
 #include "replayer/replay.h"
 #include "replayer/replay_all.h"
 #include "replayer/replay_list.h"
+#include "runtime/atomic_file.h"
 #include "runtime/error.h"
 
 namespace cprr {
@@ -101,6 +102,7 @@ void print_replay_json(std::ostream& out, const ReplayReport& r, const std::stri
                        : nlohmann::json()},
       {"confirmation", confirmation_json(r.confirmation)},
       {"predecessors", r.predecessors},
+      {"trace", r.trace.empty() ? nlohmann::json() : nlohmann::json(r.trace)},
       {"replays", r.replays},
       {"ddmin_replays", r.ddmin_replays},
       {"recorded",
@@ -172,9 +174,13 @@ int run_replay(const ReplayCommandOptions& o, std::ostream& out, std::ostream& e
       CPRR_THROW_AS(UsageError, "--timeout {}: {}", *o.timeout_s, why);
     }
   }
-  ReplayOptions ro{o.db,        o.case_id.value_or(0),
-                   o.mode,      o.worker,
-                   o.timeout_s, o.interrupt != nullptr ? o.interrupt->fd() : -1};
+  if (!o.trace.empty()) {
+    if (!o.case_id) CPRR_THROW_AS(UsageError, "--trace FILE goes with --case ID");
+    check_file_target("--trace", o.trace);  // before the replays, not after
+  }
+  ReplayOptions ro{o.db,     o.case_id.value_or(0), o.mode,
+                   o.worker, o.timeout_s,           o.interrupt != nullptr ? o.interrupt->fd() : -1,
+                   o.trace};
   auto echo = [](const std::string& line, void* user) {
     *static_cast<std::ostream*>(user) << "cpreplay: " << line << '\n' << std::flush;
   };
@@ -229,6 +235,13 @@ int replay_main(int argc, char** argv) {
                              "case's own, else 60; at most {})",
                              kMaxTimeoutS))
       ->check(seconds_validator());
+  app.add_option("--trace", o.trace,
+                 "with --case: time every op and write the first replay (fresh, else pooled) as "
+                 "a Chrome trace to FILE (Perfetto, chrome://tracing): a process per rank, a "
+                 "track per stream and the host, ops with their real start and duration, "
+                 "collectives and races as arrows, allocations as instants")
+      ->type_name("FILE")
+      ->needs(cas);
   app.add_flag("--json", o.json, "print one JSON document on stdout and nothing else there");
   app.footer(
       "Verdicts: reproduced, state_leak (with polluters), collective_mismatch (ranks that called "

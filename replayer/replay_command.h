@@ -21,6 +21,7 @@ struct ReplayCommandOptions {
   std::string worker;             ///< empty: the worker recorded in the run
   std::optional<double> timeout_s;
   bool json = false;
+  std::string trace;  ///< with case_id: write the first replay's Chrome trace here
   /// Ctrl-C: stops the replay (its ranks killed); replay_main then exits 128 + the signal.
   const InterruptWatch* interrupt = nullptr;
 };

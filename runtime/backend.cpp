@@ -2,6 +2,7 @@
 // (CPRR_HAVE_CUDA); every other file can ask for it by name and get a clear error otherwise.
 #include "runtime/backend.h"
 
+#include <chrono>
 #include <exception>
 
 #include "runtime/cpu_backend.h"
@@ -36,6 +37,15 @@ void Backend::wait_signal(int, uint32_t, uint64_t) {
   CPRR_THROW("wait_signal on the {} backend: {}", name(), one_sided_problem());
 }
 void Backend::delay(int, uint32_t) { CPRR_THROW("the {} backend cannot delay a stream", name()); }
+void Backend::begin_marks() { CPRR_THROW("the {} backend cannot time its ops", name()); }
+void Backend::mark(int) { CPRR_THROW("the {} backend cannot time its ops", name()); }
+std::vector<int64_t> Backend::marks() { return {}; }
+
+int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 std::unique_ptr<Backend> make_backend(const BackendConfig& config) {
   if (config.kind == "cpu") return std::make_unique<CpuBackend>(config);

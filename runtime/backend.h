@@ -126,7 +126,21 @@ class Backend {
   virtual void wait_signal(int stream, uint32_t slot, uint64_t value);
   /// In stream order: the stream idles for `us` microseconds (a replay's race amplification).
   virtual void delay(int stream, uint32_t us);
+
+  // ---- timeline marks (only when a trace is asked for: cprecord/cpreplay --trace) ----
+  /// Starts a case's marks (the previous case's are dropped).
+  virtual void begin_marks();
+  /// In stream order: notes when `stream` reaches this point (CPU: the stream thread's clock;
+  /// CUDA: an event), as the next mark.
+  virtual void mark(int stream);
+  /// After synchronize_all: when each mark since begin_marks() was reached, in mark() order, as
+  /// nanoseconds of the steady clock (system-wide on Linux, so ranks on one host line up); -1
+  /// for a mark never reached (the stream failed before it).
+  virtual std::vector<int64_t> marks();
 };
+
+/// The steady clock's now in nanoseconds: what Backend::marks() and host-side marks are in.
+int64_t steady_now_ns();
 
 /// Options for creating a backend in a rank process.
 struct BackendConfig {

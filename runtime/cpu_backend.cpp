@@ -289,6 +289,18 @@ void CpuBackend::delay(int stream, uint32_t us) {
                      [us] { std::this_thread::sleep_for(std::chrono::microseconds(us)); });
 }
 
+void CpuBackend::mark(int stream) {
+  std::atomic<int64_t>* slot = &marks_.emplace_back(-1);
+  at(stream).enqueue("mark", [slot] { slot->store(steady_now_ns(), std::memory_order_relaxed); });
+}
+
+std::vector<int64_t> CpuBackend::marks() {
+  std::vector<int64_t> out;
+  out.reserve(marks_.size());
+  for (const std::atomic<int64_t>& m : marks_) out.push_back(m.load(std::memory_order_relaxed));
+  return out;
+}
+
 void CpuBackend::synchronize(int stream) { at(stream).synchronize(); }
 
 void CpuBackend::synchronize_all() {

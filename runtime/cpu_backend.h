@@ -6,6 +6,7 @@
 
 #include <array>
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -89,6 +90,9 @@ class CpuBackend final : public Backend {
   void signal(int stream, int peer, uint32_t slot, uint64_t value) override;
   void wait_signal(int stream, uint32_t slot, uint64_t value) override;
   void delay(int stream, uint32_t us) override;
+  void begin_marks() override { marks_.clear(); }
+  void mark(int stream) override;
+  std::vector<int64_t> marks() override;
 
  private:
   CpuStream& at(int stream);
@@ -107,6 +111,9 @@ class CpuBackend final : public Backend {
   std::vector<CpuEvent> events_;
   mutable std::mutex progress_mu_;
   CollectiveProgress progress_;
+  /// Written by stream threads, each through a pointer taken when it was added: a deque keeps
+  /// its elements in place as it grows.
+  std::deque<std::atomic<int64_t>> marks_;
 };
 
 }  // namespace cprr

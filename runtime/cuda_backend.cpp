@@ -141,6 +141,8 @@ CudaBackend::~CudaBackend() {
   comm_.reset();
   for (auto& s : streams_) cudaStreamDestroy(s.handle);
   for (cudaEvent_t e : events_) cudaEventDestroy(e);
+  for (cudaEvent_t e : mark_events_) cudaEventDestroy(e);
+  if (mark_origin_ != nullptr) cudaEventDestroy(mark_origin_);
   for (const Pending& p : pending_) {
     cudaEventDestroy(p.before);
     cudaEventDestroy(p.after);
@@ -264,6 +266,36 @@ void CudaBackend::record_event(int event, int stream) {
 void CudaBackend::wait_event(int stream, int event) {
   CPRR_CHECK(event >= 0 && static_cast<std::size_t>(event) < events_used_, "no event {}", event);
   CPRR_CUDA(cudaStreamWaitEvent(at(stream).handle, events_[event], 0));
+}
+
+void CudaBackend::begin_marks() {
+  // The origin completes on an idle stream (a case starts after the previous one drained), so
+  // the host's clock right after it completes is its time; every mark is timed against it.
+  if (mark_origin_ == nullptr) CPRR_CUDA(cudaEventCreate(&mark_origin_));
+  CPRR_CUDA(cudaEventRecord(mark_origin_, at(0).handle));
+  CPRR_CUDA(cudaEventSynchronize(mark_origin_));
+  mark_origin_ns_ = steady_now_ns();
+  marks_used_ = 0;
+}
+
+void CudaBackend::mark(int stream) {
+  if (marks_used_ == mark_events_.size()) {
+    cudaEvent_t e = nullptr;
+    CPRR_CUDA(cudaEventCreate(&e));  // with timing, unlike the case's own events
+    mark_events_.push_back(e);
+  }
+  CPRR_CUDA(cudaEventRecord(mark_events_[marks_used_++], at(stream).handle));
+}
+
+std::vector<int64_t> CudaBackend::marks() {
+  std::vector<int64_t> out;
+  for (std::size_t i = 0; i < marks_used_; ++i) {
+    float ms = 0;
+    const bool reached = cudaEventQuery(mark_events_[i]) == cudaSuccess &&
+                         cudaEventElapsedTime(&ms, mark_origin_, mark_events_[i]) == cudaSuccess;
+    out.push_back(reached ? mark_origin_ns_ + static_cast<int64_t>(double{ms} * 1e6) : -1);
+  }
+  return out;
 }
 
 template <class Fn>

@@ -82,6 +82,9 @@ class CudaBackend final : public Backend {
   void signal(int stream, int peer, uint32_t slot, uint64_t value) override;
   void wait_signal(int stream, uint32_t slot, uint64_t value) override;
   void delay(int stream, uint32_t us) override;
+  void begin_marks() override;
+  void mark(int stream) override;
+  std::vector<int64_t> marks() override;
 
  private:
   struct StreamSlot {
@@ -143,6 +146,12 @@ class CudaBackend final : public Backend {
   std::vector<StreamSlot> streams_;
   std::vector<cudaEvent_t> events_;  // case events (Context::record), reused across cases
   std::size_t events_used_ = 0;
+  /// Timeline marks: timing events reused across cases, the first `marks_used_` this case's;
+  /// `mark_origin_` completed at steady-clock time `mark_origin_ns_`.
+  std::vector<cudaEvent_t> mark_events_;
+  std::size_t marks_used_ = 0;
+  cudaEvent_t mark_origin_ = nullptr;
+  int64_t mark_origin_ns_ = 0;
   mutable std::vector<Pending> pending_;
   mutable std::vector<cudaEvent_t> spare_events_;
   mutable CollectiveProgress progress_;

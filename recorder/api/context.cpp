@@ -21,7 +21,7 @@ Buffer Buffer::slice(uint64_t offset, uint64_t len) const {
 }
 
 Context::Context(RankState& state, std::string case_name, Params params, uint64_t seed,
-                 Placement placement, uint64_t execution, Perturbation perturbation)
+                 Placement placement, uint64_t execution, Perturbation perturbation, bool timeline)
     : state_(state),
       name_(std::move(case_name)),
       params_(std::move(params)),
@@ -29,11 +29,16 @@ Context::Context(RankState& state, std::string case_name, Params params, uint64_
       placement_(placement),
       rng_(splitmix64(seed ^ splitmix64(static_cast<uint64_t>(state.rank) + 1))),
       execution_(execution),
-      perturbation_(std::move(perturbation)) {
+      perturbation_(std::move(perturbation)),
+      timeline_(timeline) {
   // The case seed (the same on every rank) seeds the shuffled policy.
   for (auto& engine : state_.engines) engine->set_policy(placement_, seed_);
   if (!state_.hasher) state_.hasher = make_capture_hasher(*state_.backend);
   if (state_.flight) state_.flight->begin(execution_);
+  if (timeline_) {
+    state_.backend->begin_marks();
+    logs_.timeline.start_ns = steady_now_ns();
+  }
 }
 
 const std::string& Context::param(std::string_view key) const {
@@ -94,6 +99,7 @@ void Context::free(const Buffer& b) {
 }
 
 void Context::log_alloc(bool is_free, uint32_t id, const Live& live, int stream) {
+  if (timeline_) logs_.timeline.allocs.push_back(steady_now_ns());
   logs_.allocs.push_back(AllocRecord{logs_.allocs.size(), is_free, id, live.name,
                                      std::string(mem_pool_name(live.pool)), live.bytes, live.offset,
                                      stream});
@@ -123,7 +129,40 @@ OpRecord& Context::log_op(int stream, std::string kind, std::string name, const 
     op.writes.push_back(b.id);
     op.write_spans.push_back(span_of(b));
   }
+  if (timeline_) {
+    mark_end();  // an op that issued nothing (a failed call) ends where the next one starts
+    OpTime& t = logs_.timeline.ops.emplace_back();
+    if (stream >= 0 && op.kind != "sync") {
+      state_.backend->mark(stream);
+      mark_slots_.emplace_back(seq, false);
+    } else {
+      t.begin_ns = steady_now_ns();
+      if (op.kind == "host") t.end_ns = t.begin_ns;  // a declaration: the host's work is around it
+    }
+  }
   return logs_.ops.emplace_back(std::move(op));
+}
+
+void Context::mark_end() {
+  if (!timeline_ || ended_ops_ == logs_.ops.size()) return;
+  const OpRecord& op = logs_.ops.back();
+  ended_ops_ = logs_.ops.size();
+  OpTime& t = logs_.timeline.ops.back();
+  if (op.stream >= 0 && op.kind != "sync") {
+    state_.backend->mark(op.stream);
+    mark_slots_.emplace_back(op.seq, true);
+  } else if (t.end_ns < 0) {
+    t.end_ns = steady_now_ns();
+  }
+}
+
+void Context::collect_marks() {
+  const std::vector<int64_t> times = state_.backend->marks();
+  for (std::size_t i = 0; i < mark_slots_.size() && i < times.size(); ++i) {
+    const auto [seq, is_end] = mark_slots_[i];
+    OpTime& t = logs_.timeline.ops[seq];
+    (is_end ? t.end_ns : t.begin_ns) = times[i];
+  }
 }
 
 uint32_t Context::delay_before(uint64_t seq) const {
@@ -140,6 +179,7 @@ uint32_t Context::delay_before(uint64_t seq) const {
 
 void Context::issued() {
   if (logs_.ops.empty()) return;
+  mark_end();
   if (perturbation_.one_stream) {
     state_.backend->synchronize_all();
     return;
@@ -177,11 +217,13 @@ void Context::wait(Stream s, Event e) {
 void Context::synchronize(Stream s) {
   log_op(s.id, "sync", "synchronize stream", {});
   state_.backend->synchronize(s.id);
+  mark_end();
 }
 
 void Context::synchronize() {
   log_op(-1, "sync", "synchronize all", {});
   state_.backend->synchronize_all();
+  mark_end();
 }
 
 void Context::copy(Stream s, const Buffer& dst, const Buffer& src, uint64_t bytes) {
@@ -198,6 +240,7 @@ void Context::copy(Stream s, const Buffer& dst, const Buffer& src, uint64_t byte
 void Context::read_bytes(Stream s, const Buffer& b, void* dst, uint64_t bytes) {
   log_op(s.id, "copy", "read back", Access{{b}, {}});
   state_.backend->copy_async(s.id, dst, b.ptr, bytes);
+  mark_end();
   state_.backend->synchronize(s.id);
 }
 
@@ -275,6 +318,15 @@ CaseCapture Context::finish() {
   }
   state_.backend->release_events();
   state_.hasher->complete();
+  if (timeline_) {
+    try {
+      mark_end();
+      state_.backend->synchronize_all();  // drained already, unless the body failed
+    } catch (const std::exception&) {
+      // A failed stream leaves its later marks unreached (-1); the body's error is the news.
+    }
+    collect_marks();
+  }
   finished_ = true;
   logs_.probes.assign(std::make_move_iterator(probes_.begin()),
                       std::make_move_iterator(probes_.end()));

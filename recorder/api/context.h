@@ -90,8 +90,10 @@ class Context {
   /// `execution` is the controller's id for this execution (the same on every rank, increasing
   /// over a world's life): it keeps one case's semaphore values apart from an earlier case's.
   /// `perturbation` is what a replay changes to confirm a race (recorder/data/perturbation.h).
+  /// `timeline`: time every op and allocation (CaseCapture::timeline) for a trace.
   Context(RankState& state, std::string case_name, Params params, uint64_t seed,
-          Placement placement, uint64_t execution = 0, Perturbation perturbation = {});
+          Placement placement, uint64_t execution = 0, Perturbation perturbation = {},
+          bool timeline = false);
   /// A Context dropped without finish() (a test, an embedder) still drains its streams and makes
   /// the hasher forget its captures, so nothing later writes into freed slots.
   ~Context();
@@ -243,6 +245,11 @@ class Context {
                   name, state_.backend->name());
   }
   void log_alloc(bool is_free, uint32_t id, const Live& live, int stream);
+  /// --trace: the last logged op is issued; mark where it ends (its stream's next point, or the
+  /// host's clock for a host wait). Once per op; a no-op without a timeline.
+  void mark_end();
+  /// --trace: fills the timeline's op times from the backend's marks (streams drained).
+  void collect_marks();
   /// Fills a new allocation with the replay's poison pattern.
   void poison(const Buffer& b, Stream s);
   void enqueue_collective(Stream s, CollectiveCall call, const Access& access);
@@ -269,6 +276,10 @@ class Context {
   std::deque<Capture> outputs_;
   CaseCapture logs_;
   bool finished_ = false;
+  bool timeline_ = false;
+  /// Per backend mark, in mark() order: the op it times and whether it is the op's end.
+  std::vector<std::pair<uint64_t, bool>> mark_slots_;
+  uint64_t ended_ops_ = 0;  ///< ops whose end is marked (they end in issue order)
 };
 
 }  // namespace cprr

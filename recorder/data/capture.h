@@ -107,6 +107,35 @@ struct CollectiveRecord {
   }
 };
 
+/// When an op ran, in steady-clock nanoseconds (system-wide on Linux, so ranks on one host line
+/// up): a stream op from when its stream reached it to when the stream passed it (CPU: the
+/// stream thread's clock; CUDA: events), a host wait from its call to its return, a host access
+/// at its declaration (end == begin). -1: not reached (an earlier op of its stream failed).
+struct OpTime {
+  int64_t begin_ns = -1;
+  int64_t end_ns = -1;
+
+  bool operator==(const OpTime&) const = default;
+  template <class A>
+  void serialize(A& a) {
+    a(begin_ns, end_ns);
+  }
+};
+
+/// What a trace needs beyond the logs; recorded only when asked (cprecord/cpreplay --trace), so
+/// recording stays cheap. Empty otherwise.
+struct Timeline {
+  int64_t start_ns = 0;         ///< the case body's start on this rank
+  std::vector<OpTime> ops;      ///< parallel to CaseCapture::ops
+  std::vector<int64_t> allocs;  ///< parallel to CaseCapture::allocs: when the host called
+  bool empty() const { return ops.empty() && allocs.empty(); }
+
+  template <class A>
+  void serialize(A& a) {
+    a(start_ns, ops, allocs);
+  }
+};
+
 /// Everything a rank captured during one case execution.
 struct CaseCapture {
   std::vector<Capture> probes;
@@ -114,10 +143,11 @@ struct CaseCapture {
   std::vector<AllocRecord> allocs;
   std::vector<OpRecord> ops;
   std::vector<CollectiveRecord> collectives;
+  Timeline timeline;
 
   template <class A>
   void serialize(A& a) {
-    a(probes, outputs, allocs, ops, collectives);
+    a(probes, outputs, allocs, ops, collectives, timeline);
   }
 };
 

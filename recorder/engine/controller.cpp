@@ -93,7 +93,8 @@ ExecutionResult Controller::run(const CaseInstance& inst, Mode mode, Placement p
     res.world_id = world.id();
     res.symmetric_pool = world.symmetric_pool();
     res.pool_position = ++served_[world.id()];
-    world.start(RunCase{res.id, inst.info.name, inst.params, inst.seed, placement, perturbation});
+    world.start(RunCase{res.id, inst.info.name, inst.params, inst.seed, placement, perturbation,
+                        config_.timeline});
     res.ranks = world.collect(res.id, config_.now() + deadline_for(inst), config_.after_death);
     classify(res, world);
     if (mode == Mode::pool && !world.reusable()) pools_.erase(inst.world_size);

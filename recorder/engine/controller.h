@@ -45,6 +45,8 @@ struct ControllerConfig {
   /// and the world's directory gone) and every later run() returns at once; both are `error`
   /// results with ExecutionResult::interrupted set.
   int stop_fd = -1;
+  /// Ranks time every op and allocation (CaseCapture::timeline) for a trace (--trace).
+  bool timeline = false;
   /// The controller's clock for deadlines and wall times; tests pass a fake one. The worlds keep
   /// the steady clock for their own waits.
   std::function<Clock::time_point()> now = Clock::now;

@@ -25,12 +25,13 @@ namespace cprr {
 inline constexpr uint32_t kProtocolMagic = 0x52525043;  // "CPRR" read as little-endian bytes
 /// Bump when any message below changes layout or meaning. Controller and worker of different
 /// versions refuse each other at the hello with a message naming both versions.
-inline constexpr uint32_t kProtocolVersion = 6;  // 2: Hello.comm_id, Bootstrap, Connected, Abort;
+inline constexpr uint32_t kProtocolVersion = 7;  // 2: Hello.comm_id, Bootstrap, Connected, Abort;
                                                  // 3: OpRecord read_spans/write_spans;
                                                  // 4: OpRecord peer/epoch, RunCase.perturbation;
                                                  // 5: Perturbation.poison;
                                                  // 6: CollectiveRecord.op,
-                                                 //    Connected.symmetric_pool
+                                                 //    Connected.symmetric_pool;
+                                                 // 7: RunCase.timeline, CaseCapture.timeline
 inline constexpr uint32_t kMaxFrameBytes = 256u << 20;
 
 /// First message of every rank: who it is.
@@ -60,10 +61,11 @@ struct RunCase {
   uint64_t seed = 0;
   Placement placement = Placement::best_fit;
   Perturbation perturbation;  ///< what a replay changes to confirm a race; empty when recording
+  bool timeline = false;      ///< time every op (CaseCapture::timeline) for a trace
 
   template <class A>
   void serialize(A& a) {
-    a(execution, name, params, seed, placement, perturbation);
+    a(execution, name, params, seed, placement, perturbation, timeline);
   }
 };
 

@@ -56,7 +56,7 @@ CaseDone CaseRunner::run(const RunCase& msg) {
   }
   done.reset_ms = ms_since(t0);
   Context ctx(state_, msg.name, msg.params, msg.seed, msg.placement, msg.execution,
-              msg.perturbation);
+              msg.perturbation, msg.timeline);
   auto t1 = Clock::now();
   try {
     set_phase(Phase::body, msg.execution);

@@ -213,6 +213,50 @@ TEST(Context, OpLogRecordsStreamsAccessesAndEvents) {
 
 // Each declared access carries which bytes of its allocation it covers: a slice is its parent's
 // id plus its span; a copy of fewer bytes than its buffers covers only those.
+TEST(Context, ATimelineTimesEveryOpInStreamOrderAndEveryAllocation) {
+  RankState st = make_state();
+  Gate gate;
+  CaseCapture cap;
+  constexpr auto kHeld = std::chrono::milliseconds(30);
+  {
+    Context ctx(st, "unit/timeline", {}, 1, Placement::best_fit, 0, {}, /*timeline=*/true);
+    const Stream side = ctx.create_stream("side");
+    const Buffer x = ctx.alloc("x", 1024 * 4);
+    gate.hold(ctx, side);  // op 0
+    ctx.launch(side, "fill", 1024, kernels::FillConst<float>{x.as<float>(), 1.0f},
+               Access{{}, {x}});              // op 1
+    ctx.host_access("peek", Access{{}, {}});  // op 2
+    std::this_thread::sleep_for(kHeld);
+    gate.release();
+    ctx.synchronize();  // op 3
+    ctx.drain();
+    cap = ctx.finish();
+  }
+  const Timeline& tl = cap.timeline;
+  ASSERT_EQ(tl.ops.size(), cap.ops.size());
+  ASSERT_EQ(tl.ops.size(), 4u);
+  EXPECT_EQ(tl.allocs.size(), cap.allocs.size()) << "the alloc and the free at finish()";
+  for (const OpTime& t : tl.ops) {
+    EXPECT_GE(t.begin_ns, tl.start_ns);
+    EXPECT_GE(t.end_ns, t.begin_ns);
+  }
+  const auto held_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(kHeld).count();
+  // The gate's end is real: it came after the host released it, kHeld after the host access
+  // (its start may lag on a loaded machine, so only the end is pinned).
+  EXPECT_GE(tl.ops[0].end_ns - tl.ops[2].begin_ns, held_ns) << "the gate's real end";
+  EXPECT_GE(tl.ops[1].begin_ns, tl.ops[0].end_ns) << "the fill ran after the gate on its stream";
+  EXPECT_EQ(tl.ops[2].begin_ns, tl.ops[2].end_ns) << "a host access is a point";
+  EXPECT_LT(tl.ops[2].begin_ns, tl.ops[0].end_ns) << "the host went on while the gate held";
+  EXPECT_GE(tl.ops[3].end_ns, tl.ops[1].end_ns) << "the host's wait ended after the stream's work";
+  EXPECT_LE(tl.allocs.front(), tl.ops[0].begin_ns);
+
+  // Without a timeline nothing is timed (recording stays cheap).
+  Context plain(st, "unit/plain", {}, 1, Placement::best_fit);
+  plain.alloc("y", 64);
+  plain.drain();
+  EXPECT_TRUE(plain.finish().timeline.empty());
+}
+
 TEST(Context, OpLogRecordsTheSpanOfEverySliceAndCopy) {
   RankState st = make_state();
   CaseCapture cap;

@@ -175,6 +175,9 @@ CaseDone sample_case_done() {
                                              .bytes = 64,
                                              .root = -1,
                                              .op = ReduceOp::min});
+  cap.timeline.start_ns = INT64_MAX - 7;
+  cap.timeline.ops = {OpTime{1, 2}, OpTime{-1, -1}, OpTime{INT64_MAX, INT64_MAX}};
+  cap.timeline.allocs = {0, 42};
   return d;
 }
 
@@ -237,6 +240,9 @@ void expect_same(const CaseCapture& a, const CaseCapture& b) {
     EXPECT_EQ(x.root, y.root);
     EXPECT_EQ(x.op, y.op);
   }
+  EXPECT_EQ(a.timeline.start_ns, b.timeline.start_ns);
+  EXPECT_EQ(a.timeline.ops, b.timeline.ops);
+  EXPECT_EQ(a.timeline.allocs, b.timeline.allocs);
 }
 
 void expect_same(const CaseDone& a, const CaseDone& b) {
@@ -276,7 +282,9 @@ TEST(ProtocolRoundTrip, RunCaseWithParamsForEveryPlacement) {
     rc.params = {{"dtype", "f32"}, {"n", "1048576"}, {"empty", ""}, {"nul", "a\0b"s}};
     rc.seed = 0xffffffffffffffffULL;
     rc.placement = p;
+    rc.timeline = p == Placement::counter;
     const RunCase back = round_trip_to_rank(rc);
+    EXPECT_EQ(back.timeline, rc.timeline);
     EXPECT_EQ(back.execution, rc.execution);
     EXPECT_EQ(back.name, rc.name);
     EXPECT_EQ(back.params, rc.params);
