@@ -4,7 +4,7 @@
 # backend, and the GPU benchmarks. Full logs go to $OUT (or /tmp/cprr-gpu-out); a short table is
 # printed last.
 #
-#   tools/device/run_gpu_checks.sh [tests] [corpus] [races] [symmetric] [bench]  (default: all)
+#   tools/device/run_gpu_checks.sh [tests] [corpus] [races] [symmetric] [trace] [bench]  (default: all)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
 # Each step takes about 5 minutes on 4 H200s; a device call has 10, so give each step its own call.
 # Every summary line is printed as soon as its step ends, so a run cut short still says something.
@@ -23,7 +23,7 @@ out=${OUT:-/tmp/cprr-gpu-out}
 mkdir -p "$out"
 b=$build_path
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(tests corpus races symmetric bench)
+[ ${#steps[@]} -eq 0 ] && steps=(tests corpus races symmetric trace bench)
 summary=()
 report() {
   printf '%s\n' "$@"
@@ -102,6 +102,24 @@ for step in "${steps[@]}"; do
         report "== symmetric ($run)" "$(cat "$sdir/table.txt")"
       done
       ;;
+    trace)
+      # Issue 13's timeline on CUDA events: a race case (streams, an all-reduce, a race) and a
+      # healthy collective case recorded with --trace, the race case replayed with --trace; every
+      # file checked against the trace-event format.
+      tdir="$out/trace"
+      mkdir -p "$tdir"
+      timeout 200 "$b/tools/cprecord" --backend cuda --mode both --json --db "$tdir/run.db" \
+        --filter '^(bug|fixed)/cp_maxlogit_race@2$' --trace "$tdir/recorded" \
+        >"$tdir/record.json" 2>"$tdir/record.err"
+      report "trace: cprecord --trace rc=$?"
+      bug=$(python3 -c 'import json,sys; print([c["id"] for c in json.load(open(sys.argv[1]))["cases"] if c["label"].startswith("bug/")][0])' "$tdir/record.json")
+      timeout 200 "$b/tools/cpreplay" --db "$tdir/run.db" --case "$bug" --mode fresh \
+        --trace "$tdir/replay-case-$bug.json" --json >"$tdir/replay.json" 2>"$tdir/replay.err"
+      report "trace: cpreplay --trace rc=$?"
+      python3 tools/device/trace_check.py "$tdir"/recorded/*.json "$tdir/replay-case-$bug.json" \
+        >"$tdir/table.txt" 2>&1
+      report "trace check rc=$?" "$(cat "$tdir/table.txt")"
+      ;;
     bench)
       [ -x "$b/tools/bench/cprr_bench_device_hash" ] &&
         "$b/tools/bench/cprr_bench_device_hash" >"$out/bench_device_hash.txt" 2>&1
@@ -111,7 +129,7 @@ for step in "${steps[@]}"; do
           >"$out/bench_gpu.txt" 2>&1
       for f in "$out"/bench_*.txt; do report "== $(basename "$f")" "$(tail -n 12 "$f")"; done
       ;;
-    *) echo "unknown step '$step' (tests, corpus, races, symmetric, bench)" >&2; exit 2 ;;
+    *) echo "unknown step '$step' (tests, corpus, races, symmetric, trace, bench)" >&2; exit 2 ;;
   esac
 done
 
