@@ -128,8 +128,8 @@ class TraceBuilder {
                          {"args", std::move(args)}});
       slices_[{rank, op.seq}] = s;
       if (is_collective && record < cap.collectives.size()) {
-        collectives_[cap.collectives[record].seq].push_back(s);
-        collective_kinds_[cap.collectives[record].seq] = cap.collectives[record].kind;
+        const CollectiveRecord& c = cap.collectives[record];
+        collectives_[{c.seq, c.kind}].push_back(s);
       }
     }
     for (std::size_t i = 0; i < cap.allocs.size() && i < tl.allocs.size(); ++i) {
@@ -179,9 +179,9 @@ class TraceBuilder {
   }
 
   void add_collective_flows() {
-    for (auto& [seq, points] : collectives_) {
-      add_flow(points, fmt::format("{} #{}", collective_kinds_[seq], seq), "collective",
-               {{"collective", seq}});
+    for (auto& [key, points] : collectives_) {
+      const auto& [seq, kind] = key;
+      add_flow(points, fmt::format("{} #{}", kind, seq), "collective", {{"collective", seq}});
     }
   }
 
@@ -210,8 +210,9 @@ class TraceBuilder {
   int64_t origin_;
   json events_ = json::array();
   std::map<std::pair<int, uint64_t>, Slice> slices_;  // (rank, op seq) -> its event
-  std::map<uint64_t, std::vector<Slice>> collectives_;
-  std::map<uint64_t, std::string> collective_kinds_;
+  /// (collective seq, kind) -> its slice on each rank; ranks that disagree on the kind (a
+  /// collective mismatch) get no arrow between them.
+  std::map<std::pair<uint64_t, std::string>, std::vector<Slice>> collectives_;
   uint64_t next_flow_id_ = 1;
 };
 
