@@ -300,8 +300,10 @@ std::string World::job_stderr() {
 
 void World::end_job(std::chrono::milliseconds grace) {
   if (!job_ || !job_->running()) return;
-  // Its supervisors have exited (their ranks are reaped), so a healthy launcher ends by itself.
-  job_->wait(static_cast<int>(std::max<int64_t>(grace.count(), 2000)));
+  // Once every rank connected and is gone, its supervisors have exited, so a healthy launcher
+  // ends by itself; a start that failed or was interrupted leaves supervisors waiting: TERM now.
+  const bool started = !ranks_.empty();
+  if (started) job_->wait(static_cast<int>(std::max<int64_t>(grace.count(), 2000)));
   if (!job_->running()) return;
   signal_group(job_->pid(), SIGTERM);
   job_->wait(static_cast<int>(grace.count()));

@@ -433,10 +433,21 @@ TEST_F(ListenerFixture, GarbageAndOldVersionsAreRefusedWithoutHarm) {
     const auto frame = read_frame(fd.get(), reader, 10000);
     return frame ? decode_welcome(*frame).error : std::string("closed");
   });
+  auto old = std::async(std::launch::async, [&] {
+    UniqueFd fd = connect_tcp(listener.bound(), seconds(5));
+    std::string hs = encode_handshake(good(0, Channel::control));
+    hs[4] = static_cast<char>(kProtocolVersion - 1);  // the raw version after the magic
+    write_frame(fd.get(), hs);
+    FrameReader reader;
+    const auto frame = read_frame(fd.get(), reader, 10000);
+    return frame ? decode_welcome(*frame).error : std::string("closed");
+  });
   EXPECT_THROW(accept(5, 1, milliseconds(700)), Error);
   EXPECT_NE(garbage.get().find("magic"), std::string::npos);
   EXPECT_NE(huge.get().find("no handshake"), std::string::npos);
-  EXPECT_EQ(listener.refused_count(), 2);
+  EXPECT_NE(old.get().find(fmt::format("speaks protocol version {}", kProtocolVersion - 1)),
+            std::string::npos);
+  EXPECT_EQ(listener.refused_count(), 3);
 }
 
 TEST_F(ListenerFixture, TimeoutNamesTheMissingRanksAndCheckCanGiveUp) {

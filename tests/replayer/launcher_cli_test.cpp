@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -97,6 +98,19 @@ TEST_F(LauncherCli, CorpusThroughMpirunMatchesLocalAtW2AndW4InBothModes) {
   }
   EXPECT_EQ(a.size(), b.size());
   EXPECT_TRUE(w2 && w4);
+  // Pool mode kept one launcher job per world size alive across cases: far fewer pooled worlds
+  // than pooled executions (a world is replaced only after a crash or hang).
+  std::set<int64_t> pool_worlds;
+  std::size_t pooled = 0;
+  const json doc = json::parse(mpi.out);
+  for (const json& c : doc.at("cases")) {
+    for (const json& e : c.at("executions")) {
+      if (e.at("mode") != "pool") continue;
+      ++pooled;
+      pool_worlds.insert(e.at("world").get<int64_t>());
+    }
+  }
+  EXPECT_LT(pool_worlds.size() * 4, pooled) << pool_worlds.size() << " worlds for " << pooled;
   // The crashes and hangs came through the launcher with the same attribution.
   EXPECT_NE(mpi.out.find("rank 1 killed by signal 11 (SIGSEGV)"), std::string::npos);
   EXPECT_NE(mpi.out.find("rank 1 never joined collective #1"), std::string::npos);
