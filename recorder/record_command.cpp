@@ -177,6 +177,7 @@ struct Plan {
   Placement placement = Placement::best_fit;
   bool fail_fast = false;                ///< stop after the first case judged not as expected
   std::optional<uint64_t> shuffle_seed;  ///< nullopt: every repeat in plan order
+  int standby = 0;                       ///< --standby: fresh worlds started ahead
 };
 
 // What execute() ran, and why it ended early (--fail-fast) if it did.
@@ -204,6 +205,34 @@ std::vector<std::size_t> run_order(const Plan& p, int rep) {
   std::vector<std::size_t> order(p.cases.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   return order;
+}
+
+// One execution of the plan: case `i` (an index into Plan::cases) in `mode`, in repeat `rep`.
+struct Step {
+  int rep = 0;
+  std::size_t i = 0;
+  Mode mode = Mode::fresh;
+};
+
+// Every execution of the plan in the order execute() runs them.
+std::vector<Step> steps_of(const Plan& p) {
+  std::vector<Step> steps;
+  for (int rep = 0; rep < p.repeat; ++rep) {
+    for (std::size_t i : run_order(p, rep)) {
+      for (Mode mode : p.modes) steps.push_back(Step{rep, i, mode});
+    }
+  }
+  return steps;
+}
+
+// --standby: the world sizes of the next `n` fresh executions after step `s`.
+std::vector<int> fresh_sizes_after(const Plan& p, const std::vector<Step>& steps, std::size_t s,
+                                   int n) {
+  std::vector<int> sizes;
+  for (std::size_t k = s + 1; k < steps.size() && static_cast<int>(sizes.size()) < n; ++k) {
+    if (steps[k].mode == Mode::fresh) sizes.push_back(p.cases[steps[k].i].world_size);
+  }
+  return sizes;
 }
 
 // How execute() shows progress on stderr: nothing, one line a TTY overwrites (position, elapsed
@@ -260,25 +289,23 @@ Executed execute(const Plan& p, Controller& controller, RecordWriter& writer, Pr
   std::vector<ExecutionResult>& results = out.results;
   const std::size_t total = p.cases.size() * p.modes.size() * static_cast<std::size_t>(p.repeat);
   ProgressReport progress(style, err, total);
-  bool stopped = false;
-  for (int rep = 0; rep < p.repeat && !stopped; ++rep) {
-    const std::vector<std::size_t> order = run_order(p, rep);
-    for (std::size_t k = 0; k < order.size() && !stopped; ++k) {
-      const std::size_t i = order[k];
-      for (Mode mode : p.modes) {
-        progress.starting(results.size(), mode, p.cases[i]);
-        ExecutionResult r = controller.run(p.cases[i], mode, p.placement);
-        stopped = r.interrupted;
-        if (stopped) break;
-        r.attempt = rep + 1;
-        writer.write(r, p.case_ids[i]);
-        results.push_back(std::move(r));
-        progress.finished(results.size(), results.back(), p.cases[i]);
-      }
-      if (!stopped && p.fail_fast) {
-        out.stopped = fail_fast_reason(p, i, results);
-        stopped = out.stopped.has_value();
-      }
+  const std::vector<Step> steps = steps_of(p);
+  for (std::size_t s = 0; s < steps.size(); ++s) {
+    const Step& step = steps[s];
+    if (p.standby > 0) controller.foresee(fresh_sizes_after(p, steps, s, p.standby));
+    progress.starting(results.size(), step.mode, p.cases[step.i]);
+    ExecutionResult r = controller.run(p.cases[step.i], step.mode, p.placement);
+    if (r.interrupted) break;
+    r.attempt = step.rep + 1;
+    writer.write(r, p.case_ids[step.i]);
+    results.push_back(std::move(r));
+    progress.finished(results.size(), results.back(), p.cases[step.i]);
+    // --fail-fast judges a case once its last mode of this repeat ran.
+    const bool case_done =
+        s + 1 == steps.size() || steps[s + 1].i != step.i || steps[s + 1].rep != step.rep;
+    if (p.fail_fast && case_done) {
+      out.stopped = fail_fast_reason(p, step.i, results);
+      if (out.stopped) break;
     }
   }
   if (results.size() == total) out.stopped.reset();  // the last case: the plan was done anyway
@@ -394,10 +421,11 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   cc.stop_fd = o.interrupt != nullptr ? o.interrupt->fd() : -1;
   cc.timeline = !o.trace_dir.empty();
   cc.launch = o.launch;
+  cc.standby = o.standby;
   Controller controller(cc);
   const Executed executed = execute(
-      Plan{plan, case_ids, modes, o.repeat, *placement, o.fail_fast, shuffle_seed}, controller,
-      writer,
+      Plan{plan, case_ids, modes, o.repeat, *placement, o.fail_fast, shuffle_seed, o.standby},
+      controller, writer,
       progress ? ProgressStyle::tty : (o.log_lines ? ProgressStyle::lines : ProgressStyle::none),
       err);
   const std::vector<ExecutionResult>& results = executed.results;
@@ -493,6 +521,12 @@ int record_main(int argc, char** argv) {
   app.add_flag("--list", o.list,
                "print the planned cases (plan positions, not case ids) and exit; with --json as "
                "one JSON document");
+  app.add_option("--standby", o.standby,
+                 "fresh mode: start the worlds of the next N fresh executions while earlier "
+                 "cases run, so a fresh case waits less for its world; each stays fresh (runs "
+                 "nothing before its case); on cuda each holds its own arenas; 0: off; only "
+                 "with --launcher local")
+      ->check(CLI::Range(0, 64));
   LaunchFlags launch;
   add_launch_options(app, launch);
   app.footer(
@@ -525,6 +559,11 @@ int record_main(int argc, char** argv) {
     o.interrupt = &*interrupt;
     o.log_lines = !tty_err;  // a CI log gets a line per execution as it finishes
     o.launch = finish_launch_options(launch);
+    if (o.standby > 0 && o.launch.kind != LauncherKind::local) {
+      CPRR_THROW_AS(UsageError,
+                    "--standby needs --launcher local: ranks started by a launcher "
+                    "connect back one world at a time");
+    }
     return run_record(o, std::cout, std::cerr, tty_err, color,
                       std::vector<std::string>(argv, argv + argc));
   } catch (const std::exception& e) {

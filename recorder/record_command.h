@@ -38,6 +38,8 @@ struct RecordOptions {
   std::string trace_dir;
   /// --launcher and its options: how worlds start their ranks (recorded in run.launcher).
   LaunchOptions launch;
+  /// --standby N: fresh worlds started ahead of their cases (Controller::foresee); 0: none.
+  int standby = 0;
   /// Ctrl-C: when its signal arrives the run stops, is recorded and reported with what ran, and
   /// run_record returns 128 + the signal. Null: not interruptible (in-process callers).
   const InterruptWatch* interrupt = nullptr;

@@ -104,7 +104,9 @@ struct ExecutionResult {
   std::vector<RankReport> ranks;
   std::chrono::system_clock::time_point started_at{};  ///< wall-clock time of dispatch
   double wall_ms = 0;                                  ///< dispatch to classified result
-  double startup_ms = 0;  ///< world start included in wall_ms (0 when reused)
+  /// The world's start (0 when reused); included in wall_ms, except what a standby world's
+  /// start overlapped with earlier cases (Controller::foresee).
+  double startup_ms = 0;
   /// What the world's ranks said their symmetric pool is (Backend::symmetric_pool; CUDA: whether
   /// it is an NCCL window registered for symmetric collectives); empty when no world ran it.
   std::string symmetric_pool;

@@ -21,6 +21,41 @@ void interrupt(ExecutionResult& res, const std::string& why) {
 
 }  // namespace
 
+WorldStarters::~WorldStarters() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+std::future<std::unique_ptr<WorldHandle>> WorldStarters::submit(Start start, int threads) {
+  std::packaged_task<std::unique_ptr<WorldHandle>()> task(std::move(start));
+  auto future = task.get_future();
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back(std::move(task));
+    if (static_cast<int>(threads_.size()) < threads) threads_.emplace_back([this] { loop(); });
+  }
+  cv_.notify_one();
+  return future;
+}
+
+void WorldStarters::loop() {
+  for (;;) {
+    std::packaged_task<std::unique_ptr<WorldHandle>()> task;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, nothing left to start
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    task();  // a failed start is kept in the future, as its case's error
+  }
+}
+
 Controller::Controller(ControllerConfig config)
     : Controller(std::move(config), std::make_unique<ProcessWorlds>()) {}
 
@@ -29,7 +64,48 @@ Controller::Controller(ControllerConfig config, std::unique_ptr<WorldFactory> wo
 
 Controller::~Controller() { close_pools(); }
 
-void Controller::close_pools() { pools_.clear(); }
+void Controller::close_pools() {
+  pools_.clear();
+  standby_.clear();  // waits for starts still running, then shuts those worlds down
+}
+
+WorldConfig Controller::world_config(int world_size) const {
+  return WorldConfig{config_.worker,          config_.backend,        world_size,
+                     config_.startup_timeout, config_.log_tail_bytes, config_.env,
+                     config_.stop_fd,         config_.launch};
+}
+
+void Controller::foresee(const std::vector<int>& fresh_world_sizes) {
+  const std::size_t wanted =
+      std::min<std::size_t>(std::max(config_.standby, 0), fresh_world_sizes.size());
+  std::deque<Standby> kept;
+  for (std::size_t k = 0; k < wanted; ++k) {
+    const int size = fresh_world_sizes[k];
+    auto it = std::find_if(standby_.begin(), standby_.end(),
+                           [&](const Standby& s) { return s.world_size == size; });
+    if (it != standby_.end()) {
+      kept.push_back(std::move(*it));
+      standby_.erase(it);
+      continue;
+    }
+    const uint64_t id = next_world_++;
+    WorldFactory* factory = worlds_.get();
+    auto start = [factory, id, wc = world_config(size)] { return factory->make(wc, id); };
+    kept.push_back(Standby{size, config_.standby_policy == std::launch::deferred
+                                     ? std::async(std::launch::deferred, start)
+                                     : starters_.submit(start, config_.standby)});
+  }
+  standby_ = std::move(kept);  // the ones no longer needed are shut down here
+}
+
+std::unique_ptr<WorldHandle> Controller::take_standby(int world_size) {
+  auto it = std::find_if(standby_.begin(), standby_.end(),
+                         [&](const Standby& s) { return s.world_size == world_size; });
+  if (it == standby_.end()) return nullptr;
+  std::future<std::unique_ptr<WorldHandle>> world = std::move(it->world);
+  standby_.erase(it);
+  return world.get();  // a start that failed throws here, as a start made now would
+}
 
 std::string timeout_problem(double seconds) {
   if (!std::isfinite(seconds) || seconds <= 0) return "must be a positive number of seconds";
@@ -54,8 +130,6 @@ std::chrono::milliseconds Controller::deadline_for(const CaseInstance& inst) con
 
 WorldHandle& Controller::world_for(const CaseInstance& inst, Mode mode,
                                    std::unique_ptr<WorldHandle>& fresh, ExecutionResult& res) {
-  WorldConfig wc{config_.worker,         config_.backend, inst.world_size, config_.startup_timeout,
-                 config_.log_tail_bytes, config_.env,     config_.stop_fd, config_.launch};
   std::unique_ptr<WorldHandle>* slot = &fresh;
   if (mode == Mode::pool) {
     slot = &pools_[inst.world_size];
@@ -68,7 +142,9 @@ WorldHandle& Controller::world_for(const CaseInstance& inst, Mode mode,
     if (*slot && !(*slot)->reusable()) slot->reset();
   }
   if (!*slot) {
-    *slot = worlds_->make(wc, next_world_++);
+    if (mode == Mode::fresh) *slot = take_standby(inst.world_size);
+    if (!*slot) *slot = worlds_->make(world_config(inst.world_size), next_world_++);
+    // A standby world's start overlapped earlier cases: wall_ms holds only what was left of it.
     res.startup_ms = (*slot)->startup_ms();
   }
   return **slot;

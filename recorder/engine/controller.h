@@ -2,11 +2,16 @@
 // The controller: runs one case instance at a time in a fresh world or in the pooled world of
 // its size, enforces the deadline, classifies faults and replaces broken worlds. Every result is
 // tied to its execution id, so nothing is ever attributed to the wrong case.
+#include <condition_variable>
+#include <deque>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "recorder/data/execution.h"
@@ -49,9 +54,37 @@ struct ControllerConfig {
   bool timeline = false;
   /// How worlds' ranks are started (--launcher): local children or through mpirun/srun.
   LaunchOptions launch;
+  /// Fresh mode: how many fresh worlds start ahead, while earlier cases run (--standby N; 0:
+  /// none), for the executions foresee() names. A standby world stays fresh: it runs nothing
+  /// before its own case. Only with the local launcher (a launcher's ranks connect to the one
+  /// listener one world at a time).
+  int standby = 0;
+  /// How standby worlds start: on the controller's starter threads (the default), or deferred
+  /// until its case takes it (tests that want one thread).
+  std::launch standby_policy = std::launch::async;
   /// The controller's clock for deadlines and wall times; tests pass a fake one. The worlds keep
   /// the steady clock for their own waits.
   std::function<Clock::time_point()> now = Clock::now;
+};
+
+/// Threads that start standby worlds. They live as long as their controller: a rank dies with
+/// the thread that spawned it (PR_SET_PDEATHSIG follows the spawning thread, not the process), so
+/// a world must never be started on a thread that ends before the world does.
+class WorldStarters {
+ public:
+  using Start = std::function<std::unique_ptr<WorldHandle>()>;
+  /// Joins the threads once the starts queued so far are done.
+  ~WorldStarters();
+  /// Runs `start` on one of at most `threads` threads (made as needed).
+  std::future<std::unique_ptr<WorldHandle>> submit(Start start, int threads);
+
+ private:
+  void loop();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::packaged_task<std::unique_ptr<WorldHandle>()>> queue_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
 };
 
 /// Runs case instances one at a time, each in a fresh world or its size's pooled world.
@@ -70,19 +103,34 @@ class Controller {
   ExecutionResult run(const CaseInstance& inst, Mode mode,
                       Placement placement = Placement::best_fit,
                       const Perturbation& perturbation = {});
-  /// Shuts every pooled world down.
+  /// The fresh executions that come after the next run(), as their world sizes in order: the
+  /// first config.standby of them get worlds starting now (worlds already standing by for them
+  /// are kept; ones no longer needed are shut down).
+  void foresee(const std::vector<int>& fresh_world_sizes);
+  /// Shuts every pooled and standby world down.
   void close_pools();
 
  private:
   WorldHandle& world_for(const CaseInstance& inst, Mode mode, std::unique_ptr<WorldHandle>& fresh,
                          ExecutionResult& res);
   std::chrono::milliseconds deadline_for(const CaseInstance& inst) const;
+  WorldConfig world_config(int world_size) const;
+  /// A standby world of this size, started (or failing to: its error is this case's); nullptr
+  /// when none stands by.
+  std::unique_ptr<WorldHandle> take_standby(int world_size);
   /// Judges the collected reports (cprr::classify) and does the I/O the judgement calls for.
   void classify(ExecutionResult& res, WorldHandle& world);
 
   ControllerConfig config_;
   std::unique_ptr<WorldFactory> worlds_;
+  WorldStarters starters_;  // declared before the worlds: it outlives every one it started
   std::map<int, std::unique_ptr<WorldHandle>> pools_;
+  /// A fresh world starting or started ahead of its case (foresee()).
+  struct Standby {
+    int world_size = 0;
+    std::future<std::unique_ptr<WorldHandle>> world;
+  };
+  std::deque<Standby> standby_;
   std::map<uint64_t, uint64_t> served_;  // world id -> cases run
   uint64_t next_world_ = 1;
   uint64_t next_execution_ = 1;

@@ -147,6 +147,7 @@ World::World(const WorldConfig& config, uint64_t id, RankListener* listener)
 }
 
 std::unique_ptr<WorldHandle> ProcessWorlds::make(const WorldConfig& config, uint64_t id) {
+  std::unique_lock lock(mu_);
   if (!swept_) {
     remove_stale_world_dirs(config.launch.shared_dir.empty()
                                 ? std::filesystem::temp_directory_path()
@@ -159,7 +160,9 @@ std::unique_ptr<WorldHandle> ProcessWorlds::make(const WorldConfig& config, uint
         listen_endpoint(config.launch), make_token(),
         [](const std::string& line) { fmt::print(stderr, "cprr: {}\n", line); });
   }
-  return std::make_unique<World>(config, id, listener_.get());
+  RankListener* listener = listener_.get();
+  lock.unlock();  // worlds start in parallel; the listener is used by one start at a time
+  return std::make_unique<World>(config, id, listener);
 }
 
 Endpoint listen_endpoint(const LaunchOptions& o) {

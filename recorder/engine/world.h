@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -130,6 +131,9 @@ class ProcessWorlds : public WorldFactory {
   std::unique_ptr<WorldHandle> make(const WorldConfig& config, uint64_t id) override;
 
  private:
+  // Standby worlds start on their own threads (Controller::foresee): the first-world set-up is
+  // guarded. Launched worlds never start concurrently (the listener takes one at a time).
+  std::mutex mu_;
   bool swept_ = false;
   std::unique_ptr<RankListener> listener_;
 };

@@ -185,6 +185,28 @@ TEST_P(EngineByWorldSize, HangIsDiagnosedWithinTheDeadline) {
   EXPECT_EQ(next.pool_position, 1u);
 }
 
+TEST(Engine, StandbyWorldsStartOnStarterThreadsAndStayFresh) {
+  ControllerConfig cfg = config(kWorker);
+  cfg.standby = 2;
+  Controller c(cfg);
+  const CaseInstance two = inst(kWorker, "healthy/noop@2");
+  const CaseInstance four = inst(kWorker, "healthy/noop@4");
+  const std::vector<const CaseInstance*> plan{&two, &four, &two, &two, &four};
+  std::set<uint64_t> worlds;
+  for (std::size_t k = 0; k < plan.size(); ++k) {
+    std::vector<int> next;
+    for (std::size_t j = k + 1; j < plan.size(); ++j) next.push_back(plan[j]->world_size);
+    c.foresee(next);
+    // Ranks spawned on a starter thread must live on after it returned the world (a rank dies
+    // with the thread that spawned it): these ran cases in worlds started ahead.
+    const ExecutionResult r = c.run(*plan[k], Mode::fresh);
+    expect_pass(r);
+    EXPECT_EQ(r.ranks.size(), static_cast<std::size_t>(plan[k]->world_size));
+    EXPECT_TRUE(worlds.insert(r.world_id).second) << "world " << r.world_id << " ran twice";
+    EXPECT_EQ(r.pool_position, 1u);
+  }
+}
+
 TEST(Engine, DeadlineOverrideAppliesToAHostSleep) {
   ControllerConfig cc = config(kFixture);
   cc.timeout_override_s = 1.5;  // overrides the default deadline and any case's own
@@ -339,9 +361,10 @@ TEST(Engine, RankDyingBetweenCasesIsNotBlamedOnTheNextCase) {
                      std::string(status_name(next.status)).c_str(),
                      static_cast<unsigned long long>(next.world_id),
                      static_cast<unsigned long long>(before.world_id), next.summary.c_str());
-        const bool ok = before.status == ExecStatus::pass && next.status == ExecStatus::pass &&
-                        next.world_id != before.world_id &&
-                        next.note.find("rank 1 exited with code 5 between cases") != std::string::npos;
+        const bool ok =
+            before.status == ExecStatus::pass && next.status == ExecStatus::pass &&
+            next.world_id != before.world_id &&
+            next.note.find("rank 1 exited with code 5 between cases") != std::string::npos;
         c.close_pools();
         std::fflush(stderr);
         std::_Exit(ok ? 0 : 1);

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -714,6 +715,57 @@ TEST(RecordCommand, BinaryMapsUsageErrorsToExitCodeTwo) {
       shell(quoted(kCprecord) + " --db " + test_db() + " --worker " + quoted(kFixture) +
             " --filter '^test/fail_expect@' >/dev/null 2>&1");
   EXPECT_EQ(unexpected.status, 1);
+}
+
+}  // namespace
+}  // namespace cprr
+
+namespace cprr {
+namespace {
+
+// Per case label: its status and every execution's, as --json reports them.
+std::map<std::string, std::string> statuses(const std::string& doc_text) {
+  const json doc = json::parse(doc_text);  // kept: a range-for over a temporary's member dangles
+  std::map<std::string, std::string> out;
+  for (const json& c : doc.at("cases")) {
+    std::string line = c.at("status").get<std::string>();
+    for (const json& e : c.at("executions")) line += " " + e.at("status").get<std::string>();
+    out[c.at("label").get<std::string>()] = line;
+  }
+  return out;
+}
+
+TEST(RecordCommand, StandbyWorldsGiveTheSameResultsInFreshWorldsOfTheirOwn) {
+  RecordOptions o = opts(kWorker, "noop|all_reduce|segfault|skip_collective");
+  o.mode = "fresh";
+  o.timeout_s = 2;
+  o.db = test_db() + ".standby0";
+  const Recorded plain = record(o);
+  o.standby = 3;
+  o.db = test_db() + ".standby3";
+  const Recorded ahead = record(o);
+  EXPECT_EQ(plain.code, 0) << plain.err;
+  EXPECT_EQ(ahead.code, 0) << ahead.err;
+  EXPECT_EQ(statuses(plain.out), statuses(ahead.out));
+  // Every execution had a world of its own.
+  std::set<int64_t> worlds;
+  std::size_t executions = 0;
+  const json doc = json::parse(ahead.out);
+  for (const json& c : doc.at("cases")) {
+    for (const json& e : c.at("executions")) {
+      ++executions;
+      worlds.insert(e.at("world").get<int64_t>());
+    }
+  }
+  EXPECT_EQ(worlds.size(), executions);
+}
+
+TEST(RecordCommand, StandbyNeedsTheLocalLauncher) {
+  const Proc p = shell(kCprecord +
+                       " --standby 1 --launcher mpirun --launcher-path /bin/true "
+                       "--db /dev/null 2>&1");
+  EXPECT_EQ(p.status, 2);
+  EXPECT_NE(p.out.find("--standby needs --launcher local"), std::string::npos) << p.out;
 }
 
 }  // namespace
