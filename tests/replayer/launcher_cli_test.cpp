@@ -80,29 +80,37 @@ std::map<std::string, std::string> results_of(const std::string& doc) {
   return out;
 }
 
-TEST_F(LauncherCli, CorpusThroughMpirunMatchesLocalAtW2AndW4InBothModes) {
-  const auto local = run(kRecord + " --backend cpu --mode both --json --db " + path("local.db"));
-  ASSERT_EQ(local.code, 0) << local.out.substr(0, 2000);
-  const auto mpi = run(kRecord + " --backend cpu --mode both --json --launcher mpirun --db " +
-                       path("mpirun.db"));
-  ASSERT_EQ(mpi.code, 0) << mpi.out.substr(0, 2000);
+// Records the corpus at W=2 and W=4 in both modes with local ranks and with `launcher_flags`, and
+// expects the same results case by case; returns the launched run's JSON document.
+json expect_same_results_as_local(const std::string& dir, const std::string& launcher_flags) {
+  const auto local = run(kRecord + " --backend cpu --mode both --json --db " + dir + "/local.db");
+  EXPECT_EQ(local.code, 0) << local.out.substr(0, 2000);
+  const auto launched = run(kRecord + " --backend cpu --mode both --json " + launcher_flags +
+                            " --db " + dir + "/launched.db");
+  EXPECT_EQ(launched.code, 0) << launched.out.substr(0, 2000);
   const auto a = results_of(local.out);
-  const auto b = results_of(mpi.out);
-  ASSERT_GE(a.size(), 80u) << local.out.substr(0, 3000);
+  const auto b = results_of(launched.out);
+  EXPECT_GE(a.size(), 80u) << local.out.substr(0, 3000);
   bool w2 = false, w4 = false;
   for (const auto& [label, line] : a) {
     w2 = w2 || label.ends_with("@2");
     w4 = w4 || label.ends_with("@4");
-    ASSERT_TRUE(b.count(label)) << label << " missing from the mpirun run";
-    EXPECT_EQ(b.at(label), line) << label;
+    EXPECT_TRUE(b.count(label)) << label << " missing from the launched run";
+    if (b.count(label)) EXPECT_EQ(b.at(label), line) << label;
   }
   EXPECT_EQ(a.size(), b.size());
   EXPECT_TRUE(w2 && w4);
-  // Pool mode kept one launcher job per world size alive across cases: far fewer pooled worlds
-  // than pooled executions (a world is replaced only after a crash or hang).
+  // The crashes and hangs came through the launcher with the same attribution.
+  EXPECT_NE(launched.out.find("rank 1 killed by signal 11 (SIGSEGV)"), std::string::npos);
+  EXPECT_NE(launched.out.find("rank 1 never joined collective #1"), std::string::npos);
+  return json::parse(launched.out);
+}
+
+// Pool mode kept one launcher job per world size alive across cases: far fewer pooled worlds
+// than pooled executions (a world is replaced only after a crash or hang).
+void expect_pooled_worlds_reused(const json& doc) {
   std::set<int64_t> pool_worlds;
   std::size_t pooled = 0;
-  const json doc = json::parse(mpi.out);
   for (const json& c : doc.at("cases")) {
     for (const json& e : c.at("executions")) {
       if (e.at("mode") != "pool") continue;
@@ -111,9 +119,28 @@ TEST_F(LauncherCli, CorpusThroughMpirunMatchesLocalAtW2AndW4InBothModes) {
     }
   }
   EXPECT_LT(pool_worlds.size() * 4, pooled) << pool_worlds.size() << " worlds for " << pooled;
-  // The crashes and hangs came through the launcher with the same attribution.
-  EXPECT_NE(mpi.out.find("rank 1 killed by signal 11 (SIGSEGV)"), std::string::npos);
-  EXPECT_NE(mpi.out.find("rank 1 never joined collective #1"), std::string::npos);
+}
+
+TEST_F(LauncherCli, CorpusThroughMpirunMatchesLocalAtW2AndW4InBothModes) {
+  const json doc = expect_same_results_as_local(dir_, "--launcher mpirun");
+  EXPECT_EQ(doc.at("launcher"), "mpirun");
+  expect_pooled_worlds_reused(doc);
+}
+
+// Run by ctest as `srun_corpus_matches_local`, after tests/launch/slurm_cluster.sh started a
+// private single-node Slurm (root, Slurm installed) and with SLURM_CONF pointing at it.
+TEST(SrunCli, CorpusThroughSrunMatchesLocalAtW2AndW4InBothModes) {
+  const char* conf = std::getenv("SLURM_CONF");
+  if (conf == nullptr || !std::filesystem::exists(conf) || find_on_path("srun").empty()) {
+    GTEST_SKIP() << "no Slurm cluster to run on: ctest's srun_corpus_matches_local starts a "
+                    "private one (as root, with Slurm installed by tools/setup.sh)";
+  }
+  const std::string dir = ::testing::TempDir() + "cprr_srun_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const json doc = expect_same_results_as_local(dir, "--launcher srun");
+  EXPECT_EQ(doc.at("launcher"), "srun");
+  expect_pooled_worlds_reused(doc);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(LauncherCli, TheRunRecordsItsLauncherAndCpreplayStartsWorldsTheSameWay) {
