@@ -104,8 +104,14 @@ LaunchOptions finish_launch_options(const LaunchFlags& f) {
   }
   const std::string program = o.program.empty() ? std::string(launcher_name(o.kind)) : o.program;
   if (find_on_path(program).empty()) {
-    CPRR_THROW_AS(UsageError, "{} {}: install it ({}) or pass --launcher-path",
-                  o.program.empty() ? "--launcher" : "--launcher-path", program,
+    if (!o.program.empty()) {
+      CPRR_THROW_AS(UsageError, "--launcher-path {} is not an executable file (nor one on PATH)",
+                    program);
+    }
+    CPRR_THROW_AS(UsageError,
+                  "--launcher {}: {} is not on PATH: install it ({}) or pass "
+                  "--launcher-path",
+                  program, program,
                   o.kind == LauncherKind::mpirun ? "Open MPI; Debian: openmpi-bin"
                                                  : "Slurm's client; Debian: slurm-client");
   }

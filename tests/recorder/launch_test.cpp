@@ -248,7 +248,7 @@ TEST(LaunchFlags, RefusesWhatDoesNotFit) {
           .find("--partition is Slurm's"),
       std::string::npos);
   EXPECT_NE(usage_error({"--launcher", "srun", "--launcher-path", "/nonexistent/srun"})
-                .find("--launcher-path /nonexistent/srun"),
+                .find("--launcher-path /nonexistent/srun is not an executable file"),
             std::string::npos);
   EXPECT_NE(
       usage_error({"--launcher", "mpirun", "--launcher-path", "/bin/true", "--listen", "h:99999"})
