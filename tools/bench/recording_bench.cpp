@@ -5,7 +5,7 @@
 // nothing.
 //
 //   cprr_bench_recording [--backend auto|cpu|cuda] [--worker PATH] [--runs N] [--block FLOATS]
-//                        [--small-bytes B] [--small-count K]
+//                        [--small-bytes B] [--small-count K] [--store thread|inline]
 //
 // Cases: healthy/cp_ring@2 (CP-shaped: two probes and two outputs per rank of 4*block bytes
 // each; --block defaults to 64 Mi floats = 256 MiB on cuda, 1 Mi floats = 4 MiB on cpu, where
@@ -18,17 +18,27 @@
 //   decode    decoding every rank's frame (one after another, as the controller does), both
 //             measured here on the recorded result minus the same on the unrecorded one (which
 //             still ships its op and allocation logs);
-//   store     what dispatch waits for the store, and apart from that the commit of one
-//             execution (RecordWriter::write, measured on a scratch database);
+//   store     what dispatch waits for the store (--store thread, the default: handing the
+//             result to cprecord's writer thread, RecordQueue; --store inline: the commit itself,
+//             as before issue 14), and apart from that the commit of one execution
+//             (RecordWriter::write, timed where it runs);
 //   rest      what the parts do not explain (scheduling, the rest of the controller's path).
+// Then the same back to back, as cprecord runs a plan: when commits take longer than the case,
+// the writer thread's queue fills and dispatch waits for the store after all, which the
+// interleaved figures (with time between recorded runs) do not show.
 // Targets (GPU, issue 14): <= 3% on cp_ring with 256 MiB captures, <= 10 us per small capture.
 #include <sys/socket.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
+#include <mutex>
+#include <optional>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "recorder/engine/controller.h"
@@ -37,6 +47,7 @@
 #include "runtime/backend.h"
 #include "runtime/error.h"
 #include "runtime/fd.h"
+#include "schema/record_queue.h"
 #include "schema/record_writer.h"
 #include "tools/bench/timing.h"
 
@@ -90,55 +101,79 @@ struct Wire {
   double encode = 0, socket = 0, decode = 0;
 };
 
-// One frame through a socketpair, as a rank sends its CaseDone. The reader thread is started
-// (and blocked in read) before the clock starts, since a frame can be larger than the socket's
-// buffer; it stops the clock when the whole frame is in. Returns the frame read.
-std::string pass_frame(const std::string& payload, double& ms) {
+// One encoded frame through a socketpair, as a rank sends its CaseDone. The reader thread is
+// started (and blocked in read) before the clock starts, since a frame can be larger than the
+// socket's buffer; it stops the clock when the whole frame is in. Returns the payload read.
+std::string pass_frame(const std::string& frame, double& ms) {
   int sv[2];
   CPRR_SYSCALL(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
   cprr::UniqueFd tx(sv[0]), rx(sv[1]);
   Clock::time_point t1;
-  std::string frame;
+  std::string payload;
   std::thread reader([&] {
     cprr::FrameReader fr;
-    frame = cprr::read_frame(rx.get(), fr).value_or("");
+    payload = cprr::read_frame(rx.get(), fr).value_or("");
     t1 = Clock::now();
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the reader waits in read()
   const auto t0 = Clock::now();
-  cprr::write_frame(tx.get(), payload);
+  cprr::write_encoded_frame(tx.get(), frame);
   reader.join();
   ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
-  return frame;
+  return payload;
 }
 
-Wire wire_figures(const cprr::ExecutionResult& r) {
+// `buffer` is reused from call to call, as a rank reuses its frame buffer (RankChannel).
+Wire wire_figures(const cprr::ExecutionResult& r, std::string& buffer) {
   Wire w;
   for (const cprr::RankReport& rep : r.ranks) {
     const cprr::FromRank msg{cprr::CaseDone{*rep.done}};
     auto t0 = Clock::now();
-    const std::string payload = cprr::encode(msg);
+    cprr::encode_frame(msg, buffer);
     w.encode = std::max(w.encode, ms_since(t0));
     double socket = 0;
-    const std::string frame = pass_frame(payload, socket);
+    const std::string payload = pass_frame(buffer, socket);
     w.socket = std::max(w.socket, socket);
     t0 = Clock::now();
-    const cprr::FromRank back = cprr::decode_from_rank(frame);
+    const cprr::FromRank back = cprr::decode_from_rank(payload);
     w.decode += ms_since(t0);
   }
   return w;
 }
 
+// Commit times measured on the writer thread, in milliseconds.
+struct CommitTimes {
+  std::mutex mu;
+  std::vector<double> ms;
+};
+
 struct Bench {
   cprr::Controller& recorded;
   cprr::Controller& plain;
-  cprr::RecordWriter& writer;   // the run's database, written as cprecord writes it
-  cprr::RecordWriter& scratch;  // one execution's commit, timed apart
+  cprr::RecordWriter& writer;  // the run's database, written as cprecord writes it
+  cprr::RecordQueue* queue;    // cprecord's writer thread; nullptr: --store inline
+  CommitTimes& commits;
+  std::deque<cprr::ExecutionResult> kept;  // the queue reads them until drained
+  std::string frame;                       // wire_figures' encode buffer
 };
+
+// Stores `r` as cprecord does (or in place for --store inline); returns how long dispatch waited.
+double store(Bench& b, const cprr::ExecutionResult& r, int64_t case_id) {
+  const auto t0 = Clock::now();
+  if (b.queue != nullptr) {
+    b.queue->submit(r, case_id);
+    return ms_since(t0);
+  }
+  b.writer.write(r, case_id);
+  const double ms = ms_since(t0);
+  const std::lock_guard lock(b.commits.mu);
+  b.commits.ms.push_back(ms);
+  return ms;
+}
 
 Sample one_run(Bench& b, const cprr::CaseInstance& inst, int64_t case_id, bool off_first) {
   Sample s;
-  cprr::ExecutionResult on, off;
+  cprr::ExecutionResult off;
   auto run_off = [&] {
     const auto t0 = Clock::now();
     off = b.plain.run(inst, cprr::Mode::pool);
@@ -146,24 +181,41 @@ Sample one_run(Bench& b, const cprr::CaseInstance& inst, int64_t case_id, bool o
   };
   if (off_first) run_off();
   const auto t0 = Clock::now();
-  on = b.recorded.run(inst, cprr::Mode::pool);
-  const auto t1 = Clock::now();
-  b.writer.write(on, case_id);
-  s.store_wait = ms_since(t1);
+  const cprr::ExecutionResult& on = b.kept.emplace_back(b.recorded.run(inst, cprr::Mode::pool));
+  s.store_wait = store(b, on, case_id);
   s.on = ms_since(t0);
   if (!off_first) run_off();
   require_pass(on);
   require_pass(off);
   s.body_on = slowest_body(on);
   s.body_off = slowest_body(off);
-  const Wire w_on = wire_figures(on), w_off = wire_figures(off);
+  const Wire w_on = wire_figures(on, b.frame), w_off = wire_figures(off, b.frame);
   s.encode = w_on.encode - w_off.encode;
   s.socket = w_on.socket - w_off.socket;
   s.decode = w_on.decode - w_off.decode;
-  const auto t2 = Clock::now();
-  b.scratch.write(on, case_id);
-  s.commit = ms_since(t2);
   return s;
+}
+
+// Back to back, as cprecord runs a plan: `n` recorded executions handed to the store one after
+// another (the queue fills when commits are slower than the case), then drained, against `n`
+// unrecorded ones; `blocks` of each, alternating. Returns the median ms per execution {on, off}.
+std::pair<double, double> back_to_back(Bench& b, const cprr::CaseInstance& inst, int64_t case_id,
+                                       int n, int blocks) {
+  std::vector<double> on, off;
+  for (int k = 0; k < blocks; ++k) {
+    auto t0 = Clock::now();
+    for (int i = 0; i < n; ++i) {
+      require_pass(b.kept.emplace_back(b.recorded.run(inst, cprr::Mode::pool)));
+      store(b, b.kept.back(), case_id);
+    }
+    if (b.queue != nullptr) b.queue->drain();
+    on.push_back(ms_since(t0) / n);
+    b.kept.clear();
+    t0 = Clock::now();
+    for (int i = 0; i < n; ++i) require_pass(b.plain.run(inst, cprr::Mode::pool));
+    off.push_back(ms_since(t0) / n);
+  }
+  return {median(on), median(off)};
 }
 
 struct Row {
@@ -171,6 +223,7 @@ struct Row {
   std::size_t captures_per_rank = 0;
   double mib_per_capture = 0;
   Sample median;
+  double b2b_on = 0, b2b_off = 0;  // back_to_back
 };
 
 Row measure(Bench& b, cprr::CaseInstance inst, int runs, int64_t case_id) {
@@ -179,6 +232,14 @@ Row measure(Bench& b, cprr::CaseInstance inst, int runs, int64_t case_id) {
   require_pass(b.plain.run(inst, cprr::Mode::pool));
   std::vector<Sample> samples;
   for (int i = 0; i < runs; ++i) samples.push_back(one_run(b, inst, case_id, i % 2 == 1));
+  if (b.queue != nullptr) b.queue->drain();
+  b.kept.clear();
+  double commit = 0;
+  {
+    const std::lock_guard lock(b.commits.mu);
+    commit = median(b.commits.ms);
+    b.commits.ms.clear();
+  }
   auto med = [&](double Sample::*field) {
     std::vector<double> v;
     for (const Sample& s : samples) v.push_back(s.*field);
@@ -190,15 +251,24 @@ Row measure(Bench& b, cprr::CaseInstance inst, int runs, int64_t case_id) {
   if (!cap.outputs.empty()) row.mib_per_capture = cap.outputs[0].bytes / double(1 << 20);
   for (double Sample::*f :
        {&Sample::on, &Sample::off, &Sample::body_on, &Sample::body_off, &Sample::encode,
-        &Sample::socket, &Sample::decode, &Sample::store_wait, &Sample::commit}) {
+        &Sample::socket, &Sample::decode, &Sample::store_wait}) {
     row.median.*f = med(f);
+  }
+  row.median.commit = commit;
+  std::tie(row.b2b_on, row.b2b_off) = back_to_back(b, inst, case_id, runs, 3);
+  {
+    const std::lock_guard lock(b.commits.mu);
+    b.commits.ms.clear();
   }
   return row;
 }
 
-void print(const std::vector<Row>& rows, const std::string& backend, int runs) {
-  std::printf("recording overhead: backend %s, pooled, %d interleaved runs each, medians\n",
-              backend.c_str(), runs);
+void print(const std::vector<Row>& rows, const std::string& backend, int runs,
+           const std::string& store_mode) {
+  std::printf(
+      "recording overhead: backend %s, pooled, %d interleaved runs each (recorded, not recorded), "
+      "medians; store: %s\n",
+      backend.c_str(), runs, store_mode.c_str());
   std::printf("%-44s %8s %9s %9s %9s %10s %8s %12s\n", "case", "capt/rk", "MiB/capt", "off ms",
               "on ms", "overhd ms", "overhd", "us/capture");
   for (const Row& r : rows) {
@@ -222,6 +292,17 @@ void print(const std::vector<Row>& rows, const std::string& backend, int runs) {
                 m.encode, m.socket, m.decode, m.store_wait, m.commit, rest);
   }
   std::printf(
+      "back to back (as cprecord runs a plan: %d executions stored, then drained, against %d "
+      "not recorded; median of 3 blocks), ms per execution\n",
+      runs, runs);
+  std::printf("%-44s %9s %9s %10s %8s %12s\n", "case", "off ms", "on ms", "overhd ms", "overhd",
+              "us/capture");
+  for (const Row& r : rows) {
+    const double over = r.b2b_on - r.b2b_off;
+    std::printf("%-44s %9.3f %9.3f %10.3f %7.1f%% %12.1f\n", r.label.c_str(), r.b2b_off, r.b2b_on,
+                over, 100.0 * over / r.b2b_off, 1e3 * over / r.captures_per_rank);
+  }
+  std::printf(
       "targets (GPU): <= 3%% on cp_ring with 256 MiB captures; <= 10 us per small "
       "capture\n");
 }
@@ -229,7 +310,7 @@ void print(const std::vector<Row>& rows, const std::string& backend, int runs) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string worker = CPRR_BENCH_WORKER_PATH, backend = "auto";
+  std::string worker = CPRR_BENCH_WORKER_PATH, backend = "auto", store_mode = "thread";
   int runs = 20;
   uint64_t block = 0, small_bytes = 256, small_count = 1000;
   CLI::App app{"cprr recording benchmark: captures on vs off, interleaved, with a breakdown"};
@@ -244,6 +325,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(uint64_t{4}, cprr::kRawCaptureLimit));
   app.add_option("--small-count", small_count, "probes of bench/small_captures")
       ->check(CLI::PositiveNumber);
+  app.add_option("--store", store_mode,
+                 "thread: commit on cprecord's writer thread (RecordQueue); inline: commit before "
+                 "the next case, as cprecord did before issue 14")
+      ->check(CLI::IsMember({"thread", "inline"}));
   CLI11_PARSE(app, argc, argv);
   try {
     backend = cprr::resolve_backend(backend);
@@ -262,17 +347,27 @@ int main(int argc, char** argv) {
     cprr::Controller recorded(cc);
     cc.env.emplace_back("CPRR_CAPTURE", "off");
     cprr::Controller plain(cc);
-    const ScratchDb db("cprr_bench_recording.db"), scratch_db("cprr_bench_recording_scratch.db");
+    const ScratchDb db("cprr_bench_recording.db");
     const cprr::RunMeta meta{backend, "pool", "best_fit", worker, {}, cprr::kProtocolVersion, {}};
-    cprr::RecordWriter writer(db.path, meta), scratch(scratch_db.path, meta);
+    cprr::RecordWriter writer(db.path, meta);
     const std::vector<int64_t> ids = writer.add_cases({ring, small});
-    scratch.add_cases({ring, small});
-    Bench b{recorded, plain, writer, scratch};
+    CommitTimes commits;
+    std::optional<cprr::RecordQueue> queue;
+    if (store_mode == "thread") {
+      queue.emplace([&](const cprr::ExecutionResult& r, int64_t case_id) {
+        const auto t0 = Clock::now();
+        writer.write(r, case_id);
+        const std::lock_guard lock(commits.mu);
+        commits.ms.push_back(ms_since(t0));
+      });
+    }
+    Bench b{recorded, plain, writer, queue ? &*queue : nullptr, commits, {}};
     std::vector<Row> rows;
     rows.push_back(measure(b, ring, runs, ids[0]));
     rows.push_back(measure(b, small, runs, ids[1]));
+    queue.reset();
     writer.finish(0);
-    print(rows, backend, runs);
+    print(rows, backend, runs, store_mode);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cprr_bench_recording: %s\n", e.what());
     return 2;
