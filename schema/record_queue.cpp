@@ -4,6 +4,15 @@
 #include "schema/record_writer.h"
 
 namespace cprr {
+namespace {
+
+// Checked before the thread starts: a constructor throwing after it would terminate the process.
+std::size_t at_least_one(std::size_t max_queued) {
+  CPRR_CHECK(max_queued > 0, "a record queue needs room for at least one execution");
+  return max_queued;
+}
+
+}  // namespace
 
 RecordQueue::RecordQueue(RecordWriter& writer, std::size_t max_queued)
     : RecordQueue(
@@ -11,9 +20,7 @@ RecordQueue::RecordQueue(RecordWriter& writer, std::size_t max_queued)
           max_queued) {}
 
 RecordQueue::RecordQueue(Sink sink, std::size_t max_queued)
-    : sink_(std::move(sink)), max_queued_(max_queued), thread_([this] { loop(); }) {
-  CPRR_CHECK(max_queued_ > 0, "a record queue needs room for at least one execution");
-}
+    : sink_(std::move(sink)), max_queued_(at_least_one(max_queued)), thread_([this] { loop(); }) {}
 
 RecordQueue::~RecordQueue() {
   {

@@ -39,7 +39,7 @@ class RecordQueue {
   /// Commits through `writer`, which only the queue's thread touches until drain() returned or the
   /// queue is gone.
   explicit RecordQueue(RecordWriter& writer, std::size_t max_queued = kMaxQueuedExecutions);
-  RecordQueue(Sink sink, std::size_t max_queued = kMaxQueuedExecutions);
+  explicit RecordQueue(Sink sink, std::size_t max_queued = kMaxQueuedExecutions);
   /// Commits what is still queued (unless a write failed), then joins the thread. Never throws:
   /// call drain() where an error must be seen.
   ~RecordQueue();

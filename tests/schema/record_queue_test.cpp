@@ -149,6 +149,10 @@ TEST(RecordQueue, AFailedWriteStopsTheQueueAndIsRethrownBySubmitAndDrain) {
   EXPECT_THROW(q.drain(), Error) << "the store stays failed";
 }
 
+TEST(RecordQueue, ANoRoomQueueIsRefusedBeforeItsThreadStarts) {
+  EXPECT_THROW(RecordQueue([](const ExecutionResult&, int64_t) {}, 0), Error);
+}
+
 TEST(RecordQueue, AFailedCommitThroughTheWriterLeavesTheExecutionsBeforeIt) {
   const TempDb tmp;
   const std::vector<ExecutionResult> execs = sample_executions();
