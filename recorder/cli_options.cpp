@@ -2,9 +2,13 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "recorder/engine/controller.h"
+#include "recorder/launch/process.h"
+#include "recorder/launch/tcp.h"
+#include "runtime/error.h"
 
 namespace cprr {
 
@@ -32,6 +36,91 @@ CLI::Validator positive_count_validator() {
         return {};
       },
       "N");
+}
+
+void add_launch_options(CLI::App& app, LaunchFlags& f) {
+  const std::string group = "Launcher (ranks on other hosts; README.md 'Many hosts')";
+  LaunchOptions& o = f.options;
+  f.launcher_given =
+      app.add_option("--launcher", f.launcher,
+                     "how worlds start their ranks: local (children of this process) | mpirun "
+                     "(Open MPI) | srun (Slurm); ranks started by a launcher connect back over TCP "
+                     "with a per-run token")
+          ->check(CLI::IsMember({"local", "mpirun", "srun"}))
+          ->group(group);
+  f.others = {
+      app.add_option("--launcher-path", o.program,
+                     "the launcher's executable (default: mpirun or srun on PATH)")
+          ->group(group),
+      app.add_option("--hosts", o.hosts,
+                     "hosts to run ranks on, comma-separated (mpirun --host, srun --nodelist; "
+                     "default: this host for mpirun, the allocation for srun)")
+          ->delimiter(',')
+          ->group(group),
+      app.add_option("--partition", o.partition, "Slurm partition (srun --partition)")
+          ->group(group),
+      app.add_option("--gpus-per-node", o.gpus_per_node,
+                     "ranks (one GPU each) per node: mpirun --map-by ppr:N:node, srun "
+                     "--ntasks-per-node=N --gpus-per-node=N")
+          ->check(CLI::Range(1, 1024))
+          ->group(group),
+      app.add_option("--launcher-arg", o.extra,
+                     "an argument passed to the launcher as is, before the rank command; repeat "
+                     "it for more (write --launcher-arg=--mca when the value starts with '-')")
+          ->allow_extra_args(false)
+          ->group(group),
+      app.add_option("--listen", o.listen,
+                     "ADDR[:PORT] where this process listens for its ranks (default: 127.0.0.1 "
+                     "when every rank runs on this host, else every interface; any free port)")
+          ->group(group),
+      app.add_option("--advertise", o.advertise,
+                     "host name or address ranks connect back to (default: the --listen address, "
+                     "else this host's name)")
+          ->group(group),
+      app.add_option("--shared-dir", o.shared_dir,
+                     "a directory every rank's host sees (the cpu backend's rendezvous and the "
+                     "flight records; default: the temp directory, seen by this host only)")
+          ->group(group),
+  };
+}
+
+LaunchOptions finish_launch_options(const LaunchFlags& f) {
+  LaunchOptions o = f.options;
+  o.kind = parse_launcher(f.launcher).value_or(LauncherKind::local);
+  if (o.kind == LauncherKind::local) {
+    for (const CLI::Option* opt : f.others) {
+      if (opt->count() > 0) {
+        CPRR_THROW_AS(UsageError,
+                      "{} only means something with --launcher mpirun or --launcher srun",
+                      opt->get_name());
+      }
+    }
+    return o;
+  }
+  if (o.kind == LauncherKind::mpirun && !o.partition.empty()) {
+    CPRR_THROW_AS(UsageError,
+                  "--partition is Slurm's: use it with --launcher srun, or pass "
+                  "mpirun's own options with --launcher-arg");
+  }
+  const std::string program = o.program.empty() ? std::string(launcher_name(o.kind)) : o.program;
+  if (find_on_path(program).empty()) {
+    CPRR_THROW_AS(UsageError, "{} {}: install it ({}) or pass --launcher-path",
+                  o.program.empty() ? "--launcher" : "--launcher-path", program,
+                  o.kind == LauncherKind::mpirun ? "Open MPI; Debian: openmpi-bin"
+                                                 : "Slurm's client; Debian: slurm-client");
+  }
+  if (!o.listen.empty()) parse_endpoint(o.listen, "--listen");
+  if (!o.shared_dir.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(o.shared_dir, ec)) {
+      CPRR_THROW_AS(UsageError,
+                    "--shared-dir {} is not a directory: give one every rank's host "
+                    "sees (e.g. on NFS)",
+                    o.shared_dir);
+    }
+    o.shared_dir = std::filesystem::absolute(o.shared_dir).string();
+  }
+  return o;
 }
 
 void add_common_flags(CLI::App& app, std::string_view tool) {

@@ -2,7 +2,10 @@
 // Command-line pieces cprecord and cpreplay share, so both tools reject bad values with the same
 // words and both answer --version.
 #include <CLI/CLI.hpp>
+#include <string>
 #include <string_view>
+
+#include "recorder/data/launch_options.h"
 
 namespace cprr {
 
@@ -12,6 +15,21 @@ CLI::Validator seconds_validator();
 
 /// --repeat and similar counts: a whole number of at least 1.
 CLI::Validator positive_count_validator();
+
+/// The launcher options as parsed; finish_launch_options checks them together.
+struct LaunchFlags {
+  std::string launcher = "local";  ///< --launcher
+  LaunchOptions options;           ///< every other launcher option
+  CLI::Option* launcher_given = nullptr;
+  std::vector<CLI::Option*> others;  ///< the options that need --launcher mpirun|srun
+};
+
+/// --launcher, --launcher-path, --hosts, --partition, --gpus-per-node, --launcher-arg, --listen,
+/// --advertise, --shared-dir, in an option group of their own ("Launcher").
+void add_launch_options(CLI::App& app, LaunchFlags& flags);
+/// The options as one LaunchOptions; throws UsageError naming the option that does not fit
+/// (launcher options without a launcher, --partition with mpirun, a bad --listen or --shared-dir).
+LaunchOptions finish_launch_options(const LaunchFlags& flags);
 
 /// `--version`: prints "<tool> <version>" and exits 0; shows every option's default in --help.
 void add_common_flags(CLI::App& app, std::string_view tool);

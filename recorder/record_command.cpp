@@ -14,6 +14,7 @@
 #include "recorder/cli_options.h"
 #include "recorder/engine/controller.h"
 #include "recorder/engine/interrupt.h"
+#include "recorder/engine/launcher.h"
 #include "recorder/junit.h"
 #include "recorder/report.h"
 #include "recorder/report_table.h"
@@ -397,7 +398,7 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   if (!o.junit.empty()) check_file_target("--junit", o.junit);  // before the run, not after
   if (!o.trace_dir.empty()) prepare_trace_dir(o.trace_dir);
   RecordWriter writer(o.db, RunMeta{backend, o.mode, std::string(placement_name(*placement)),
-                                    worker, argv, kProtocolVersion, shuffle_seed});
+                                    worker, argv, kProtocolVersion, shuffle_seed, o.launch});
   const std::vector<int64_t> case_ids = writer.add_cases(plan);
   ControllerConfig cc;
   cc.worker = worker;
@@ -405,6 +406,7 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   cc.timeout_override_s = o.timeout_s;
   cc.stop_fd = o.interrupt != nullptr ? o.interrupt->fd() : -1;
   cc.timeline = !o.trace_dir.empty();
+  cc.launch = o.launch;
   Controller controller(cc);
   const Executed executed = execute(
       Plan{plan, case_ids, modes, o.repeat, *placement, o.fail_fast, shuffle_seed}, controller,
@@ -427,7 +429,8 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                      code,
                      executed.stopped,
-                     shuffle_seed};
+                     shuffle_seed,
+                     describe(o.launch)};
   if (!o.junit.empty()) write_junit_file(o.junit, outcomes, results, info);
   if (!o.trace_dir.empty()) {
     const std::size_t traces = write_traces(o.trace_dir, outcomes);
@@ -503,6 +506,8 @@ int record_main(int argc, char** argv) {
   app.add_flag("--list", o.list,
                "print the planned cases (plan positions, not case ids) and exit; with --json as "
                "one JSON document");
+  LaunchFlags launch;
+  add_launch_options(app, launch);
   app.footer(fmt::format(
       "Every completed execution's logs are checked: stream races (verdict stream_race, with the "
       "racing ops, buffer and fix), symmetric layouts that differ across ranks (allocator_order), "
@@ -535,6 +540,7 @@ int record_main(int argc, char** argv) {
     interrupt.emplace();
     o.interrupt = &*interrupt;
     o.log_lines = !tty_err;  // a CI log gets a line per execution as it finishes
+    o.launch = finish_launch_options(launch);
     return run_record(o, std::cout, std::cerr, tty_err, color,
                       std::vector<std::string>(argv, argv + argc));
   } catch (const std::exception& e) {

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "recorder/data/launch_options.h"
+
 namespace cprr {
 
 class InterruptWatch;
@@ -34,6 +36,8 @@ struct RecordOptions {
   /// --trace DIR: time every op, and write a Chrome trace (recorder/trace.h) of every execution
   /// of each case with a verdict or not as expected; empty: no timing, no traces.
   std::string trace_dir;
+  /// --launcher and its options: how worlds start their ranks (recorded in run.launcher).
+  LaunchOptions launch;
   /// Ctrl-C: when its signal arrives the run stops, is recorded and reported with what ran, and
   /// run_record returns 128 + the signal. Null: not interruptible (in-process callers).
   const InterruptWatch* interrupt = nullptr;

@@ -253,7 +253,8 @@ void print_json(std::ostream& out, const std::vector<CaseOutcome>& outcomes, con
       {"unexpected", unexpected},
       {"exit_code", info.exit_code},
       {"stopped", info.stopped ? nlohmann::json(*info.stopped) : nlohmann::json()},
-      {"shuffle_seed", info.shuffle_seed ? nlohmann::json(*info.shuffle_seed) : nlohmann::json()}};
+      {"shuffle_seed", info.shuffle_seed ? nlohmann::json(*info.shuffle_seed) : nlohmann::json()},
+      {"launcher", info.launcher}};
   out << doc.dump(2) << '\n';
 }
 

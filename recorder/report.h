@@ -24,6 +24,7 @@ struct RunInfo {
   int exit_code = 0;                     ///< what cprecord returns (128 + signal when interrupted)
   std::optional<std::string> stopped;    ///< why the run ended before its plan (--fail-fast)
   std::optional<uint64_t> shuffle_seed;  ///< --shuffle: the seed of the case order
+  std::string launcher = "local";        ///< --launcher and its options (engine/launcher.h)
 };
 
 /// What identifies a planned instance in JSON (plan_id, name, label, params, world_size, seed,

@@ -113,9 +113,9 @@ void print_table(std::ostream& out, const std::vector<ExecutionResult>& results,
   const std::string verdict = unexpected == 0
                                   ? paint(color, "32", "all as expected")
                                   : paint(color, "1;31", fmt::format("{} unexpected", unexpected));
-  out << fmt::format("\n{} executions ({}), {} cases: {}; backend {}, mode {}, {:.2f} s\n",
+  out << fmt::format("\n{} executions ({}), {} cases: {}; backend {}, mode {}{}, {:.2f} s\n",
                      results.size(), tally, outcomes.size(), verdict, info.backend, info.mode,
-                     info.wall_s);
+                     info.launcher == "local" ? "" : ", launcher " + info.launcher, info.wall_s);
   print_slowest(out, results);
   if (info.shuffle_seed) {
     out << fmt::format("cases ran in an order shuffled with seed {}; --shuffle={} runs it again\n",

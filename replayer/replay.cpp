@@ -42,6 +42,7 @@ class Rebuild {
     config_.timeout_override_s = o.timeout_s;
     config_.stop_fd = o.stop_fd;
     config_.timeline = !o.trace.empty();
+    config_.launch = o.launch.value_or(run.launch);
   }
 
   /// Refuses, before anything runs, a worker that is no cprr worker or lacks one of `cases`

@@ -28,6 +28,8 @@ struct ReplayOptions {
   /// Non-empty: replays time every op, and the first replay of the case (fresh, else pooled) is
   /// written here as a Chrome trace (recorder/trace.h).
   std::string trace;
+  /// --launcher and its options; nullopt: start the ranks the way the run did (run.launcher).
+  std::optional<LaunchOptions> launch;
 };
 
 /// One placement replay (allocator_order and uninitialized_read verdicts).

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -178,9 +179,10 @@ int run_replay(const ReplayCommandOptions& o, std::ostream& out, std::ostream& e
     if (!o.case_id) CPRR_THROW_AS(UsageError, "--trace FILE goes with --case ID");
     check_file_target("--trace", o.trace);  // before the replays, not after
   }
-  ReplayOptions ro{o.db,     o.case_id.value_or(0), o.mode,
-                   o.worker, o.timeout_s,           o.interrupt != nullptr ? o.interrupt->fd() : -1,
-                   o.trace};
+  ReplayOptions ro{o.db,        o.case_id.value_or(0),
+                   o.mode,      o.worker,
+                   o.timeout_s, o.interrupt != nullptr ? o.interrupt->fd() : -1,
+                   o.trace,     o.launch};
   auto echo = [](const std::string& line, void* user) {
     *static_cast<std::ostream*>(user) << "cpreplay: " << line << '\n' << std::flush;
   };
@@ -243,7 +245,11 @@ int replay_main(int argc, char** argv) {
       ->type_name("FILE")
       ->needs(cas);
   app.add_flag("--json", o.json, "print one JSON document on stdout and nothing else there");
+  LaunchFlags launch;
+  add_launch_options(app, launch);
   app.footer(
+      "Ranks start the way the recorded run started them (its --launcher and options) unless "
+      "--launcher is given here.\n"
       "Verdicts: reproduced, state_leak (with polluters), collective_mismatch (ranks that called "
       "a collective differently), allocator_order (a symmetric layout that differs across "
       "ranks), uninitialized_read (a read of bytes nothing wrote, confirmed by poisoning new "
@@ -266,6 +272,12 @@ int replay_main(int argc, char** argv) {
   try {
     interrupt.emplace();
     o.interrupt = &*interrupt;
+    // Given any launcher option, they replace the recorded launcher (and are checked as in
+    // cprecord: --hosts without --launcher is refused, not ignored).
+    const bool any_launch = launch.launcher_given->count() > 0 ||
+                            std::any_of(launch.others.begin(), launch.others.end(),
+                                        [](const CLI::Option* opt) { return opt->count() > 0; });
+    if (any_launch) o.launch = finish_launch_options(launch);
     return run_replay(o, std::cout, std::cerr, ::isatty(STDERR_FILENO) != 0 || !o.json);
   } catch (const Interrupted& e) {
     std::cerr << "cpreplay: " << e.what() << " by SIG" << sigabbrev_np(interrupt->signal())

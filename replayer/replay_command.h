@@ -6,6 +6,8 @@
 #include <ostream>
 #include <string>
 
+#include "recorder/data/launch_options.h"
+
 namespace cprr {
 
 class InterruptWatch;
@@ -22,6 +24,8 @@ struct ReplayCommandOptions {
   std::optional<double> timeout_s;
   bool json = false;
   std::string trace;  ///< with case_id: write the first replay's Chrome trace here
+  /// --launcher and its options; nullopt: the way the recorded run started its ranks.
+  std::optional<LaunchOptions> launch;
   /// Ctrl-C: stops the replay (its ranks killed); replay_main then exits 128 + the signal.
   const InterruptWatch* interrupt = nullptr;
 };

@@ -7,6 +7,7 @@
 
 #include "analysis/judgement.h"
 #include "recorder/data/text_forms.h"
+#include "recorder/engine/launcher.h"
 #include "schema/record_reader.h"
 
 namespace cprr {
@@ -56,6 +57,7 @@ void list_db(std::ostream& out, const std::string& db, bool json) {
            {"shuffle_seed", r.shuffle_seed ? nlohmann::json(*r.shuffle_seed) : nlohmann::json()},
            {"mode", r.mode},
            {"backend", r.backend},
+           {"launcher", describe(r.launch)},
            {"worker", r.worker}});
     }
     for (const auto& row : rows) {
@@ -89,8 +91,11 @@ void list_db(std::ostream& out, const std::string& db, bool json) {
     return;
   }
   for (const auto& r : runs) {
-    out << fmt::format("run {}: {} mode={} backend={}{} {}\n", r.id, r.started_at, r.mode,
+    out << fmt::format("run {}: {} mode={} backend={}{}{} {}\n", r.id, r.started_at, r.mode,
                        r.backend,
+                       r.launch.kind == LauncherKind::local
+                           ? ""
+                           : fmt::format(" launcher={}", launcher_name(r.launch.kind)),
                        r.shuffle_seed ? fmt::format(" shuffled={}", *r.shuffle_seed) : "",
                        r.finished_at ? fmt::format("exit {}{}", r.exit_code.value_or(-1),
                                                    r.stopped ? "; stopped by " + *r.stopped : "")

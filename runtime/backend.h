@@ -148,6 +148,9 @@ struct BackendConfig {
   int rank = 0;
   int world_size = 1;
   std::string rendezvous;  ///< CPU: FileStore directory made by the controller
+  /// The rank's index among the ranks of its host (CUDA: the GPU it takes); -1: its rank, as
+  /// when every rank runs on one host. A launcher across hosts sets it (CPRR_LOCAL_RANK).
+  int local_rank = -1;
 };
 
 /// Calls wait_one(i) for every stream i in [0, n) and only then rethrows the first error, so no

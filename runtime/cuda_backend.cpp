@@ -115,14 +115,17 @@ CudaArena::~CudaArena() {
 }
 
 CudaBackend::CudaBackend(const BackendConfig& config)
-    : rank_(config.rank), world_size_(config.world_size), device_(config.rank) {
+    : rank_(config.rank),
+      world_size_(config.world_size),
+      device_(config.local_rank >= 0 ? config.local_rank : config.rank) {
   std::string why;
   const int gpus = cuda_device_count(&why);
   CPRR_CHECK(gpus > 0, "rank {}: the cuda backend needs a GPU: {}", rank_, why);
   CPRR_CHECK(device_ < gpus,
              "rank {}: a world of {} needs one GPU per rank (NCCL ranks cannot share one), but "
-             "{} are visible: run smaller worlds or expose more GPUs (CUDA_VISIBLE_DEVICES)",
-             rank_, world_size_, gpus);
+             "{} are visible to it and it would take GPU {}: run smaller worlds, expose more "
+             "GPUs (CUDA_VISIBLE_DEVICES) or give the launcher fewer ranks per node",
+             rank_, world_size_, gpus, device_);
   CPRR_CUDA(cudaSetDevice(device_));
   for (int p = 0; p < 3; ++p) capacity_[p] = arena_bytes(p);
   arenas_[static_cast<int>(MemPool::device)] = CudaArena(CudaArena::Kind::device, capacity_[0]);

@@ -19,6 +19,8 @@ constexpr int kOneSidedVersion = 4;
 constexpr int kStoppedVersion = 7;
 /// The schema version that added run.shuffle_seed.
 constexpr int kShuffleVersion = 8;
+/// The schema version that added run.launcher.
+constexpr int kLauncherVersion = 9;
 /// The schema version that added collective.op and execution.symmetric_pool.
 constexpr int kVersion5 = 5;
 /// The schema version that added test_case.verdict, as_expected and fresh_vs_pool.
@@ -316,12 +318,35 @@ RecordReader::~RecordReader() = default;
 RecordReader::RecordReader(RecordReader&&) noexcept = default;
 RecordReader& RecordReader::operator=(RecordReader&&) noexcept = default;
 
+LaunchOptions launch_from_json(const std::string& text, int64_t run_id) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    LaunchOptions o;
+    const std::string kind = j.at("kind").get<std::string>();
+    const auto parsed = parse_launcher(kind);
+    CPRR_CHECK(parsed.has_value(), "unknown launcher '{}'", kind);
+    o.kind = *parsed;
+    o.program = j.at("program").get<std::string>();
+    o.hosts = j.at("hosts").get<std::vector<std::string>>();
+    o.partition = j.at("partition").get<std::string>();
+    o.gpus_per_node = j.at("gpus_per_node").get<int>();
+    o.extra = j.at("extra").get<std::vector<std::string>>();
+    o.listen = j.at("listen").get<std::string>();
+    o.advertise = j.at("advertise").get<std::string>();
+    o.shared_dir = j.at("shared_dir").get<std::string>();
+    return o;
+  } catch (const std::exception& e) {
+    CPRR_THROW("run {} has an unreadable launcher record: {}", run_id, e.what());
+  }
+}
+
 std::vector<RecordedRun> RecordReader::runs() const {
   Statement st(db_, fmt::format("SELECT id, started_at, finished_at, exit_code, backend, mode, "
                                 "placement, worker, environment, tool_version, host, argv, "
-                                "libraries, {}, {} FROM run ORDER BY id",
+                                "libraries, {}, {}, {} FROM run ORDER BY id",
                                 db_.schema_version() >= kStoppedVersion ? "stopped" : "NULL",
-                                db_.schema_version() >= kShuffleVersion ? "shuffle_seed" : "NULL"));
+                                db_.schema_version() >= kShuffleVersion ? "shuffle_seed" : "NULL",
+                                db_.schema_version() >= kLauncherVersion ? "launcher" : "NULL"));
   std::vector<RecordedRun> out;
   while (st.step()) {
     RecordedRun r;
@@ -344,6 +369,7 @@ std::vector<RecordedRun> RecordReader::runs() const {
     }
     r.stopped = optional_text(st, 13);
     if (!st.is_null(14)) r.shuffle_seed = static_cast<uint64_t>(st.int64(14));
+    if (!st.is_null(15)) r.launch = launch_from_json(st.text(15), r.id);
     out.push_back(std::move(r));
   }
   return out;

@@ -12,6 +12,7 @@
 
 #include "recorder/data/case_info.h"
 #include "recorder/data/execution.h"
+#include "recorder/data/launch_options.h"
 #include "schema/record.h"
 #include "schema/store.h"
 
@@ -24,6 +25,7 @@ struct RecordedRun {
   std::optional<int> exit_code;
   std::optional<std::string> stopped;    ///< why it ended before its plan did (--fail-fast)
   std::optional<uint64_t> shuffle_seed;  ///< cprecord --shuffle: the seed of the case order
+  LaunchOptions launch;                  ///< how its ranks were started (local before version 9)
   std::string backend, mode, placement, worker;
   std::vector<std::pair<std::string, std::string>> environment;
   std::string tool_version, host;
@@ -31,6 +33,10 @@ struct RecordedRun {
   /// Library -> version as the run recorded them (numbers as their decimal text).
   std::vector<std::pair<std::string, std::string>> libraries;
 };
+
+/// Reads run.launcher's JSON object back (launch_json's inverse); throws cprr::Error naming
+/// `run_id` when it is no such object.
+LaunchOptions launch_from_json(const std::string& text, int64_t run_id);
 
 struct RecordedCase {
   int64_t id = 0;  ///< test_case.id: what cpreplay --case takes

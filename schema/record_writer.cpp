@@ -115,18 +115,33 @@ std::string relevant_environment_json() {
   return j.dump();
 }
 
+std::string launch_json(const LaunchOptions& o) {
+  return nlohmann::json{{"kind", launcher_name(o.kind)},
+                        {"program", o.program},
+                        {"hosts", o.hosts},
+                        {"partition", o.partition},
+                        {"gpus_per_node", o.gpus_per_node},
+                        {"extra", o.extra},
+                        {"listen", o.listen},
+                        {"advertise", o.advertise},
+                        {"shared_dir", o.shared_dir}}
+      .dump();
+}
+
 RecordWriter::RecordWriter(const std::string& path, const RunMeta& meta)
     : db_(Database::open(path, Database::Mode::read_write)) {
   Transaction tx(db_);
   Statement st(db_,
                "INSERT INTO run (started_at, tool_version, host, backend, mode, placement, worker, "
-               "argv, libraries, environment, shuffle_seed) VALUES (?,?,?,?,?,?,?,?,?,?,?)");
+               "argv, libraries, environment, shuffle_seed, launcher) "
+               "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)");
   st.bind(1, now_iso8601()).bind(2, std::string_view(CPRR_VERSION)).bind(3, host_name());
   st.bind(4, meta.backend).bind(5, meta.mode).bind(6, meta.placement).bind(7, meta.worker);
   st.bind(8, nlohmann::json(meta.argv).dump())
       .bind(9, libraries_json(meta.backend, meta.protocol_version));
   st.bind(10, relevant_environment_json());
   if (meta.shuffle_seed) st.bind(11, static_cast<int64_t>(*meta.shuffle_seed));
+  if (meta.launch.kind != LauncherKind::local) st.bind(12, launch_json(meta.launch));
   st.run();
   run_id_ = db_.last_insert_id();
   tx.commit();

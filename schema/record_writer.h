@@ -10,6 +10,7 @@
 
 #include "recorder/data/case_info.h"
 #include "recorder/data/execution.h"
+#include "recorder/data/launch_options.h"
 #include "schema/record.h"
 #include "schema/store.h"
 
@@ -24,7 +25,11 @@ struct RunMeta {
   std::vector<std::string> argv;
   uint32_t protocol_version = 0;  ///< of the controller and workers, for the run's library list
   std::optional<uint64_t> shuffle_seed;  ///< cprecord --shuffle: the seed of the case order
+  LaunchOptions launch;                  ///< cprecord --launcher and its options
 };
+
+/// run.launcher's JSON object (schema.sql) for a launcher other than local.
+std::string launch_json(const LaunchOptions& o);
 
 class RecordWriter {
  public:

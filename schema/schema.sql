@@ -2,7 +2,7 @@
 -- store.cpp: kMigrations). Version 2 added test_case.verdict, as_expected and fresh_vs_pool;
 -- version 3 op.read_spans and write_spans; version 4 op.peer and op.epoch; version 5
 -- collective.op and execution.symmetric_pool; version 6 the views at the end of this file;
--- version 7 run.stopped; version 8 run.shuffle_seed.
+-- version 7 run.stopped; version 8 run.shuffle_seed; version 9 run.launcher.
 --
 -- One database file holds any number of runs. The recorder writes the run row and the planned
 -- cases first, then every execution with all its per-rank rows in ONE transaction, committed
@@ -33,7 +33,12 @@ CREATE TABLE run (
   -- (version 8) cprecord --shuffle: the seed its case order was drawn from (cprecord
   -- --shuffle=SEED runs the same order again); NULL: the plan's order. Each execution's
   -- pool_position records the order either way, so cpreplay finds the same predecessors.
-  shuffle_seed  INTEGER
+  shuffle_seed  INTEGER,
+  -- (version 9) cprecord --launcher: how its worlds started their ranks, a JSON object
+  -- {"kind": "mpirun"|"srun", "program", "hosts": [...], "partition", "gpus_per_node",
+  -- "extra": [...], "listen", "advertise", "shared_dir"}; cpreplay starts its worlds the same
+  -- way. NULL: local (ranks spawned by the recorder itself).
+  launcher      TEXT
 );
 
 -- A case instance as planned: case x grid point x world size. `id` is what cpreplay --case takes.

@@ -44,6 +44,8 @@ constexpr std::string_view kMigrations[] = {
     "ALTER TABLE run ADD COLUMN stopped TEXT;",
     // 7 -> 8: the seed of a shuffled run's order (schema.sql: run.shuffle_seed).
     "ALTER TABLE run ADD COLUMN shuffle_seed INTEGER;",
+    // 8 -> 9: how the run's ranks were started (schema.sql: run.launcher).
+    "ALTER TABLE run ADD COLUMN launcher TEXT;",
 };
 /// The version that added the views (schema.sql's last section).
 constexpr int kViewsVersion = 6;

@@ -8,6 +8,7 @@ packages=(
   libsqlite3-dev libcereal-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev libcli11-dev libfmt-dev nlohmann-json3-dev libxml2-dev
+  openmpi-bin
 )
 
 missing=()

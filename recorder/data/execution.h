@@ -67,6 +67,10 @@ struct WatchdogStatus {
 struct ExitInfo {
   int exit_code = -1;  ///< valid when signal == 0
   int signal = 0;      ///< terminating signal, 0 when it exited
+  template <class A>
+  void serialize(A& a) {
+    a(exit_code, signal);
+  }
   /// "exited with code 2" / "killed by signal 11 (SIGSEGV)".
   std::string describe() const;
 };

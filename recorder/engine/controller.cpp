@@ -55,7 +55,7 @@ std::chrono::milliseconds Controller::deadline_for(const CaseInstance& inst) con
 WorldHandle& Controller::world_for(const CaseInstance& inst, Mode mode,
                                    std::unique_ptr<WorldHandle>& fresh, ExecutionResult& res) {
   WorldConfig wc{config_.worker,         config_.backend, inst.world_size, config_.startup_timeout,
-                 config_.log_tail_bytes, config_.env,     config_.stop_fd};
+                 config_.log_tail_bytes, config_.env,     config_.stop_fd, config_.launch};
   std::unique_ptr<WorldHandle>* slot = &fresh;
   if (mode == Mode::pool) {
     slot = &pools_[inst.world_size];

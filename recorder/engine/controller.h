@@ -47,6 +47,8 @@ struct ControllerConfig {
   int stop_fd = -1;
   /// Ranks time every op and allocation (CaseCapture::timeline) for a trace (--trace).
   bool timeline = false;
+  /// How worlds' ranks are started (--launcher): local children or through mpirun/srun.
+  LaunchOptions launch;
   /// The controller's clock for deadlines and wall times; tests pass a fake one. The worlds keep
   /// the steady clock for their own waits.
   std::function<Clock::time_point()> now = Clock::now;

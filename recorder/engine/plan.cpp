@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "kernels/rng.h"
-#include "recorder/engine/process.h"
+#include "recorder/launch/process.h"
 #include "runtime/error.h"
 #include "runtime/fd.h"
 

@@ -14,6 +14,7 @@
 #include <functional>
 
 #include "recorder/data/flight_record.h"
+#include "recorder/launch/token.h"
 #include "runtime/error.h"
 
 namespace cprr {
@@ -52,8 +53,10 @@ pid_t owner_of(const std::string& name) {
   return static_cast<pid_t>(std::stol(rest.substr(0, dash)));
 }
 
-std::string make_rendezvous_dir() {
-  const auto tmp = std::filesystem::temp_directory_path();
+// In --shared-dir when given (ranks on other hosts must see it), else the temp directory.
+std::string make_rendezvous_dir(const std::string& shared_dir) {
+  const std::filesystem::path tmp = shared_dir.empty() ? std::filesystem::temp_directory_path()
+                                                       : std::filesystem::path(shared_dir);
   // The pid names the owner, so a later recorder can tell litter (owner gone) from a live world.
   std::string tmpl = (tmp / fmt::format("{}{}-XXXXXX", kWorldDirPrefix, ::getpid())).string();
   if (::mkdtemp(tmpl.data()) == nullptr) throw_errno(__FILE__, __LINE__, "mkdtemp(" + tmpl + ")");
@@ -62,6 +65,40 @@ std::string make_rendezvous_dir() {
 
 std::string last_lines(const std::string& text, std::size_t max_bytes) {
   return text.size() <= max_bytes ? text : "..." + text.substr(text.size() - max_bytes);
+}
+
+// What every rank starts with on top of the controller's environment, local or launched.
+// NVLink multicast stays off in every rank, whatever the caller's or a recorded environment says
+// (it is unsafe on the shared GPU machines, ../shared/design/DEVICE.md).
+std::vector<std::pair<std::string, std::string>> rank_env(const WorldConfig& config, int r) {
+  std::vector<std::pair<std::string, std::string>> env;
+  for (const auto& kv : config.env) {
+    if (kv.first != "NCCL_NVLS_ENABLE") env.push_back(kv);
+  }
+  env.emplace_back("NCCL_NVLS_ENABLE", "0");
+  env.emplace_back("CPRR_RANK", std::to_string(r));
+  env.emplace_back("CPRR_WORLD_SIZE", std::to_string(config.world_size));
+  return env;
+}
+
+std::string this_host() {
+  char buf[256] = {};
+  return ::gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : "localhost";
+}
+
+// Reads what a non-blocking pipe holds now, without waiting.
+std::string read_available(int fd) {
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      out.append(buf, static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return out;
+  }
 }
 
 }  // namespace
@@ -84,14 +121,20 @@ int remove_stale_world_dirs(const std::filesystem::path& dir) {
   return removed;
 }
 
-World::World(const WorldConfig& config, uint64_t id)
+World::World(const WorldConfig& config, uint64_t id, RankListener* listener)
     : id_(id),
-      rendezvous_(make_rendezvous_dir()),
+      rendezvous_(make_rendezvous_dir(config.launch.shared_dir)),
       stop_fd_(config.stop_fd),
+      launcher_(describe(config.launch)),
       logs_(config.log_tail_bytes) {
   const auto t0 = Clock::now();
   try {
-    for (int r = 0; r < config.world_size; ++r) spawn_rank(r, config);
+    if (config.launch.over_tcp()) {
+      CPRR_CHECK(listener != nullptr, "world {}: launcher {} needs a rank listener", id, launcher_);
+      launch_ranks(config, *listener);
+    } else {
+      for (int r = 0; r < config.world_size; ++r) spawn_rank(r, config);
+    }
     logs_.start();
     await_ready(config);
   } catch (...) {
@@ -105,10 +148,30 @@ World::World(const WorldConfig& config, uint64_t id)
 
 std::unique_ptr<WorldHandle> ProcessWorlds::make(const WorldConfig& config, uint64_t id) {
   if (!swept_) {
-    remove_stale_world_dirs(std::filesystem::temp_directory_path());
+    remove_stale_world_dirs(config.launch.shared_dir.empty()
+                                ? std::filesystem::temp_directory_path()
+                                : std::filesystem::path(config.launch.shared_dir));
     swept_ = true;
   }
-  return std::make_unique<World>(config, id);
+  if (config.launch.over_tcp() && !listener_) {
+    // One listener and one token for the whole run: every world's ranks connect to it.
+    listener_ = std::make_unique<RankListener>(
+        listen_endpoint(config.launch), make_token(),
+        [](const std::string& line) { fmt::print(stderr, "cprr: {}\n", line); });
+  }
+  return std::make_unique<World>(config, id, listener_.get());
+}
+
+Endpoint listen_endpoint(const LaunchOptions& o) {
+  if (!o.listen.empty()) return parse_endpoint(o.listen, "--listen");
+  // Ranks that all run here reach the controller over loopback: no port opens to the network.
+  return Endpoint{o.all_local() ? "127.0.0.1" : "0.0.0.0", 0};
+}
+
+std::string advertised_host(const LaunchOptions& o, const Endpoint& bound) {
+  if (!o.advertise.empty()) return o.advertise;
+  if (bound.host != "0.0.0.0" && bound.host != "::") return bound.host;
+  return this_host();
 }
 
 void World::spawn_rank(int r, const WorldConfig& config) {
@@ -139,23 +202,113 @@ void World::spawn_rank(int r, const WorldConfig& config) {
                config.backend};
   spec.fds = {{devnull.get(), 0}, {out_w.get(), 1}, {err_w.get(), 2}, {child.get(), slot}};
   spec.process_group = group_;
-  // NVLink multicast stays off in every rank, whatever the caller's or a recorded environment says
-  // (it is unsafe on the shared GPU machines, ../shared/design/DEVICE.md).
-  for (const auto& kv : config.env) {
-    if (kv.first != "NCCL_NVLS_ENABLE") spec.env.push_back(kv);
-  }
-  spec.env.emplace_back("NCCL_NVLS_ENABLE", "0");
-  spec.env.emplace_back("CPRR_RANK", std::to_string(r));
-  spec.env.emplace_back("CPRR_WORLD_SIZE", std::to_string(config.world_size));
+  spec.env = rank_env(config, r);
 
   Rank rank;
-  rank.process = ChildProcess::spawn(spec);
-  if (r == 0) group_ = rank.process.pid();
+  ChildProcess process = ChildProcess::spawn(spec);
+  if (r == 0) group_ = process.pid();
+  rank.process = std::make_unique<LocalRank>(std::move(process), group_);
   CPRR_SYSCALL(::fcntl(parent.get(), F_SETFL, O_NONBLOCK));
   rank.control = std::move(parent);
   logs_.add(std::move(out_r));
   logs_.add(std::move(err_r));
   ranks_.push_back(std::move(rank));
+}
+
+void World::launch_ranks(const WorldConfig& config, RankListener& listener) {
+  const LaunchOptions& o = config.launch;
+  const Endpoint back{advertised_host(o, listener.bound()), listener.bound().port};
+  const std::vector<std::string> rank_argv{config.worker,
+                                           "--connect",
+                                           back.str(),
+                                           "--world",
+                                           std::to_string(id_),
+                                           "--world-size",
+                                           std::to_string(config.world_size),
+                                           "--rendezvous",
+                                           rendezvous_,
+                                           "--backend",
+                                           config.backend};
+  int out[2], err[2];
+  CPRR_SYSCALL(::pipe2(out, O_CLOEXEC));
+  UniqueFd out_r(out[0]), out_w(out[1]);
+  CPRR_SYSCALL(::pipe2(err, O_CLOEXEC));
+  UniqueFd err_r(err[0]), err_w(err[1]);
+  UniqueFd devnull(CPRR_SYSCALL(::open("/dev/null", O_RDONLY | O_CLOEXEC)));
+  SpawnSpec spec;
+  spec.argv = launcher_argv(o, config.world_size, rank_argv);
+  spec.fds = {{devnull.get(), 0}, {out_w.get(), 1}, {err_w.get(), 2}};
+  spec.env = {{kTokenEnv, listener.token()}};  // never on the command line
+  spec.search_path = true;
+  try {
+    job_ = ChildProcess::spawn(spec);  // leads its own group
+  } catch (const std::exception& e) {
+    CPRR_THROW(
+        "world {} (size {}): cannot start the launcher '{}': is it installed and on PATH? "
+        "({})",
+        id_, config.world_size, spec.argv[0], e.what());
+  }
+  CPRR_SYSCALL(::fcntl(out_r.get(), F_SETFL, O_NONBLOCK));
+  CPRR_SYSCALL(::fcntl(err_r.get(), F_SETFL, O_NONBLOCK));
+  job_out_ = std::move(out_r);
+  job_err_ = std::move(err_r);
+  std::vector<AcceptedRank> accepted;
+  try {
+    accepted = listener.accept_world(
+        id_, config.world_size, Clock::now() + config.startup_timeout,
+        [&](int r) { return rank_env(config, r); },
+        [&] {
+          if (stop_requested()) {
+            CPRR_THROW_AS(Interrupted, "interrupted while world {} (size {}) was starting", id_,
+                          size());
+          }
+          if (const auto& e = job_->poll()) {
+            CPRR_THROW("the launcher ({}) {} before every rank connected back", launcher_,
+                       e->describe());
+          }
+        });
+  } catch (const Interrupted&) {
+    throw;
+  } catch (const std::exception& e) {
+    CPRR_THROW("world {} (size {}) failed to start: {}; the launcher's stderr:\n{}", id_,
+               config.world_size, e.what(), last_lines(job_stderr(), 2000));
+  }
+  for (int r = 0; r < config.world_size; ++r) {
+    AcceptedRank& a = accepted[r];
+    Rank rank;
+    rank.process = std::make_unique<RemoteRank>(std::move(a.supervisor),
+                                                fmt::format("pid {} on {}", a.pid, a.host));
+    rank.control = std::move(a.control);
+    logs_.add(std::move(a.out));
+    logs_.add(std::move(a.err));
+    ranks_.push_back(std::move(rank));
+  }
+  logs_.add(std::move(job_out_));
+  job_err_text_ = read_available(job_err_.get());
+  logs_.add(std::move(job_err_));
+}
+
+std::string World::job_stderr() {
+  if (!job_) return {};
+  if (job_err_) {
+    job_err_text_ += read_available(job_err_.get());
+    return job_err_text_;
+  }
+  logs_.drain_now();
+  return job_err_text_ + logs_.since(2 * size() + 1, 0);
+}
+
+void World::end_job(std::chrono::milliseconds grace) {
+  if (!job_ || !job_->running()) return;
+  // Once every rank connected and is gone, its supervisors have exited, so a healthy launcher
+  // ends by itself; a start that failed or was interrupted leaves supervisors waiting: TERM now.
+  const bool started = !ranks_.empty();
+  if (started) job_->wait(static_cast<int>(std::max<int64_t>(grace.count(), 2000)));
+  if (!job_->running()) return;
+  signal_group(job_->pid(), SIGTERM);
+  job_->wait(static_cast<int>(grace.count()));
+  if (job_->running()) signal_group(job_->pid(), SIGKILL);
+  job_->wait(5000);
 }
 
 void World::await_ready(const WorldConfig& config) {
@@ -226,10 +379,17 @@ void World::await_each(Clock::time_point deadline, const std::string& timeout_wh
 
 std::string World::startup_failure(int rank, const std::string& why) {
   kill(std::chrono::milliseconds(200));
-  const auto& exit = ranks_[rank].process.exit();
-  return fmt::format("world {} (size {}): rank {} failed to start: {}{}; its stderr:\n{}", id_,
-                     size(), rank, why, exit ? " (" + exit->describe() + ")" : "",
-                     last_lines(logs_.since(2 * rank + 1, 0), 2000));
+  RankProcess& p = *ranks_[rank].process;
+  const auto& exit = p.poll();
+  std::string how = exit ? " (" + exit->describe() + ")" : "";
+  if (!exit && !p.lost().empty()) how = " (" + p.lost() + ")";
+  std::string msg =
+      fmt::format("world {} (size {}): rank {} failed to start: {}{}; its stderr:\n{}", id_, size(),
+                  rank, why, how, last_lines(logs_.since(2 * rank + 1, 0), 2000));
+  if (job_)
+    msg +=
+        fmt::format("\nthe launcher's ({}) stderr:\n{}", launcher_, last_lines(job_stderr(), 2000));
+  return msg;
 }
 
 World::~World() {
@@ -242,7 +402,7 @@ World::~World() {
         }
       }
       const auto deadline = Clock::now() + std::chrono::seconds(2);
-      for (Rank& r : ranks_) r.process.wait(ms_until(deadline));
+      for (Rank& r : ranks_) r.process->wait(ms_until(deadline));
     }
     kill(std::chrono::milliseconds(200));
   } catch (const std::exception&) {
@@ -254,26 +414,27 @@ World::~World() {
 void World::kill(std::chrono::milliseconds grace) {
   reusable_ = false;
   bool any = false;
-  for (Rank& r : ranks_) any = any || !r.process.poll();
+  for (Rank& r : ranks_) any = any || !r.process->gone();
   if (any) {
     // Abort first: a rank stuck in an NCCL collective ends it with ncclCommAbort and exits, so
     // the GPU is left clean; TERM and KILL are for ranks that cannot even do that.
     const std::string abort = encode(ToRank{Abort{}});
     for (Rank& r : ranks_) {
-      if (r.eof || r.process.poll()) continue;
+      if (r.eof || r.process->gone()) continue;
       try {
         write_frame(r.control.get(), abort);
       } catch (const std::exception&) {
       }
     }
     const auto abort_deadline = Clock::now() + grace;
-    for (Rank& r : ranks_) r.process.wait(ms_until(abort_deadline));
-    signal_group(group_, SIGTERM);
+    for (Rank& r : ranks_) r.process->wait(ms_until(abort_deadline));
+    for (Rank& r : ranks_) r.process->signal(SIGTERM);
     const auto deadline = Clock::now() + grace;
-    for (Rank& r : ranks_) r.process.wait(ms_until(deadline));
-    signal_group(group_, SIGKILL);
+    for (Rank& r : ranks_) r.process->wait(ms_until(deadline));
+    for (Rank& r : ranks_) r.process->signal(SIGKILL);
   }
-  for (Rank& r : ranks_) r.process.wait(5000);
+  for (Rank& r : ranks_) r.process->wait(5000);
+  end_job(grace);
   logs_.wait_eof(500);
 }
 
@@ -308,9 +469,13 @@ bool stop_requested(int stop_fd) {
 
 std::optional<std::string> World::idle_fault() {
   for (int r = 0; r < size(); ++r) {
-    if (const auto& exit = ranks_[r].process.poll()) {
+    if (const auto& exit = ranks_[r].process->poll()) {
       reusable_ = false;
       return fmt::format("rank {} {} between cases", r, exit->describe());
+    }
+    if (const std::string lost = ranks_[r].process->lost(); !lost.empty()) {
+      reusable_ = false;
+      return fmt::format("rank {} between cases: {}", r, lost);
     }
     pollfd p{ranks_[r].control.get(), POLLIN, 0};
     if (::poll(&p, 1, 0) > 0) {
@@ -318,6 +483,12 @@ std::optional<std::string> World::idle_fault() {
       return fmt::format(
           "rank {} {} between cases", r,
           (p.revents & POLLHUP) != 0 ? "closed its control channel" : "sent unasked data");
+    }
+  }
+  if (job_) {
+    if (const auto& exit = job_->poll()) {
+      reusable_ = false;
+      return fmt::format("the launcher ({}) {} between cases", launcher_, exit->describe());
     }
   }
   return std::nullopt;
@@ -399,9 +570,13 @@ void World::on_eof(int r, RankReport& report) {
   Rank& rank = ranks_[r];
   rank.eof = true;
   reusable_ = false;
-  report.exit = rank.process.wait(2000);
+  report.exit = rank.process->wait(2000);
   // A rank that closed its channel (or had it closed by case code) but lives on cannot report:
-  // that is its failure, and it is told apart from a hang.
+  // that is its failure, and it is told apart from a hang. A launched rank whose supervisor is
+  // gone too is lost with its host or launcher: that is named instead.
+  if (!report.exit && report.protocol_error.empty() && !rank.process->lost().empty()) {
+    report.protocol_error = rank.process->lost();
+  }
   if (!report.exit && report.protocol_error.empty()) {
     report.protocol_error = rank.reader.mid_frame()
                                 ? "closed its control channel inside a frame, still running"

@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "recorder/engine/log_drain.h"
-#include "recorder/engine/process.h"
+#include "recorder/engine/rank_listener.h"
+#include "recorder/engine/rank_process.h"
 #include "recorder/engine/world_handle.h"
+#include "recorder/launch/process.h"
 #include "recorder/protocol/protocol.h"
 #include "runtime/error.h"
 #include "runtime/fd.h"
@@ -29,10 +31,11 @@ int remove_stale_world_dirs(const std::filesystem::path& dir);
 /// The real world: rank processes of the worker binary (the WorldHandle ProcessWorlds makes).
 class World : public WorldHandle {
  public:
-  /// Spawns the ranks and waits until every rank said hello and joined the communicator
-  /// (await_ready). Throws cprr::Error naming the rank, how it
-  /// ended and its stderr tail when the world cannot start.
-  World(const WorldConfig& config, uint64_t id);
+  /// Starts the ranks (spawned here, or through config.launch's launcher, connecting back to
+  /// `listener`, which a launcher other than local needs) and waits until every rank said hello
+  /// and joined the communicator (await_ready). Throws cprr::Error naming the rank, how it
+  /// ended and its stderr tail (or the launcher's) when the world cannot start.
+  World(const WorldConfig& config, uint64_t id, RankListener* listener = nullptr);
   /// Asks healthy ranks to shut down, then kills the group and reaps every rank.
   ~World() override;
   World(const World&) = delete;
@@ -74,7 +77,7 @@ class World : public WorldHandle {
 
  private:
   struct Rank {
-    ChildProcess process;
+    std::unique_ptr<RankProcess> process;
     UniqueFd control;
     FrameReader reader;
     bool eof = false;
@@ -82,6 +85,13 @@ class World : public WorldHandle {
     uint64_t err_mark = 0;
   };
   void spawn_rank(int rank, const WorldConfig& config);
+  /// Starts the launcher job and takes its ranks' connections from `listener`; the job's output
+  /// is drained after the ranks' (log indices 2W and 2W+1).
+  void launch_ranks(const WorldConfig& config, RankListener& listener);
+  /// The launcher job's stderr so far (start-up failures quote it).
+  std::string job_stderr();
+  /// Waits for the launcher job to end by itself (its supervisors are gone), then TERM, KILL.
+  void end_job(std::chrono::milliseconds grace);
   /// Start-up: every rank's hello, then Bootstrap with rank 0's communicator id, then every
   /// rank's Connected, all within config.startup_timeout; throws naming the rank that failed.
   void await_ready(const WorldConfig& config);
@@ -99,9 +109,13 @@ class World : public WorldHandle {
   uint64_t id_;
   std::string rendezvous_;
   int stop_fd_ = -1;
-  pid_t group_ = 0;
+  pid_t group_ = 0;  ///< local: rank 0's process group, every rank's
   std::vector<Rank> ranks_;
-  std::string symmetric_pool_;  ///< the ranks' Connected::symmetric_pool, summarized at start
+  std::optional<ChildProcess> job_;  ///< the launcher (mpirun, srun) when not local
+  UniqueFd job_out_, job_err_;       ///< its output, until handed to logs_
+  std::string job_err_text_;         ///< its stderr read before logs_ took the pipe
+  std::string launcher_;             ///< describe(config.launch), for messages
+  std::string symmetric_pool_;       ///< the ranks' Connected::symmetric_pool, summarized at start
   LogDrain logs_;
   bool reusable_ = true;
   double startup_ms_ = 0;
@@ -111,11 +125,20 @@ class World : public WorldHandle {
 class ProcessWorlds : public WorldFactory {
  public:
   /// The first world it makes first sweeps the temp directory of dead recorders' world
-  /// directories (remove_stale_world_dirs): once per controller, not per case.
+  /// directories (remove_stale_world_dirs): once per controller, not per case. The first world
+  /// started through a launcher opens the listener (and the run's token) every later one uses.
   std::unique_ptr<WorldHandle> make(const WorldConfig& config, uint64_t id) override;
 
  private:
   bool swept_ = false;
+  std::unique_ptr<RankListener> listener_;
 };
+
+/// The address launched ranks connect back to: --advertise, else the listen address when it is
+/// one address, else this host's name.
+std::string advertised_host(const LaunchOptions& o, const Endpoint& bound);
+/// Where the controller listens: --listen, else 127.0.0.1 when every rank runs on this host,
+/// else every interface; any free port unless one is given.
+Endpoint listen_endpoint(const LaunchOptions& o);
 
 }  // namespace cprr

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "recorder/data/execution.h"
+#include "recorder/engine/launcher.h"
 #include "recorder/protocol/protocol.h"
 #include "runtime/error.h"
 
@@ -32,6 +33,8 @@ struct WorldConfig {
   /// -1 for none). Start-up and collect() poll it along with the ranks; it is never read, so it
   /// stays readable once set.
   int stop_fd = -1;
+  /// How the ranks are started: local children (default) or through mpirun/srun over TCP.
+  LaunchOptions launch;
 };
 
 /// Thrown when the stop descriptor fired while a world was starting; its ranks are already

@@ -8,6 +8,7 @@
 #include <cereal/archives/portable_binary.hpp>
 #include <cereal/types/map.hpp>
 #include <cereal/types/string.hpp>
+#include <cereal/types/utility.hpp>
 #include <cereal/types/variant.hpp>
 #include <cereal/types/vector.hpp>
 #include <cerrno>
@@ -194,25 +195,21 @@ void validate(const FromRank& msg) {
 
 }  // namespace
 
-std::string encode_hello(const Hello& hello) {
-  std::string out;
-  put_u32(out, kProtocolMagic);
-  put_u32(out, kProtocolVersion);
-  out += to_bytes(hello);
-  return out;
-}
+namespace {
 
-Hello decode_hello(std::string_view payload) {
+// The raw magic and version that open a hello and a handshake, checked before anything is
+// decoded: a process that is no cprr worker, or one of another version, is named as such.
+void check_preamble(std::string_view payload, const char* what) {
   if (payload.size() < 8) {
-    CPRR_THROW_AS(ProtocolError, "hello frame too short ({} bytes): is --worker a cprr worker?",
+    CPRR_THROW_AS(ProtocolError, "{} frame too short ({} bytes): is --worker a cprr worker?", what,
                   payload.size());
   }
   const uint32_t magic = get_u32(payload);
   const uint32_t version = get_u32(payload.substr(4));
   if (magic != kProtocolMagic) {
     CPRR_THROW_AS(ProtocolError,
-                  "hello has magic {:#010x}, expected {:#010x}: is --worker a cprr worker?", magic,
-                  kProtocolMagic);
+                  "{} has magic {:#010x}, expected {:#010x}: is --worker a cprr worker?", what,
+                  magic, kProtocolMagic);
   }
   if (version != kProtocolVersion) {
     CPRR_THROW_AS(
@@ -221,7 +218,42 @@ Hello decode_hello(std::string_view payload) {
         "against this cprr",
         version, kProtocolVersion);
   }
+}
+
+std::string with_preamble(std::string body) {
+  std::string out;
+  put_u32(out, kProtocolMagic);
+  put_u32(out, kProtocolVersion);
+  return out + body;
+}
+
+}  // namespace
+
+std::string encode_hello(const Hello& hello) { return with_preamble(to_bytes(hello)); }
+
+Hello decode_hello(std::string_view payload) {
+  check_preamble(payload, "hello");
   return from_bytes<Hello>(payload.substr(8), "hello");
+}
+
+std::string encode_handshake(const Handshake& hs) { return with_preamble(to_bytes(hs)); }
+
+Handshake decode_handshake(std::string_view payload) {
+  check_preamble(payload, "handshake");
+  Handshake hs = from_bytes<Handshake>(payload.substr(8), "handshake");
+  check_enum(hs.channel, Channel::supervisor, "handshake channel");
+  return hs;
+}
+
+std::string encode(const Welcome& msg) { return to_bytes(msg); }
+std::string encode(const SignalRank& msg) { return to_bytes(msg); }
+std::string encode(const RankExited& msg) { return to_bytes(msg); }
+Welcome decode_welcome(std::string_view payload) { return from_bytes<Welcome>(payload, "welcome"); }
+SignalRank decode_signal_rank(std::string_view payload) {
+  return from_bytes<SignalRank>(payload, "signal");
+}
+RankExited decode_rank_exited(std::string_view payload) {
+  return from_bytes<RankExited>(payload, "rank exit");
 }
 
 std::string encode(const ToRank& msg) { return to_bytes(msg); }

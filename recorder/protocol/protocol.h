@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -25,13 +26,15 @@ namespace cprr {
 inline constexpr uint32_t kProtocolMagic = 0x52525043;  // "CPRR" read as little-endian bytes
 /// Bump when any message below changes layout or meaning. Controller and worker of different
 /// versions refuse each other at the hello with a message naming both versions.
-inline constexpr uint32_t kProtocolVersion = 7;  // 2: Hello.comm_id, Bootstrap, Connected, Abort;
+inline constexpr uint32_t kProtocolVersion = 8;  // 2: Hello.comm_id, Bootstrap, Connected, Abort;
                                                  // 3: OpRecord read_spans/write_spans;
                                                  // 4: OpRecord peer/epoch, RunCase.perturbation;
                                                  // 5: Perturbation.poison;
                                                  // 6: CollectiveRecord.op,
                                                  //    Connected.symmetric_pool;
                                                  // 7: RunCase.timeline, CaseCapture.timeline
+                                                 // 8: Handshake, Welcome, SignalRank,
+                                                 //    RankExited (launchers over TCP)
 inline constexpr uint32_t kMaxFrameBytes = 256u << 20;
 
 /// First message of every rank: who it is.
@@ -131,6 +134,70 @@ struct Connected {
 
 using FromRank = std::variant<CaseDone, WatchdogStatus, Catalog, Connected>;
 
+// ---- ranks started by a launcher (mpirun, srun): TCP connections back to the controller ----
+//
+// A rank started by a launcher runs as a supervisor (`cpworker --connect`) that opens four TCP
+// connections to the controller, one per Channel, spawns the real rank process with the first
+// three as its control channel, stdout and stderr, and keeps the fourth for itself. Each
+// connection's first frame is a Handshake (raw magic and version first, like the hello); the
+// controller answers it with a Welcome and closes the connection when it refuses it.
+
+/// Which of a launched rank's four connections this is.
+enum class Channel : uint8_t {
+  control,     ///< the rank's control channel: Hello, ToRank/FromRank as over a socketpair
+  out,         ///< the rank's stdout, raw bytes
+  err,         ///< the rank's stderr, raw bytes
+  supervisor,  ///< the supervisor: SignalRank in, RankExited out
+};
+
+/// First frame of every connection from a launched rank.
+struct Handshake {
+  std::string token;  ///< the run's secret (CPRR_TOKEN in the launcher's environment)
+  uint64_t world =
+      0;  ///< the world it belongs to (--world): a late rank of an old world is refused
+  int32_t rank = 0;
+  int32_t world_size = 0;
+  Channel channel = Channel::control;
+  std::string host;  ///< the rank's host name, for messages
+  int32_t pid = 0;   ///< the supervisor's pid on that host
+
+  template <class A>
+  void serialize(A& a) {
+    a(token, world, rank, world_size, channel, host, pid);
+  }
+};
+
+/// The controller's answer to a Handshake: accepted (error empty), or why it was refused.
+struct Welcome {
+  std::string error;
+  /// On the supervisor channel: the environment the rank gets on top of the supervisor's (the
+  /// WorldConfig's, with NCCL_NVLS_ENABLE=0), the same as a local rank's.
+  std::vector<std::pair<std::string, std::string>> env;
+
+  template <class A>
+  void serialize(A& a) {
+    a(error, env);
+  }
+};
+
+/// Controller -> supervisor: send `signal` to the rank's process group (TERM, then KILL).
+struct SignalRank {
+  int32_t signal = 0;
+  template <class A>
+  void serialize(A& a) {
+    a(signal);
+  }
+};
+
+/// Supervisor -> controller: how the rank process ended (what waitpid said on its host).
+struct RankExited {
+  ExitInfo exit;
+  template <class A>
+  void serialize(A& a) {
+    a(exit);
+  }
+};
+
 // ---- encoding ----
 
 std::string encode_hello(const Hello& hello);
@@ -138,6 +205,15 @@ std::string encode_hello(const Hello& hello);
 Hello decode_hello(std::string_view payload);
 std::string encode(const ToRank& msg);
 std::string encode(const FromRank& msg);
+std::string encode_handshake(const Handshake& hs);
+/// Checks magic and version first, like decode_hello; throws ProtocolError.
+Handshake decode_handshake(std::string_view payload);
+std::string encode(const Welcome& msg);
+std::string encode(const SignalRank& msg);
+std::string encode(const RankExited& msg);
+Welcome decode_welcome(std::string_view payload);
+SignalRank decode_signal_rank(std::string_view payload);
+RankExited decode_rank_exited(std::string_view payload);
 /// Throws ProtocolError (never crashes) on truncated or malformed payloads.
 ToRank decode_to_rank(std::string_view payload);
 FromRank decode_from_rank(std::string_view payload);

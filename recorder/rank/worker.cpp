@@ -16,6 +16,7 @@
 #include "recorder/data/flight_record.h"
 #include "recorder/rank/case_runner.h"
 #include "recorder/rank/rank_channel.h"
+#include "recorder/rank/supervisor.h"
 #include "runtime/error.h"
 
 namespace cprr {
@@ -28,21 +29,50 @@ struct WorkerArgs {
   std::string rendezvous;
   std::string backend = "cpu";
   bool catalog = false;
+  std::string connect;  ///< HOST:PORT: run as a launched rank's supervisor (supervisor.h)
+  uint64_t world = 0;
+  bool rank_given = false;  ///< --rank was passed (with --connect it is optional)
 };
 
 void parse(int argc, char** argv, WorkerArgs& a) {
-  CLI::App app{"cprr rank process; started by cprecord/cpreplay, not by hand"};
-  app.add_option("--rank", a.rank, "this rank")->required();
+  CLI::App app{
+      "cprr rank process; started by cprecord/cpreplay (directly, or through a launcher with "
+      "--connect), not by hand"};
+  auto* rank = app.add_option("--rank", a.rank,
+                              "this rank (with --connect: default from the "
+                              "launcher's environment)");
   app.add_option("--world-size", a.world_size, "ranks in the world")->required();
-  app.add_option("--control-fd", a.control_fd, "inherited control socket")->required();
+  auto* fd = app.add_option("--control-fd", a.control_fd, "inherited control socket");
+  auto* connect = app.add_option(
+      "--connect", a.connect,
+      "HOST:PORT of the controller: run as a launched rank's supervisor, authenticated by the "
+      "token in CPRR_TOKEN");
+  app.add_option("--world", a.world, "with --connect: the world this rank belongs to");
   app.add_option("--rendezvous", a.rendezvous, "communicator rendezvous directory");
   app.add_option("--backend", a.backend, "cpu | cuda");
   app.add_flag("--catalog", a.catalog, "send the registered cases and exit");
+  fd->excludes(connect);
   try {
     app.parse(argc, argv);
+    if (fd->count() == 0 && connect->count() == 0) {
+      throw CLI::RequiredError("--control-fd or --connect");
+    }
+    a.rank_given = rank->count() > 0;
+    if (connect->count() == 0 && !a.rank_given) throw CLI::RequiredError("--rank");
   } catch (const CLI::ParseError& e) {
     std::exit(app.exit(e) == 0 ? 0 : 2);
   }
+}
+
+int run_supervisor(const WorkerArgs& a) {
+  SupervisorArgs s;
+  s.controller = parse_endpoint(a.connect, "--connect");
+  s.world = a.world;
+  if (a.rank_given) s.rank = a.rank;
+  s.world_size = a.world_size;
+  s.rendezvous = a.rendezvous;
+  s.backend = a.backend;
+  return supervise(s);
 }
 
 // Ranks must never outlive their controller: a killed cprecord takes its worlds with it.
@@ -107,7 +137,10 @@ RankState make_state(const WorkerArgs& a) {
   RankState state;
   state.rank = a.rank;
   state.world_size = a.world_size;
-  state.backend = make_backend(BackendConfig{a.backend, a.rank, a.world_size, a.rendezvous});
+  // A launcher across hosts says which GPU of its node this rank takes (supervisor.cpp).
+  const char* local = std::getenv("CPRR_LOCAL_RANK");
+  state.backend = make_backend(BackendConfig{a.backend, a.rank, a.world_size, a.rendezvous,
+                                             local != nullptr ? std::atoi(local) : -1});
   if (!a.rendezvous.empty()) {
     state.flight = std::make_unique<FlightRecorder>(flight_record_path(a.rendezvous, a.rank));
   }
@@ -190,10 +223,12 @@ int worker_main(int argc, char** argv) {
       for (const auto& e : registry().errors()) std::fprintf(stderr, "cpworker: %s\n", e.c_str());
       return 2;
     }
+    if (!a.connect.empty()) return run_supervisor(a);
     UniqueFd control = adopt_control_fd(a.control_fd);
     return a.catalog ? send_catalog(a, std::move(control)) : serve(a, std::move(control));
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "cpworker rank %d: %s\n", a.rank, e.what());
+    std::fprintf(stderr, "cpworker rank %d%s: %s\n", a.rank,
+                 a.connect.empty() ? "" : " (supervisor)", e.what());
     return 2;
   }
 }

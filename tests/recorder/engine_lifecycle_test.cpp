@@ -1,7 +1,7 @@
 // What the engine leaves behind: no process of a catalog run or a world, no per-world directory,
 // also when the recorder is stopped (stop descriptor, InterruptWatch) or was killed earlier.
-#include <gmock/gmock.h>
 #include <fcntl.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "recorder/engine/interrupt.h"
-#include "recorder/engine/process.h"
 #include "recorder/engine/world.h"
+#include "recorder/launch/process.h"
 #include "tests/recorder/engine_support.h"
 
 namespace cprr {
@@ -84,7 +84,8 @@ std::vector<fs::path> own_world_dirs() {
 // ---- orphans and litter ----
 
 TEST(EngineLifecycle, CatalogFetchLeavesNoProcessOfItsGroupBehind) {
-  const fs::path file = fs::temp_directory_path() / ("cprr-catalog-fork-" + std::to_string(::getpid()));
+  const fs::path file =
+      fs::temp_directory_path() / ("cprr-catalog-fork-" + std::to_string(::getpid()));
   ::setenv("CPRR_FIXTURE_FORK_AT_CATALOG", file.c_str(), 1);
   const Catalog cat = fetch_catalog(kFixture);
   ::unsetenv("CPRR_FIXTURE_FORK_AT_CATALOG");

@@ -180,6 +180,57 @@ TEST(RecordRoundTrip, EveryExecutionComesBackFieldByField) {
   EXPECT_EQ(second[0].result.summary, "only a note");
 }
 
+TEST(RecordRoundTrip, TheRunsLauncherComesBackAndLocalIsStoredAsNull) {
+  TempDb db;
+  RunMeta meta{"cpu", "pool", "best_fit", "/w", {"cprecord"}, 8};
+  LaunchOptions& o = meta.launch;
+  o.kind = LauncherKind::srun;
+  o.program = "/opt/slurm/bin/srun";
+  o.hosts = {"gpu01", "gpu-\xc3\xbc"};
+  o.partition = "a100";
+  o.gpus_per_node = 8;
+  o.extra = {"--mpi=none", ""};
+  o.listen = "0.0.0.0:29500";
+  o.advertise = "head-node";
+  o.shared_dir = "/nfs/scratch";
+  {
+    RecordWriter(db.path(), meta).finish(0);
+    RunMeta local = meta;
+    local.launch = LaunchOptions{};
+    RecordWriter(db.path(), local).finish(0);
+  }
+  const auto runs = RecordReader(db.path()).runs();
+  ASSERT_EQ(runs.size(), 2u);
+  const LaunchOptions& back = runs[0].launch;
+  EXPECT_EQ(back.kind, LauncherKind::srun);
+  EXPECT_EQ(back.program, o.program);
+  EXPECT_EQ(back.hosts, o.hosts);
+  EXPECT_EQ(back.partition, o.partition);
+  EXPECT_EQ(back.gpus_per_node, 8);
+  EXPECT_EQ(back.extra, o.extra);
+  EXPECT_EQ(back.listen, o.listen);
+  EXPECT_EQ(back.advertise, o.advertise);
+  EXPECT_EQ(back.shared_dir, o.shared_dir);
+  EXPECT_EQ(runs[1].launch.kind, LauncherKind::local);
+  Database raw = Database::open(db.path(), Database::Mode::read_only);
+  Statement st(raw, "SELECT launcher IS NULL FROM run ORDER BY id");
+  ASSERT_TRUE(st.step());
+  EXPECT_EQ(st.int64(0), 0);
+  ASSERT_TRUE(st.step());
+  EXPECT_EQ(st.int64(0), 1) << "local runs store NULL, as runs before version 9 read";
+}
+
+TEST(RecordRoundTrip, AnUnreadableLauncherRecordNamesTheRun) {
+  EXPECT_THROW(launch_from_json("{\"kind\": \"torchrun\"}", 4), Error);
+  try {
+    launch_from_json("not json", 4);
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("run 4 has an unreadable launcher record"),
+              std::string::npos);
+  }
+}
+
 TEST(RecordRoundTrip, TheRunRowComesBack) {
   TempDb db;
   ::setenv("CPRR_ROUNDTRIP_PROBE", "x=1 \xc3\xbc", 1);

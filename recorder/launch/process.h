@@ -13,13 +13,18 @@
 namespace cprr {
 
 struct SpawnSpec {
-  std::vector<std::string> argv;              ///< argv[0] is the executable path
+  std::vector<std::string> argv;  ///< argv[0] is the executable path
   /// (parent fd, child fd): dup2'ed in the child. Above stderr the child holds only these: what
   /// the parent holds without close-on-exec (inherited from its own parent) stays out.
   std::vector<std::pair<int, int>> fds;
-  pid_t process_group = 0;                    ///< 0: the child leads a new group
+  pid_t process_group = 0;                               ///< 0: the child leads a new group
   std::vector<std::pair<std::string, std::string>> env;  ///< set on top of the parent's environment
+  /// argv[0] without a '/' is looked up on PATH (a launcher); else it is a path (a worker).
+  bool search_path = false;
 };
+
+/// The executable `name` resolves to on PATH (as posix_spawnp would find it); "" when none.
+std::string find_on_path(const std::string& name);
 
 /// An owned child process. Destruction kills (SIGKILL) and reaps it if it still runs.
 class ChildProcess {
@@ -47,6 +52,5 @@ class ChildProcess {
 
 /// Sends `sig` to every process of group `pgid` (ESRCH is not an error).
 void signal_group(pid_t pgid, int sig);
-
 
 }  // namespace cprr

@@ -1,5 +1,6 @@
-#include "recorder/engine/process.h"
+#include "recorder/launch/process.h"
 
+#include <fmt/format.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -9,8 +10,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
-#include <fmt/format.h>
+#include <string_view>
 #include <thread>
 
 #include "runtime/error.h"
@@ -102,10 +104,11 @@ ChildProcess ChildProcess::spawn(const SpawnSpec& spec) {
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
   ChildProcess child;
-  const int rc = posix_spawn(&child.pid_, argv[0], &fa.fa, &sa.attr, argv.data(), envp.data());
+  const auto spawn = spec.search_path ? posix_spawnp : posix_spawn;
+  const int rc = spawn(&child.pid_, argv[0], &fa.fa, &sa.attr, argv.data(), envp.data());
   if (rc != 0) {
-    CPRR_THROW("cannot start '{}': {}: check the path given to --worker", spec.argv[0],
-               std::strerror(rc));
+    CPRR_THROW("cannot start '{}': {}{}", spec.argv[0], std::strerror(rc),
+               spec.search_path ? "" : ": check the path given to --worker");
   }
   return child;
 }
@@ -148,6 +151,21 @@ const std::optional<ExitInfo>& ChildProcess::wait(int timeout_ms) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   return exit_;
+}
+
+std::string find_on_path(const std::string& name) {
+  if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0 ? name : "";
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  while (!dirs.empty()) {
+    const auto colon = dirs.find(':');
+    const std::string_view dir = dirs.substr(0, colon);
+    const std::string candidate = std::string(dir.empty() ? "." : dir) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (colon == std::string_view::npos) break;
+    dirs.remove_prefix(colon + 1);
+  }
+  return "";
 }
 
 void signal_group(pid_t pgid, int sig) {
