@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <deque>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -21,6 +22,7 @@
 #include "runtime/atomic_file.h"
 #include "runtime/backend.h"
 #include "runtime/error.h"
+#include "schema/record_queue.h"
 #include "schema/record_reader.h"
 #include "schema/record_writer.h"
 
@@ -189,7 +191,7 @@ struct Executed {
 // --fail-fast: case `i`'s executions so far (every mode of this repeat ran), judged as the end of
 // the run will judge them; why they end the run, or nullopt.
 std::optional<std::string> fail_fast_reason(const Plan& p, std::size_t i,
-                                            const std::vector<ExecutionResult>& results) {
+                                            const std::deque<ExecutionResult>& results) {
   std::vector<const ExecutionResult*> mine;
   for (const ExecutionResult& e : results) {
     if (e.case_id == p.cases[i].id) mine.push_back(&e);
@@ -280,35 +282,46 @@ class ProgressReport {
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
 };
 
-// Runs the plan in order (repeat, case, mode), committing each execution as it completes and
-// showing progress as `style` says. Stops at an interruption: the interrupted execution says
-// nothing about its case, so it is neither recorded nor returned.
+// Runs the plan in order (repeat, case, mode), handing each execution to the store as it
+// completes and showing progress as `style` says; returns once every result is committed (a
+// RecordQueue commits them on its own thread, so the next case starts at once). Stops at an
+// interruption: the interrupted execution says nothing about its case, so it is neither recorded
+// nor returned.
 Executed execute(const Plan& p, Controller& controller, RecordWriter& writer, ProgressStyle style,
                  std::ostream& err) {
   Executed out;
-  std::vector<ExecutionResult>& results = out.results;
+  // Results stay put while the queue reads them (a deque never moves its elements).
+  std::deque<ExecutionResult> results;
   const std::size_t total = p.cases.size() * p.modes.size() * static_cast<std::size_t>(p.repeat);
-  ProgressReport progress(style, err, total);
-  const std::vector<Step> steps = steps_of(p);
-  for (std::size_t s = 0; s < steps.size(); ++s) {
-    const Step& step = steps[s];
-    if (p.standby > 0) controller.foresee(fresh_sizes_after(p, steps, s, p.standby));
-    progress.starting(results.size(), step.mode, p.cases[step.i]);
-    ExecutionResult r = controller.run(p.cases[step.i], step.mode, p.placement);
-    if (r.interrupted) break;
-    r.attempt = step.rep + 1;
-    writer.write(r, p.case_ids[step.i]);
-    results.push_back(std::move(r));
-    progress.finished(results.size(), results.back(), p.cases[step.i]);
-    // --fail-fast judges a case once its last mode of this repeat ran.
-    const bool case_done =
-        s + 1 == steps.size() || steps[s + 1].i != step.i || steps[s + 1].rep != step.rep;
-    if (p.fail_fast && case_done) {
-      out.stopped = fail_fast_reason(p, step.i, results);
-      if (out.stopped) break;
+  {
+    RecordQueue store(writer);  // destroyed before `results`, writing what is still queued
+    ProgressReport progress(style, err, total);
+    const std::vector<Step> steps = steps_of(p);
+    for (std::size_t s = 0; s < steps.size(); ++s) {
+      const Step& step = steps[s];
+      if (p.standby > 0) controller.foresee(fresh_sizes_after(p, steps, s, p.standby));
+      progress.starting(results.size(), step.mode, p.cases[step.i]);
+      ExecutionResult r = controller.run(p.cases[step.i], step.mode, p.placement);
+      if (r.interrupted) break;
+      r.attempt = step.rep + 1;
+      results.push_back(std::move(r));
+      store.submit(results.back(), p.case_ids[step.i]);
+      progress.finished(results.size(), results.back(), p.cases[step.i]);
+      // --fail-fast judges a case once its last mode of this repeat ran.
+      const bool case_done =
+          s + 1 == steps.size() || steps[s + 1].i != step.i || steps[s + 1].rep != step.rep;
+      if (p.fail_fast && case_done) {
+        out.stopped = fail_fast_reason(p, step.i, results);
+        if (out.stopped) break;
+      }
     }
+    // Every way out of the loop (the plan done, --fail-fast, an interruption) comes here: the
+    // judgement, the run's exit code and any reader of the store come after every result.
+    store.drain();
   }
   if (results.size() == total) out.stopped.reset();  // the last case: the plan was done anyway
+  out.results.assign(std::make_move_iterator(results.begin()),
+                     std::make_move_iterator(results.end()));
   return out;
 }
 
@@ -529,7 +542,7 @@ int record_main(int argc, char** argv) {
       ->check(CLI::Range(0, 64));
   LaunchFlags launch;
   add_launch_options(app, launch);
-  app.footer(
+  app.footer(fmt::format(
       "Every completed execution's logs are checked: stream races (verdict stream_race, with the "
       "racing ops, buffer and fix), symmetric layouts that differ across ranks (allocator_order), "
       "collectives called differently (collective_mismatch) and reads of bytes nothing wrote "
@@ -538,14 +551,17 @@ int record_main(int argc, char** argv) {
       "finding, "
       "diverged between fresh and pooled or was nondeterministic unexpectedly; 2 bad usage, an "
       "unusable database or an infrastructure error.\n"
-      "Every execution is committed to --db as it completes; a killed run stays visibly "
-      "incomplete. Replay a case with: cpreplay --db PATH --case ID\n"
+      "Every execution is committed to --db in its own transaction as it completes (on a "
+      "writer thread, so the next case need not wait); Ctrl-C and --fail-fast store every "
+      "result before judging. A killed run stays visibly incomplete and loses at most the "
+      "executions still queued (at most {}). Replay a case with: cpreplay --db PATH --case ID\n"
       "Progress goes to stderr: on a TTY one line (position, elapsed, ETA, unexpected so far), "
       "otherwise one line per execution as it finishes (status, mode, label, milliseconds); "
       "colours only on a TTY and never with NO_COLOR set.\n"
       "Ctrl-C (or SIGTERM/SIGHUP) stops the run: its ranks are killed, what ran is recorded and "
       "reported, and the exit code is 128 + the signal (130 for Ctrl-C); a second Ctrl-C quits "
-      "at once.");
+      "at once.",
+      kMaxQueuedExecutions));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,8 +1,10 @@
 #include "schema/record_writer.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "recorder/data/text_forms.h"
@@ -29,18 +31,25 @@ std::string libraries_json(const std::string& backend, uint32_t protocol_version
 }
 
 /// op.read_spans / op.write_spans: "0+64,128+32" (record_reader.cpp: split_spans reads it back).
-std::string join_spans(const std::vector<ByteSpan>& spans) {
-  std::string out;
-  for (const ByteSpan& s : spans)
-    out += fmt::format("{}{}+{}", out.empty() ? "" : ",", s.offset, s.bytes);
-  return out;
+/// Written into `out`, whose capacity is reused from row to row.
+void join_spans(const std::vector<ByteSpan>& spans, std::string& out) {
+  out.clear();
+  for (const ByteSpan& s : spans) {
+    fmt::format_to(std::back_inserter(out), "{}{}+{}", out.empty() ? "" : ",", s.offset, s.bytes);
+  }
 }
 
 /// op.reads / op.writes: "1,2,3" (record_reader.cpp: split_ids reads it back).
-std::string join_ids(const std::vector<uint32_t>& ids) {
-  std::string out;
-  for (uint32_t id : ids) out += (out.empty() ? "" : ",") + std::to_string(id);
-  return out;
+void join_ids(const std::vector<uint32_t>& ids, std::string& out) {
+  out.clear();
+  for (uint32_t id : ids)
+    fmt::format_to(std::back_inserter(out), "{}{}", out.empty() ? "" : ",", id);
+}
+
+/// capture.shape: a JSON array of integers, "[2,512]", as nlohmann::json writes it.
+void shape_json(const std::vector<int64_t>& shape, std::string& out) {
+  out.clear();
+  fmt::format_to(std::back_inserter(out), "[{}]", fmt::join(shape, ","));
 }
 
 /// rank_result.watchdog (record_reader.cpp: read_watchdog reads it back). The execution id is left
@@ -88,6 +97,7 @@ struct RecordWriter::Statements {
                    "INSERT INTO collective (execution_id, rank, seq, kind, stream, dtype, bytes, "
                    "root, op) VALUES (?,?,?,?,?,?,?,?,?)") {}
   Statement execution, rank, capture, alloc, op, collective;
+  std::string text[4];  // scratch for joined columns, bound without copying until run()
 };
 
 RecordWriter::~RecordWriter() = default;
@@ -180,7 +190,7 @@ int64_t RecordWriter::write(const ExecutionResult& r, int64_t case_id) {
 void RecordWriter::write_rank(int64_t execution, int rank, const RankReport& rep) {
   Statement& st = st_->rank;
   st.bind(1, execution).bind(2, int64_t{rank}).bind(3, report_outcome_name(rep));
-  st.bind(4, rep.done ? std::string_view(rep.done->error) : std::string_view());
+  st.bind_view(4, rep.done ? std::string_view(rep.done->error) : std::string_view());
   if (rep.exit && rep.exit->signal != 0)
     st.bind(5, int64_t{rep.exit->signal});
   else
@@ -189,10 +199,10 @@ void RecordWriter::write_rank(int64_t execution, int rank, const RankReport& rep
     st.bind(6, int64_t{rep.exit->exit_code});
   else
     st.bind_null(6);
-  st.bind(7, rep.protocol_error);
+  st.bind_view(7, rep.protocol_error);
   bind_optional(st, 8, rep.watchdog ? std::optional(watchdog_json(*rep.watchdog)) : std::nullopt);
-  st.bind_blob(9, rep.stdout_tail.data(), rep.stdout_tail.size());
-  st.bind_blob(10, rep.stderr_tail.data(), rep.stderr_tail.size());
+  st.bind_blob_view(9, rep.stdout_tail.data(), rep.stdout_tail.size());
+  st.bind_blob_view(10, rep.stderr_tail.data(), rep.stderr_tail.size());
   st.bind(11, rep.done ? rep.done->reset_ms : 0.0).bind(12, rep.done ? rep.done->body_ms : 0.0);
   st.run();
   if (!rep.done) {
@@ -204,16 +214,19 @@ void RecordWriter::write_rank(int64_t execution, int rank, const RankReport& rep
   write_logs(execution, rank, rep.done->capture);
 }
 
+// Binds the record's own bytes without copying (bind_view): they outlive run().
 void RecordWriter::write_capture(int64_t execution, int rank, std::string_view kind,
                                  const Capture& c) {
   Statement& st = st_->capture;
-  st.bind(1, execution).bind(2, int64_t{rank}).bind(3, kind);
-  st.bind(4, int64_t{c.seq}).bind(5, c.name).bind(6, dtype_name(c.dtype));
-  st.bind(7, nlohmann::json(c.shape).dump()).bind(8, static_cast<int64_t>(c.bytes));
+  std::string& shape = st_->text[0];
+  shape_json(c.shape, shape);
+  st.bind(1, execution).bind(2, int64_t{rank}).bind_view(3, kind);
+  st.bind(4, int64_t{c.seq}).bind_view(5, c.name).bind_view(6, dtype_name(c.dtype));
+  st.bind_view(7, shape).bind(8, static_cast<int64_t>(c.bytes));
   st.bind(9, int64_t{c.stream}).bind_u64(10, c.digest.whole);
-  st.bind_blob(11, c.digest.chunks.data(), c.digest.chunks.size() * sizeof(uint64_t));
+  st.bind_blob_view(11, c.digest.chunks.data(), c.digest.chunks.size() * sizeof(uint64_t));
   if (c.bytes <= kRawCaptureLimit)
-    st.bind_blob(12, c.raw.data(), c.raw.size());
+    st.bind_blob_view(12, c.raw.data(), c.raw.size());
   else
     st.bind_null(12);
   st.run();
@@ -223,17 +236,22 @@ void RecordWriter::write_logs(int64_t execution, int rank, const CaseCapture& ca
   Statement& alloc = st_->alloc;
   for (const AllocRecord& a : cap.allocs) {
     alloc.bind(1, execution).bind(2, int64_t{rank}).bind(3, static_cast<int64_t>(a.seq));
-    alloc.bind(4, int64_t{a.is_free}).bind(5, int64_t{a.buffer}).bind(6, a.name).bind(7, a.pool);
-    alloc.bind(8, static_cast<int64_t>(a.bytes)).bind(9, static_cast<int64_t>(a.offset));
-    alloc.bind(10, int64_t{a.stream});
+    alloc.bind(4, int64_t{a.is_free}).bind(5, int64_t{a.buffer}).bind_view(6, a.name);
+    alloc.bind_view(7, a.pool).bind(8, static_cast<int64_t>(a.bytes));
+    alloc.bind(9, static_cast<int64_t>(a.offset)).bind(10, int64_t{a.stream});
     alloc.run();
   }
   Statement& op = st_->op;
+  std::string(&text)[4] = st_->text;
   for (const OpRecord& o : cap.ops) {
+    join_ids(o.reads, text[0]);
+    join_ids(o.writes, text[1]);
+    join_spans(o.read_spans, text[2]);
+    join_spans(o.write_spans, text[3]);
     op.bind(1, execution).bind(2, int64_t{rank}).bind(3, static_cast<int64_t>(o.seq));
-    op.bind(4, int64_t{o.stream}).bind(5, o.kind).bind(6, o.name).bind(7, join_ids(o.reads));
-    op.bind(8, join_ids(o.writes)).bind(9, o.event).bind(10, join_spans(o.read_spans));
-    op.bind(11, join_spans(o.write_spans)).bind(12, int64_t{o.peer});
+    op.bind(4, int64_t{o.stream}).bind_view(5, o.kind).bind_view(6, o.name);
+    op.bind_view(7, text[0]).bind_view(8, text[1]).bind(9, o.event);
+    op.bind_view(10, text[2]).bind_view(11, text[3]).bind(12, int64_t{o.peer});
     op.bind(13, static_cast<int64_t>(o.epoch));
     op.run();
   }
@@ -245,9 +263,9 @@ void RecordWriter::write_collectives(int64_t execution, int rank,
   Statement& coll = st_->collective;
   for (const CollectiveRecord& c : collectives) {
     coll.bind(1, execution).bind(2, int64_t{rank}).bind(3, static_cast<int64_t>(c.seq));
-    coll.bind(4, c.kind).bind(5, int64_t{c.stream}).bind(6, dtype_name(c.dtype));
+    coll.bind_view(4, c.kind).bind(5, int64_t{c.stream}).bind_view(6, dtype_name(c.dtype));
     coll.bind(7, static_cast<int64_t>(c.bytes)).bind(8, int64_t{c.root});
-    coll.bind(9, c.kind == "all_reduce" ? reduce_op_name(c.op) : std::string_view());
+    coll.bind_view(9, c.kind == "all_reduce" ? reduce_op_name(c.op) : std::string_view());
     coll.run();
   }
 }

@@ -435,6 +435,20 @@ Statement& Statement::bind_blob(int index, const void* data, std::size_t bytes) 
   return *this;
 }
 
+Statement& Statement::bind_view(int index, std::string_view text) {
+  const char* data = text.data() != nullptr ? text.data() : kEmpty;
+  check_bind(stmt_,
+             sqlite3_bind_text64(stmt_, index, data, text.size(), SQLITE_STATIC, SQLITE_UTF8),
+             index);
+  return *this;
+}
+
+Statement& Statement::bind_blob_view(int index, const void* data, std::size_t bytes) {
+  const void* p = data != nullptr && bytes != 0 ? data : kEmpty;
+  check_bind(stmt_, sqlite3_bind_blob64(stmt_, index, p, bytes, SQLITE_STATIC), index);
+  return *this;
+}
+
 Statement& Statement::bind_null(int index) {
   check_bind(stmt_, sqlite3_bind_null(stmt_, index), index);
   return *this;

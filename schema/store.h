@@ -82,6 +82,11 @@ class Statement {
   Statement& bind(int index, double value);
   Statement& bind(int index, std::string_view text);
   Statement& bind_blob(int index, const void* data, std::size_t bytes);
+  /// Bind without copying (SQLITE_STATIC): the bytes must stay valid and unchanged until run()
+  /// or reset(), which unbind them. For rows built from records that outlive the insert: the
+  /// recorder binds thousands of names and chunk-hash blobs per execution (issue 14).
+  Statement& bind_view(int index, std::string_view text);
+  Statement& bind_blob_view(int index, const void* data, std::size_t bytes);
   Statement& bind_null(int index);
   /// Binds a uint64 hash as the INTEGER with the same bit pattern.
   Statement& bind_u64(int index, uint64_t value) {

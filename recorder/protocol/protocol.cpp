@@ -14,7 +14,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <sstream>
+#include <istream>
+#include <ostream>
+#include <streambuf>
 #include <string>
 
 #include "runtime/error.h"
@@ -80,14 +82,61 @@ uint32_t get_u32(std::string_view in) {
   return v;
 }
 
+/// An output stream buffer appending to a string the caller owns, so that a buffer reused across
+/// frames keeps its capacity: encoding through a fresh std::ostringstream grew a new buffer for
+/// every frame, which cost several times the encoding itself for a CaseDone of 100+ KiB.
+class StringSink final : public std::streambuf {
+ public:
+  explicit StringSink(std::string& out) : out_(out) {}
+
+ protected:
+  std::streamsize xsputn(const char* data, std::streamsize n) override {
+    out_.append(data, static_cast<std::size_t>(n));
+    return n;
+  }
+  int_type overflow(int_type c) override {
+    if (!traits_type::eq_int_type(c, traits_type::eof()))
+      out_.push_back(traits_type::to_char_type(c));
+    return traits_type::not_eof(c);
+  }
+
+ private:
+  std::string& out_;
+};
+
+/// A read-only stream buffer over bytes owned elsewhere: a frame is decoded in place instead of
+/// being copied into an std::istringstream first. Only the position query (tellg) is seekable.
+class ViewSource final : public std::streambuf {
+ public:
+  explicit ViewSource(std::string_view bytes) {
+    char* begin = const_cast<char*>(bytes.data());  // read only: no put area, no putback
+    setg(begin, begin, begin + bytes.size());
+  }
+
+ protected:
+  pos_type seekoff(off_type off, std::ios_base::seekdir dir,
+                   std::ios_base::openmode which) override {
+    if (off != 0 || dir != std::ios_base::cur || (which & std::ios_base::in) == 0) {
+      return pos_type(off_type(-1));
+    }
+    return pos_type(gptr() - eback());
+  }
+};
+
+// Appends the PortableBinary encoding of `value` to `out`.
+template <class T>
+void append_bytes(const T& value, std::string& out) {
+  StringSink sink(out);
+  std::ostream os(&sink);
+  cereal::PortableBinaryOutputArchive ar(os);
+  ar(value);
+}
+
 template <class T>
 std::string to_bytes(const T& value) {
-  std::ostringstream os(std::ios::binary);
-  {
-    cereal::PortableBinaryOutputArchive ar(os);
-    ar(value);
-  }
-  return std::move(os).str();
+  std::string out;
+  append_bytes(value, out);
+  return out;
 }
 
 // Any decoding failure (cereal's "failed to read N bytes", a bad variant index, an absurd
@@ -95,7 +144,8 @@ std::string to_bytes(const T& value) {
 template <class T>
 T from_bytes(std::string_view payload, const char* what) {
   try {
-    std::istringstream is(std::string(payload), std::ios::binary);
+    ViewSource source(payload);
+    std::istream is(&source);
     FrameInputArchive ar(is);
     T value;
     ar(value);
@@ -219,19 +269,16 @@ FromRank decode_from_rank(std::string_view payload) {
   return msg;
 }
 
-void write_frame(int fd, std::string_view payload) {
-  CPRR_CHECK(payload.size() <= kMaxFrameBytes, "refusing to send a {}-byte frame (limit {})",
-             payload.size(), kMaxFrameBytes);
-  std::string frame;
-  frame.reserve(4 + payload.size());
-  put_u32(frame, static_cast<uint32_t>(payload.size()));
-  frame.append(payload);
+namespace {
+
+// Writes all of `bytes`, retrying on EINTR and short writes.
+void send_all(int fd, std::string_view bytes) {
   std::size_t done = 0;
-  while (done < frame.size()) {
+  while (done < bytes.size()) {
     // MSG_NOSIGNAL: a peer that died must be an error here (EPIPE), not a SIGPIPE that kills the
     // controller. Plain write() only for non-sockets (tests over pipes).
-    ssize_t n = ::send(fd, frame.data() + done, frame.size() - done, MSG_NOSIGNAL);
-    if (n < 0 && errno == ENOTSOCK) n = ::write(fd, frame.data() + done, frame.size() - done);
+    ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == ENOTSOCK) n = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) {  // non-blocking peer socket: wait until writable
       pollfd p{fd, POLLOUT, 0};
@@ -241,6 +288,36 @@ void write_frame(int fd, std::string_view payload) {
     if (n < 0) throw_errno(__FILE__, __LINE__, "write(control frame)");
     done += static_cast<std::size_t>(n);
   }
+}
+
+void check_frame_size(std::size_t payload_bytes) {
+  CPRR_CHECK(payload_bytes <= kMaxFrameBytes, "refusing to send a {}-byte frame (limit {})",
+             payload_bytes, kMaxFrameBytes);
+}
+
+}  // namespace
+
+void write_frame(int fd, std::string_view payload) {
+  check_frame_size(payload.size());
+  std::string frame;
+  frame.reserve(4 + payload.size());
+  put_u32(frame, static_cast<uint32_t>(payload.size()));
+  frame.append(payload);
+  send_all(fd, frame);
+}
+
+void encode_frame(const FromRank& msg, std::string& frame) {
+  frame.assign(4, '\0');  // the length, filled in below
+  append_bytes(msg, frame);
+  const std::size_t payload = frame.size() - 4;
+  check_frame_size(payload);
+  for (int i = 0; i < 4; ++i) frame[i] = static_cast<char>((payload >> (8 * i)) & 0xff);
+}
+
+void write_encoded_frame(int fd, std::string_view frame) {
+  CPRR_CHECK(frame.size() >= 4 && get_u32(frame) == frame.size() - 4,
+             "write_encoded_frame: {} bytes are not one frame from encode_frame", frame.size());
+  send_all(fd, frame);
 }
 
 FrameReader::Fill FrameReader::fill(int fd) {

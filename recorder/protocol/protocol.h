@@ -223,6 +223,12 @@ FromRank decode_from_rank(std::string_view payload);
 /// Writes one frame, retrying on EINTR and short writes. Throws cprr::Error on failure (EPIPE
 /// when the peer is gone; sockets are written with MSG_NOSIGNAL, so no SIGPIPE is raised).
 void write_frame(int fd, std::string_view payload);
+/// Encodes `msg` as one whole frame (length and payload) into `frame`, replacing its contents but
+/// keeping its capacity: a rank reusing one buffer sends a CaseDone of any size without growing a
+/// new buffer or copying the payload again (issue 14). Throws cprr::Error above kMaxFrameBytes.
+void encode_frame(const FromRank& msg, std::string& frame);
+/// Writes a frame made by encode_frame, as write_frame writes one (throws the same errors).
+void write_encoded_frame(int fd, std::string_view frame);
 
 /// Reassembles frames from a byte stream read in arbitrary pieces (non-blocking friendly).
 class FrameReader {

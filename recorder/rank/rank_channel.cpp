@@ -5,6 +5,11 @@
 #include <cstdio>
 
 namespace cprr {
+namespace {
+
+constexpr std::size_t kKeptFrameBytes = std::size_t{16} << 20;
+
+}  // namespace
 
 RankChannel::RankChannel(UniqueFd fd) : fd_(std::move(fd)) {}
 
@@ -21,9 +26,11 @@ void RankChannel::send_hello(const Hello& hello) {
 }
 
 void RankChannel::send(const FromRank& msg) {
-  const std::string payload = encode(msg);
-  std::lock_guard lock(write_mu_);
-  write_frame(fd_.get(), payload);
+  std::lock_guard lock(write_mu_);  // also guards frame_, reused from frame to frame
+  encode_frame(msg, frame_);
+  write_encoded_frame(fd_.get(), frame_);
+  // Keep the capacity a typical CaseDone needs, not what one huge op log once took.
+  if (frame_.capacity() > kKeptFrameBytes) std::string().swap(frame_);
 }
 
 void RankChannel::start(Watchdog watchdog) {

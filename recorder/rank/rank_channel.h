@@ -5,6 +5,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "recorder/protocol/protocol.h"
@@ -40,6 +41,7 @@ class RankChannel {
 
   UniqueFd fd_;
   std::mutex write_mu_;
+  std::string frame_;  ///< the last frame sent; its capacity serves the next (under write_mu_)
   std::mutex queue_mu_;
   std::condition_variable queue_cv_;
   std::deque<ToRank> queue_;

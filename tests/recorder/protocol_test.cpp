@@ -530,6 +530,40 @@ TEST(Frame, FramesLargerThanOneReadAreReassembled) {
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(got[i] == payloads[i]) << "frame " << i;
 }
 
+TEST(Frame, EncodedFramesAreWriteFramesOfTheEncodingAndReuseTheBuffer) {
+  // A rank encodes every result into one buffer: a long frame, then a short one, then the long
+  // one again must each be exactly what write_frame(encode(msg)) sends.
+  CaseDone big = sample_case_done();
+  big.capture.outputs[0].digest.chunks.assign(4096, 0x0123456789abcdefULL);  // a 256 MiB capture
+  const std::vector<FromRank> msgs = {FromRank{big}, FromRank{WatchdogStatus{}}, FromRank{big}};
+  std::string frame;
+  SocketPair sp;
+  std::thread writer([&] {
+    for (const FromRank& m : msgs) {
+      encode_frame(m, frame);
+      EXPECT_EQ(frame, frame_bytes(encode(m)));
+      write_encoded_frame(sp.a.get(), frame);
+    }
+    sp.a.reset();
+  });
+  FrameReader reader;
+  std::vector<FromRank> got;
+  while (std::optional<std::string> f = read_frame(sp.b.get(), reader)) {
+    got.push_back(decode_from_rank(*f));
+  }
+  writer.join();
+  ASSERT_EQ(got.size(), msgs.size());
+  expect_same(std::get<CaseDone>(got[0]), big);
+  EXPECT_TRUE(std::holds_alternative<WatchdogStatus>(got[1]));
+  expect_same(std::get<CaseDone>(got[2]), big);
+}
+
+TEST(Frame, WriteEncodedFrameRefusesBytesThatAreNotOneFrame) {
+  SocketPair sp;
+  EXPECT_THROW(write_encoded_frame(sp.a.get(), "ab"), Error);
+  EXPECT_THROW(write_encoded_frame(sp.a.get(), frame_bytes("abc") + "d"), Error);
+}
+
 TEST(Frame, EofBeforeAnyFrameReturnsNullopt) {
   SocketPair sp;
   sp.a.reset();

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "recorder/engine/controller.h"
+#include "recorder/engine/interrupt.h"
 #include "recorder/engine/plan.h"
 #include "runtime/error.h"
 #include "schema/record_reader.h"
@@ -521,6 +522,23 @@ TEST(RecordCommand, ABadShardIsRefusedAndAnEmptyOneHasNothingToDo) {
   EXPECT_EQ(empty, 49);
 }
 
+// How many executions `db` holds for run `run_id`: what the store kept of a run.
+std::size_t stored_executions(const std::string& db, int64_t run_id) {
+  const RecordReader reader(db);
+  std::size_t n = 0;
+  for (const RecordedCase& c : reader.cases()) {
+    if (c.run_id == run_id) n += reader.executions(c.id, RecordReader::Detail::captures).size();
+  }
+  return n;
+}
+
+// How many executions the --json document reports.
+std::size_t reported_executions(const json& doc) {
+  std::size_t n = 0;
+  for (const json& c : doc.at("cases")) n += c.at("executions").size();
+  return n;
+}
+
 TEST(RecordCommand, FailFastStopsAfterTheFirstCaseNotAsExpectedAndRecordsWhy) {
   // Catalog order: test/fail_expect (fails, expected to pass), then test/fail_as_expected.
   RecordOptions o = opts(kFixture, "^test/(fail_expect|fail_as_expected)@2$");
@@ -543,11 +561,34 @@ TEST(RecordCommand, FailFastStopsAfterTheFirstCaseNotAsExpectedAndRecordsWhy) {
   EXPECT_TRUE(runs[1].finished_at.has_value());
   EXPECT_EQ(runs[1].stopped, doc.at("stopped").get<std::string>());
   EXPECT_FALSE(runs[0].stopped.has_value());
+  // Every execution the report judged is in the store (they are committed on a writer thread).
+  EXPECT_EQ(stored_executions(o.db, runs[1].id), reported_executions(doc));
   // A failure in the plan's last case stops nothing: the plan was done.
   RecordOptions last = opts(kFixture, "^test/(ok|fail_expect)@2$");
   last.db = test_db() + ".failfast-last";
   last.fail_fast = true;
   EXPECT_TRUE(json::parse(record(last).out).at("stopped").is_null());
+}
+
+TEST(RecordCommand, AnInterruptedRunStoresEveryExecutionItReportsBeforeItEnds) {
+  // The 12th execution of test/interrupt_recorder in its pooled world sends SIGINT to this
+  // process (the ranks' parent) mid-run; the executions before it may still be queued for the
+  // writer thread then.
+  InterruptWatch watch;
+  RecordOptions o = opts(kFixture, "^test/interrupt_recorder\\{");
+  o.db = test_db() + ".interrupt";
+  o.repeat = 20;
+  o.interrupt = &watch;
+  const Recorded r = record(o);
+  EXPECT_EQ(r.code, 128 + SIGINT);
+  EXPECT_THAT(r.err, HasSubstr("interrupted by SIGINT"));
+  const json doc = json::parse(r.out);
+  EXPECT_GE(reported_executions(doc), 11u) << "the executions before the signal all ran";
+  EXPECT_LT(reported_executions(doc), 20u) << "the run stopped early";
+  const auto runs = RecordReader(o.db).runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].exit_code, 128 + SIGINT) << "finished, with the signal's exit code";
+  EXPECT_EQ(stored_executions(o.db, runs[0].id), reported_executions(doc));
 }
 
 TEST(RecordCommand, RerunFailedRunsOnlyWhatTheLatestRunHadNotAsExpected) {

@@ -250,3 +250,37 @@ TEST(RecordLogsRoundTrip, RowsNoCprrWritesAreRefusedNotMisread) {
 
 }  // namespace
 }  // namespace cprr
+
+namespace cprr {
+namespace {
+
+// The text the writer puts in its joined columns, byte for byte as before the writer bound them
+// without copying (issue 14): readers of older files and ad-hoc SQL depend on the form.
+TEST(RecordLogsRoundTrip, JoinedColumnsKeepTheirTextForm) {
+  const TempDb tmp;
+  ExecutionResult r = execution(Mode::pool, 1, 1);
+  CaseCapture& cap = r.ranks[0].done->capture;
+  cap.probes[0].shape = {3, -1, int64_t{1} << 40};
+  cap.outputs[0].shape = {};
+  OpRecord op{7, 1, "copy", "stage", {1, kU32Max}, {}, -1};
+  op.read_spans = {{0, 64}, {kU64Max - 1, 1}};
+  cap.ops = {op};
+  {
+    RecordWriter w(tmp.path(), RunMeta{"cpu", "pool", "best_fit", "/w", {}});
+    w.write(r, w.add_cases({instance(1, "a/b", {}, 2)}).at(0));
+  }
+  const Database db = Database::open(tmp.path(), Database::Mode::read_only);
+  Statement shapes(db, "SELECT shape FROM capture WHERE rank = 0 ORDER BY kind DESC, seq");
+  std::vector<std::string> got;
+  while (shapes.step()) got.push_back(shapes.text(0));
+  EXPECT_EQ(got, (std::vector<std::string>{"[3,-1,1099511627776]", "[]", "[2,8750]"}));
+  Statement ops(db, "SELECT reads, writes, read_spans, write_spans FROM op");
+  ASSERT_TRUE(ops.step());
+  EXPECT_EQ(ops.text(0), "1,4294967295");
+  EXPECT_EQ(ops.text(1), "");
+  EXPECT_EQ(ops.text(2), "0+64,18446744073709551614+1");
+  EXPECT_EQ(ops.text(3), "");
+}
+
+}  // namespace
+}  // namespace cprr

@@ -1,7 +1,9 @@
 // Dispatch benchmark: healthy/noop round trip in a pooled world against a fresh world per case,
-// at W=2 and W=4, measured side by side in one run. Prints figures; asserts nothing.
+// at W=2 and W=4, measured side by side in one run on the backend asked for (--backend; auto is
+// cuda where a GPU is visible). A world size needing more GPUs than are visible is skipped with
+// a line saying so. Prints figures; asserts nothing.
 //
-//   cprr_bench_dispatch [--worker PATH] [--pool-runs N] [--fresh-runs N]
+//   cprr_bench_dispatch [--backend auto|cpu|cuda] [--worker PATH] [--pool-runs N] [--fresh-runs N]
 //
 // Target (issue 2): pooled round trip at W=4 <= 1 ms median on the 2-core development machine.
 #include <CLI/CLI.hpp>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "recorder/engine/controller.h"
+#include "runtime/backend.h"
 
 namespace {
 
@@ -42,23 +45,23 @@ std::vector<double> measure(cprr::Controller& c, const cprr::CaseInstance& inst,
   return ms;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  std::string worker = CPRR_WORKER_PATH;
-  int pool_runs = 2000, fresh_runs = 30;
-  CLI::App app{"cprr dispatch benchmark: pooled vs fresh per-case cost of healthy/noop"};
-  app.add_option("--worker", worker, "worker binary");
-  app.add_option("--pool-runs", pool_runs, "pooled executions per world size");
-  app.add_option("--fresh-runs", fresh_runs, "fresh executions per world size");
-  CLI11_PARSE(app, argc, argv);
-
+// Measures every world size of healthy/noop on `backend` (already resolved) and prints them.
+int run(const std::string& worker, const std::string& backend, int pool_runs, int fresh_runs) {
   const auto plan = cprr::expand(cprr::fetch_catalog(worker), std::regex("^healthy/noop@"));
   cprr::ControllerConfig cc;
   cc.worker = worker;
-  std::printf("%-4s %-6s %8s %10s %10s %10s\n", "W", "mode", "runs", "median_ms", "p99_ms", "mean_ms");
+  cc.backend = backend;
+  const int gpus = cc.backend == "cuda" ? cprr::visible_gpus() : 0;
+  std::printf("backend: %s\n", cc.backend.c_str());
+  std::printf("%-4s %-6s %8s %10s %10s %10s\n", "W", "mode", "runs", "median_ms", "p99_ms",
+              "mean_ms");
   std::vector<std::pair<int, double>> ratios;
   for (const cprr::CaseInstance& inst : plan) {
+    if (cc.backend == "cuda" && inst.world_size > gpus) {
+      std::printf("W=%d: skipped, %d GPU(s) visible (a rank needs its own GPU)\n", inst.world_size,
+                  gpus);
+      continue;
+    }
     cprr::Controller c(cc);
     c.run(inst, cprr::Mode::pool);  // spawn the pooled world outside the measurement
     const Figures pool = figures(measure(c, inst, cprr::Mode::pool, pool_runs));
@@ -73,4 +76,25 @@ int main(int argc, char** argv) {
     std::printf("W=%d: fresh/pool median per-case cost = %.1fx\n", w, ratio);
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string worker = CPRR_WORKER_PATH, backend = "auto";
+  int pool_runs = 2000, fresh_runs = 30;
+  CLI::App app{"cprr dispatch benchmark: pooled vs fresh per-case cost of healthy/noop"};
+  app.add_option("--backend", backend, "auto | cpu | cuda (auto: cuda when a GPU is visible)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  app.add_option("--worker", worker, "worker binary");
+  app.add_option("--pool-runs", pool_runs, "pooled executions per world size");
+  app.add_option("--fresh-runs", fresh_runs, "fresh executions per world size");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    return run(worker, cprr::resolve_backend(backend), pool_runs, fresh_runs);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cprr_bench_dispatch: %s\n", e.what());
+    return 2;
+  }
 }

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repo root, with .device/stage carried (made by
 # tools/device/build.sh): the GPU test suites, the corpus on the cuda backend next to the cpu
-# backend, and the GPU benchmarks. Full logs go to $OUT (or /tmp/cprr-gpu-out); a short table is
-# printed last.
+# backend, the GPU benchmarks and the recording overhead. Full logs go to $OUT (or
+# /tmp/cprr-gpu-out); a short table is printed last, with every benchmark's exit status.
 #
-#   tools/device/run_gpu_checks.sh [tests] [corpus] [races] [symmetric] [trace] [bench]  (default: all)
+#   tools/device/run_gpu_checks.sh [tests] [corpus] [races] [symmetric] [trace] [bench] [recording]
+#                                  (default: all)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
 # Each step takes about 5 minutes on 4 H200s; a device call has 10, so give each step its own call.
 # Every summary line is printed as soon as its step ends, so a run cut short still says something.
@@ -23,11 +24,23 @@ out=${OUT:-/tmp/cprr-gpu-out}
 mkdir -p "$out"
 b=$build_path
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(tests corpus races symmetric trace bench)
+[ ${#steps[@]} -eq 0 ] && steps=(tests corpus races symmetric trace bench recording)
 summary=()
 report() {
   printf '%s\n' "$@"
   summary+=("$@")
+}
+# bench NAME TIMEOUT ARGS...: runs tools/bench/cprr_bench_NAME into $out/bench_NAME.txt and reports
+# its exit status and the last lines of its output (or that this build has no such benchmark).
+bench() {
+  local name=$1 limit=$2 exe="$b/tools/bench/cprr_bench_$1"
+  shift 2
+  if [ ! -x "$exe" ]; then
+    report "== bench_$name: not built"
+    return
+  fi
+  timeout "$limit" "$exe" "$@" >"$out/bench_$name.txt" 2>&1
+  report "== bench_$name rc=$?" "$(tail -n 16 "$out/bench_$name.txt")"
 }
 
 nvidia-smi -L >"$out/gpus.txt" 2>&1
@@ -48,10 +61,17 @@ for step in "${steps[@]}"; do
       done
       ;;
     corpus)
+      # A rank needs its own GPU: with fewer than 4, the W=4 cases are left out on both backends
+      # (so the table compares like with like), and the summary says so.
+      exclude=()
+      if [ "$gpus" -lt 4 ]; then
+        exclude=(--exclude '@4$')
+        report "corpus: W=4 cases skipped, $gpus GPU(s) visible"
+      fi
       for backend in cuda cpu; do
         start=$(date +%s%N)
         timeout 550 "$b/tools/cprecord" --backend $backend --mode both --json --db "$out/corpus_$backend.db" \
-          --filter "${CPRR_CORPUS_FILTER:-.}" \
+          --filter "${CPRR_CORPUS_FILTER:-.}" "${exclude[@]}" \
           >"$out/corpus_$backend.json" 2>"$out/corpus_$backend.err"
         rc=$?
         ms=$((($(date +%s%N) - start) / 1000000))
@@ -121,15 +141,16 @@ for step in "${steps[@]}"; do
       report "trace check rc=$?" "$(cat "$tdir/table.txt")"
       ;;
     bench)
-      [ -x "$b/tools/bench/cprr_bench_device_hash" ] &&
-        "$b/tools/bench/cprr_bench_device_hash" >"$out/bench_device_hash.txt" 2>&1
-      [ -x "$b/tools/bench/cprr_bench_gpu" ] &&
-        timeout 400 "$b/tools/bench/cprr_bench_gpu" --torch-script tools/bench/torch_allreduce.py \
-          --torch-runs "${CPRR_TORCH_RUNS:-3}" \
-          >"$out/bench_gpu.txt" 2>&1
-      for f in "$out"/bench_*.txt; do report "== $(basename "$f")" "$(tail -n 12 "$f")"; done
+      bench device_hash 120
+      bench gpu 400 --torch-script tools/bench/torch_allreduce.py --torch-runs "${CPRR_TORCH_RUNS:-3}"
+      bench dispatch 200 --backend cuda --pool-runs 500 --fresh-runs 10
       ;;
-    *) echo "unknown step '$step' (tests, corpus, races, symmetric, trace, bench)" >&2; exit 2 ;;
+    recording)
+      # Issue 14: recording overhead on cuda, cp_ring with 256 MiB captures and 1000 small ones,
+      # with its breakdown (hash, transfer, decode, store).
+      bench recording 400 --backend cuda --runs 20
+      ;;
+    *) echo "unknown step '$step' (tests, corpus, races, symmetric, trace, bench, recording)" >&2; exit 2 ;;
   esac
 done
 
