@@ -86,6 +86,24 @@ std::string this_host() {
   return ::gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : "localhost";
 }
 
+// A child's stdin (/dev/null), stdout and stderr (pipes whose read ends the world drains).
+struct ChildStdio {
+  UniqueFd devnull, out_r, out_w, err_r, err_w;
+};
+
+ChildStdio child_stdio() {
+  ChildStdio io;
+  int out[2], err[2];
+  CPRR_SYSCALL(::pipe2(out, O_CLOEXEC));
+  io.out_r.reset(out[0]);
+  io.out_w.reset(out[1]);
+  CPRR_SYSCALL(::pipe2(err, O_CLOEXEC));
+  io.err_r.reset(err[0]);
+  io.err_w.reset(err[1]);
+  io.devnull.reset(CPRR_SYSCALL(::open("/dev/null", O_RDONLY | O_CLOEXEC)));
+  return io;
+}
+
 // Reads what a non-blocking pipe holds now, without waiting.
 std::string read_available(int fd) {
   std::string out;
@@ -181,12 +199,7 @@ void World::spawn_rank(int r, const WorldConfig& config) {
   int sv[2];
   CPRR_SYSCALL(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
   UniqueFd parent(sv[0]), child(sv[1]);
-  int out[2], err[2];
-  CPRR_SYSCALL(::pipe2(out, O_CLOEXEC));
-  UniqueFd out_r(out[0]), out_w(out[1]);
-  CPRR_SYSCALL(::pipe2(err, O_CLOEXEC));
-  UniqueFd err_r(err[0]), err_w(err[1]);
-  UniqueFd devnull(CPRR_SYSCALL(::open("/dev/null", O_RDONLY | O_CLOEXEC)));
+  ChildStdio io = child_stdio();
 
   // A high descriptor, not fd 3: case code (or a library it calls) that writes to a low descriptor
   // it assumes free must never reach the protocol. The rank makes it close-on-exec at once.
@@ -203,7 +216,7 @@ void World::spawn_rank(int r, const WorldConfig& config) {
                rendezvous_,
                "--backend",
                config.backend};
-  spec.fds = {{devnull.get(), 0}, {out_w.get(), 1}, {err_w.get(), 2}, {child.get(), slot}};
+  spec.fds = {{io.devnull.get(), 0}, {io.out_w.get(), 1}, {io.err_w.get(), 2}, {child.get(), slot}};
   spec.process_group = group_;
   spec.env = rank_env(config, r);
 
@@ -213,8 +226,8 @@ void World::spawn_rank(int r, const WorldConfig& config) {
   rank.process = std::make_unique<LocalRank>(std::move(process), group_);
   CPRR_SYSCALL(::fcntl(parent.get(), F_SETFL, O_NONBLOCK));
   rank.control = std::move(parent);
-  logs_.add(std::move(out_r));
-  logs_.add(std::move(err_r));
+  logs_.add(std::move(io.out_r));
+  logs_.add(std::move(io.err_r));
   ranks_.push_back(std::move(rank));
 }
 
@@ -232,15 +245,10 @@ void World::launch_ranks(const WorldConfig& config, RankListener& listener) {
                                            rendezvous_,
                                            "--backend",
                                            config.backend};
-  int out[2], err[2];
-  CPRR_SYSCALL(::pipe2(out, O_CLOEXEC));
-  UniqueFd out_r(out[0]), out_w(out[1]);
-  CPRR_SYSCALL(::pipe2(err, O_CLOEXEC));
-  UniqueFd err_r(err[0]), err_w(err[1]);
-  UniqueFd devnull(CPRR_SYSCALL(::open("/dev/null", O_RDONLY | O_CLOEXEC)));
+  ChildStdio io = child_stdio();
   SpawnSpec spec;
   spec.argv = launcher_argv(o, config.world_size, rank_argv);
-  spec.fds = {{devnull.get(), 0}, {out_w.get(), 1}, {err_w.get(), 2}};
+  spec.fds = {{io.devnull.get(), 0}, {io.out_w.get(), 1}, {io.err_w.get(), 2}};
   spec.env = {{kTokenEnv, listener.token()}};  // never on the command line
   spec.search_path = true;
   try {
@@ -251,10 +259,10 @@ void World::launch_ranks(const WorldConfig& config, RankListener& listener) {
         "({})",
         id_, config.world_size, spec.argv[0], e.what());
   }
-  CPRR_SYSCALL(::fcntl(out_r.get(), F_SETFL, O_NONBLOCK));
-  CPRR_SYSCALL(::fcntl(err_r.get(), F_SETFL, O_NONBLOCK));
-  job_out_ = std::move(out_r);
-  job_err_ = std::move(err_r);
+  CPRR_SYSCALL(::fcntl(io.out_r.get(), F_SETFL, O_NONBLOCK));
+  CPRR_SYSCALL(::fcntl(io.err_r.get(), F_SETFL, O_NONBLOCK));
+  job_out_ = std::move(io.out_r);
+  job_err_ = std::move(io.err_r);
   std::vector<AcceptedRank> accepted;
   try {
     accepted = listener.accept_world(
