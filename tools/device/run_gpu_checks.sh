@@ -5,6 +5,7 @@
 # /tmp/cprr-gpu-out); a short table is printed last, with every benchmark's exit status.
 #
 #   tools/device/run_gpu_checks.sh [tests] [corpus] [races] [symmetric] [trace] [bench] [recording]
+#                                  [standby] [launcher]
 #                                  (default: all)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
 # Each step takes about 5 minutes on 4 H200s; a device call has 10, so give each step its own call.
@@ -80,6 +81,40 @@ for step in "${steps[@]}"; do
       python3 tools/device/corpus_table.py "$out/corpus_cpu.json" "$out/corpus_cuda.json" \
         >"$out/corpus_table.txt" 2>&1
       report "$(tail -n 2 "$out/corpus_table.txt")"
+      ;;
+    standby)
+      # Issue 14, item 2: the short W=2 cases (no faults, no 100 MiB banner) in fresh mode on
+      # cuda, without standby worlds and with them; the same statuses are expected.
+      short=(--filter '@2$' --exclude 'skip_collective|collective_size_mismatch|segfault|banner_flood')
+      for n in 0 2 4; do
+        start=$(date +%s%N)
+        timeout 250 "$b/tools/cprecord" --backend cuda --mode fresh --standby $n --json \
+          --db "$out/standby_$n.db" "${short[@]}" >"$out/standby_$n.json" 2>"$out/standby_$n.err"
+        rc=$?
+        ms=$((($(date +%s%N) - start) / 1000000))
+        cases=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["cases"]))' "$out/standby_$n.json" 2>/dev/null || echo 0)
+        report "$(printf 'fresh suite, --standby %d: rc=%-3s %3s cases %7d ms (%d ms/case)' $n $rc "$cases" $ms $((ms / (cases > 0 ? cases : 1))))"
+      done
+      python3 tools/device/same_statuses.py "$out/standby_0.json" "$out/standby_2.json" "$out/standby_4.json" \
+        >"$out/standby_table.txt" 2>&1
+      report "$(tail -n 3 "$out/standby_table.txt")"
+      ;;
+    launcher)
+      # Issue 15 on cuda: the W=2 corpus in both modes with ranks started through a launcher (the
+      # stand-in mpirun: this machine has no MPI) connecting back over TCP, next to local ranks.
+      for how in local launched; do
+        args=()
+        [ $how = launched ] && args=(--launcher mpirun --launcher-path "$PWD/tools/device/stand_in_mpirun.sh")
+        start=$(date +%s%N)
+        timeout 280 "$b/tools/cprecord" --backend cuda --mode both --json --db "$out/launcher_$how.db" \
+          --filter '@2$' "${args[@]}" >"$out/launcher_$how.json" 2>"$out/launcher_$how.err"
+        rc=$?
+        ms=$((($(date +%s%N) - start) / 1000000))
+        report "$(printf 'corpus@2 cuda, %-8s ranks: rc=%-3s %7d ms' $how $rc $ms)"
+      done
+      python3 tools/device/same_statuses.py "$out/launcher_local.json" "$out/launcher_launched.json" \
+        >"$out/launcher_table.txt" 2>&1
+      report "$(tail -n 3 "$out/launcher_table.txt")"
       ;;
     races)
       # The seeded stream races (or, with CPRR_RACE_FILTER, any seeded bugs) and their twins:
