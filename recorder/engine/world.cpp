@@ -271,7 +271,7 @@ void World::launch_ranks(const WorldConfig& config, RankListener& listener) {
         [&] {
           if (stop_requested()) {
             CPRR_THROW_AS(Interrupted, "interrupted while world {} (size {}) was starting", id_,
-                          size());
+                          config.world_size);  // no rank connected yet: size() is still 0
           }
           if (const auto& e = job_->poll()) {
             CPRR_THROW("the launcher ({}) {} before every rank connected back", launcher_,

@@ -71,7 +71,8 @@ Link open_channel(const SupervisorArgs& a, int rank, Channel ch, const std::stri
 
 // Ends the rank's whole process group (what the case spawned included) and reaps the rank.
 void end_group(ChildProcess& child) {
-  if (child.running()) signal_group(child.pid(), SIGKILL);
+  // The group outlives a reaped leader while a process the case spawned is still in it.
+  signal_group(child.pid(), SIGKILL);
   child.wait(5000);
 }
 
