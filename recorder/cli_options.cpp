@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <string>
 
+#include "recorder/data/text_forms.h"
 #include "recorder/engine/controller.h"
 #include "recorder/launch/process.h"
 #include "recorder/launch/tcp.h"

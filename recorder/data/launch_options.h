@@ -1,7 +1,7 @@
 #pragma once
 // How a run's worlds start their ranks (cprecord --launcher and its options), as plain data: the
 // run records it (schema run.launcher) and cpreplay starts its worlds the same way. What the
-// options turn into is recorder/engine/launcher.h.
+// options turn into is recorder/engine/launcher.h; their names are in text_forms.h.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -11,10 +11,6 @@
 namespace cprr {
 
 enum class LauncherKind : uint8_t { local, mpirun, srun };
-
-std::string_view launcher_name(LauncherKind kind);
-/// "local" | "mpirun" | "srun"; nullopt for anything else.
-std::optional<LauncherKind> parse_launcher(std::string_view name);
 
 /// What cprecord --launcher and its options say (recorded in the run; cpreplay reuses them).
 struct LaunchOptions {

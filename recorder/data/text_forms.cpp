@@ -21,6 +21,9 @@ constexpr Table<ExecStatus, 5> kStatus{{{ExecStatus::pass, "pass"},
                                         {ExecStatus::error, "error"}}};
 constexpr Table<RankOutcome, 3> kOutcome{
     {{RankOutcome::ok, "ok"}, {RankOutcome::fail, "fail"}, {RankOutcome::error, "error"}}};
+constexpr Table<LauncherKind, 3> kLauncher{{{LauncherKind::local, "local"},
+                                            {LauncherKind::mpirun, "mpirun"},
+                                            {LauncherKind::srun, "srun"}}};
 
 template <class E, std::size_t N>
 std::string_view name_in(const Table<E, N>& table, E e) {
@@ -48,6 +51,8 @@ std::string_view status_name(ExecStatus s) { return name_in(kStatus, s); }
 std::optional<ExecStatus> parse_status(std::string_view s) { return parse_in(kStatus, s); }
 std::string_view outcome_name(RankOutcome o) { return name_in(kOutcome, o); }
 std::optional<RankOutcome> parse_outcome(std::string_view s) { return parse_in(kOutcome, s); }
+std::string_view launcher_name(LauncherKind k) { return name_in(kLauncher, k); }
+std::optional<LauncherKind> parse_launcher(std::string_view s) { return parse_in(kLauncher, s); }
 
 std::string_view report_outcome_name(const RankReport& r) {
   if (r.done) return outcome_name(r.done->outcome);

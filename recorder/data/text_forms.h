@@ -7,6 +7,7 @@
 
 #include "recorder/data/case_info.h"
 #include "recorder/data/execution.h"
+#include "recorder/data/launch_options.h"
 
 namespace cprr {
 
@@ -21,6 +22,9 @@ std::optional<ExecStatus> parse_status(std::string_view s);
 
 std::string_view outcome_name(RankOutcome o);  ///< ok | fail | error
 std::optional<RankOutcome> parse_outcome(std::string_view s);
+
+std::string_view launcher_name(LauncherKind k);  ///< local | mpirun | srun
+std::optional<LauncherKind> parse_launcher(std::string_view s);
 
 /// A rank's outcome as stored and printed: its RankOutcome's name when it reported, else "died"
 /// (it exited) or "no_result" (it was killed while silent).

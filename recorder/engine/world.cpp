@@ -261,8 +261,7 @@ void World::launch_ranks(const WorldConfig& config, RankListener& listener) {
   }
   CPRR_SYSCALL(::fcntl(io.out_r.get(), F_SETFL, O_NONBLOCK));
   CPRR_SYSCALL(::fcntl(io.err_r.get(), F_SETFL, O_NONBLOCK));
-  job_out_ = std::move(io.out_r);
-  job_err_ = std::move(io.err_r);
+  job_err_ = std::move(io.err_r);  // its stdout waits in io.out_r, undrained, until then
   std::vector<AcceptedRank> accepted;
   try {
     accepted = listener.accept_world(
@@ -294,7 +293,7 @@ void World::launch_ranks(const WorldConfig& config, RankListener& listener) {
     logs_.add(std::move(a.err));
     ranks_.push_back(std::move(rank));
   }
-  logs_.add(std::move(job_out_));
+  logs_.add(std::move(io.out_r));
   job_err_text_ = read_available(job_err_.get());
   logs_.add(std::move(job_err_));
 }

@@ -113,7 +113,7 @@ class World : public WorldHandle {
   pid_t group_ = 0;  ///< local: rank 0's process group, every rank's
   std::vector<Rank> ranks_;
   std::optional<ChildProcess> job_;  ///< the launcher (mpirun, srun) when not local
-  UniqueFd job_out_, job_err_;       ///< its output, until handed to logs_
+  UniqueFd job_err_;                 ///< its stderr, until handed to logs_
   std::string job_err_text_;         ///< its stderr read before logs_ took the pipe
   std::string launcher_;             ///< describe(config.launch), for messages
   std::string symmetric_pool_;       ///< the ranks' Connected::symmetric_pool, summarized at start

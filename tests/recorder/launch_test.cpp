@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "recorder/cli_options.h"
+#include "recorder/data/text_forms.h"
 #include "recorder/engine/launcher.h"
 #include "recorder/engine/rank_listener.h"
 #include "recorder/engine/world.h"
