@@ -48,6 +48,9 @@ nlohmann::json execution_json(const ExecutionResult& e, bool as_expected) {
   nlohmann::json ranks = nlohmann::json::array();
   for (std::size_t r = 0; r < e.ranks.size(); ++r)
     ranks.push_back(rank_json(static_cast<int>(r), e.ranks[r]));
+  nlohmann::json phases = nlohmann::json::array();  // in order: they add up to startup_ms
+  for (const StartupPhase& p : e.startup_phases)
+    phases.push_back({{"phase", p.name}, {"ms", p.ms}});
   return {{"id", e.id},
           {"mode", mode_name(e.mode)},
           {"attempt", e.attempt},
@@ -59,6 +62,7 @@ nlohmann::json execution_json(const ExecutionResult& e, bool as_expected) {
           {"note", e.note},
           {"wall_ms", e.wall_ms},
           {"startup_ms", e.startup_ms},
+          {"startup_phases", std::move(phases)},
           {"symmetric_pool", e.symmetric_pool},
           {"ranks", std::move(ranks)}};
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/dtype.h"
+#include "runtime/startup_phases.h"
 
 namespace cprr {
 
@@ -93,6 +94,9 @@ class Backend {
   /// Called from the watchdog thread when the controller gives up on a hung case: ends stuck
   /// collectives (ncclCommAbort) so the rank can exit; the rank process is not reused after it.
   virtual void abort() {}
+  /// The steps of this backend's start-up timed since the last call (the constructor's, then
+  /// connect()'s), handed over: the rank reports them in its Hello and Connected.
+  virtual std::vector<StartupPhase> take_startup_phases() { return {}; }
 
   // ---- device execution ----
   /// True when kernels run on a device: Context::launch then launches the functor as a grid on

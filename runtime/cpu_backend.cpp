@@ -110,12 +110,15 @@ CpuBackend::CpuBackend(const BackendConfig& config)
   }
   window_ = std::make_unique<CpuWindow>(config.rank, config.world_size, config.rendezvous,
                                         kArenaBytes[sym]);
+  startup_.lap("arenas");
   if (config.world_size > 1) {
     comm_ = std::make_unique<GlooComm>(
         config.rank, config.world_size, config.rendezvous,
         std::chrono::duration_cast<std::chrono::milliseconds>(kCommTimeout));
+    startup_.lap("gloo communicator");
     // Every rank made its window file before joining, so all of them exist now.
     window_->map_peers();
+    startup_.lap("peer windows");
   }
   stream(0, "default");
 }

@@ -93,6 +93,7 @@ class CpuBackend final : public Backend {
   void begin_marks() override { marks_.clear(); }
   void mark(int stream) override;
   std::vector<int64_t> marks() override;
+  std::vector<StartupPhase> take_startup_phases() override { return startup_.take(); }
 
  private:
   CpuStream& at(int stream);
@@ -114,6 +115,7 @@ class CpuBackend final : public Backend {
   /// Written by stream threads, each through a pointer taken when it was added: a deque keeps
   /// its elements in place as it grows.
   std::deque<std::atomic<int64_t>> marks_;
+  PhaseClock startup_;
 };
 
 }  // namespace cprr

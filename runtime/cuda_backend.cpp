@@ -127,12 +127,17 @@ CudaBackend::CudaBackend(const BackendConfig& config)
              "GPUs (CUDA_VISIBLE_DEVICES) or give the launcher fewer ranks per node",
              rank_, world_size_, gpus, device_);
   CPRR_CUDA(cudaSetDevice(device_));
+  CPRR_CUDA(cudaFree(nullptr));  // the primary context exists from here: timed as its own step
+  startup_.lap("cuda context");
   for (int p = 0; p < 3; ++p) capacity_[p] = arena_bytes(p);
   arenas_[static_cast<int>(MemPool::device)] = CudaArena(CudaArena::Kind::device, capacity_[0]);
+  startup_.lap("device arena");
   arenas_[static_cast<int>(MemPool::host)] = CudaArena(CudaArena::Kind::host, capacity_[2]);
+  startup_.lap("host arena (pinned)");
   CPRR_CUDA(cudaMalloc(&barrier_scratch_, sizeof(int)));
   CPRR_CUDA(cudaMemset(barrier_scratch_, 0, sizeof(int)));
   stream(0, "default");
+  startup_.lap("streams");
 }
 
 CudaBackend::~CudaBackend() {
@@ -408,13 +413,17 @@ void CudaBackend::reset_collective_progress() {
 std::string CudaBackend::bootstrap_id() { return rank_ == 0 ? nccl_unique_id() : std::string(); }
 
 void CudaBackend::connect(const std::string& id) {
+  startup_.restart();  // the wait for the controller's Bootstrap is no step of this rank
   auto comm = std::make_unique<NcclComm>(rank_, world_size_, id);
   {
     std::lock_guard lock(mu_);  // the watchdog's abort() reads comm_
     comm_ = std::move(comm);
   }
+  startup_.lap("nccl communicator");
   symmetric_ = make_symmetric_pool();
+  startup_.lap("symmetric arena");
   make_window(symmetric_);
+  startup_.lap("symmetric window");
 }
 
 int CudaBackend::min_over_ranks(int value) {

@@ -85,6 +85,7 @@ class CudaBackend final : public Backend {
   void begin_marks() override;
   void mark(int stream) override;
   std::vector<int64_t> marks() override;
+  std::vector<StartupPhase> take_startup_phases() override { return startup_.take(); }
 
  private:
   struct StreamSlot {
@@ -157,6 +158,7 @@ class CudaBackend final : public Backend {
   mutable CollectiveProgress progress_;
   std::exception_ptr host_error_;
   std::string broken_;  // guarded by mu_
+  PhaseClock startup_;  // used by the rank's main thread only, while it starts
 };
 
 }  // namespace cprr

@@ -10,6 +10,7 @@
 
 #include "recorder/data/capture.h"
 #include "recorder/data/case_info.h"
+#include "runtime/startup_phases.h"
 
 namespace cprr {
 
@@ -107,6 +108,8 @@ struct ExecutionResult {
   /// The world's start (0 when reused); included in wall_ms, except what a standby world's
   /// start overlapped with earlier cases (Controller::foresee).
   double startup_ms = 0;
+  /// Where the world's start went (empty when reused): the engine's world_startup_phases.
+  std::vector<StartupPhase> startup_phases;
   /// What the world's ranks said their symmetric pool is (Backend::symmetric_pool; CUDA: whether
   /// it is an NCCL window registered for symmetric collectives); empty when no world ran it.
   std::string symmetric_pool;

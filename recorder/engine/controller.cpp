@@ -56,6 +56,44 @@ void WorldStarters::loop() {
   }
 }
 
+WorldRetirer::~WorldRetirer() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void WorldRetirer::retire(std::unique_ptr<WorldHandle> world) {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [this] { return waiting_ == nullptr; });
+  waiting_ = std::move(world);
+  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+  cv_.notify_all();
+}
+
+void WorldRetirer::drain() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [this] { return waiting_ == nullptr && !busy_; });
+}
+
+void WorldRetirer::loop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || waiting_ != nullptr; });
+    if (waiting_ == nullptr) return;  // stopping, nothing left to shut down
+    std::unique_ptr<WorldHandle> world = std::move(waiting_);
+    busy_ = true;
+    cv_.notify_all();  // room for the next one
+    lock.unlock();
+    world.reset();
+    lock.lock();
+    busy_ = false;
+    cv_.notify_all();
+  }
+}
+
 Controller::Controller(ControllerConfig config)
     : Controller(std::move(config), std::make_unique<ProcessWorlds>()) {}
 
@@ -67,6 +105,7 @@ Controller::~Controller() { close_pools(); }
 void Controller::close_pools() {
   pools_.clear();
   standby_.clear();  // waits for starts still running, then shuts those worlds down
+  retirer_.drain();
 }
 
 WorldConfig Controller::world_config(int world_size) const {
@@ -146,6 +185,7 @@ WorldHandle& Controller::world_for(const CaseInstance& inst, Mode mode,
     if (!*slot) *slot = worlds_->make(world_config(inst.world_size), next_world_++);
     // A standby world's start overlapped earlier cases: wall_ms holds only what was left of it.
     res.startup_ms = (*slot)->startup_ms();
+    res.startup_phases = (*slot)->startup_phases();
   }
   return **slot;
 }
@@ -182,7 +222,12 @@ ExecutionResult Controller::run(const CaseInstance& inst, Mode mode, Placement p
     res.summary = e.what();
     if (mode == Mode::pool) pools_.erase(inst.world_size);
   }
-  fresh.reset();  // a fresh world's shutdown is part of its cost
+  // A healthy fresh world's shutdown overlaps the next case; one that was interrupted, killed
+  // or broken is ended here, so nothing of it outlives a stop.
+  if (fresh && config_.retire_in_background && fresh->reusable() && !fresh->stop_requested()) {
+    retirer_.retire(std::move(fresh));
+  }
+  fresh.reset();
   res.as_expected = meets(res.status, inst.info.options.expect);
   res.wall_ms = std::chrono::duration<double, std::milli>(config_.now() - t0).count();
   return res;

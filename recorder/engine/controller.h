@@ -62,6 +62,10 @@ struct ControllerConfig {
   /// How standby worlds start: on the controller's starter threads (the default), or deferred
   /// until its case takes it (tests that want one thread).
   std::launch standby_policy = std::launch::async;
+  /// Fresh worlds that ended healthy are shut down on a thread of their own (WorldRetirer), so
+  /// the next case need not wait for their ranks to tear down CUDA and NCCL and exit. Tests that
+  /// record a fake world's calls on one thread turn it off.
+  bool retire_in_background = true;
   /// The controller's clock for deadlines and wall times; tests pass a fake one. The worlds keep
   /// the steady clock for their own waits.
   std::function<Clock::time_point()> now = Clock::now;
@@ -85,6 +89,27 @@ class WorldStarters {
   std::deque<std::packaged_task<std::unique_ptr<WorldHandle>()>> queue_;
   bool stop_ = false;
   std::vector<std::thread> threads_;
+};
+
+/// Shuts worlds down on one thread of its own, one at a time. At most one more waits its turn
+/// (retire() blocks until then), so worlds still holding their GPU memory never pile up.
+class WorldRetirer {
+ public:
+  /// Waits until every world handed over is shut down.
+  ~WorldRetirer();
+  /// Destroys `world` on the retiring thread (started on first use).
+  void retire(std::unique_ptr<WorldHandle> world);
+  /// Returns once every world handed over so far is shut down.
+  void drain();
+
+ private:
+  void loop();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::unique_ptr<WorldHandle> waiting_;
+  bool busy_ = false;  ///< the thread is destroying one
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 /// Runs case instances one at a time, each in a fresh world or its size's pooled world.
@@ -124,6 +149,7 @@ class Controller {
   ControllerConfig config_;
   std::unique_ptr<WorldFactory> worlds_;
   WorldStarters starters_;  // declared before the worlds: it outlives every one it started
+  WorldRetirer retirer_;    // likewise: the worlds it holds were started by this controller
   std::map<int, std::unique_ptr<WorldHandle>> pools_;
   /// A fresh world starting or started ahead of its case (foresee()).
   struct Standby {

@@ -145,7 +145,7 @@ World::World(const WorldConfig& config, uint64_t id, RankListener* listener)
       stop_fd_(config.stop_fd),
       launcher_(describe(config.launch)),
       logs_(config.log_tail_bytes) {
-  const auto t0 = Clock::now();
+  const Clock::time_point begin = Clock::now();
   try {
     if (config.launch.over_tcp()) {
       CPRR_CHECK(listener != nullptr, "world {}: launcher {} needs a rank listener", id, launcher_);
@@ -154,14 +154,14 @@ World::World(const WorldConfig& config, uint64_t id, RankListener* listener)
       for (int r = 0; r < config.world_size; ++r) spawn_rank(r, config);
     }
     logs_.start();
-    await_ready(config);
+    await_ready(config, begin);
   } catch (...) {
     kill(std::chrono::milliseconds(100));
     std::error_code ec;
     std::filesystem::remove_all(rendezvous_, ec);
     throw;
   }
-  startup_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  startup_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - begin).count();
 }
 
 std::unique_ptr<WorldHandle> ProcessWorlds::make(const WorldConfig& config, uint64_t id) {
@@ -226,6 +226,7 @@ void World::spawn_rank(int r, const WorldConfig& config) {
   rank.process = std::make_unique<LocalRank>(std::move(process), group_);
   CPRR_SYSCALL(::fcntl(parent.get(), F_SETFL, O_NONBLOCK));
   rank.control = std::move(parent);
+  rank.spawned_at = Clock::now();
   logs_.add(std::move(io.out_r));
   logs_.add(std::move(io.err_r));
   ranks_.push_back(std::move(rank));
@@ -289,6 +290,7 @@ void World::launch_ranks(const WorldConfig& config, RankListener& listener) {
     rank.process = std::make_unique<RemoteRank>(std::move(a.supervisor),
                                                 fmt::format("pid {} on {}", a.pid, a.host));
     rank.control = std::move(a.control);
+    rank.spawned_at = Clock::now();  // connected back: what a launched rank's spawn ends with
     logs_.add(std::move(a.out));
     logs_.add(std::move(a.err));
     ranks_.push_back(std::move(rank));
@@ -321,15 +323,19 @@ void World::end_job(std::chrono::milliseconds grace) {
   job_->wait(5000);
 }
 
-void World::await_ready(const WorldConfig& config) {
+void World::await_ready(const WorldConfig& config, Clock::time_point begin) {
   const auto deadline = Clock::now() + config.startup_timeout;
   const auto limit = fmt::format("within {} ms", config.startup_timeout.count());
   std::string comm_id;
+  std::vector<RankStart> starts(ranks_.size());
+  for (std::size_t r = 0; r < ranks_.size(); ++r) starts[r].spawned_at = ranks_[r].spawned_at;
   await_each(deadline, "no hello " + limit, [&](int r, const std::string& frame) {
-    const Hello hello = decode_hello(frame);
+    Hello hello = decode_hello(frame);
     CPRR_CHECK(hello.rank == r && hello.world_size == size(),
                "rank {} introduced itself as rank {} of {}", r, hello.rank, hello.world_size);
     if (r == 0) comm_id = hello.comm_id;
+    starts[r].hello_at = Clock::now();
+    starts[r].before_hello = std::move(hello.phases);
   });
   // Every rank joins the communicator with rank 0's id (NCCL) and says when it has; ranks that
   // rendezvous by themselves (Gloo) answer at once.
@@ -347,8 +353,11 @@ void World::await_ready(const WorldConfig& config) {
           CPRR_THROW("{}", startup_failure(r, "it could not join the communicator: " + c->error));
         }
         pools[r] = c->symmetric_pool;
+        starts[r].connected_at = Clock::now();
+        starts[r].connecting = c->phases;
       });
   symmetric_pool_ = summarize_pools(pools);
+  startup_phases_ = world_startup_phases(begin, Clock::now(), starts);
 }
 
 void World::await_each(Clock::time_point deadline, const std::string& timeout_why,

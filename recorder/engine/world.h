@@ -14,6 +14,7 @@
 #include "recorder/engine/rank_listener.h"
 #include "recorder/engine/rank_process.h"
 #include "recorder/engine/world_handle.h"
+#include "recorder/engine/world_startup.h"
 #include "recorder/launch/process.h"
 #include "recorder/protocol/protocol.h"
 #include "runtime/error.h"
@@ -54,6 +55,8 @@ class World : public WorldHandle {
   bool stop_requested() const override { return cprr::stop_requested(stop_fd_); }
   /// Time it took to spawn and connect every rank.
   double startup_ms() const override { return startup_ms_; }
+  /// Where that time went (world_startup_phases).
+  std::vector<StartupPhase> startup_phases() const override { return startup_phases_; }
   const std::string& symmetric_pool() const override { return symmetric_pool_; }
 
   /// Sends the case to every rank and marks the log positions for its tails.
@@ -84,6 +87,7 @@ class World : public WorldHandle {
     bool eof = false;
     uint64_t out_mark = 0;
     uint64_t err_mark = 0;
+    Clock::time_point spawned_at{};
   };
   void spawn_rank(int rank, const WorldConfig& config);
   /// Starts the launcher job and takes its ranks' connections from `listener`; the job's output
@@ -95,7 +99,8 @@ class World : public WorldHandle {
   void end_job(std::chrono::milliseconds grace);
   /// Start-up: every rank's hello, then Bootstrap with rank 0's communicator id, then every
   /// rank's Connected, all within config.startup_timeout; throws naming the rank that failed.
-  void await_ready(const WorldConfig& config);
+  /// Times the start from `begin` into startup_phases_.
+  void await_ready(const WorldConfig& config, Clock::time_point begin);
   /// Hands one frame from each rank, in arrival order, to `on_frame`; throws `timeout_why` (with
   /// the first silent rank's stderr) at the deadline.
   void await_each(Clock::time_point deadline, const std::string& timeout_why,
@@ -120,6 +125,7 @@ class World : public WorldHandle {
   LogDrain logs_;
   bool reusable_ = true;
   double startup_ms_ = 0;
+  std::vector<StartupPhase> startup_phases_;
 };
 
 /// The default WorldFactory: every world it makes is a World of real rank processes.

@@ -14,6 +14,7 @@
 #include "recorder/engine/launcher.h"
 #include "recorder/protocol/protocol.h"
 #include "runtime/error.h"
+#include "runtime/startup_phases.h"
 
 namespace cprr {
 
@@ -61,6 +62,8 @@ class WorldHandle {
   virtual bool stop_requested() const = 0;
   /// Time it took to spawn and connect every rank.
   virtual double startup_ms() const = 0;
+  /// Where that time went, step by step (engine/world_startup.h); empty when not measured.
+  virtual std::vector<StartupPhase> startup_phases() const { return {}; }
   /// What the ranks said their symmetric pool is (Backend::symmetric_pool): one line when they
   /// agree, else "rank 0: ...; rank 1: ...".
   virtual const std::string& symmetric_pool() const = 0;

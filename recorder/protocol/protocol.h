@@ -20,13 +20,14 @@
 #include "recorder/data/execution.h"
 #include "recorder/data/perturbation.h"
 #include "runtime/placement.h"
+#include "runtime/startup_phases.h"
 
 namespace cprr {
 
 inline constexpr uint32_t kProtocolMagic = 0x52525043;  // "CPRR" read as little-endian bytes
 /// Bump when any message below changes layout or meaning. Controller and worker of different
 /// versions refuse each other at the hello with a message naming both versions.
-inline constexpr uint32_t kProtocolVersion = 8;  // 2: Hello.comm_id, Bootstrap, Connected, Abort;
+inline constexpr uint32_t kProtocolVersion = 9;  // 2: Hello.comm_id, Bootstrap, Connected, Abort;
                                                  // 3: OpRecord read_spans/write_spans;
                                                  // 4: OpRecord peer/epoch, RunCase.perturbation;
                                                  // 5: Perturbation.poison;
@@ -35,6 +36,7 @@ inline constexpr uint32_t kProtocolVersion = 8;  // 2: Hello.comm_id, Bootstrap,
                                                  // 7: RunCase.timeline, CaseCapture.timeline
                                                  // 8: Handshake, Welcome, SignalRank,
                                                  //    RankExited (launchers over TCP)
+                                                 // 9: Hello.phases, Connected.phases
 inline constexpr uint32_t kMaxFrameBytes = 256u << 20;
 
 /// First message of every rank: who it is.
@@ -47,10 +49,12 @@ struct Hello {
   /// Rank 0's communicator id (CUDA: the ncclUniqueId bytes); empty on other ranks and on
   /// backends that rendezvous by themselves. The controller hands it to every rank (Bootstrap).
   std::string comm_id;
+  /// How long each step of this rank's start-up took, from main() to this hello.
+  std::vector<StartupPhase> phases;
 
   template <class A>
   void serialize(A& a) {
-    a(rank, world_size, pid, backend, version, comm_id);
+    a(rank, world_size, pid, backend, version, comm_id, phases);
   }
 };
 
@@ -124,11 +128,12 @@ struct Catalog {
 /// A rank's answer to Bootstrap: it joined the communicator, or why it could not. The world is
 /// ready only when every rank said so, so joining is part of start-up, not of the first case.
 struct Connected {
-  std::string error;           ///< empty on success
-  std::string symmetric_pool;  ///< on success: Backend::symmetric_pool()
+  std::string error;                 ///< empty on success
+  std::string symmetric_pool;        ///< on success: Backend::symmetric_pool()
+  std::vector<StartupPhase> phases;  ///< how long each step of joining the communicator took
   template <class A>
   void serialize(A& a) {
-    a(error, symmetric_pool);
+    a(error, symmetric_pool, phases);
   }
 };
 

@@ -32,6 +32,8 @@ struct WorkerArgs {
   std::string connect;  ///< HOST:PORT: run as a launched rank's supervisor (supervisor.h)
   uint64_t world = 0;
   bool rank_given = false;  ///< --rank was passed (with --connect it is optional)
+  /// When main() began: the first step of start-up the rank reports is timed from here.
+  PhaseClock::Clock::time_point started = PhaseClock::Clock::now();
 };
 
 void parse(int argc, char** argv, WorkerArgs& a) {
@@ -153,9 +155,11 @@ RankState make_state(const WorkerArgs& a) {
   return state;
 }
 
-Hello hello_of(const WorkerArgs& a, std::string comm_id = {}) {
-  return Hello{a.rank,    a.world_size, static_cast<int32_t>(::getpid()),
-               a.backend, CPRR_VERSION, std::move(comm_id)};
+Hello hello_of(const WorkerArgs& a, std::string comm_id = {},
+               std::vector<StartupPhase> phases = {}) {
+  return Hello{a.rank,           a.world_size, static_cast<int32_t>(::getpid()),
+               a.backend,        CPRR_VERSION, std::move(comm_id),
+               std::move(phases)};
 }
 
 // Exit status of a rank that the controller told to abort its hung case.
@@ -171,15 +175,19 @@ int send_catalog(const WorkerArgs& a, UniqueFd control) {
 }
 
 int serve(const WorkerArgs& a, UniqueFd control) {
+  PhaseClock clock(a.started);
   const Registry& reg = registry();
   for (Hook init : reg.worker_inits()) init();
   EnvironmentSnapshot env = EnvironmentSnapshot::capture();
   const std::vector<int> before_backend = open_descriptors();
+  clock.lap("rank set-up");
   RankState state = make_state(a);
+  std::vector<StartupPhase> phases = clock.take();
+  for (StartupPhase& p : state.backend->take_startup_phases()) phases.push_back(std::move(p));
   CaseRunner runner(state, reg, std::move(env));
   // Declared after the runner: the watchdog thread calls into it, so it must stop first.
   RankChannel channel{std::move(control)};
-  channel.send_hello(hello_of(a, state.backend->bootstrap_id()));
+  channel.send_hello(hello_of(a, state.backend->bootstrap_id(), std::move(phases)));
   Backend& backend = *state.backend;
   channel.start(RankChannel::Watchdog{[&runner] { return runner.status(); },
                                       [&backend] {
@@ -198,7 +206,8 @@ int serve(const WorkerArgs& a, UniqueFd control) {
         return 2;
       }
       close_on_exec_since(before_backend);
-      channel.send(FromRank{Connected{{}, backend.symmetric_pool()}});
+      channel.send(
+          FromRank{Connected{{}, backend.symmetric_pool(), backend.take_startup_phases()}});
     }
     if (const auto* run = std::get_if<RunCase>(&msg)) {
       CaseDone done = runner.run(*run);

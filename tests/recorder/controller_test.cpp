@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <future>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "runtime/fd.h"
 #include "tests/recorder/fake_world.h"
@@ -43,6 +45,7 @@ class ControllerTest : public ::testing::Test {
     ControllerConfig c;
     c.worker = "fake-worker";
     c.now = [this] { return now_; };
+    c.retire_in_background = false;  // every call on this thread, in order (RetireTest: on)
     return c;
   }
   Controller controller(ControllerConfig c) {
@@ -212,6 +215,61 @@ TEST_F(ControllerTest, FreshModeMakesAWorldPerCaseAndEndsItAfterwards) {
               ElementsAre("make 1", "start 1", "collect 1", "tails 1", "destroy 1", "make 2",
                           "start 2", "collect 2", "tails 2", "destroy 2"));
   EXPECT_EQ(c.run(instance(2), Mode::pool).world_id, 3u) << "a fresh world never joins the pool";
+}
+
+// ---- fresh worlds shut down in the background ----
+
+class RetireTest : public ControllerTest {
+ protected:
+  ControllerConfig retiring() {
+    ControllerConfig c = config();
+    c.retire_in_background = true;
+    return c;
+  }
+};
+
+TEST_F(RetireTest, AHealthyFreshWorldEndsAfterItsResultIsReturned) {
+  std::promise<void> gate;
+  script_->destroy_gate = gate.get_future().share();
+  Controller c = controller(retiring());
+  const ExecutionResult r = c.run(instance(2), Mode::fresh);
+  EXPECT_EQ(r.status, ExecStatus::pass);
+  EXPECT_EQ(script_->count("destroy 1"), 0) << "run() waited for the fresh world's shutdown";
+  gate.set_value();
+  c.close_pools();
+  EXPECT_EQ(script_->count("destroy 1"), 1) << "close_pools() returned before the world ended";
+  EXPECT_EQ(c.run(instance(2), Mode::fresh).world_id, 2u);
+}
+
+TEST_F(RetireTest, AtMostOneWorldWaitsToEnd) {
+  std::promise<void> gate;
+  script_->destroy_gate = gate.get_future().share();
+  Controller c = controller(retiring());
+  c.run(instance(2), Mode::fresh);  // world 1: the retiring thread takes it and waits at the gate
+  c.run(instance(2), Mode::fresh);  // world 2: waits its turn
+  std::thread opener([&] {
+    // The third handover must block until world 1 is gone: nothing can end before the gate.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    gate.set_value();
+  });
+  c.run(instance(2), Mode::fresh);
+  EXPECT_EQ(script_->count("destroy 1"), 1) << "a third world was handed over while two waited";
+  opener.join();
+  c.close_pools();
+  EXPECT_EQ(script_->count("destroy 3"), 1);
+}
+
+TEST_F(RetireTest, AFreshWorldThatCrashedOrWasStoppedEndsBeforeRunReturns) {
+  std::promise<void> gate;
+  gate.set_value();
+  script_->destroy_gate = gate.get_future().share();
+  Controller c = controller(retiring());
+  script_->collects.push_back(rank0(killed_by(SIGSEGV)));
+  EXPECT_EQ(c.run(instance(2), Mode::fresh).status, ExecStatus::crash);
+  EXPECT_EQ(script_->count("destroy 1"), 1) << "a crashed world outlived its case";
+  script_->stop = true;  // fired after every rank passed: the case stands, the run is stopping
+  EXPECT_EQ(c.run(instance(2), Mode::fresh).status, ExecStatus::pass);
+  EXPECT_EQ(script_->count("destroy 2"), 1) << "a world outlived its case after a stop";
 }
 
 // ---- standby worlds (foresee) ----

@@ -112,10 +112,24 @@ TEST(Engine, FreshModeStartsANewWorldForEveryExecution) {
     EXPECT_GT(r.startup_ms, 0);
   }
   // Fresh executions neither replace nor disturb the pooled world.
+  EXPECT_TRUE(c.run(noop, Mode::pool).startup_phases.empty()) << "a reused world did not start";
   const ExecutionResult again = c.run(noop, Mode::pool);
   expect_pass(again);
   EXPECT_EQ(again.world_id, pooled.world_id);
-  EXPECT_EQ(again.pool_position, 2u);
+  EXPECT_EQ(again.pool_position, 3u);
+}
+
+TEST(Engine, AWorldsStartIsBrokenDownIntoTheRanksStepsAddingUpToIt) {
+  Controller c(config(kWorker));
+  const ExecutionResult r = c.run(inst(kWorker, "healthy/noop@2"), Mode::fresh);
+  expect_pass(r);
+  std::vector<std::string> names;
+  for (const StartupPhase& p : r.startup_phases) names.push_back(p.name);
+  // The controller's steps around the rank's own (worker.cpp) and the cpu backend's.
+  EXPECT_THAT(names,
+              ::testing::ElementsAre("spawn ranks", "exec and load", "rank set-up", "arenas",
+                                     "gloo communicator", "peer windows", "messages and waiting"));
+  EXPECT_NEAR(total_ms(r.startup_phases), r.startup_ms, 0.05 * r.startup_ms + 0.5);
 }
 
 // ---- faults: crash, hang, deadline ----

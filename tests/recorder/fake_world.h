@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <deque>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -55,6 +57,9 @@ struct Script {
   std::map<int, std::vector<CollectiveRecord>> flight_records;
   double startup_ms = 5;
   std::string symmetric_pool = "fake window";
+  /// When valid, a world's destructor waits for it (10 s at most) before it notes "destroy": a
+  /// test holds a world's shutdown to see who waits for it.
+  std::shared_future<void> destroy_gate;
 
   std::vector<WorldConfig> made;             ///< make()'s configs, failed ones included
   std::vector<std::string> calls;            ///< "<call> <world id>", in order
@@ -62,8 +67,18 @@ struct Script {
   std::vector<uint64_t> collected;           ///< collect()'s execution ids
   std::vector<Clock::time_point> deadlines;  ///< collect()'s deadlines
 
+  /// Guards `calls`: worlds may be destroyed on the controller's retiring thread.
+  mutable std::mutex mu;
+
   /// How many times `call` ("kill 1") was made.
-  long count(const std::string& call) const { return std::ranges::count(calls, call); }
+  long count(const std::string& call) const {
+    std::lock_guard lock(mu);
+    return std::ranges::count(calls, call);
+  }
+  void note(std::string call) {
+    std::lock_guard lock(mu);
+    calls.push_back(std::move(call));
+  }
 };
 
 /// One scripted world: reusable until kill() or until collect() returns a death or broken channel.
@@ -71,7 +86,10 @@ class FakeWorld : public WorldHandle {
  public:
   FakeWorld(std::shared_ptr<Script> script, int size, uint64_t id)
       : script_(std::move(script)), size_(size), id_(id) {}
-  ~FakeWorld() override { note("destroy"); }
+  ~FakeWorld() override {
+    if (script_->destroy_gate.valid()) script_->destroy_gate.wait_for(std::chrono::seconds(10));
+    note("destroy");
+  }
 
   uint64_t id() const override { return id_; }
   bool reusable() const override { return reusable_; }
@@ -129,7 +147,7 @@ class FakeWorld : public WorldHandle {
   }
 
  private:
-  void note(const std::string& call) { script_->calls.push_back(fmt::format("{} {}", call, id_)); }
+  void note(const std::string& call) { script_->note(fmt::format("{} {}", call, id_)); }
 
   std::shared_ptr<Script> script_;
   int size_;
@@ -148,7 +166,7 @@ class FakeWorlds : public WorldFactory {
     if (std::exchange(script_->interrupt_start, false)) {
       throw Interrupted(fmt::format("interrupted while world {} was starting", id));
     }
-    script_->calls.push_back(fmt::format("make {}", id));
+    script_->note(fmt::format("make {}", id));
     return std::make_unique<FakeWorld>(script_, config.world_size, id);
   }
 

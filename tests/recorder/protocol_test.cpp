@@ -314,9 +314,12 @@ TEST(ProtocolRoundTrip, BootstrapCarriesBinaryIdsAndAbortIsItsOwnMessage) {
   EXPECT_EQ(round_trip_from_rank(Connected{"ncclCommInitRankConfig: unhandled system error"}).error,
             "ncclCommInitRankConfig: unhandled system error");
   EXPECT_EQ(round_trip_from_rank(Connected{}).error, "");
-  const Connected with_pool = round_trip_from_rank(Connected{{}, "NCCL window; peers mapped"});
+  const Connected with_pool = round_trip_from_rank(
+      Connected{{}, "NCCL window; peers mapped", {{"nccl communicator", 412.5}, {"window", 3}}});
   EXPECT_EQ(with_pool.error, "");
   EXPECT_EQ(with_pool.symmetric_pool, "NCCL window; peers mapped");
+  EXPECT_EQ(with_pool.phases,
+            (std::vector<StartupPhase>{{"nccl communicator", 412.5}, {"window", 3}}));
   EXPECT_NE(encode(ToRank{Abort{}}), encode(ToRank{Shutdown{}}));
 }
 
@@ -399,7 +402,8 @@ Hello sample_hello() {
                .pid = 424242,
                .backend = "cuda",
                .version = "0.1.0",
-               .comm_id = std::string("\0nccl\xff-id", 10)};
+               .comm_id = std::string("\0nccl\xff-id", 10),
+               .phases = {{"rank set-up", 1.25}, {"cuda context", 240}}};
 }
 
 TEST(Hello, RoundTrip) {
@@ -411,6 +415,7 @@ TEST(Hello, RoundTrip) {
   EXPECT_EQ(back.backend, h.backend);
   EXPECT_EQ(back.version, h.version);
   EXPECT_EQ(back.comm_id, h.comm_id);  // binary bytes, embedded NUL included
+  EXPECT_EQ(back.phases, h.phases);
 }
 
 TEST(Hello, StartsWithRawMagicAndVersion) {

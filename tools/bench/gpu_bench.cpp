@@ -1,14 +1,21 @@
 // GPU benchmarks, each measured side by side in one run on the GPU machine (prints figures,
 // asserts nothing):
-//  1. suite: 50 short cases at W=2 on the cuda backend, a fresh world per case (process start,
+//  1. suite: N short cases at W=2 on the cuda backend, a fresh world per case (process start,
 //     CUDA context, NCCL init) against one pooled world, the two samples interleaved (case i fresh,
 //     then case i pooled), so drift over the run hits both alike: per-case median and total;
-//  2. torchrun: `torchrun --nproc-per-node 2` of a trivial all-reduce script per case, the
+//  2. world start: where a fresh world's start time goes (spawn, exec and load, CUDA context,
+//     arenas, NCCL communicator, symmetric window...), the median of each step over the suite's
+//     fresh worlds (the steps add up to the world's start: engine/world_startup.h);
+//  3. standby: the same N cases in fresh mode only, back to back, with --standby 0 and with each
+//     count in --standby (fresh worlds for the next cases started while one runs): total and per
+//     case, what `cprecord --mode fresh --standby K` would cost;
+//  4. torchrun: `torchrun --nproc-per-node 2` of a trivial all-reduce script per case, the
 //     baseline of seed 001 (~8.9 s per spawn there), timed on --torch-runs launches; its suite
 //     total is extrapolated from them (median x cases), and the output says so.
 // Recording overhead has its own benchmark: cprr_bench_recording --backend cuda.
 //
-//   cprr_bench_gpu [--worker PATH] [--cases N] [--torch-runs K] [--torch-script PATH]
+//   cprr_bench_gpu [--worker PATH] [--cases N] [--standby K...] [--torch-runs K]
+//                  [--torch-script PATH]
 #include <sys/wait.h>
 
 #include <CLI/CLI.hpp>
@@ -22,6 +29,7 @@
 #include "recorder/engine/controller.h"
 #include "recorder/engine/plan.h"
 #include "runtime/backend.h"
+#include "runtime/startup_phases.h"
 #include "tools/bench/timing.h"
 
 namespace {
@@ -33,34 +41,97 @@ using cprr::bench::median;
 double sum(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); }
 
 // Runs `inst` in `mode`, exiting on anything but a pass: a benchmark of failures means nothing.
-double run_ms(cprr::Controller& c, const cprr::CaseInstance& inst, cprr::Mode mode) {
-  const auto t0 = Clock::now();
-  const cprr::ExecutionResult r = c.run(inst, mode);
-  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+cprr::ExecutionResult run_case(cprr::Controller& c, const cprr::CaseInstance& inst,
+                               cprr::Mode mode) {
+  cprr::ExecutionResult r = c.run(inst, mode);
   if (r.status != cprr::ExecStatus::pass) {
     std::fprintf(stderr, "%s did not pass: %s\n", inst.label().c_str(), r.summary.c_str());
     std::exit(1);
   }
-  return ms;
+  return r;
 }
 
-void suite(const std::string& worker, int cases, std::vector<double>& fresh,
-           std::vector<double>& pool) {
+// The short W=2 cases: healthy and fixed ones, without the 100 MiB banner.
+std::vector<cprr::CaseInstance> short_cases(const std::string& worker) {
   const auto plan = cprr::expand(cprr::fetch_catalog(worker),
                                  std::regex("^(healthy|fixed)/[a-z_]+(\\{.*\\})?@2$"));
   std::vector<cprr::CaseInstance> picked;
   for (const auto& inst : plan) {
     if (inst.info.name != "healthy/banner_flood") picked.push_back(inst);
   }
+  return picked;
+}
+
+cprr::ControllerConfig cuda_config(const std::string& worker, int standby) {
   cprr::ControllerConfig cc;
   cc.worker = worker;
   cc.backend = "cuda";
-  cprr::Controller c(cc);
-  run_ms(c, picked[0], cprr::Mode::pool);  // the pooled world's start is no case's cost
+  cc.standby = standby;
+  return cc;
+}
+
+struct Suite {
+  std::vector<double> fresh, pool;                      ///< per-case wall ms
+  std::vector<std::vector<cprr::StartupPhase>> starts;  ///< each fresh world's start steps
+};
+
+void suite(const std::string& worker, const std::vector<cprr::CaseInstance>& picked, int cases,
+           Suite& out) {
+  cprr::Controller c(cuda_config(worker, 0));
+  run_case(c, picked[0], cprr::Mode::pool);  // the pooled world's start is no case's cost
   for (int i = 0; i < cases; ++i) {
-    fresh.push_back(run_ms(c, picked[i % picked.size()], cprr::Mode::fresh));
-    pool.push_back(run_ms(c, picked[i % picked.size()], cprr::Mode::pool));
+    const cprr::ExecutionResult f = run_case(c, picked[i % picked.size()], cprr::Mode::fresh);
+    out.fresh.push_back(f.wall_ms);
+    out.starts.push_back(f.startup_phases);
+    out.pool.push_back(run_case(c, picked[i % picked.size()], cprr::Mode::pool).wall_ms);
   }
+}
+
+// The suite in fresh mode only with `standby` worlds started ahead; returns the total in ms.
+double standby_suite(const std::string& worker, const std::vector<cprr::CaseInstance>& picked,
+                     int cases, int standby) {
+  cprr::Controller c(cuda_config(worker, standby));
+  const auto t0 = Clock::now();
+  for (int i = 0; i < cases; ++i) {
+    // Every case is W=2: the next `standby` fresh executions (those left) are all of size 2.
+    c.foresee(std::vector<int>(std::min(standby, cases - i - 1), 2));
+    run_case(c, picked[i % picked.size()], cprr::Mode::fresh);
+  }
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// The start steps of `worlds` fresh one-rank worlds of healthy/noop (a machine with one GPU).
+std::vector<std::vector<cprr::StartupPhase>> single_rank_starts(
+    const std::string& worker, const std::vector<cprr::CaseInstance>& picked, int worlds) {
+  auto noop = std::find_if(picked.begin(), picked.end(), [](const cprr::CaseInstance& i) {
+    return i.info.name == "healthy/noop";
+  });
+  if (noop == picked.end()) return {};
+  cprr::CaseInstance one = *noop;
+  one.world_size = 1;  // noop does nothing a single rank cannot
+  cprr::Controller c(cuda_config(worker, 0));
+  std::vector<std::vector<cprr::StartupPhase>> out;
+  for (int i = 0; i < worlds; ++i)
+    out.push_back(run_case(c, one, cprr::Mode::fresh).startup_phases);
+  return out;
+}
+
+// The median of each start step over `starts`, in the order of the first world's steps.
+void print_world_start(const std::vector<std::vector<cprr::StartupPhase>>& starts, int w) {
+  if (starts.empty() || starts.front().empty()) return;
+  std::printf("world start, median over %zu fresh worlds (W=%d, cuda):\n", starts.size(), w);
+  std::vector<double> totals;
+  for (const auto& w : starts) totals.push_back(cprr::total_ms(w));
+  for (const cprr::StartupPhase& step : starts.front()) {
+    std::vector<double> ms;
+    for (const auto& w : starts) {
+      for (const cprr::StartupPhase& p : w) {
+        if (p.name == step.name) ms.push_back(p.ms);
+      }
+    }
+    std::printf("  %-24s %9.1f ms\n", step.name.c_str(), median(ms));
+  }
+  std::printf("  %-24s %9.1f ms\n", "total (median)", median(totals));
 }
 
 std::vector<double> torchrun(const std::string& script, int runs) {
@@ -85,28 +156,46 @@ std::vector<double> torchrun(const std::string& script, int runs) {
 int main(int argc, char** argv) {
   std::string worker = CPRR_WORKER_PATH, script = "tools/bench/torch_allreduce.py";
   int cases = 50, torch_runs = 5;
-  CLI::App app{"cprr GPU benchmarks: fresh vs pooled vs torchrun per case"};
+  std::vector<int> standby{4};
+  CLI::App app{"cprr GPU benchmarks: fresh vs pooled vs torchrun per case, world start, standby"};
   app.add_option("--worker", worker, "worker binary");
   app.add_option("--cases", cases, "cases in the suite")->check(CLI::PositiveNumber);
+  app.add_option("--standby", standby,
+                 "standby counts to time the fresh-only suite with, besides 0 (none: skip it)")
+      ->expected(0, -1)
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--torch-runs", torch_runs, "torchrun launches to time (0: skip)");
   app.add_option("--torch-script", script, "the trivial all-reduce script torchrun runs");
   CLI11_PARSE(app, argc, argv);
   std::string why;
-  if (cprr::visible_gpus(&why) < 2) {
-    std::fprintf(stderr, "cprr_bench_gpu needs 2 GPUs: %s\n",
-                 why.empty() ? "fewer are visible" : why.c_str());
+  const int gpus = cprr::visible_gpus(&why);
+  if (gpus < 1) {
+    std::fprintf(stderr, "cprr_bench_gpu needs a GPU: %s\n", why.c_str());
     return 2;
   }
-  std::vector<double> fresh, pool;
-  suite(worker, cases, fresh, pool);
+  const std::vector<cprr::CaseInstance> picked = short_cases(worker);
+  if (gpus < 2) {
+    // One GPU: the W=2 figures cannot be measured; where a one-rank world's start goes can.
+    std::printf("suite, standby, torchrun: skipped (they need 2 GPUs; %d visible)\n", gpus);
+    print_world_start(single_rank_starts(worker, picked, cases), 1);
+    return 0;
+  }
+  Suite s;
+  suite(worker, picked, cases, s);
+  std::vector<std::pair<int, double>> standby_ms;
+  if (!standby.empty()) {
+    standby.insert(standby.begin(), 0);
+    for (int n : standby) standby_ms.emplace_back(n, standby_suite(worker, picked, cases, n));
+  }
   const std::vector<double> torch = torchrun(script, torch_runs);
 
+  print_world_start(s.starts, 2);
   std::printf("suite: %d short cases at W=2 (cuda), fresh and pooled runs interleaved\n", cases);
   std::printf("%-22s %12s %12s\n", "", "per case ms", "total s");
-  std::printf("%-22s %12.1f %12.2f   (measured: %d runs)\n", "fresh world per case", median(fresh),
-              sum(fresh) / 1e3, cases);
-  std::printf("%-22s %12.2f %12.2f   (measured: %d runs)\n", "pooled world", median(pool),
-              sum(pool) / 1e3, cases);
+  std::printf("%-22s %12.1f %12.2f   (measured: %d runs)\n", "fresh world per case",
+              median(s.fresh), sum(s.fresh) / 1e3, cases);
+  std::printf("%-22s %12.2f %12.2f   (measured: %d runs)\n", "pooled world", median(s.pool),
+              sum(s.pool) / 1e3, cases);
   if (!torch.empty()) {
     std::printf("%-22s %12.1f %12.2f   (EXTRAPOLATED: median of %zu launches x %d cases)\n",
                 "torchrun per case", median(torch), median(torch) * cases / 1e3, torch.size(),
@@ -114,9 +203,13 @@ int main(int argc, char** argv) {
   } else {
     std::printf("torchrun: skipped (no torch, or --torch-runs 0)\n");
   }
-  std::printf("fresh/pool per-case cost: %.0fx\n", median(fresh) / median(pool));
+  for (const auto& [n, ms] : standby_ms) {
+    std::printf("fresh only, --standby %d: %12.1f ms/case %8.2f s total (measured: %d cases)\n", n,
+                ms / cases, ms / 1e3, cases);
+  }
+  std::printf("fresh/pool per-case cost: %.0fx\n", median(s.fresh) / median(s.pool));
   if (!torch.empty())
-    std::printf("torchrun/pool per-case cost: %.0fx\n", median(torch) / median(pool));
+    std::printf("torchrun/pool per-case cost: %.0fx\n", median(torch) / median(s.pool));
   std::printf("recording overhead: see cprr_bench_recording --backend cuda\n");
   return 0;
 }

@@ -177,7 +177,8 @@ for step in "${steps[@]}"; do
       ;;
     bench)
       bench device_hash 120
-      bench gpu 400 --torch-script tools/bench/torch_allreduce.py --torch-runs "${CPRR_TORCH_RUNS:-3}"
+      bench gpu 500 --cases "${CPRR_BENCH_CASES:-50}" --standby 4 \
+        --torch-script tools/bench/torch_allreduce.py --torch-runs "${CPRR_TORCH_RUNS:-3}"
       bench dispatch 200 --backend cuda --pool-runs 500 --fresh-runs 10
       ;;
     recording)

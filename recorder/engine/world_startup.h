@@ -1,0 +1,31 @@
+#pragma once
+// Where a world's start time goes: the controller's own steps (spawning) and the ranks' reported
+// steps (recorder/rank: set-up, CUDA context, arenas, communicator), laid along the world's start
+// so they add up to it. Ranks start side by side, so the steps shown are those of the rank that
+// held the world up: the last to say hello, then the last to join the communicator.
+#include <chrono>
+#include <vector>
+
+#include "runtime/startup_phases.h"
+
+namespace cprr {
+
+/// What the controller saw of one rank's start, and what the rank said of it.
+struct RankStart {
+  std::chrono::steady_clock::time_point spawned_at{};    ///< spawned (or connected back)
+  std::chrono::steady_clock::time_point hello_at{};      ///< its Hello arrived
+  std::chrono::steady_clock::time_point connected_at{};  ///< its Connected arrived
+  std::vector<StartupPhase> before_hello;                ///< Hello::phases
+  std::vector<StartupPhase> connecting;                  ///< Connected::phases
+};
+
+/// The steps of a world's start, in order, adding up to the time from `begin` (the world was
+/// asked for) to `ready` (every rank joined the communicator): "spawn ranks" (until the last rank
+/// to say hello was spawned), "exec and load" (what that rank's hello leaves unexplained: before
+/// its main()), its own steps, the communicator steps of the last rank to join, and "messages and
+/// waiting" for the rest (the hellos' trip, Bootstrap's, slower ranks). None is negative.
+std::vector<StartupPhase> world_startup_phases(std::chrono::steady_clock::time_point begin,
+                                               std::chrono::steady_clock::time_point ready,
+                                               const std::vector<RankStart>& ranks);
+
+}  // namespace cprr
