@@ -39,6 +39,28 @@ CLI::Validator positive_count_validator() {
       "N");
 }
 
+void add_standby_option(CLI::App& app, int& standby, std::string_view which) {
+  app.add_option("--standby", standby,
+                 fmt::format("start the worlds of the next N {} while earlier ones run, so a "
+                             "fresh execution waits less for its world; each stays fresh (runs "
+                             "nothing before its case); on cuda each holds its own arenas; 0: "
+                             "off; only with --launcher local",
+                             which))
+      ->check(CLI::Range(0, kMaxStandby));
+}
+
+void check_standby(int standby, LauncherKind launcher) {
+  if (standby < 0 || standby > kMaxStandby) {
+    CPRR_THROW_AS(UsageError, "--standby {}: must be a whole number from 0 to {}", standby,
+                  kMaxStandby);
+  }
+  if (standby > 0 && launcher != LauncherKind::local) {
+    CPRR_THROW_AS(UsageError,
+                  "--standby needs --launcher local: ranks started by a launcher "
+                  "connect back one world at a time");
+  }
+}
+
 void add_launch_options(CLI::App& app, LaunchFlags& f) {
   const std::string group = "Launcher (ranks on other hosts; README.md 'Many hosts')";
   LaunchOptions& o = f.options;

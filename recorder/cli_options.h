@@ -16,6 +16,17 @@ CLI::Validator seconds_validator();
 /// --repeat and similar counts: a whole number of at least 1.
 CLI::Validator positive_count_validator();
 
+/// The most worlds --standby may start ahead.
+inline constexpr int kMaxStandby = 64;
+
+/// --standby N, cprecord's and cpreplay's: start the worlds of the next N fresh executions while
+/// earlier ones run (ControllerConfig::standby, Controller::foresee); 0, the default, is off.
+/// `which` says which executions come next: each tool knows different ones in advance.
+void add_standby_option(CLI::App& app, int& standby, std::string_view which);
+/// Throws UsageError naming --standby when N is out of [0, kMaxStandby], or when N > 0 and the
+/// worlds start through a launcher (its ranks connect back one world at a time).
+void check_standby(int standby, LauncherKind launcher);
+
 /// The launcher options as parsed; finish_launch_options checks them together.
 struct LaunchFlags {
   std::string launcher = "local";  ///< --launcher

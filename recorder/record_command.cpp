@@ -534,12 +534,7 @@ int record_main(int argc, char** argv) {
   app.add_flag("--list", o.list,
                "print the planned cases (plan positions, not case ids) and exit; with --json as "
                "one JSON document");
-  app.add_option("--standby", o.standby,
-                 "fresh mode: start the worlds of the next N fresh executions while earlier "
-                 "cases run, so a fresh case waits less for its world; each stays fresh (runs "
-                 "nothing before its case); on cuda each holds its own arenas; 0: off; only "
-                 "with --launcher local")
-      ->check(CLI::Range(0, 64));
+  add_standby_option(app, o.standby, "fresh executions (--mode fresh or both)");
   LaunchFlags launch;
   add_launch_options(app, launch);
   app.footer(fmt::format(
@@ -575,11 +570,7 @@ int record_main(int argc, char** argv) {
     o.interrupt = &*interrupt;
     o.log_lines = !tty_err;  // a CI log gets a line per execution as it finishes
     o.launch = finish_launch_options(launch);
-    if (o.standby > 0 && o.launch.kind != LauncherKind::local) {
-      CPRR_THROW_AS(UsageError,
-                    "--standby needs --launcher local: ranks started by a launcher "
-                    "connect back one world at a time");
-    }
+    check_standby(o.standby, o.launch.kind);
     return run_record(o, std::cout, std::cerr, tty_err, color,
                       std::vector<std::string>(argv, argv + argc));
   } catch (const std::exception& e) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 
 #include "analysis/compare.h"
 #include "recorder/data/text_forms.h"
@@ -21,7 +22,7 @@ class Confirmer {
   std::optional<ExecutionResult> serialize() {
     Perturbation p;
     p.one_stream = true;
-    ExecutionResult r = replay(p);
+    ExecutionResult r = replay(p, 0);  // amplification follows only when this one completes
     if (!completed(r)) {
       say(fmt::format("serialized replay: {} ({}): no reference to compare with",
                       status_name(r.status), r.summary));
@@ -54,11 +55,14 @@ class Confirmer {
 
   // Odd seeds delay the race's first op, even seeds its second: when the two ops really are
   // unordered, which one wins flips, and so do the outputs.
-  void amplify(const ExecutionResult& serial) {
+  void amplify(const ExecutionResult& serial, uint64_t ops_on_rank) {
     std::optional<ExecutionResult> earlier;
     for (int k = 1; k <= options_.seeds; ++k) {
       const auto seed = static_cast<uint64_t>(k);
-      const ExecutionResult r = replay(amplified(seed));
+      // A seed that shows the race leads to the bisection, one that does not to the next seed:
+      // either way at least this many replays follow.
+      const ExecutionResult r =
+          replay(amplified(seed), std::min(bisection_floor(ops_on_rank), options_.seeds - k));
       ++out_.seeds_run;
       const std::string what =
           fmt::format("amplified replay, seed {} (long delay before the {} op)", k,
@@ -95,20 +99,20 @@ class Confirmer {
     // does not show this one.
     Perturbation base = amplified(0);
     if (base.delay_ops.empty() ||
-        !differs(serial, replay(base), "the delay before the race's first op alone")) {
+        !differs(serial, replay(base, 1), "the delay before the race's first op alone")) {
       base = amplified(1);
     }
     // right(i): the outputs are right with the host synchronizing after each op i .. n-2 of every
     // rank (every rank: the ranks run the same code and their races feed collectives). A suffix,
     // so the races the fix would expose after this one stay fixed while the search moves.
     const uint64_t last = ops_on_rank - 2;  // no op follows a sync after the last op
-    const auto right = [&](uint64_t i) {
+    const auto right = [&](uint64_t i, int then) {
       Perturbation p = base;
       for (uint64_t k = i; k <= last; ++k) p.sync_after.push_back(OpSite{-1, k});
-      const ExecutionResult r = replay(p);
+      const ExecutionResult r = replay(p, then);
       return !differs(serial, r, fmt::format("host sync after ops #{}..#{}", i, last));
     };
-    if (!right(0)) {
+    if (!right(0, 0)) {  // the bisection follows only when this one is right
       say(
           fmt::format("sync bisection: even a sync after every op of every rank leaves the "
                       "outputs wrong"));
@@ -119,7 +123,10 @@ class Confirmer {
     uint64_t lo = 0, hi = last + 1;
     while (hi - lo > 1) {
       const uint64_t mid = lo + (hi - lo) / 2;
-      (right(mid) ? lo : hi) = mid;
+      // Either half left is at least floor((hi - lo) / 2) long, which takes at least
+      // floor(log2) more steps: floor(log2(hi - lo)) - 1.
+      const int then = static_cast<int>(std::bit_width(hi - lo)) - 2;
+      (right(mid, then) ? lo : hi) = mid;
     }
     const OpSite edge{race_.second.rank, lo};
     out_.sync_edge = edge;
@@ -148,9 +155,17 @@ class Confirmer {
     return p;
   }
 
-  ExecutionResult replay(const Perturbation& p) {
+  // How many replays bisect() is certain to make once a seed showed the race: the one with the
+  // delay before the first op alone (when that op is a stream op) and the one with every sync.
+  int bisection_floor(uint64_t ops_on_rank) const {
+    if (race_.first.rank != race_.second.rank || ops_on_rank < 2) return 0;
+    return (amplified(0).delay_ops.empty() ? 0 : 1) + 1;
+  }
+
+  // `then`: the replays certain to follow this one (PerturbedRun).
+  ExecutionResult replay(const Perturbation& p, int then) {
     ++out_.replays;
-    return run_(p);
+    return run_(p, then);
   }
 
   // True (and said) when `r` shows the race: it did not complete, or its outputs differ.
@@ -192,7 +207,7 @@ RaceConfirmation confirm_race(const RaceFinding& race,
   const std::optional<ExecutionResult> serial = c.serialize();
   if (!serial) return out;
   c.check_serialization(*serial, observed);
-  c.amplify(*serial);
+  c.amplify(*serial, ops_on_rank);
   c.bisect(*serial, ops_on_rank);
   return out;
 }

@@ -21,8 +21,10 @@
 
 namespace cprr {
 
-/// Runs the target once, fresh, with a perturbation (each call is one replay).
-using PerturbedRun = std::function<ExecutionResult(const Perturbation&)>;
+/// Runs the target once, fresh, with a perturbation (each call is one replay). `then` is how many
+/// more replays the confirmation is certain to make after this one, whatever this one shows (the
+/// ones whose worlds may start ahead: cpreplay --standby, Controller::foresee); never more.
+using PerturbedRun = std::function<ExecutionResult(const Perturbation&, int then)>;
 
 struct ConfirmOptions {
   int seeds = 8;  ///< amplification seeds at most (it stops at the first that confirms)

@@ -3,11 +3,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <functional>
 
 #include "analysis/compare.h"
+#include "recorder/cli_options.h"
 #include "recorder/engine/controller.h"
 #include "recorder/engine/plan.h"
+#include "recorder/engine/world.h"
 #include "recorder/trace.h"
 #include "replayer/ddmin.h"
 #include "replayer/race_confirmation.h"
@@ -20,7 +23,9 @@ namespace {
 class Rebuild {
  public:
   Rebuild(const ReplayOptions& o, const RecordedRun& run, ReplayReport& report)
-      : report_(report), placement_(parse_placement(run.placement).value_or(Placement::best_fit)) {
+      : report_(report),
+        placement_(parse_placement(run.placement).value_or(Placement::best_fit)),
+        worlds_(o.worlds) {
     config_.worker = o.worker.empty() ? run.worker : o.worker;
     if (::access(config_.worker.c_str(), X_OK) != 0) {
       CPRR_THROW_AS(UsageError,
@@ -43,6 +48,8 @@ class Rebuild {
     config_.stop_fd = o.stop_fd;
     config_.timeline = !o.trace.empty();
     config_.launch = o.launch.value_or(run.launch);
+    check_standby(o.standby, config_.launch.kind);  // the run's launcher, unless --launcher
+    config_.standby = o.standby;
   }
 
   /// Refuses, before anything runs, a worker that is no cprr worker or lacks one of `cases`
@@ -67,18 +74,22 @@ class Rebuild {
   }
 
   /// The target alone in a fresh world, perturbed as a race confirmation asks, under the run's
-  /// placement policy or `placement`.
-  ExecutionResult fresh(const CaseInstance& target, const Perturbation& perturbation = {},
+  /// placement policy or `placement`. `then`: how many more fresh replays of the target are
+  /// certain to follow this one, whatever it shows (pooled ones between them aside); with
+  /// --standby the worlds of the first N of them start now, while this one runs.
+  ExecutionResult fresh(const CaseInstance& target, int then, const Perturbation& perturbation = {},
                         std::optional<Placement> placement = std::nullopt) {
-    Controller c(config_);
+    // One controller for every fresh replay, so that their worlds can stand by in it.
+    if (!fresh_) fresh_.emplace(config_, make_worlds());
+    if (config_.standby > 0) fresh_->foresee(std::vector<int>(then, target.world_size));
     ++report_.replays;
-    return ran(c.run(target, Mode::fresh, placement.value_or(placement_), perturbation));
+    return ran(fresh_->run(target, Mode::fresh, placement.value_or(placement_), perturbation));
   }
 
   /// `before` in order, then the target, in one new pooled world; the target's result.
   ExecutionResult pooled(const std::vector<const CaseInstance*>& before,
                          const CaseInstance& target) {
-    Controller c(config_);
+    Controller c(config_, make_worlds());
     for (const CaseInstance* p : before) c.run(*p, Mode::pool, placement_);
     ++report_.replays;
     return ran(c.run(target, Mode::pool, placement_));
@@ -98,9 +109,15 @@ class Rebuild {
     return r;
   }
 
+  std::unique_ptr<WorldFactory> make_worlds() const {
+    return worlds_ ? worlds_() : std::make_unique<ProcessWorlds>();
+  }
+
   ReplayReport& report_;
   ControllerConfig config_;
   Placement placement_;
+  std::function<std::unique_ptr<WorldFactory>()> worlds_;
+  std::optional<Controller> fresh_;  ///< made at the first fresh replay
 };
 
 const RecordedExecution* first_of(const std::vector<RecordedExecution>& execs, Mode mode) {
@@ -116,7 +133,8 @@ std::string describe(const ExecutionResult& r) {
 }
 
 // Delta-debugs the predecessors: which of them, run before the target, make it diverge from the
-// clean fresh result? Each oracle call is one pooled replay in a new world.
+// clean fresh result? Each oracle call is one pooled replay in a new world (which --standby does
+// not start ahead: standby worlds are for fresh executions only).
 void localize_leak(const std::vector<RecordedCase>& preds, const CaseInstance& target,
                    const ExecutionResult& clean, Rebuild& rb, ReplayReport& rep,
                    const std::function<void(const std::string&)>& say) {
@@ -136,17 +154,23 @@ void localize_leak(const std::vector<RecordedCase>& preds, const CaseInstance& t
 }
 
 // The happens-before check over every op log there is (`all`: recorded and replayed, none
-// perturbed), then the dynamic checks that confirm it.
-void check_races(const std::vector<const ExecutionResult*>& all, const CaseInstance& target,
-                 Rebuild& rb, ReplayReport& rep,
-                 const std::function<void(const std::string&)>& say) {
+// perturbed).
+void find_races(const std::vector<const ExecutionResult*>& all, ReplayReport& rep,
+                const std::function<void(const std::string&)>& say) {
+  rep.race = find_race(all, &rep.race_notes);
+  for (const std::string& note : rep.race_notes) say("race check weakened: " + note);
+}
+
+// The dynamic checks that confirm the race find_races named (perturbed fresh replays); `after`:
+// the fresh replays certain to come once they are done.
+void confirm_races(const std::vector<const ExecutionResult*>& all, const CaseInstance& target,
+                   Rebuild& rb, ReplayReport& rep,
+                   const std::function<void(const std::string&)>& say, int after) {
+  if (!rep.race) return;
   std::vector<const ExecutionResult*> unperturbed_fresh;
   for (const ExecutionResult* e : all) {
     if (e->mode == Mode::fresh) unperturbed_fresh.push_back(e);
   }
-  rep.race = find_race(all, &rep.race_notes);
-  for (const std::string& note : rep.race_notes) say("race check weakened: " + note);
-  if (!rep.race) return;
   say("stream race in the op log: " + describe_race(*rep.race) + "; fix: " + rep.race->race.fix);
   uint64_t ops_on_rank = 0;
   for (const ExecutionResult* e : all) {
@@ -156,22 +180,25 @@ void check_races(const std::vector<const ExecutionResult*>& all, const CaseInsta
       break;
     }
   }
-  const PerturbedRun run = [&](const Perturbation& p) { return rb.fresh(target, p); };
+  const PerturbedRun run = [&](const Perturbation& p, int then) {
+    return rb.fresh(target, then + after, p);
+  };
   rep.confirmation = confirm_race(*rep.race, unperturbed_fresh, ops_on_rank, run);
   for (const std::string& line : rep.confirmation->log) say(line);
 }
 
 // Two fresh replays with every new allocation poisoned by a different pattern: outputs that follow
-// the pattern read bytes nothing wrote.
+// the pattern read bytes nothing wrote. `after`: the fresh replays certain to come after them.
+constexpr int kPoisonReplays = 2;
 void confirm_uninitialized(const CaseInstance& target, Rebuild& rb, ReplayReport& rep,
-                           const std::function<void(const std::string&)>& say) {
+                           const std::function<void(const std::string&)>& say, int after) {
   say("uninitialized read in the op log: " + rep.uninitialized->mismatch.describe());
   Perturbation a, b;
   a.poison = 0xa5a5a5a5a5a5a5a5ull;
   b.poison = 0x5a5a5a5a5a5a5a5aull;
-  const ExecutionResult ra = rb.fresh(target, a);
-  const ExecutionResult rb_ = rb.fresh(target, b);
-  rep.poison_replays = 2;
+  const ExecutionResult ra = rb.fresh(target, after + 1, a);
+  const ExecutionResult rb_ = rb.fresh(target, after, b);
+  rep.poison_replays = kPoisonReplays;
   if (!completed(ra) || !completed(rb_)) {
     say("poison replays did not both complete: no confirmation");
     return;
@@ -187,11 +214,13 @@ void confirm_uninitialized(const CaseInstance& target, Rebuild& rb, ReplayReport
 // An allocator-order or uninitialized-read verdict: the case again under every placement policy.
 // Which policies move the symmetric layout apart or change the outputs (against the replay under
 // the run's own policy) says how much the result hangs on where the allocator puts things.
+constexpr std::array kPlacements{Placement::best_fit, Placement::counter, Placement::never_reuse,
+                                 Placement::shuffled};
 void replay_placements(const CaseInstance& target, const ExecutionResult& reference, Rebuild& rb,
                        ReplayReport& rep, const std::function<void(const std::string&)>& say) {
-  for (const Placement p :
-       {Placement::best_fit, Placement::counter, Placement::never_reuse, Placement::shuffled}) {
-    const ExecutionResult r = rb.fresh(target, {}, p);
+  for (std::size_t i = 0; i < kPlacements.size(); ++i) {
+    const Placement p = kPlacements[i];
+    const ExecutionResult r = rb.fresh(target, static_cast<int>(kPlacements.size() - 1 - i), {}, p);
     PlacementReplay row{p, std::string(status_name(r.status))};
     if (completed(r)) {
       if (const auto m = check_symmetric_layout(captures_of(r))) row.layout = m->describe();
@@ -236,7 +265,7 @@ ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* 
 
   std::optional<ExecutionResult> fresh, pooled;
   if (o.mode != "pool") {
-    fresh = rb.fresh(target);
+    fresh = rb.fresh(target, 0);  // the replays after it hang on what it and the pooled one show
     rep.replayed_fresh = fresh->status;
     say("fresh replay: " + describe(*fresh));
   }
@@ -259,12 +288,14 @@ ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* 
   for (const auto* e : {&fresh, &pooled}) {
     if (*e) all.push_back(&**e);
   }
-  check_races(all, target, rb, rep, say);
+  // The findings and the verdict come from these logs alone, not from the replays that confirm
+  // them: known first, they say which fresh replays are certain to come (--standby starts their
+  // worlds ahead). What is said keeps its order: race, poison, verdict, placements, polluters.
+  find_races(all, rep, say);
   CrossRankFindings cross = check_cross_rank(all);
   rep.allocation = std::move(cross.allocation);
   rep.collective_mismatch = std::move(cross.collective);
   rep.uninitialized = std::move(cross.uninitialized);
-  if (rep.uninitialized) confirm_uninitialized(target, rb, rep, say);
   const VerdictDecision decision = decide_verdict(
       ReplayFacts{rf ? &rf->result : nullptr, rp ? &rp->result : nullptr, fresh ? &*fresh : nullptr,
                   pooled ? &*pooled : nullptr, rep.race ? &*rep.race : nullptr,
@@ -273,11 +304,15 @@ ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* 
                   rep.uninitialized ? &*rep.uninitialized : nullptr});
   rep.verdict = decision.verdict;
   rep.first_divergence = decision.where;
-  say(decision.why);
   const bool placement_matters =
       rep.verdict == Verdict::allocator_order || rep.verdict == Verdict::uninitialized_read;
-  if (placement_matters && fresh && completed(*fresh))
-    replay_placements(target, *fresh, rb, rep, say);
+  const bool placements = placement_matters && fresh && completed(*fresh);
+  const int placement_replays = placements ? static_cast<int>(kPlacements.size()) : 0;
+  const int poison_replays = rep.uninitialized ? kPoisonReplays : 0;
+  confirm_races(all, target, rb, rep, say, poison_replays + placement_replays);
+  if (rep.uninitialized) confirm_uninitialized(target, rb, rep, say, placement_replays);
+  say(decision.why);
+  if (placements) replay_placements(target, *fresh, rb, rep, say);
   if (decision.localize_polluters) localize_leak(preds, target, *fresh, rb, rep, say);
   return rep;
 }

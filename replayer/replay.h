@@ -2,6 +2,8 @@
 // Replaying one recorded case: rebuild it exactly (parameters, seed, world size, the run's
 // environment and placement policy, and for a pooled case its predecessors in the same world),
 // re-run it fresh and/or pooled, compare with the record, and name the kind of bug and where.
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "analysis/race_check.h"
 #include "analysis/verdict.h"
 #include "recorder/data/text_forms.h"
+#include "recorder/engine/world_handle.h"
 #include "replayer/race_confirmation.h"
 #include "runtime/placement.h"
 #include "schema/record_reader.h"
@@ -30,6 +33,13 @@ struct ReplayOptions {
   std::string trace;
   /// --launcher and its options; nullopt: start the ranks the way the run did (run.launcher).
   std::optional<LaunchOptions> launch;
+  /// --standby N: the worlds of the next N fresh replays that are certain to come (a race's
+  /// confirmation, the poison and placement replays) start while earlier replays run; 0: none.
+  /// Only with the local launcher.
+  int standby = 0;
+  /// What each replay's controller makes its worlds with; empty: real rank processes
+  /// (ProcessWorlds). The seam where tests count the worlds started.
+  std::function<std::unique_ptr<WorldFactory>()> worlds;
 };
 
 /// One placement replay (allocator_order and uninitialized_read verdicts).

@@ -179,10 +179,13 @@ int run_replay(const ReplayCommandOptions& o, std::ostream& out, std::ostream& e
     if (!o.case_id) CPRR_THROW_AS(UsageError, "--trace FILE goes with --case ID");
     check_file_target("--trace", o.trace);  // before the replays, not after
   }
+  // A launcher given here, before anything runs; the run's own once the replay reads it.
+  check_standby(o.standby, o.launch ? o.launch->kind : LauncherKind::local);
   ReplayOptions ro{o.db,        o.case_id.value_or(0),
                    o.mode,      o.worker,
                    o.timeout_s, o.interrupt != nullptr ? o.interrupt->fd() : -1,
-                   o.trace,     o.launch};
+                   o.trace,     o.launch,
+                   o.standby};
   auto echo = [](const std::string& line, void* user) {
     *static_cast<std::ostream*>(user) << "cpreplay: " << line << '\n' << std::flush;
   };
@@ -245,6 +248,9 @@ int replay_main(int argc, char** argv) {
       ->type_name("FILE")
       ->needs(cas);
   app.add_flag("--json", o.json, "print one JSON document on stdout and nothing else there");
+  add_standby_option(app, o.standby,
+                     "fresh replays known to come (a race's confirmation, the poison and "
+                     "placement replays; within one case)");
   LaunchFlags launch;
   add_launch_options(app, launch);
   app.footer(

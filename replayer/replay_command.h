@@ -26,6 +26,7 @@ struct ReplayCommandOptions {
   std::string trace;  ///< with case_id: write the first replay's Chrome trace here
   /// --launcher and its options; nullopt: the way the recorded run started its ranks.
   std::optional<LaunchOptions> launch;
+  int standby = 0;  ///< --standby N: fresh replays' worlds started ahead (ReplayOptions::standby)
   /// Ctrl-C: stops the replay (its ranks killed); replay_main then exits 128 + the signal.
   const InterruptWatch* interrupt = nullptr;
 };

@@ -3,6 +3,8 @@
 // each dynamic check's logic is tested without timing.
 #include "replayer/race_confirmation.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -49,7 +51,7 @@ TEST(RaceConfirmation, ARaceOnOneRankIsConfirmedByEveryCheckAndBisectedToItsOps)
   const ExecutionResult recorded =
       test::execution(1, Mode::fresh, ExecStatus::pass, {"stale", "right"});
   const RaceConfirmation c = confirm_race(script.finding, {&recorded}, 20,
-                                          [&](const Perturbation& p) { return script(p); });
+                                          [&](const Perturbation& p, int) { return script(p); });
   EXPECT_EQ(c.confirmed_by,
             (std::vector<std::string>{"serialization", "amplification", "sync_bisection"}));
   EXPECT_EQ(c.amplifying_seed, 1u) << "seed 1 delays the first op";
@@ -65,7 +67,7 @@ TEST(RaceConfirmation, ARaceAcrossRanksIsConfirmedByAmplificationAndNotBisected)
   const ExecutionResult recorded =
       test::execution(1, Mode::fresh, ExecStatus::pass, {"right", "right"});
   const RaceConfirmation c = confirm_race(script.finding, {&recorded}, 30,
-                                          [&](const Perturbation& p) { return script(p); });
+                                          [&](const Perturbation& p, int) { return script(p); });
   EXPECT_EQ(c.confirmed_by, (std::vector<std::string>{"amplification"}));
   EXPECT_FALSE(c.sync_edge.has_value());
   EXPECT_EQ(c.replays, 2);
@@ -77,11 +79,73 @@ TEST(RaceConfirmation, OpsThatNeverMisbehaveConfirmNothingAfterKSeeds) {
   const ExecutionResult recorded =
       test::execution(1, Mode::fresh, ExecStatus::pass, {"right", "right"});
   const RaceConfirmation c = confirm_race(
-      script.finding, {&recorded}, 10, [&](const Perturbation& p) { return script(p); },
+      script.finding, {&recorded}, 10, [&](const Perturbation& p, int) { return script(p); },
       ConfirmOptions{.seeds = 5});
   EXPECT_TRUE(c.confirmed_by.empty());
   EXPECT_EQ(c.seeds_run, 5);
   EXPECT_EQ(c.replays, 6) << "the serialized run and five seeds; no bisection without a seed";
+}
+
+// --standby: every replay says how many more are certain to follow it, whatever it shows; a world
+// started ahead for one that never comes is wasted. Over scripted races of every shape (one rank
+// or two, the first op on a stream or the host, racy or not, short and long op logs), what each
+// replay promised must come, and a bisected race must promise some.
+TEST(RaceConfirmation, EachReplayPromisesOnlyReplaysThatCome) {
+  for (const bool same_rank : {true, false}) {
+    for (const bool host_first : {false, true}) {
+      for (const bool racy : {true, false}) {
+        for (const uint64_t ops : {2u, 3u, 5u, 10u, 20u, 33u}) {
+          for (const int seeds : {1, 3, 8}) {
+            const uint64_t second = ops - 1;
+            Script script{race_on(0, second / 2, same_rank ? 0 : 1, second)};
+            if (host_first) script.finding.race.first.stream = -1;
+            script.racy = racy;
+            std::vector<int> promised;
+            const ExecutionResult recorded =
+                test::execution(1, Mode::fresh, ExecStatus::pass, {"right", "right"});
+            const RaceConfirmation c = confirm_race(
+                script.finding, {&recorded}, ops,
+                [&](const Perturbation& p, int then) {
+                  promised.push_back(then);
+                  return script(p);
+                },
+                ConfirmOptions{.seeds = seeds});
+            SCOPED_TRACE(fmt::format("same rank {}, host first {}, racy {}, {} ops, {} seeds: {}",
+                                     same_rank, host_first, racy, ops, seeds,
+                                     fmt::join(promised, " ")));
+            ASSERT_EQ(static_cast<int>(promised.size()), c.replays);
+            for (std::size_t i = 0; i < promised.size(); ++i) {
+              EXPECT_GE(promised[i], 0);
+              EXPECT_LE(promised[i], static_cast<int>(promised.size() - 1 - i))
+                  << "replay " << i << " promised a replay that never came";
+            }
+            if (c.sync_edge && ops >= 10) {
+              EXPECT_GE(
+                  std::count_if(promised.begin(), promised.end(), [](int n) { return n > 0; }), 2)
+                  << "a bisection knows some of the replays it will make";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(RaceConfirmation, TheSeedsAndTheBisectionPromiseWhatTheyAreSureOf) {
+  Script script{race_on(0, 6, 0, 9)};
+  const ExecutionResult recorded =
+      test::execution(1, Mode::fresh, ExecStatus::pass, {"stale", "right"});
+  std::vector<int> promised;
+  const RaceConfirmation c =
+      confirm_race(script.finding, {&recorded}, 20, [&](const Perturbation& p, int then) {
+        promised.push_back(then);
+        return script(p);
+      });
+  ASSERT_TRUE(c.sync_edge.has_value());
+  // serialized: amplification only if it completes (0); seed 1: the next seed or the bisection's
+  // base and all-syncs runs (2); base: the all-syncs run (1); all-syncs: the bisection only if it
+  // is right (0); bisecting 19 boundaries: at least 3, 2, 1, 0 more steps.
+  EXPECT_EQ(promised, (std::vector<int>{0, 2, 1, 0, 3, 2, 1, 0, 0}));
 }
 
 }  // namespace
