@@ -227,11 +227,13 @@ std::vector<Step> steps_of(const Plan& p) {
   return steps;
 }
 
-// --standby: the world sizes of the next `n` fresh executions after step `s`.
-std::vector<int> fresh_sizes_after(const Plan& p, const std::vector<Step>& steps, std::size_t s,
-                                   int n) {
+// --standby: the world sizes of the fresh executions from step `s` on (its own first when it
+// is fresh), as many as Controller::foresee keeps: `n` besides step s's own.
+std::vector<int> fresh_sizes_from(const Plan& p, const std::vector<Step>& steps, std::size_t s,
+                                  int n) {
   std::vector<int> sizes;
-  for (std::size_t k = s + 1; k < steps.size() && static_cast<int>(sizes.size()) < n; ++k) {
+  const std::size_t most = static_cast<std::size_t>(n) + (steps[s].mode == Mode::fresh ? 1 : 0);
+  for (std::size_t k = s; k < steps.size() && sizes.size() < most; ++k) {
     if (steps[k].mode == Mode::fresh) sizes.push_back(p.cases[steps[k].i].world_size);
   }
   return sizes;
@@ -299,7 +301,9 @@ Executed execute(const Plan& p, Controller& controller, RecordWriter& writer, Pr
     const std::vector<Step> steps = steps_of(p);
     for (std::size_t s = 0; s < steps.size(); ++s) {
       const Step& step = steps[s];
-      if (p.standby > 0) controller.foresee(fresh_sizes_after(p, steps, s, p.standby));
+      if (p.standby > 0) {
+        controller.foresee(fresh_sizes_from(p, steps, s, p.standby), step.mode == Mode::fresh);
+      }
       progress.starting(results.size(), step.mode, p.cases[step.i]);
       ExecutionResult r = controller.run(p.cases[step.i], step.mode, p.placement);
       if (r.interrupted) break;

@@ -76,12 +76,12 @@ class Rebuild {
   /// The target alone in a fresh world, perturbed as a race confirmation asks, under the run's
   /// placement policy or `placement`. `then`: how many more fresh replays of the target are
   /// certain to follow this one, whatever it shows (pooled ones between them aside); with
-  /// --standby the worlds of the first N of them start now, while this one runs.
+  /// --standby the worlds of the first N of them start now (foresee names this one first).
   ExecutionResult fresh(const CaseInstance& target, int then, const Perturbation& perturbation = {},
                         std::optional<Placement> placement = std::nullopt) {
     // One controller for every fresh replay, so that their worlds can stand by in it.
     if (!fresh_) fresh_.emplace(config_, make_worlds());
-    if (config_.standby > 0) fresh_->foresee(std::vector<int>(then, target.world_size));
+    if (config_.standby > 0) fresh_->foresee(std::vector<int>(then + 1, target.world_size), true);
     ++report_.replays;
     return ran(fresh_->run(target, Mode::fresh, placement.value_or(placement_), perturbation));
   }

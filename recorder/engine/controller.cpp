@@ -114,9 +114,11 @@ WorldConfig Controller::world_config(int world_size) const {
                      config_.stop_fd,         config_.launch};
 }
 
-void Controller::foresee(const std::vector<int>& fresh_world_sizes) {
-  const std::size_t wanted =
-      std::min<std::size_t>(std::max(config_.standby, 0), fresh_world_sizes.size());
+void Controller::foresee(const std::vector<int>& fresh_world_sizes, bool next_is_fresh) {
+  // The next run's own world counts besides the standby ones: matched by size alone, it would
+  // otherwise be taken from those meant for later cases, leaving one fewer starting ahead.
+  const int ahead = config_.standby > 0 ? config_.standby + (next_is_fresh ? 1 : 0) : 0;
+  const std::size_t wanted = std::min<std::size_t>(ahead, fresh_world_sizes.size());
   std::deque<Standby> kept;
   for (std::size_t k = 0; k < wanted; ++k) {
     const int size = fresh_world_sizes[k];

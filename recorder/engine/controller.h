@@ -54,8 +54,8 @@ struct ControllerConfig {
   bool timeline = false;
   /// How worlds' ranks are started (--launcher): local children or through mpirun/srun.
   LaunchOptions launch;
-  /// Fresh mode: how many fresh worlds start ahead, while earlier cases run (--standby N; 0:
-  /// none), for the executions foresee() names. A standby world stays fresh: it runs nothing
+  /// Fresh mode: how many fresh worlds start ahead while a case runs (--standby N; 0: none),
+  /// for the executions foresee() names. A standby world stays fresh: it runs nothing
   /// before its own case. Only with the local launcher (a launcher's ranks connect to the one
   /// listener one world at a time).
   int standby = 0;
@@ -128,10 +128,12 @@ class Controller {
   ExecutionResult run(const CaseInstance& inst, Mode mode,
                       Placement placement = Placement::best_fit,
                       const Perturbation& perturbation = {});
-  /// The fresh executions that come after the next run(), as their world sizes in order: the
-  /// first config.standby of them get worlds starting now (worlds already standing by for them
-  /// are kept; ones no longer needed are shut down).
-  void foresee(const std::vector<int>& fresh_world_sizes);
+  /// The fresh executions from the next run() on, as their world sizes in order: the next run's
+  /// own first when `next_is_fresh`. Its world and those of the config.standby after it start
+  /// now (worlds already standing by for them are kept; ones no longer needed are shut down), so
+  /// config.standby worlds start while each fresh case runs. A fresh run() takes the first world
+  /// standing by for its size: its own.
+  void foresee(const std::vector<int>& fresh_world_sizes, bool next_is_fresh);
   /// Shuts every pooled and standby world down.
   void close_pools();
 

@@ -289,26 +289,34 @@ class StandbyTest : public ControllerTest {
 
 TEST_F(StandbyTest, AFreshCaseTakesTheWorldStandingByForItsSize) {
   Controller c = controller(standby_config(2));
-  c.foresee({4, 2});  // worlds 1 (size 4) and 2 (size 2) stand by
+  c.foresee({2, 4}, true);  // world 1 (size 2) for the next run, world 2 (size 4) after it
   const ExecutionResult two = c.run(instance(2), Mode::fresh);
-  EXPECT_EQ(two.world_id, 2u);
+  EXPECT_EQ(two.world_id, 1u);
   EXPECT_EQ(two.startup_ms, 5);
   EXPECT_EQ(two.pool_position, 1u);
-  c.foresee({4, 4});  // world 1 stays; world 3 (size 4) joins it
+  c.foresee({4, 4}, true);  // world 2 stays, for the next run; world 3 (size 4) joins it
   const ExecutionResult four = c.run(instance(4), Mode::fresh);
-  EXPECT_EQ(four.world_id, 1u);
+  EXPECT_EQ(four.world_id, 2u);
   EXPECT_EQ(c.run(instance(4), Mode::fresh).world_id, 3u);
   // Every world ran exactly its own case and was ended after it: none ran anything before.
   EXPECT_THAT(script_->calls,
-              ElementsAre("make 2", "start 2", "collect 2", "tails 2", "destroy 2", "make 1",
-                          "start 1", "collect 1", "tails 1", "destroy 1", "make 3", "start 3",
+              ElementsAre("make 1", "start 1", "collect 1", "tails 1", "destroy 1", "make 2",
+                          "start 2", "collect 2", "tails 2", "destroy 2", "make 3", "start 3",
                           "collect 3", "tails 3", "destroy 3"));
+}
+
+TEST_F(StandbyTest, TheNextRunsOwnWorldIsNotOneOfTheStandbyOnes) {
+  Controller c = controller(standby_config(1));
+  c.foresee({2, 4}, true);  // world 1 for the next run, and one standing by: world 2 (size 4)
+  EXPECT_EQ(c.run(instance(2), Mode::fresh).world_id, 1u);
+  EXPECT_EQ(c.run(instance(2), Mode::pool).world_id, 3u) << "world 2 was never foreseen";
+  EXPECT_EQ(c.run(instance(4), Mode::fresh).world_id, 2u);
 }
 
 TEST_F(StandbyTest, OnlyTheFirstNAreKeptAndNoLongerNeededOnesAreDropped) {
   Controller c = controller(standby_config(1));
-  c.foresee({2, 2, 2});  // one: world 1
-  c.foresee({4});        // world 1 is not needed any more; world 2 (size 4) stands by
+  c.foresee({2, 2, 2}, false);  // the next run is pooled: one stands by, world 1
+  c.foresee({4}, false);        // world 1 is not needed any more; world 2 (size 4) stands by
   const ExecutionResult r = c.run(instance(2), Mode::fresh);
   EXPECT_EQ(r.world_id, 3u) << "nothing stood by for size 2: made now";
   EXPECT_EQ(c.run(instance(4), Mode::fresh).world_id, 2u);
@@ -317,19 +325,19 @@ TEST_F(StandbyTest, OnlyTheFirstNAreKeptAndNoLongerNeededOnesAreDropped) {
 
 TEST_F(StandbyTest, PoolModeNeverTakesAStandbyWorldAndZeroTurnsItOff) {
   Controller c = controller(standby_config(1));
-  c.foresee({2});
+  c.foresee({2}, false);
   EXPECT_EQ(c.run(instance(2), Mode::pool).world_id, 2u);
   EXPECT_EQ(c.run(instance(2), Mode::fresh).world_id, 1u);
 
   Controller off = controller(standby_config(0));
-  off.foresee({2, 2});
+  off.foresee({2, 2}, true);
   EXPECT_EQ(off.run(instance(2), Mode::fresh).world_id, 1u);
   EXPECT_EQ(off.run(instance(2), Mode::fresh).world_id, 2u);
 }
 
 TEST_F(StandbyTest, AStandbyWorldThatCannotStartIsItsCasesError) {
   Controller c = controller(standby_config(1));
-  c.foresee({2});
+  c.foresee({2}, true);
   script_->start_failure = "world 1 (size 2): rank 0 failed to start: it closed its channel";
   const ExecutionResult r = c.run(instance(2), Mode::fresh);
   EXPECT_EQ(r.status, ExecStatus::error);

@@ -209,8 +209,8 @@ TEST(Engine, StandbyWorldsStartOnStarterThreadsAndStayFresh) {
   std::set<uint64_t> worlds;
   for (std::size_t k = 0; k < plan.size(); ++k) {
     std::vector<int> next;
-    for (std::size_t j = k + 1; j < plan.size(); ++j) next.push_back(plan[j]->world_size);
-    c.foresee(next);
+    for (std::size_t j = k; j < plan.size(); ++j) next.push_back(plan[j]->world_size);
+    c.foresee(next, true);
     // Ranks spawned on a starter thread must live on after it returned the world (a rank dies
     // with the thread that spawned it): these ran cases in worlds started ahead.
     const ExecutionResult r = c.run(*plan[k], Mode::fresh);

@@ -93,8 +93,8 @@ double standby_suite(const std::string& worker, const std::vector<cprr::CaseInst
   cprr::Controller c(cuda_config(worker, standby));
   const auto t0 = Clock::now();
   for (int i = 0; i < cases; ++i) {
-    // Every case is W=2: the next `standby` fresh executions (those left) are all of size 2.
-    c.foresee(std::vector<int>(std::min(standby, cases - i - 1), 2));
+    // Every case is W=2: this one and the `standby` after it (those left) are all of size 2.
+    c.foresee(std::vector<int>(std::min(standby + 1, cases - i), 2), true);
     run_case(c, picked[i % picked.size()], cprr::Mode::fresh);
   }
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
