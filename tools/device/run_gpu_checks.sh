@@ -6,7 +6,8 @@
 #
 #   tools/device/run_gpu_checks.sh [tests] [corpus] [races] [symmetric] [trace] [bench] [recording]
 #                                  [standby] [launcher]
-#                                  (default: all)
+#                                  (default: tests corpus races symmetric trace bench; bench
+#                                  includes recording: issue 14's figures from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
 # Each step takes about 5 minutes on 4 H200s; a device call has 10, so give each step its own call.
 # Every summary line is printed as soon as its step ends, so a run cut short still says something.
@@ -25,7 +26,7 @@ out=${OUT:-/tmp/cprr-gpu-out}
 mkdir -p "$out"
 b=$build_path
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(tests corpus races symmetric trace bench recording)
+[ ${#steps[@]} -eq 0 ] && steps=(tests corpus races symmetric trace bench)
 summary=()
 report() {
   printf '%s\n' "$@"
@@ -41,7 +42,7 @@ bench() {
     return
   fi
   timeout "$limit" "$exe" "$@" >"$out/bench_$name.txt" 2>&1
-  report "== bench_$name rc=$?" "$(tail -n 16 "$out/bench_$name.txt")"
+  report "== bench_$name rc=$?" "$(tail -n 30 "$out/bench_$name.txt")"
 }
 
 nvidia-smi -L >"$out/gpus.txt" 2>&1
@@ -180,6 +181,9 @@ for step in "${steps[@]}"; do
       bench gpu 500 --cases "${CPRR_BENCH_CASES:-50}" --standby 4 \
         --torch-script tools/bench/torch_allreduce.py --torch-runs "${CPRR_TORCH_RUNS:-3}"
       bench dispatch 200 --backend cuda --pool-runs 500 --fresh-runs 10
+      # Issue 14's figures from one step: the world start breakdown and the fresh suite with and
+      # without standby worlds come from bench_gpu above, recording overhead from here.
+      bench recording 300 --backend cuda --runs 20
       ;;
     recording)
       # Issue 14: recording overhead on cuda, cp_ring with 256 MiB captures and 1000 small ones,
