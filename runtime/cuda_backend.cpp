@@ -1,9 +1,12 @@
 #include "runtime/cuda_backend.h"
 
+#include <sys/mman.h>
+
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 #include "runtime/cuda_check.h"
@@ -26,6 +29,16 @@ uint64_t arena_bytes(int pool) {
     }
   }
   return mib << 20;
+}
+
+// Whether the kernel gives anonymous memory transparent huge pages on request ("always" or
+// "madvise" chosen in /sys/kernel/mm/transparent_hugepage/enabled).
+bool transparent_huge_pages() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  std::getline(f, modes);
+  return modes.find("[always]") != std::string::npos ||
+         modes.find("[madvise]") != std::string::npos;
 }
 
 struct HostCall {
@@ -74,9 +87,11 @@ CudaArena::CudaArena(Kind kind, uint64_t bytes) : kind_(kind) {
     case Kind::device:
       CPRR_CUDA(cudaMalloc(&p, bytes));
       break;
-    case Kind::host:
+    case Kind::host: {
+      if (map_huge_pinned(bytes)) return;  // zeroed and pinned already
       CPRR_CUDA(cudaMallocHost(&p, bytes));
       break;
+    }
     case Kind::nccl:
       CPRR_NCCL(ncclMemAlloc(&p, bytes));
       break;
@@ -91,9 +106,46 @@ CudaArena::CudaArena(Kind kind, uint64_t bytes) : kind_(kind) {
   CPRR_CUDA(cudaStreamSynchronize(nullptr));
 }
 
+bool CudaArena::map_huge_pinned(uint64_t bytes) {
+  int same_pointer = 0;
+  int device = 0;
+  cudaGetDevice(&device);
+  // Kernels use the host arena's own addresses: registered memory must be usable through them.
+  if (!transparent_huge_pages() ||
+      cudaDeviceGetAttribute(&same_pointer, cudaDevAttrCanUseHostPointerForRegisteredMem, device) !=
+          cudaSuccess ||
+      same_pointer == 0) {
+    return false;
+  }
+  constexpr std::size_t kHuge = std::size_t{2} << 20;
+  map_bytes_ = (bytes + kHuge - 1) / kHuge * kHuge + kHuge;  // room to align the start
+  void* map =
+      ::mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED) return false;
+  map_ = map;
+  auto* start =
+      reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(map) + kHuge - 1) / kHuge * kHuge);
+  ::madvise(start, bytes, MADV_HUGEPAGE);
+  // A child a case forks must not share these pages copy-on-write: the parent's next write would
+  // move it to a new page behind the device's back (as cudaMallocHost's memory is kept out).
+  ::madvise(start, bytes, MADV_DONTFORK);
+  std::memset(start, 0, bytes);  // faults the pages in, 2 MiB at a time
+  if (cudaHostRegister(start, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped) !=
+      cudaSuccess) {
+    cudaGetLastError();
+    ::munmap(map_, map_bytes_);
+    map_ = nullptr;
+    return false;
+  }
+  data_ = start;
+  return true;
+}
+
 CudaArena& CudaArena::operator=(CudaArena&& o) noexcept {
   std::swap(kind_, o.kind_);
   std::swap(data_, o.data_);
+  std::swap(map_, o.map_);
+  std::swap(map_bytes_, o.map_bytes_);
   return *this;
 }
 
@@ -104,7 +156,12 @@ CudaArena::~CudaArena() {
       cudaFree(data_);
       break;
     case Kind::host:
-      cudaFreeHost(data_);
+      if (map_ != nullptr) {
+        cudaHostUnregister(data_);
+        ::munmap(map_, map_bytes_);
+      } else {
+        cudaFreeHost(data_);
+      }
       break;
     case Kind::nccl:
       ncclMemFree(data_);
