@@ -6,9 +6,12 @@
 //  2. world start: where a fresh world's start time goes (spawn, exec and load, CUDA context,
 //     arenas, NCCL communicator, symmetric window...), the median of each step over the suite's
 //     fresh worlds (the steps add up to the world's start: engine/world_startup.h);
-//  3. standby: the same N cases in fresh mode only, back to back, with --standby 0 and with each
+//  3. fresh only: the same N cases in fresh mode only, back to back: each world's shutdown on the
+//     path (as before issue 14), then off it (retired on the controller's thread), then with each
 //     count in --standby (fresh worlds for the next cases started while one runs): total and per
 //     case, what `cprecord --mode fresh --standby K` would cost;
+// With one GPU only the world start and the fresh-only suites run, on healthy/noop as a one-rank
+// case (W=1), and the output says so.
 //  4. torchrun: `torchrun --nproc-per-node 2` of a trivial all-reduce script per case, the
 //     baseline of seed 001 (~8.9 s per spawn there), timed on --torch-runs launches; its suite
 //     total is extrapolated from them (median x cases), and the output says so.
@@ -16,6 +19,7 @@
 //
 //   cprr_bench_gpu [--worker PATH] [--cases N] [--standby K...] [--torch-runs K]
 //                  [--torch-script PATH]
+#include <fmt/format.h>
 #include <sys/wait.h>
 
 #include <CLI/CLI.hpp>
@@ -87,33 +91,62 @@ void suite(const std::string& worker, const std::vector<cprr::CaseInstance>& pic
   }
 }
 
-// The suite in fresh mode only with `standby` worlds started ahead; returns the total in ms.
-double standby_suite(const std::string& worker, const std::vector<cprr::CaseInstance>& picked,
-                     int cases, int standby) {
-  cprr::Controller c(cuda_config(worker, standby));
+// The cases in fresh mode only, back to back, with `standby` worlds started ahead and healthy
+// worlds shut down off the path (`retire`) or on it (as before issue 14); the total in ms.
+double fresh_suite(const std::string& worker, const std::vector<cprr::CaseInstance>& picked,
+                   int cases, int standby, bool retire) {
+  cprr::ControllerConfig cc = cuda_config(worker, standby);
+  cc.retire_in_background = retire;
+  cprr::Controller c(cc);
   const auto t0 = Clock::now();
   for (int i = 0; i < cases; ++i) {
-    // Every case is W=2: this one and the `standby` after it (those left) are all of size 2.
-    c.foresee(std::vector<int>(std::min(standby + 1, cases - i), 2), true);
+    std::vector<int> sizes;  // this case's world and the `standby` after it (those left)
+    for (int k = i; k < cases && k <= i + standby; ++k) {
+      sizes.push_back(picked[k % picked.size()].world_size);
+    }
+    c.foresee(sizes, true);
     run_case(c, picked[i % picked.size()], cprr::Mode::fresh);
   }
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// The start steps of `worlds` fresh one-rank worlds of healthy/noop (a machine with one GPU).
-std::vector<std::vector<cprr::StartupPhase>> single_rank_starts(
-    const std::string& worker, const std::vector<cprr::CaseInstance>& picked, int worlds) {
+// healthy/noop as a one-rank case (a machine with one GPU): noop does nothing one rank cannot.
+std::vector<cprr::CaseInstance> single_rank_noop(const std::vector<cprr::CaseInstance>& picked) {
   auto noop = std::find_if(picked.begin(), picked.end(), [](const cprr::CaseInstance& i) {
     return i.info.name == "healthy/noop";
   });
   if (noop == picked.end()) return {};
   cprr::CaseInstance one = *noop;
-  one.world_size = 1;  // noop does nothing a single rank cannot
+  one.world_size = 1;
+  return {one};
+}
+
+// The start steps of `worlds` fresh worlds of `inst`.
+std::vector<std::vector<cprr::StartupPhase>> world_starts(const std::string& worker,
+                                                          const cprr::CaseInstance& inst,
+                                                          int worlds) {
   cprr::Controller c(cuda_config(worker, 0));
   std::vector<std::vector<cprr::StartupPhase>> out;
-  for (int i = 0; i < worlds; ++i)
-    out.push_back(run_case(c, one, cprr::Mode::fresh).startup_phases);
+  for (int i = 0; i < worlds; ++i) {
+    out.push_back(run_case(c, inst, cprr::Mode::fresh).startup_phases);
+  }
   return out;
+}
+
+// Fresh mode back to back: shutdown on the path, then retired, then with each standby count.
+void print_fresh_suites(const std::string& worker, const std::vector<cprr::CaseInstance>& picked,
+                        int cases, const std::vector<int>& standby) {
+  const int w = picked.front().world_size;
+  const auto row = [&](const char* what, double ms) {
+    std::printf("fresh only, W=%d, %-36s %8.1f ms/case %8.2f s total (measured: %d cases)\n", w,
+                what, ms / cases, ms / 1e3, cases);
+  };
+  row("--standby 0, shutdown on the path", fresh_suite(worker, picked, cases, 0, false));
+  row("--standby 0", fresh_suite(worker, picked, cases, 0, true));
+  for (int n : standby) {
+    if (n > 0)
+      row(fmt::format("--standby {}", n).c_str(), fresh_suite(worker, picked, cases, n, true));
+  }
 }
 
 // The median of each start step over `starts`, in the order of the first world's steps.
@@ -156,12 +189,12 @@ std::vector<double> torchrun(const std::string& script, int runs) {
 int main(int argc, char** argv) {
   std::string worker = CPRR_WORKER_PATH, script = "tools/bench/torch_allreduce.py";
   int cases = 50, torch_runs = 5;
-  std::vector<int> standby{4};
+  std::vector<int> standby{4};  // besides 0, which always runs
   CLI::App app{"cprr GPU benchmarks: fresh vs pooled vs torchrun per case, world start, standby"};
   app.add_option("--worker", worker, "worker binary");
   app.add_option("--cases", cases, "cases in the suite")->check(CLI::PositiveNumber);
   app.add_option("--standby", standby,
-                 "standby counts to time the fresh-only suite with, besides 0 (none: skip it)")
+                 "standby counts to time the fresh-only suite with, besides 0")
       ->expected(0, -1)
       ->check(CLI::NonNegativeNumber);
   app.add_option("--torch-runs", torch_runs, "torchrun launches to time (0: skip)");
@@ -175,18 +208,16 @@ int main(int argc, char** argv) {
   }
   const std::vector<cprr::CaseInstance> picked = short_cases(worker);
   if (gpus < 2) {
-    // One GPU: the W=2 figures cannot be measured; where a one-rank world's start goes can.
-    std::printf("suite, standby, torchrun: skipped (they need 2 GPUs; %d visible)\n", gpus);
-    print_world_start(single_rank_starts(worker, picked, cases), 1);
+    // One GPU: the W=2 figures cannot be measured; the same ones for one-rank worlds can.
+    std::printf("W=2 suite and torchrun: skipped (they need 2 GPUs; %d visible)\n", gpus);
+    const std::vector<cprr::CaseInstance> one = single_rank_noop(picked);
+    if (one.empty()) return 2;
+    print_world_start(world_starts(worker, one.front(), cases), 1);
+    print_fresh_suites(worker, one, cases, standby);
     return 0;
   }
   Suite s;
   suite(worker, picked, cases, s);
-  std::vector<std::pair<int, double>> standby_ms;
-  if (!standby.empty()) {
-    standby.insert(standby.begin(), 0);
-    for (int n : standby) standby_ms.emplace_back(n, standby_suite(worker, picked, cases, n));
-  }
   const std::vector<double> torch = torchrun(script, torch_runs);
 
   print_world_start(s.starts, 2);
@@ -203,10 +234,7 @@ int main(int argc, char** argv) {
   } else {
     std::printf("torchrun: skipped (no torch, or --torch-runs 0)\n");
   }
-  for (const auto& [n, ms] : standby_ms) {
-    std::printf("fresh only, --standby %d: %12.1f ms/case %8.2f s total (measured: %d cases)\n", n,
-                ms / cases, ms / 1e3, cases);
-  }
+  print_fresh_suites(worker, picked, cases, standby);
   std::printf("fresh/pool per-case cost: %.0fx\n", median(s.fresh) / median(s.pool));
   if (!torch.empty())
     std::printf("torchrun/pool per-case cost: %.0fx\n", median(torch) / median(s.pool));
