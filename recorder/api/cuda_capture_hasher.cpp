@@ -1,11 +1,13 @@
-// Device-side capture hashing for the cuda backend: a chunk-hash kernel per capture, the chunk
-// hashes (8 bytes per 64 KiB) and small raw captures copied into pinned staging in stream order,
-// and the whole hash folded on the host once the streams drained.
+// Device-side capture hashing for the cuda backend: a chunk-hash kernel per capture above
+// kRawCaptureLimit with its chunk hashes (8 bytes per 64 KiB) copied into pinned staging, small
+// captures' raw bytes copied there instead, all in stream order; once the streams drained the
+// whole hash is folded on the host (small captures hashed there from their bytes).
 #include <cuda_runtime_api.h>
 
 #include <vector>
 
 #include "kernels/device_hash.h"
+#include "kernels/hash.h"
 #include "recorder/api/capture_hasher.h"
 #include "runtime/cuda_check.h"
 
@@ -75,8 +77,12 @@ class CudaCaptureHasher final : public CaptureHasher {
 
   void enqueue(int stream, std::string label, const std::byte* data, uint64_t bytes,
                Capture& slot) override {
-    const std::size_t k = hash_chunk_count(bytes);
-    const std::size_t raw = bytes <= kRawCaptureLimit ? bytes : 0;
+    // A small capture's raw bytes come back anyway: it is hashed from them on the host, by the
+    // same definition, which spares two of its three device calls (the kernel and the chunk
+    // copy), most of what a small capture cost.
+    const bool small = bytes <= kRawCaptureLimit;
+    const std::size_t k = small ? 0 : hash_chunk_count(bytes);
+    const std::size_t raw = small ? bytes : 0;
     auto s = static_cast<cudaStream_t>(backend_.native_stream(stream));
     Pending p{&slot, bytes, k, raw, nullptr, nullptr};
     if (k > 0) {
@@ -97,8 +103,12 @@ class CudaCaptureHasher final : public CaptureHasher {
 
   void complete() override {
     for (const Pending& p : pending_) {
-      p.slot->digest.chunks.assign(p.chunks, p.chunks + p.chunk_count);
-      p.slot->digest.whole = whole_hash_of_chunks(p.chunks, p.chunk_count, p.bytes);
+      if (p.bytes <= kRawCaptureLimit) {
+        p.slot->digest = hash_buffer(p.raw, p.raw_bytes);
+      } else {
+        p.slot->digest.chunks.assign(p.chunks, p.chunks + p.chunk_count);
+        p.slot->digest.whole = whole_hash_of_chunks(p.chunks, p.chunk_count, p.bytes);
+      }
       p.slot->raw.assign(reinterpret_cast<const char*>(p.raw), p.raw_bytes);
     }
     abandon();

@@ -5,7 +5,8 @@
 // nothing.
 //
 //   cprr_bench_recording [--backend auto|cpu|cuda] [--worker PATH] [--runs N] [--block FLOATS]
-//                        [--small-bytes B] [--small-count K] [--store thread|inline]
+//                        [--small-bytes B] [--small-count K] [--store thread|inline] [--world-size
+//                        W]
 //
 // Cases: healthy/cp_ring@2 (CP-shaped: two probes and two outputs per rank of 4*block bytes
 // each; --block defaults to 64 Mi floats = 256 MiB on cuda, 1 Mi floats = 4 MiB on cpu, where
@@ -311,7 +312,7 @@ void print(const std::vector<Row>& rows, const std::string& backend, int runs,
 
 int main(int argc, char** argv) {
   std::string worker = CPRR_BENCH_WORKER_PATH, backend = "auto", store_mode = "thread";
-  int runs = 20;
+  int runs = 20, world_size = 0;  // world_size 0: chosen once the backend is known
   uint64_t block = 0, small_bytes = 256, small_count = 1000;
   CLI::App app{"cprr recording benchmark: captures on vs off, interleaved, with a breakdown"};
   app.add_option("--backend", backend, "auto | cpu | cuda")
@@ -329,17 +330,27 @@ int main(int argc, char** argv) {
                  "thread: commit on cprecord's writer thread (RecordQueue); inline: commit before "
                  "the next case, as cprecord did before issue 14")
       ->check(CLI::IsMember({"thread", "inline"}));
+  app.add_option("--world-size", world_size,
+                 "ranks per case (default 2; 1 on cuda with one GPU visible, where cp_ring runs "
+                 "its one step without exchanging)")
+      ->check(CLI::Range(1, 2));
   CLI11_PARSE(app, argc, argv);
   try {
     backend = cprr::resolve_backend(backend);
+    if (world_size == 0) {
+      world_size = backend == "cuda" && cprr::visible_gpus(nullptr) < 2 ? 1 : 2;
+      if (world_size == 1) std::printf("one GPU visible: W=1 (cp_ring exchanges nothing)\n");
+    }
     if (block == 0) block = backend == "cuda" ? uint64_t{64} << 20 : uint64_t{1} << 20;
     const auto catalog = cprr::fetch_catalog(worker);
     cprr::CaseInstance ring =
         cprr::expand(catalog, std::regex("^healthy/cp_ring\\{block=1024\\}@2$")).at(0);
     ring.params["block"] = std::to_string(block);
+    ring.world_size = world_size;
     cprr::CaseInstance small = cprr::expand(catalog, std::regex("^bench/small_captures")).at(0);
     small.params["bytes"] = std::to_string(small_bytes);
     small.params["count"] = std::to_string(small_count);
+    small.world_size = world_size;
 
     cprr::ControllerConfig cc;
     cc.worker = worker;
