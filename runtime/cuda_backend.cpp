@@ -187,7 +187,19 @@ CudaBackend::CudaBackend(const BackendConfig& config)
   CPRR_CUDA(cudaFree(nullptr));  // the primary context exists from here: timed as its own step
   startup_.lap("cuda context");
   for (int p = 0; p < 3; ++p) capacity_[p] = arena_bytes(p);
-  arenas_[static_cast<int>(MemPool::device)] = CudaArena(CudaArena::Kind::device, capacity_[0]);
+  try {
+    arenas_[static_cast<int>(MemPool::device)] = CudaArena(CudaArena::Kind::device, capacity_[0]);
+  } catch (const Error& e) {
+    std::size_t free = 0, total = 0;
+    cudaGetLastError();
+    cudaMemGetInfo(&free, &total);
+    // Standby worlds, the pooled world and one retiring each hold a full arena on every GPU.
+    CPRR_THROW(
+        "rank {}: cannot allocate the {} MiB device arena on GPU {} ({} of {} MiB free): other "
+        "worlds on this GPU hold theirs; run fewer at once (lower --standby) or smaller arenas "
+        "(CPRR_CUDA_DEVICE_MIB) ({})",
+        rank_, capacity_[0] >> 20, device_, free >> 20, total >> 20, e.what());
+  }
   startup_.lap("device arena");
   arenas_[static_cast<int>(MemPool::host)] = CudaArena(CudaArena::Kind::host, capacity_[2]);
   startup_.lap("host arena (pinned)");

@@ -3,6 +3,7 @@
 // through a communicator bootstrapped the way the controller does it. Skips without a GPU.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <numeric>
 
@@ -30,6 +31,34 @@ RankState make_cuda_state() {
         s.backend->arena_capacity(pool), 256, Placement::best_fit);
   }
   return s;
+}
+
+TEST(CudaContext, ADeviceArenaThatDoesNotFitSaysWhatHoldsTheGpuAndWhatToLower) {
+  SKIP_WITHOUT_GPU();
+  ::setenv("CPRR_CUDA_DEVICE_MIB", "100000000", 1);  // 95 TiB: no GPU has it free
+  try {
+    make_backend(BackendConfig{"cuda", 0, 1, ""});
+    ADD_FAILURE() << "a 95 TiB arena was allocated";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("cannot allocate the 100000000 MiB device arena on GPU 0"));
+    EXPECT_THAT(e.what(), HasSubstr("lower --standby"));
+    EXPECT_THAT(e.what(), HasSubstr("CPRR_CUDA_DEVICE_MIB"));
+  }
+  ::unsetenv("CPRR_CUDA_DEVICE_MIB");
+}
+
+TEST(CudaContext, StartUpStepsAreTimedInOrder) {
+  SKIP_WITHOUT_GPU();
+  auto backend = make_backend(BackendConfig{"cuda", 0, 1, ""});
+  std::vector<std::string> names;
+  for (const StartupPhase& p : backend->take_startup_phases()) names.push_back(p.name);
+  EXPECT_THAT(names, ::testing::ElementsAre("cuda context", "device arena", "host arena (pinned)",
+                                            "streams"));
+  backend->connect(backend->bootstrap_id());
+  names.clear();
+  for (const StartupPhase& p : backend->take_startup_phases()) names.push_back(p.name);
+  EXPECT_THAT(names,
+              ::testing::ElementsAre("nccl communicator", "symmetric arena", "symmetric window"));
 }
 
 TEST(CudaContext, KernelRunsOnTheDeviceAndReadsBack) {
