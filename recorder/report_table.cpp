@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -41,6 +42,36 @@ void print_slowest(std::ostream& out, const std::vector<ExecutionResult>& result
                        duration(e.wall_ms));
   }
   out << '\n';
+}
+
+// Where the worlds' start time went: the median start and its largest steps (--json has each
+// world's); fresh mode's cost is mostly this.
+void print_world_starts(std::ostream& out, const std::vector<ExecutionResult>& results) {
+  constexpr std::size_t kShown = 3;
+  std::vector<double> totals;
+  std::map<std::string, std::vector<double>> steps;
+  for (const ExecutionResult& e : results) {
+    if (e.startup_phases.empty()) continue;
+    totals.push_back(total_ms(e.startup_phases));
+    for (const StartupPhase& p : e.startup_phases) steps[p.name].push_back(p.ms);
+  }
+  if (totals.empty()) return;
+  const auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  std::vector<std::pair<double, std::string>> largest;
+  for (auto& [name, ms] : steps) largest.emplace_back(median(ms), name);
+  const std::size_t n = std::min(kShown, largest.size());
+  std::partial_sort(largest.begin(), largest.begin() + static_cast<std::ptrdiff_t>(n),
+                    largest.end(), std::greater<>());
+  out << fmt::format("world starts: {} world{}, median {}:", totals.size(),
+                     totals.size() == 1 ? "" : "s", duration(median(totals)));
+  for (std::size_t i = 0; i < n; ++i) {
+    out << fmt::format("{} {} {}", i == 0 ? "" : ",", largest[i].second,
+                       duration(largest[i].first));
+  }
+  out << " (each world's steps: --json startup_phases)\n";
 }
 
 }  // namespace
@@ -117,6 +148,7 @@ void print_table(std::ostream& out, const std::vector<ExecutionResult>& results,
                      results.size(), tally, outcomes.size(), verdict, info.backend, info.mode,
                      info.launcher == "local" ? "" : ", launcher " + info.launcher, info.wall_s);
   print_slowest(out, results);
+  print_world_starts(out, results);
   if (info.shuffle_seed) {
     out << fmt::format("cases ran in an order shuffled with seed {}; --shuffle={} runs it again\n",
                        *info.shuffle_seed, *info.shuffle_seed);

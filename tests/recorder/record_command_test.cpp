@@ -726,6 +726,9 @@ TEST(RecordCommand, BinaryLogsALinePerExecutionWhenStderrIsNoTerminalAndNamesThe
   EXPECT_LT(p.out.find("[4/4]"), p.out.find("case  label")) << "lines before the table";
   EXPECT_THAT(p.out, Not(HasSubstr("\033[K"))) << "no TTY control codes in a log";
   EXPECT_THAT(p.out, HasSubstr("\nslowest: healthy/noop@")) << p.out;
+  // Four worlds started (two fresh, two pooled); Gloo's rendezvous is a cpu world's largest step.
+  EXPECT_THAT(p.out, HasSubstr("\nworld starts: 4 worlds, median ")) << p.out;
+  EXPECT_THAT(p.out, HasSubstr(": gloo communicator ")) << p.out;
   // With --json stdout stays one document; the lines go to stderr only.
   const Proc js = shell(quoted(kCprecord) + " --db " + test_db() +
                         " --json --filter '^healthy/noop@2$' 2>/dev/null");
