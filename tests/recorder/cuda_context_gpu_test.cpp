@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "kernels/corpus_kernels.h"
@@ -59,6 +60,29 @@ TEST(CudaContext, StartUpStepsAreTimedInOrder) {
   for (const StartupPhase& p : backend->take_startup_phases()) names.push_back(p.name);
   EXPECT_THAT(names,
               ::testing::ElementsAre("nccl communicator", "symmetric arena", "symmetric window"));
+}
+
+TEST(CudaContext, TheHostPoolStartsZeroAndKernelsAndCopiesReachItThroughItsAddresses) {
+  SKIP_WITHOUT_GPU();
+  RankState st = make_cuda_state();
+  Context ctx(st, "gpu/host_pool", {}, 1, Placement::best_fit);
+  const uint64_t n = (uint64_t{8} << 20) / 4;  // 8 MiB: several huge pages of the host arena
+  const Buffer h = ctx.alloc("h", n * 4, MemPool::host);
+  const Buffer d = ctx.alloc("d", n * 4);
+  const std::vector<int32_t> fresh = ctx.read<int32_t>(ctx.stream(), h);
+  EXPECT_EQ(std::count(fresh.begin(), fresh.end(), 0), static_cast<std::ptrdiff_t>(n))
+      << "a new rank's host arena is not zero";
+  // A kernel writes the pinned host memory through its host address, a copy takes it to the
+  // device, and the device buffer reads back what the kernel wrote.
+  ctx.launch(ctx.stream(), "iota_host", n, kernels::FillIota<int32_t>{h.as<int32_t>(), 11},
+             Access{{}, {h}});
+  ctx.copy(ctx.stream(), d, h);
+  const std::vector<int32_t> got = ctx.read<int32_t>(ctx.stream(), d);
+  ASSERT_EQ(got.size(), n);
+  for (uint64_t i = 0; i < n; i += 4099) ASSERT_EQ(got[i], 11 + static_cast<int32_t>(i)) << i;
+  EXPECT_EQ(got[n - 1], 11 + static_cast<int32_t>(n - 1));
+  ctx.drain();
+  ctx.finish();
 }
 
 TEST(CudaContext, KernelRunsOnTheDeviceAndReadsBack) {
