@@ -23,6 +23,13 @@ using ::testing::HasSubstr;
     if (visible_gpus(&why_) < 1) GTEST_SKIP() << "no GPU: " << why_; \
   } while (0)
 
+// `got` holds first, first + 1, ... (FillIota's values), checked every `stride` and at the end.
+void expect_iota(const std::vector<int32_t>& got, uint64_t n, int32_t first, uint64_t stride) {
+  ASSERT_EQ(got.size(), n);
+  for (uint64_t i = 0; i < n; i += stride) ASSERT_EQ(got[i], first + static_cast<int32_t>(i)) << i;
+  EXPECT_EQ(got[n - 1], first + static_cast<int32_t>(n - 1));
+}
+
 RankState make_cuda_state() {
   RankState s;
   s.backend = make_backend(BackendConfig{"cuda", 0, 1, ""});
@@ -77,10 +84,7 @@ TEST(CudaContext, TheHostPoolStartsZeroAndKernelsAndCopiesReachItThroughItsAddre
   ctx.launch(ctx.stream(), "iota_host", n, kernels::FillIota<int32_t>{h.as<int32_t>(), 11},
              Access{{}, {h}});
   ctx.copy(ctx.stream(), d, h);
-  const std::vector<int32_t> got = ctx.read<int32_t>(ctx.stream(), d);
-  ASSERT_EQ(got.size(), n);
-  for (uint64_t i = 0; i < n; i += 4099) ASSERT_EQ(got[i], 11 + static_cast<int32_t>(i)) << i;
-  EXPECT_EQ(got[n - 1], 11 + static_cast<int32_t>(n - 1));
+  expect_iota(ctx.read<int32_t>(ctx.stream(), d), n, 11, 4099);
   ctx.drain();
   ctx.finish();
 }
@@ -93,10 +97,7 @@ TEST(CudaContext, KernelRunsOnTheDeviceAndReadsBack) {
   const Buffer b = ctx.alloc("b", n * 4);
   ctx.launch(ctx.stream(), "iota", n, kernels::FillIota<int32_t>{b.as<int32_t>(), 7},
              Access{{}, {b}});
-  const std::vector<int32_t> got = ctx.read<int32_t>(ctx.stream(), b);
-  ASSERT_EQ(got.size(), n);
-  for (uint64_t i = 0; i < n; i += 997) ASSERT_EQ(got[i], 7 + static_cast<int32_t>(i)) << i;
-  EXPECT_EQ(got[n - 1], 7 + static_cast<int32_t>(n - 1));
+  expect_iota(ctx.read<int32_t>(ctx.stream(), b), n, 7, 997);
   ctx.drain();
   ctx.finish();
 }
