@@ -53,6 +53,10 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
 
+  /// Called before every case (CaseRunner::reset; a throw is that case's error): makes the
+  /// arenas cases allocate from exist, where a backend defers them from start-up to the first
+  /// case (CUDA's device arena). A no-op once they exist.
+  virtual void prepare_arenas() {}
   /// Base address and size of the arena of `pool` (reserved once; contents persist across cases).
   virtual std::byte* arena_base(MemPool pool) = 0;
   virtual uint64_t arena_capacity(MemPool pool) const = 0;

@@ -187,20 +187,7 @@ CudaBackend::CudaBackend(const BackendConfig& config)
   CPRR_CUDA(cudaFree(nullptr));  // the primary context exists from here: timed as its own step
   startup_.lap("cuda context");
   for (int p = 0; p < 3; ++p) capacity_[p] = arena_bytes(p);
-  try {
-    arenas_[static_cast<int>(MemPool::device)] = CudaArena(CudaArena::Kind::device, capacity_[0]);
-  } catch (const Error& e) {
-    std::size_t free = 0, total = 0;
-    cudaGetLastError();
-    cudaMemGetInfo(&free, &total);
-    // Standby worlds, the pooled world and one retiring each hold a full arena on every GPU.
-    CPRR_THROW(
-        "rank {}: cannot allocate the {} MiB device arena on GPU {} ({} of {} MiB free): other "
-        "worlds on this GPU hold theirs; run fewer at once (lower --standby) or smaller arenas "
-        "(CPRR_CUDA_DEVICE_MIB) ({})",
-        rank_, capacity_[0] >> 20, device_, free >> 20, total >> 20, e.what());
-  }
-  startup_.lap("device arena");
+  // The device arena waits for the first case (prepare_arenas): see there.
   arenas_[static_cast<int>(MemPool::host)] = CudaArena(CudaArena::Kind::host, capacity_[2]);
   startup_.lap("host arena (pinned)");
   CPRR_CUDA(cudaMalloc(&barrier_scratch_, sizeof(int)));
@@ -228,7 +215,27 @@ CudaBackend::~CudaBackend() {
   cudaFree(barrier_scratch_);
 }
 
+void CudaBackend::prepare_arenas() {
+  CudaArena& arena = arenas_[static_cast<int>(MemPool::device)];
+  if (arena.data() != nullptr) return;
+  try {
+    arena = CudaArena(CudaArena::Kind::device, capacity_[0]);
+  } catch (const Error& e) {
+    std::size_t free = 0, total = 0;
+    cudaGetLastError();
+    cudaMemGetInfo(&free, &total);
+    // A pooled world and a fresh one still shutting down hold a full arena each; standby worlds
+    // hold their context, communicator and symmetric arena.
+    CPRR_THROW(
+        "rank {}: cannot allocate the {} MiB device arena on GPU {} ({} of {} MiB free): other "
+        "worlds on this GPU hold theirs; run fewer at once (lower --standby) or smaller arenas "
+        "(CPRR_CUDA_DEVICE_MIB) ({})",
+        rank_, capacity_[0] >> 20, device_, free >> 20, total >> 20, e.what());
+  }
+}
+
 std::byte* CudaBackend::arena_base(MemPool pool) {
+  if (pool == MemPool::device) prepare_arenas();  // in-process users that run no CaseRunner
   std::byte* base = arenas_[static_cast<int>(pool)].data();
   CPRR_CHECK(base != nullptr, "rank {}: the {} pool exists only once the communicator is up", rank_,
              mem_pool_name(pool));

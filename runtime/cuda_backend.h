@@ -60,6 +60,12 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override;
 
   std::string_view name() const override { return "cuda"; }
+  /// Allocates (and zeroes) the device arena on the first call, not at start: a standby world
+  /// waiting for its case then holds its CUDA context, communicator and symmetric arena on the
+  /// GPU, but not the device arena (8 GiB by default), so --standby N costs N contexts, not N
+  /// arenas. A pooled world allocates it at its first case too, so fresh and pooled worlds
+  /// still allocate the same way. Rank main thread only.
+  void prepare_arenas() override;
   std::byte* arena_base(MemPool pool) override;
   uint64_t arena_capacity(MemPool pool) const override;
   int stream(int index, std::string_view name) override;

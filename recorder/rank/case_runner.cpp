@@ -31,6 +31,7 @@ void CaseRunner::reset(const RunCase& msg) {
   // user hooks run. Allocator contents, streams and user globals are deliberately kept: those are
   // what the fresh-vs-pooled differential looks for.
   env_.restore();
+  state_.backend->prepare_arenas();
   state_.backend->reset_collective_progress();
   for (Hook hook : registry_.reset_hooks()) hook();
 }
