@@ -86,6 +86,7 @@ class CudaBackend final : public Backend {
   void connect(const std::string& id) override;
   void abort() override;
   bool device_kernels() const override { return true; }
+  bool teardown_left_to_exit() const override { return true; }
   void* native_stream(int stream) override;
   void* native_comm() override { return comm_ ? comm_->get() : nullptr; }
   void note_launch(int stream, std::string label) override;

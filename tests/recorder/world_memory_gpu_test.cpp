@@ -1,6 +1,7 @@
-// What fresh worlds hold on the GPU: a world allocates its device arena when its first case
-// arrives, not when it starts, so worlds standing by for later cases (--standby) hold their CUDA
-// context and communicator but no arena. One GPU; skips without one.
+// What worlds hold on the GPU: a world allocates its device arena when its first case arrives,
+// not when it starts, so worlds standing by for later cases (--standby) hold their CUDA context
+// and communicator but no arena; and a world that was shut down gives everything back, though
+// its ranks exit without tearing NCCL and CUDA down. One GPU; skips without one.
 #include <cuda_runtime_api.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -51,7 +52,7 @@ class ScopedEnv {
   const char* name_;
 };
 
-class StandbyMemory : public ::testing::Test {
+class WorldMemory : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string why;
@@ -59,12 +60,35 @@ class StandbyMemory : public ::testing::Test {
   }
 };
 
+std::size_t free_gpu_bytes() {
+  std::size_t free = 0, total = 0;
+  EXPECT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+  return free;
+}
+
+// The ranks of a world told to shut down exit at once (CudaBackend::teardown_left_to_exit): what
+// they held must come back all the same, from fresh worlds and from a pooled one.
+TEST_F(WorldMemory, AWorldShutDownGivesItsGpuMemoryBack) {
+  const std::size_t before = free_gpu_bytes();
+  {
+    Controller c(cuda_config(0));
+    const CaseInstance noop = one_rank_noop();
+    for (int i = 0; i < 3; ++i) {
+      const ExecutionResult r = c.run(noop, Mode::fresh);
+      EXPECT_EQ(r.status, ExecStatus::pass) << r.summary;
+    }
+    EXPECT_EQ(c.run(noop, Mode::pool).status, ExecStatus::pass);
+    EXPECT_EQ(c.run(noop, Mode::pool).status, ExecStatus::pass);
+    c.close_pools();
+  }
+  // Each world held an 8 GiB device arena and ~1.7 GiB besides: 64 MiB of slack is none of it.
+  EXPECT_GE(free_gpu_bytes() + (std::size_t{64} << 20), before);
+}
+
 // With arenas of 40% of the free memory, two arenas do not fit at once: four worlds standing by
 // with an arena each could not start, and their cases would be errors.
-TEST_F(StandbyMemory, WorldsStandingByHoldNoDeviceArena) {
-  std::size_t free = 0, total = 0;
-  ASSERT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
-  const ScopedEnv arena("CPRR_CUDA_DEVICE_MIB", std::to_string((free >> 20) * 2 / 5));
+TEST_F(WorldMemory, WorldsStandingByHoldNoDeviceArena) {
+  const ScopedEnv arena("CPRR_CUDA_DEVICE_MIB", std::to_string((free_gpu_bytes() >> 20) * 2 / 5));
   const CaseInstance noop = one_rank_noop();
   Controller c(cuda_config(4));
   for (int i = 0; i < 6; ++i) {
@@ -77,7 +101,7 @@ TEST_F(StandbyMemory, WorldsStandingByHoldNoDeviceArena) {
 
 // A world whose arena does not fit starts; its case is an error (not a failure of the case)
 // that names the arena, the GPU and what to lower.
-TEST_F(StandbyMemory, ADeviceArenaThatDoesNotFitIsTheCasesErrorAndSaysWhatToLower) {
+TEST_F(WorldMemory, ADeviceArenaThatDoesNotFitIsTheCasesErrorAndSaysWhatToLower) {
   const ScopedEnv arena("CPRR_CUDA_DEVICE_MIB", "100000000");  // 95 TiB: no GPU has it free
   Controller c(cuda_config(0));
   const ExecutionResult r = c.run(one_rank_noop(), Mode::fresh);
