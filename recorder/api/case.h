@@ -9,6 +9,9 @@
 //
 // The body gets `ctx`, a cprr::Context. CPRR_RESET_HOOK runs before every case on every rank
 // (restore what your code caches in globals); CPRR_WORKER_INIT runs once when a rank starts.
+// There is no exit hook: on the cuda backend a rank told to shut down exits at once, without
+// static destructors or atexit handlers (Backend::teardown_left_to_exit), so a case must not
+// leave work for them (write and close its files in the body).
 #include <string>
 #include <string_view>
 #include <vector>
