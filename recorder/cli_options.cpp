@@ -43,8 +43,9 @@ void add_standby_option(CLI::App& app, int& standby, std::string_view which) {
   app.add_option("--standby", standby,
                  fmt::format("start the worlds of the next N {} while earlier ones run, so a "
                              "fresh execution waits less for its world; each stays fresh (runs "
-                             "nothing before its case); on cuda each holds its own arenas; 0: "
-                             "off; only with --launcher local",
+                             "nothing before its case); on cuda each holds a CUDA context and a "
+                             "communicator per GPU, its device arena only once its case runs; "
+                             "0: off; only with --launcher local",
                              which))
       ->check(CLI::Range(0, kMaxStandby));
 }
