@@ -81,7 +81,8 @@ TEST_F(WorldMemory, AWorldShutDownGivesItsGpuMemoryBack) {
     EXPECT_EQ(c.run(noop, Mode::pool).status, ExecStatus::pass);
     c.close_pools();
   }
-  // Each world held an 8 GiB device arena and ~1.7 GiB besides: 64 MiB of slack is none of it.
+  // Each world held an 8 GiB device arena and a 512 MiB symmetric one: 64 MiB of slack is none
+  // of it.
   EXPECT_GE(free_gpu_bytes() + (std::size_t{64} << 20), before);
 }
 
