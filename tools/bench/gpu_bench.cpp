@@ -9,7 +9,8 @@
 //  3. fresh only: the same N cases in fresh mode only, back to back: each world's shutdown on the
 //     path (as before issue 14), then off it (retired on the controller's thread), then with each
 //     count in --standby (fresh worlds for the next cases started while one runs): total and per
-//     case, what `cprecord --mode fresh --standby K` would cost;
+//     case, what `cprecord --mode fresh --standby K` would cost, and the median world start
+//     (worlds started side by side slow each other down: the bound of fresh mode with standby);
 // With one GPU only the world start and the fresh-only suites run, on healthy/noop as a one-rank
 // case (W=1), and the output says so.
 //  4. torchrun: `torchrun --nproc-per-node 2` of a trivial all-reduce script per case, the
@@ -91,10 +92,16 @@ void suite(const std::string& worker, const std::vector<cprr::CaseInstance>& pic
   }
 }
 
+struct FreshSuite {
+  double total_ms = 0;
+  std::vector<double> start_ms;  ///< each world's own start (startup_ms), ahead of its case or not
+};
+
 // The cases in fresh mode only, back to back, with `standby` worlds started ahead and healthy
-// worlds shut down off the path (`retire`) or on it (as before issue 14); the total in ms.
-double fresh_suite(const std::string& worker, const std::vector<cprr::CaseInstance>& picked,
-                   int cases, int standby, bool retire) {
+// worlds shut down off the path (`retire`) or on it (as before issue 14).
+FreshSuite fresh_suite(const std::string& worker, const std::vector<cprr::CaseInstance>& picked,
+                       int cases, int standby, bool retire) {
+  FreshSuite out;
   cprr::ControllerConfig cc = cuda_config(worker, standby);
   cc.retire_in_background = retire;
   cprr::Controller c(cc);
@@ -105,9 +112,10 @@ double fresh_suite(const std::string& worker, const std::vector<cprr::CaseInstan
       sizes.push_back(picked[k % picked.size()].world_size);
     }
     c.foresee(sizes, true);
-    run_case(c, picked[i % picked.size()], cprr::Mode::fresh);
+    out.start_ms.push_back(run_case(c, picked[i % picked.size()], cprr::Mode::fresh).startup_ms);
   }
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  out.total_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  return out;
 }
 
 // healthy/noop as a one-rank case (a machine with one GPU): noop does nothing one rank cannot.
@@ -137,9 +145,13 @@ std::vector<std::vector<cprr::StartupPhase>> world_starts(const std::string& wor
 void print_fresh_suites(const std::string& worker, const std::vector<cprr::CaseInstance>& picked,
                         int cases, const std::vector<int>& standby) {
   const int w = picked.front().world_size;
-  const auto row = [&](const char* what, double ms) {
-    std::printf("fresh only, W=%d, %-36s %8.1f ms/case %8.2f s total (measured: %d cases)\n", w,
-                what, ms / cases, ms / 1e3, cases);
+  // A world's start is its own, however many started beside it: standby worlds start side by
+  // side, and what they cost each other shows as a slower start.
+  const auto row = [&](const char* what, const FreshSuite& f) {
+    std::printf(
+        "fresh only, W=%d, %-36s %8.1f ms/case %8.2f s total (measured: %d cases), "
+        "world start %.0f ms (median)\n",
+        w, what, f.total_ms / cases, f.total_ms / 1e3, cases, median(f.start_ms));
   };
   row("--standby 0, shutdown on the path", fresh_suite(worker, picked, cases, 0, false));
   row("--standby 0", fresh_suite(worker, picked, cases, 0, true));
