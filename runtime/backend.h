@@ -100,8 +100,9 @@ class Backend {
   virtual void abort() {}
   /// True when a rank told to shut down may exit at once, leaving its device state to the
   /// process's exit: tearing it down first frees nothing the exit does not (the kernel and the
-  /// driver reclaim the memory, the contexts and the peers' mappings), and the peers, told the
-  /// same, exit too. CUDA: NCCL's finalize and destroy were ~0.5 s of every world's shutdown.
+  /// driver reclaim the memory, the contexts and the peers' mappings). A rank reads Shutdown
+  /// only between its cases: the controller's, ending the world, or its channel's own when the
+  /// controller is gone. CUDA: NCCL's finalize and destroy were ~0.5 s of every world's shutdown.
   virtual bool teardown_left_to_exit() const { return false; }
   /// The steps of this backend's start-up timed since the last call (the constructor's, then
   /// connect()'s), handed over: the rank reports them in its Hello and Connected.

@@ -99,11 +99,18 @@ CudaArena::CudaArena(Kind kind, uint64_t bytes) : kind_(kind) {
       return;
   }
   data_ = static_cast<std::byte*>(p);
-  CPRR_CUDA(cudaMemset(p, 0, bytes));
-  // cudaMemset returns before it ran, on the default stream, which the backend's non-blocking
-  // streams do not wait for: an arena is handed out only once it is zero (the semaphore table in
-  // the symmetric arena must be, before any peer signals it).
-  CPRR_CUDA(cudaStreamSynchronize(nullptr));
+  try {
+    CPRR_CUDA(cudaMemset(p, 0, bytes));
+    // cudaMemset returns before it ran, on the default stream, which the backend's non-blocking
+    // streams do not wait for: an arena is handed out only once it is zero (the semaphore table
+    // in the symmetric arena must be, before any peer signals it).
+    CPRR_CUDA(cudaStreamSynchronize(nullptr));
+  } catch (...) {
+    CudaArena owner;  // no destructor runs for a half-built object: free it through another
+    std::swap(owner.kind_, kind_);
+    std::swap(owner.data_, data_);
+    throw;
+  }
 }
 
 bool CudaArena::map_huge_pinned(uint64_t bytes) {
@@ -218,20 +225,36 @@ CudaBackend::~CudaBackend() {
 void CudaBackend::prepare_arenas() {
   CudaArena& arena = arenas_[static_cast<int>(MemPool::device)];
   if (arena.data() != nullptr) return;
+  CPRR_CUDA(cudaSetDevice(device_));  // the calling thread's device may be another
+  std::string failure;
   try {
     arena = CudaArena(CudaArena::Kind::device, capacity_[0]);
   } catch (const Error& e) {
     std::size_t free = 0, total = 0;
     cudaGetLastError();
     cudaMemGetInfo(&free, &total);
-    // A pooled world and a fresh one still shutting down hold a full arena each; standby worlds
-    // hold their context, communicator and symmetric arena.
-    CPRR_THROW(
+    failure = fmt::format(
         "rank {}: cannot allocate the {} MiB device arena on GPU {} ({} of {} MiB free): other "
-        "worlds on this GPU hold theirs; run fewer at once (lower --standby) or smaller arenas "
+        "processes hold the rest (of cprr's worlds, a pooled one and a fresh one shutting down "
+        "hold a device arena each, a standby one its CUDA context, communicator and symmetric "
+        "arena); run fewer worlds at once (lower --standby) or smaller arenas "
         "(CPRR_CUDA_DEVICE_MIB) ({})",
         rank_, capacity_[0] >> 20, device_, free >> 20, total >> 20, e.what());
   }
+  // Every rank of a world allocates at the world's first case, and they agree on the outcome:
+  // one rank's failure is then every rank's error in that case, instead of its peers going on
+  // into the case and waiting in its first collective, until the deadline, for a rank that
+  // is not coming.
+  if (comm_ != nullptr && world_size_ > 1) {
+    const int first_failed = min_over_ranks(failure.empty() ? world_size_ : rank_);
+    if (failure.empty() && first_failed < world_size_) {
+      CPRR_THROW(
+          "rank {}: rank {} of this world cannot allocate its {} MiB device arena (its error "
+          "says why), so no rank runs the case",
+          rank_, first_failed, capacity_[0] >> 20);
+    }
+  }
+  if (!failure.empty()) CPRR_THROW("{}", failure);
 }
 
 std::byte* CudaBackend::arena_base(MemPool pool) {

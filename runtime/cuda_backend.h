@@ -64,7 +64,9 @@ class CudaBackend final : public Backend {
   /// waiting for its case then holds its CUDA context, communicator and symmetric arena on the
   /// GPU, but not the device arena (8 GiB by default), so --standby N costs N contexts, not N
   /// arenas. A pooled world allocates it at its first case too, so fresh and pooled worlds
-  /// still allocate the same way. Rank main thread only.
+  /// still allocate the same way. Collective once the communicator is connected (the ranks
+  /// agree on the outcome, so one rank's failure fails them all): every rank calls it at the
+  /// same case, as CaseRunner::reset does; never concurrently with other calls on the backend.
   void prepare_arenas() override;
   std::byte* arena_base(MemPool pool) override;
   uint64_t arena_capacity(MemPool pool) const override;

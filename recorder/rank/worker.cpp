@@ -199,9 +199,10 @@ int serve(const WorkerArgs& a, UniqueFd control) {
     ToRank msg = channel.next();
     if (std::holds_alternative<Shutdown>(msg)) {
       if (backend.teardown_left_to_exit()) {
-        // Shutdown comes between cases to a world the controller still trusts (a hung or broken
-        // one gets Abort: World::kill), so nothing runs and only stdio is left to flush. Exit
-        // hooks and static destructors do not run either: a worker's cases must not need them.
+        // Read between cases only (the controller ending the world, or the channel closed by
+        // a controller that is gone; a hung rank gets Abort from the watchdog thread): nothing
+        // runs, and only stdio is left to flush. Exit hooks and static destructors do not run
+        // either: a worker's cases must not need them (recorder/api/case.h).
         std::fflush(nullptr);
         std::cout.flush();
         std::_Exit(0);

@@ -3,7 +3,6 @@
 // through a communicator bootstrapped the way the controller does it. Skips without a GPU.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <algorithm>
 #include <numeric>
@@ -11,6 +10,7 @@
 #include "kernels/corpus_kernels.h"
 #include "kernels/hash.h"
 #include "recorder/api/context.h"
+#include "tests/recorder/scoped_env.h"
 
 namespace cprr {
 namespace {
@@ -43,7 +43,7 @@ RankState make_cuda_state() {
 
 TEST(CudaContext, TheDeviceArenaIsAllocatedForTheFirstCaseAndSaysWhatToLowerWhenItDoesNotFit) {
   SKIP_WITHOUT_GPU();
-  ::setenv("CPRR_CUDA_DEVICE_MIB", "100000000", 1);  // 95 TiB: no GPU has it free
+  const test::ScopedEnv arena("CPRR_CUDA_DEVICE_MIB", "100000000");  // 95 TiB: no GPU has it
   // Start-up does not allocate it (a standby world waiting for its case holds none).
   const auto backend = make_backend(BackendConfig{"cuda", 0, 1, ""});
   EXPECT_EQ(backend->arena_capacity(MemPool::device), uint64_t{100000000} << 20);
@@ -55,7 +55,6 @@ TEST(CudaContext, TheDeviceArenaIsAllocatedForTheFirstCaseAndSaysWhatToLowerWhen
     EXPECT_THAT(e.what(), HasSubstr("lower --standby"));
     EXPECT_THAT(e.what(), HasSubstr("CPRR_CUDA_DEVICE_MIB"));
   }
-  ::unsetenv("CPRR_CUDA_DEVICE_MIB");
 }
 
 TEST(CudaContext, StartUpStepsAreTimedInOrder) {

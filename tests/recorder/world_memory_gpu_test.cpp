@@ -1,11 +1,11 @@
 // What worlds hold on the GPU: a world allocates its device arena when its first case arrives,
 // not when it starts, so worlds standing by for later cases (--standby) hold their CUDA context
-// and communicator but no arena; and a world that was shut down gives everything back, though
-// its ranks exit without tearing NCCL and CUDA down. One GPU; skips without one.
+// and communicator but no arena; an arena that does not fit is the case's error on every rank
+// at once; and a world gives everything back once it is shut down, though its ranks exit
+// without tearing NCCL and CUDA down. Skips without a GPU (the two-rank test without two).
 #include <cuda_runtime_api.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <string>
 #include <vector>
@@ -13,21 +13,25 @@
 #include "recorder/engine/controller.h"
 #include "recorder/engine/plan.h"
 #include "runtime/backend.h"
+#include "tests/recorder/scoped_env.h"
 
 namespace cprr {
 namespace {
 
+using test::ScopedEnv;
 using ::testing::HasSubstr;
 
-// healthy/noop as a one-rank case: a world of one GPU.
-CaseInstance one_rank_noop() {
-  std::vector<CaseInstance> plan =
-      expand(fetch_catalog(CPRR_WORKER_PATH), std::regex("^healthy/noop@2$"));
-  EXPECT_EQ(plan.size(), 1u);
+// The one instance of `label` in the corpus, as a case of `world_size` ranks.
+CaseInstance corpus_case(const std::string& label_regex, int world_size) {
+  std::vector<CaseInstance> plan = expand(fetch_catalog(CPRR_WORKER_PATH), std::regex(label_regex));
+  EXPECT_EQ(plan.size(), 1u) << label_regex;
   CaseInstance one = plan.at(0);
-  one.world_size = 1;
+  one.world_size = world_size;
   return one;
 }
+
+// healthy/noop as a one-rank case: a world of one GPU.
+CaseInstance one_rank_noop() { return corpus_case("^healthy/noop@2$", 1); }
 
 ControllerConfig cuda_config(int standby) {
   ControllerConfig c;
@@ -40,17 +44,11 @@ ControllerConfig cuda_config(int standby) {
   return c;
 }
 
-// Sets an environment variable the ranks inherit, for one test.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() { ::unsetenv(name_); }
-
- private:
-  const char* name_;
-};
+std::size_t free_gpu_bytes() {
+  std::size_t free = 0, total = 0;
+  EXPECT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+  return free;
+}
 
 class WorldMemory : public ::testing::Test {
  protected:
@@ -60,14 +58,9 @@ class WorldMemory : public ::testing::Test {
   }
 };
 
-std::size_t free_gpu_bytes() {
-  std::size_t free = 0, total = 0;
-  EXPECT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
-  return free;
-}
-
-// The ranks of a world told to shut down exit at once (CudaBackend::teardown_left_to_exit): what
-// they held must come back all the same, from fresh worlds and from a pooled one.
+// Once run() has shut a fresh world down (retiring off) and close_pools() the pooled one, their
+// GPU memory is free again: their ranks exit without tearing NCCL and CUDA down
+// (CudaBackend::teardown_left_to_exit), and nothing of them may outlive the call.
 TEST_F(WorldMemory, AWorldShutDownGivesItsGpuMemoryBack) {
   const std::size_t before = free_gpu_bytes();
   {
@@ -92,11 +85,16 @@ TEST_F(WorldMemory, WorldsStandingByHoldNoDeviceArena) {
   const ScopedEnv arena("CPRR_CUDA_DEVICE_MIB", std::to_string((free_gpu_bytes() >> 20) * 2 / 5));
   const CaseInstance noop = one_rank_noop();
   Controller c(cuda_config(4));
+  int started_ahead = 0;
   for (int i = 0; i < 6; ++i) {
     c.foresee(std::vector<int>(6 - i, 1), true);
     const ExecutionResult r = c.run(noop, Mode::fresh);
     EXPECT_EQ(r.status, ExecStatus::pass) << "case " << i << ": " << r.summary;
+    // wall_ms holds only what was left of the world's start when the case took it: less than
+    // the whole start means the world stood by (ExecutionResult::startup_ms).
+    if (r.wall_ms < r.startup_ms) ++started_ahead;
   }
+  EXPECT_GT(started_ahead, 0) << "no case took a world that stood by: nothing was tested";
   c.close_pools();
 }
 
@@ -110,6 +108,36 @@ TEST_F(WorldMemory, ADeviceArenaThatDoesNotFitIsTheCasesErrorAndSaysWhatToLower)
   EXPECT_THAT(r.summary, HasSubstr("cannot allocate the 100000000 MiB device arena on GPU 0"));
   EXPECT_THAT(r.summary, HasSubstr("lower --standby"));
   EXPECT_THAT(r.summary, HasSubstr("CPRR_CUDA_DEVICE_MIB"));
+}
+
+// Rank 0's arena does not fit (this process holds most of GPU 0), rank 1's does: both ranks
+// fail the case at once with an error. Without their agreement rank 1 would go on into the
+// all-reduce and wait for rank 0 until the deadline: a hang.
+TEST_F(WorldMemory, AnArenaThatFitsOnOneRankOnlyIsTheCasesErrorOnEveryRank) {
+  std::string why;
+  if (visible_gpus(&why) < 2) GTEST_SKIP() << "needs 2 GPUs (one per rank)";
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  constexpr std::size_t kLeft = std::size_t{6} << 30;  // a context, NCCL, the symmetric arena
+  const std::size_t free0 = free_gpu_bytes();
+  ASSERT_GT(free0, kLeft + (std::size_t{1} << 30));
+  void* hog = nullptr;
+  ASSERT_EQ(cudaMalloc(&hog, free0 - kLeft), cudaSuccess);
+  {
+    const ScopedEnv arena("CPRR_CUDA_DEVICE_MIB", "16384");  // fits on GPU 1 only
+    ControllerConfig cc = cuda_config(0);
+    cc.timeout_override_s = 30;  // a hang, if it comes, ends here
+    Controller c(cc);
+    const ExecutionResult r =
+        c.run(corpus_case("^healthy/all_reduce\\{count=1,dtype=f32\\}@2$", 2), Mode::fresh);
+    EXPECT_EQ(r.status, ExecStatus::error) << r.summary;
+    EXPECT_THAT(r.summary, HasSubstr("cannot allocate the 16384 MiB device arena on GPU 0"));
+    ASSERT_EQ(r.ranks.size(), 2u);
+    ASSERT_TRUE(r.ranks[1].done.has_value()) << "rank 1 did not report";
+    EXPECT_EQ(r.ranks[1].done->outcome, RankOutcome::error);
+    EXPECT_THAT(r.ranks[1].done->error,
+                HasSubstr("rank 0 of this world cannot allocate its 16384 MiB device arena"));
+  }
+  EXPECT_EQ(cudaFree(hog), cudaSuccess);
 }
 
 }  // namespace
