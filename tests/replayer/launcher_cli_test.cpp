@@ -96,7 +96,9 @@ json expect_same_results_as_local(const std::string& dir, const std::string& lau
     w2 = w2 || label.ends_with("@2");
     w4 = w4 || label.ends_with("@4");
     EXPECT_TRUE(b.count(label)) << label << " missing from the launched run";
-    if (b.count(label)) EXPECT_EQ(b.at(label), line) << label;
+    if (b.count(label)) {
+      EXPECT_EQ(b.at(label), line) << label;
+    }
   }
   EXPECT_EQ(a.size(), b.size());
   EXPECT_TRUE(w2 && w4);
