@@ -1,8 +1,9 @@
 #pragma once
-// An environment variable set for one scope (a test), unset when it ends, exceptions included;
-// rank processes started meanwhile inherit it.
+// An environment variable set for one scope (a test) and put back as it was when the scope
+// ends, exceptions included; rank processes started meanwhile inherit it.
 #include <stdlib.h>
 
+#include <optional>
 #include <string>
 
 namespace cprr::test {
@@ -10,14 +11,22 @@ namespace cprr::test {
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* was = ::getenv(name)) before_ = was;
     ::setenv(name, value.c_str(), 1);
   }
-  ~ScopedEnv() { ::unsetenv(name_); }
+  ~ScopedEnv() {
+    if (before_) {
+      ::setenv(name_, before_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;
 
  private:
   const char* name_;
+  std::optional<std::string> before_;  ///< its value before, if it was set
 };
 
 }  // namespace cprr::test
