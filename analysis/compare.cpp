@@ -1,5 +1,7 @@
 #include "analysis/compare.h"
 
+#include <fmt/format.h>
+
 #include "recorder/data/text_forms.h"
 
 namespace cprr {
@@ -14,7 +16,10 @@ std::vector<const CaseCapture*> captures_of(const ExecutionResult& e) {
   return out;
 }
 
-std::optional<Divergence> compare(const ExecutionResult& expected, const ExecutionResult& actual) {
+namespace {
+
+std::optional<Divergence> compare_results(const ExecutionResult& expected,
+                                          const ExecutionResult& actual) {
   if (completed(expected) && completed(actual)) {
     if (auto d = first_divergence(captures_of(expected), captures_of(actual))) return d;
   }
@@ -27,20 +32,38 @@ std::optional<Divergence> compare(const ExecutionResult& expected, const Executi
   return d;
 }
 
-std::optional<Differential> fresh_vs_pool(const std::vector<const ExecutionResult*>& executions) {
-  const ExecutionResult* fresh = nullptr;
-  for (const ExecutionResult* e : executions) {
-    if (e->mode == Mode::fresh && completed(*e)) {
-      fresh = e;
-      break;
-    }
+}  // namespace
+
+std::optional<Divergence> compare(const ExecutionResult& expected, const ExecutionResult& actual) {
+  std::optional<Divergence> d = compare_results(expected, actual);
+  if (d && across_transports(expected, actual)) {
+    d->transports = fmt::format("expected {}, got {}", expected.collectives, actual.collectives);
   }
-  if (fresh == nullptr) return std::nullopt;
+  return d;
+}
+
+std::optional<Differential> fresh_vs_pool(const std::vector<const ExecutionResult*>& executions) {
+  // The fresh execution a pooled one is compared with: the first completed one of its transport.
+  const auto fresh_for = [&](const ExecutionResult& pooled) {
+    const ExecutionResult* first = nullptr;
+    for (const ExecutionResult* e : executions) {
+      if (e->mode != Mode::fresh || !completed(*e)) continue;
+      if (!across_transports(*e, pooled)) return e;
+      if (first == nullptr) first = e;
+    }
+    return first;
+  };
+  std::optional<Differential> across;  // reported only when no divergence within a transport
   for (const ExecutionResult* e : executions) {
     if (e->mode != Mode::pool || !completed(*e)) continue;
-    if (auto d = compare(*fresh, *e)) return Differential{*d, e};
+    const ExecutionResult* fresh = fresh_for(*e);
+    if (fresh == nullptr) return std::nullopt;
+    if (auto d = compare(*fresh, *e)) {
+      if (d->transports.empty()) return Differential{*d, e};
+      if (!across) across = Differential{*d, e};
+    }
   }
-  return std::nullopt;
+  return across;
 }
 
 }  // namespace cprr

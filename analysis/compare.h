@@ -17,7 +17,7 @@ std::vector<const CaseCapture*> captures_of(const ExecutionResult& e);
 
 /// How `actual` differs from `expected`: the first divergence of their captures when both
 /// completed, else a "result"/"status" divergence when their statuses differ; nullopt when they
-/// agree.
+/// agree. A divergence across transports (across_transports) names them in Divergence::transports.
 std::optional<Divergence> compare(const ExecutionResult& expected, const ExecutionResult& actual);
 
 /// The fresh-vs-pooled differential of one case's executions.
@@ -26,8 +26,10 @@ struct Differential {
   const ExecutionResult* pooled = nullptr;  ///< the pooled execution that diverged
 };
 
-/// The first completed pooled execution that differs from the first completed fresh one (see
-/// compare); nullopt when either mode has no completed execution or none differs. A pooled
+/// The first completed pooled execution that differs from the first completed fresh one of its
+/// transport (else the first completed fresh one; see compare); nullopt when either mode has no
+/// completed execution or none differs. A divergence within one transport is preferred to one
+/// across transports (Divergence::transports set), which may be reduction order alone. A pooled
 /// execution that did not complete is judged by its status against the expectation instead.
 std::optional<Differential> fresh_vs_pool(const std::vector<const ExecutionResult*>& executions);
 

@@ -16,11 +16,16 @@ std::string value_at(const std::string& raw, DType t, uint64_t i) {
     return v;
   };
   switch (t) {
-    case DType::u8: return fmt::format("{}", read(uint8_t{}));
-    case DType::i32: return fmt::format("{}", read(int32_t{}));
-    case DType::i64: return fmt::format("{}", read(int64_t{}));
-    case DType::f32: return fmt::format("{}", read(float{}));
-    case DType::f64: return fmt::format("{}", read(double{}));
+    case DType::u8:
+      return fmt::format("{}", read(uint8_t{}));
+    case DType::i32:
+      return fmt::format("{}", read(int32_t{}));
+    case DType::i64:
+      return fmt::format("{}", read(int64_t{}));
+    case DType::f32:
+      return fmt::format("{}", read(float{}));
+    case DType::f64:
+      return fmt::format("{}", read(double{}));
   }
   return "?";
 }
@@ -80,23 +85,32 @@ std::optional<Divergence> compare_list(int rank, const char* kind, const std::ve
   return std::nullopt;
 }
 
+// Divergence::describe without the transports: where and how the captures differ.
+std::string describe_difference(const Divergence& d) {
+  if (d.reason == "no result") return fmt::format("rank {}: {}", d.rank, d.expected);
+  std::string head = fmt::format("rank {} {} '{}' #{}", d.rank, d.kind, d.name, d.seq);
+  if (d.reason != "hash") {
+    return fmt::format("{}: {} (expected {}, got {})", head, d.reason,
+                       d.expected.empty() ? "-" : d.expected, d.actual.empty() ? "-" : d.actual);
+  }
+  std::string out =
+      fmt::format("{}: bytes [{}, {}) elements [{}, {}) of {} differ (chunk {})", head,
+                  d.byte_begin, d.byte_end, d.elem_begin, d.elem_end, dtype_name(d.dtype), d.chunk);
+  if (d.element) {
+    out +=
+        fmt::format("; first at element {}: expected {}, got {}", *d.element, d.expected, d.actual);
+  } else {
+    out += fmt::format("; hash expected {}, got {}", d.expected, d.actual);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string Divergence::describe() const {
-  if (reason == "no result") return fmt::format("rank {}: {}", rank, expected);
-  std::string head = fmt::format("rank {} {} '{}' #{}", rank, kind, name, seq);
-  if (reason != "hash") {
-    return fmt::format("{}: {} (expected {}, got {})", head, reason, expected.empty() ? "-" : expected,
-                       actual.empty() ? "-" : actual);
-  }
-  std::string out = fmt::format("{}: bytes [{}, {}) elements [{}, {}) of {} differ (chunk {})",
-                                head, byte_begin, byte_end, elem_begin, elem_end, dtype_name(dtype), chunk);
-  if (element) {
-    out += fmt::format("; first at element {}: expected {}, got {}", *element, expected, actual);
-  } else {
-    out += fmt::format("; hash expected {}, got {}", expected, actual);
-  }
-  return out;
+  if (transports.empty()) return describe_difference(*this);
+  return fmt::format("{}; across transports ({}): outputs may differ by reduction order",
+                     describe_difference(*this), transports);
 }
 
 std::optional<Divergence> first_divergence(const std::vector<const CaseCapture*>& expected,

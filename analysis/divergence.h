@@ -14,19 +14,24 @@ namespace cprr {
 
 struct Divergence {
   int rank = 0;
-  std::string kind;    ///< probe | output | result
-  std::string name;    ///< capture name ("" for kind result)
-  uint32_t seq = 0;    ///< capture's position among its kind
-  std::string reason;  ///< hash | size | missing | extra | no result
-  int64_t chunk = -1;  ///< first differing 64 KiB chunk (-1 when not applicable)
+  std::string kind;                       ///< probe | output | result
+  std::string name;                       ///< capture name ("" for kind result)
+  uint32_t seq = 0;                       ///< capture's position among its kind
+  std::string reason;                     ///< hash | size | missing | extra | no result
+  int64_t chunk = -1;                     ///< first differing 64 KiB chunk (-1 when not applicable)
   uint64_t byte_begin = 0, byte_end = 0;  ///< the chunk's byte range
   uint64_t elem_begin = 0, elem_end = 0;  ///< the same range in elements of dtype
   DType dtype = DType::u8;
   std::optional<uint64_t> element;  ///< first differing element when both raws are stored
   std::string expected, actual;     ///< that element's values (or hashes when no raw)
+  /// Set by compare() (analysis/compare.h) when the two executions' collectives took different
+  /// transports (ExecutionResult::collectives), e.g. "expected nccl, got gloo_staged": their
+  /// outputs may differ by reduction order with no bug in the case. Empty within one transport.
+  std::string transports;
 
   /// One line: "rank 1 output 'sum' #0: bytes [0, 4096) elements [0, 1024) of f32 differ; first
-  /// at element 3: expected 4, got 5".
+  /// at element 3: expected 4, got 5", followed by "; across transports (expected nccl, got
+  /// gloo_staged): outputs may differ by reduction order" when `transports` is set.
   std::string describe() const;
 };
 

@@ -1,5 +1,8 @@
 #include "analysis/judgement.h"
 
+#include <string>
+#include <utility>
+
 namespace cprr {
 namespace {
 
@@ -19,16 +22,18 @@ int severity(ExecStatus s) {
   return 4;
 }
 
-// Per mode: the first completed execution whose output hashes differ from the mode's first one.
+// Per mode and transport: the first completed execution whose output hashes differ from the
+// first one's. Two transports may differ by reduction order alone, so they are never compared.
 const ExecutionResult* varying_execution(const std::vector<const ExecutionResult*>& execs) {
-  std::map<Mode, std::vector<uint64_t>> first;
+  std::map<std::pair<Mode, std::string>, std::vector<uint64_t>> first;
   for (const ExecutionResult* e : execs) {
     if (!completed(*e)) continue;
     std::vector<uint64_t> hashes;
     for (const RankReport& r : e->ranks) {
+      if (!r.done) continue;  // a failed execution's rank may have no result
       for (const Capture& c : r.done->capture.outputs) hashes.push_back(c.digest.whole);
     }
-    const auto [it, inserted] = first.emplace(e->mode, hashes);
+    const auto [it, inserted] = first.emplace(std::pair(e->mode, e->collectives), hashes);
     if (!inserted && it->second != hashes) return e;
   }
   return nullptr;
@@ -68,7 +73,9 @@ CaseOutcome judge_case(const CaseInstance& instance, int64_t case_id,
   }
   if (const auto diff = fresh_vs_pool(o.executions)) {
     o.differential = diff->divergence;
-    if (!seeded) o.against.emplace(diff->pooled->id, Against::differential);
+    // Across transports it may be reduction order alone: reported (its text says so), not counted.
+    const bool across = !diff->divergence.transports.empty();
+    if (!seeded && !across) o.against.emplace(diff->pooled->id, Against::differential);
   }
   o.race = find_race(o.executions, &o.race_notes);
   judge_finding(o, o.race, o.race ? o.race->execution : 0, Verdict::stream_race, Against::race);

@@ -21,7 +21,7 @@ enum class Against : uint8_t {
   status,            ///< its status missed the case's expectation
   incomplete,        ///< a seeded bug that did not run to completion (its only obligation)
   differential,      ///< the pooled execution that diverged from the fresh one
-  nondeterministic,  ///< its outputs differ from an earlier repeat in the same mode
+  nondeterministic,  ///< its outputs differ from an earlier repeat in its mode and transport
   race,              ///< its op log has a stream race and the case is not a seeded race
   /// A seeded bug whose analysis found nothing (stream_race, allocator_order,
   /// collective_mismatch; counted on the first execution).
@@ -44,7 +44,8 @@ struct CaseOutcome {
   /// The verdict already decidable at record time (see judge_case for the order); else nullopt.
   std::optional<Verdict> verdict;
   /// Fresh vs pooled: the first divergence of a pooled execution from the fresh one. A healthy
-  /// case that diverges is unexpected; a seeded bug is expected to.
+  /// case that diverges is unexpected; a seeded bug is expected to. One across transports
+  /// (Divergence::transports set) may be reduction order alone: reported, never counted.
   std::optional<Divergence> differential;
   /// The happens-before check of every completed execution's op logs (analysis/race_check.h).
   std::optional<RaceFinding> race;

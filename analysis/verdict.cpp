@@ -51,15 +51,42 @@ std::optional<Verdict> parse_verdict(std::string_view s) {
 
 namespace {
 
+/// "the fresh replay", "the pooled record", ...
+std::string role(const ExecutionResult& e, bool replayed) {
+  return fmt::format("the {} {}", e.mode == Mode::fresh ? "fresh" : "pooled",
+                     replayed ? "replay" : "record");
+}
+
+/// decide_from_outputs's comparisons. One across transports is never a verdict: their outputs may
+/// differ by reduction order alone, so a difference there is only named (`uncounted`).
+struct OutputComparisons {
+  std::string uncounted;
+
+  /// How `actual` differs from `expected` within one transport (compare); nullopt otherwise.
+  std::optional<Divergence> differs(const ExecutionResult& expected, bool expected_replayed,
+                                    const ExecutionResult& actual, bool actual_replayed) {
+    std::optional<Divergence> d = compare(expected, actual);
+    if (!d || d->transports.empty()) return d;
+    d->transports.clear();  // said below in words
+    uncounted += fmt::format(
+        "{}{}'s collectives went through {}, {}'s through {}: outputs may differ by reduction "
+        "order, so their difference is not judged ({})",
+        uncounted.empty() ? "" : "; ", role(actual, actual_replayed), actual.collectives,
+        role(expected, expected_replayed), expected.collectives, d->describe());
+    return std::nullopt;
+  }
+};
+
 VerdictDecision decide_from_outputs(const ReplayFacts& f) {
+  OutputComparisons c;
   if (f.replayed_fresh != nullptr && f.recorded_fresh != nullptr) {
-    if (auto d = compare(*f.recorded_fresh, *f.replayed_fresh)) {
+    if (auto d = c.differs(*f.recorded_fresh, false, *f.replayed_fresh, true)) {
       return decided(Verdict::nondeterministic, d,
                      "a fresh replay differs from the fresh record: " + d->describe());
     }
   }
   if (f.replayed_fresh != nullptr && f.replayed_pool != nullptr) {
-    if (auto d = compare(*f.replayed_fresh, *f.replayed_pool)) {
+    if (auto d = c.differs(*f.replayed_fresh, true, *f.replayed_pool, true)) {
       VerdictDecision v =
           decided(Verdict::state_leak, d, "pooled differs from fresh: " + d->describe());
       v.localize_polluters = true;
@@ -73,7 +100,7 @@ VerdictDecision decide_from_outputs(const ReplayFacts& f) {
       f.replayed_pool != nullptr ? f.recorded_pool
                                  : (f.recorded_fresh == nullptr ? f.recorded_pool : nullptr);
   if (replayed != nullptr && reference != nullptr) {
-    if (auto d = compare(*reference, *replayed)) {
+    if (auto d = c.differs(*reference, false, *replayed, true)) {
       const Verdict v =
           f.replayed_pool != nullptr ? Verdict::nondeterministic : Verdict::state_leak;
       return decided(
@@ -82,12 +109,17 @@ VerdictDecision decide_from_outputs(const ReplayFacts& f) {
                       mode_name(reference->mode), d->describe()));
     }
   }
+  const std::string uncounted = c.uncounted.empty() ? "" : "; " + c.uncounted;
   if (replayed != nullptr && !every_rank_reported(*replayed)) {
     return decided(
         Verdict::reproduced, std::nullopt,
         fmt::format("the replay ended as recorded ({}); not every rank returned a result "
-                    "to compare",
-                    status_name(replayed->status)));
+                    "to compare{}",
+                    status_name(replayed->status), uncounted));
+  }
+  if (!c.uncounted.empty()) {
+    return decided(Verdict::reproduced, std::nullopt,
+                   "nothing differs within one transport" + uncounted);
   }
   return decided(Verdict::reproduced, std::nullopt,
                  "every rank's probes and outputs match the record");

@@ -60,8 +60,9 @@ struct VerdictDecision {
 /// did: they are the symptoms); a fresh replay that differs from the fresh record is
 /// nondeterministic; pooled differing from fresh is a state_leak; a replay that differs from its
 /// own mode's record is nondeterministic (or, when only a pooled record exists and only fresh was
-/// replayed, a state_leak); else reproduced. Expects replays that ran (no `error` status: that is
-/// an infrastructure failure, not a fact).
+/// replayed, a state_leak); else reproduced. Two executions across transports (across_transports)
+/// may differ by reduction order alone: their difference is never a verdict, only named in `why`.
+/// Expects replays that ran (no `error` status: that is an infrastructure failure, not a fact).
 VerdictDecision decide_verdict(const ReplayFacts& facts);
 
 }  // namespace cprr

@@ -15,6 +15,7 @@
 #include "recorder/engine/controller.h"
 #include "recorder/engine/interrupt.h"
 #include "recorder/engine/launcher.h"
+#include "recorder/engine/transport_choice.h"
 #include "recorder/junit.h"
 #include "recorder/report.h"
 #include "recorder/report_table.h"
@@ -381,6 +382,22 @@ std::size_t write_traces(const std::string& dir, const std::vector<CaseOutcome>&
   return written;
 }
 
+// One line per world size whose ranks share GPUs (or --collectives gloo), before the run: the
+// transport every execution then records is no surprise. Only the local launcher's worlds are
+// known here (a launcher's ranks see their own node's GPUs).
+void say_gpu_sharing(const std::vector<CaseInstance>& plan, const RecordOptions& o,
+                     std::ostream& err) {
+  if (o.launch.kind != LauncherKind::local) return;
+  const int gpus = visible_gpus();
+  std::set<int> sizes;
+  for (const CaseInstance& c : plan) sizes.insert(c.world_size);
+  for (int w : sizes) {
+    if (const std::string line = sharing_line(w, gpus, o.collectives); !line.empty()) {
+      err << "cprecord: " << line << '\n';
+    }
+  }
+}
+
 }  // namespace
 
 int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, bool progress,
@@ -389,6 +406,7 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   const std::string worker = absolute(o.worker.empty() ? default_worker() : o.worker);
   check_worker(worker);
   const std::string backend = resolve_backend(o.backend);
+  check_collectives(o.collectives, backend);
   const std::vector<Mode> modes = modes_of(o.mode);
   check_counts(o);
   const auto filter = compile_regex("--filter", o.filter);
@@ -427,6 +445,7 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
     return 0;
   }
   if (!o.junit.empty()) check_file_target("--junit", o.junit);  // before the run, not after
+  if (backend == "cuda") say_gpu_sharing(plan, o, err);
   if (!o.trace_dir.empty()) prepare_trace_dir(o.trace_dir);
   RecordWriter writer(o.db, RunMeta{backend, o.mode, std::string(placement_name(*placement)),
                                     worker, argv, kProtocolVersion, shuffle_seed, o.launch});
@@ -439,6 +458,7 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   cc.timeline = !o.trace_dir.empty();
   cc.launch = o.launch;
   cc.standby = o.standby;
+  cc.collectives = o.collectives;
   Controller controller(cc);
   const Executed executed = execute(
       Plan{plan, case_ids, modes, o.repeat, *placement, o.fail_fast, shuffle_seed, o.standby},
@@ -492,6 +512,7 @@ int record_main(int argc, char** argv) {
                  "worker binary holding the cases (default: cpworker next to cprecord)");
   app.add_option("--backend", o.backend, "device backend: auto | cpu | cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  add_collectives_option(app, o.collectives);
   app.add_option("--db", o.db, "SQLite file to record into (created when missing)");
   app.add_option("--mode", o.mode,
                  "pool: one reused world per world size; fresh: a world per case; both: each case "

@@ -14,6 +14,7 @@ class InterruptWatch;
 struct RecordOptions {
   std::string worker;  ///< empty: the cpworker next to this executable
   std::string backend = "auto";
+  std::string collectives = "auto";  ///< --collectives: auto | nccl | gloo
   std::string db = "cprr.db";  ///< the store; created when missing
   std::string junit;           ///< JUnit XML path; empty: none
   std::string mode = "pool";   ///< pool | fresh | both

@@ -64,6 +64,8 @@ nlohmann::json execution_json(const ExecutionResult& e, bool as_expected) {
           {"startup_ms", e.startup_ms},
           {"startup_phases", std::move(phases)},
           {"symmetric_pool", e.symmetric_pool},
+          {"collectives", e.collectives},
+          {"rank_gpus", e.rank_gpus},
           {"ranks", std::move(ranks)}};
 }
 
@@ -226,6 +228,7 @@ void print_json(std::ostream& out, const std::vector<CaseOutcome>& outcomes, con
               {"name", d.name},
               {"reason", d.reason},
               {"byte_range", {d.byte_begin, d.byte_end}},
+              {"across_transports", !d.transports.empty()},
               {"detail", d.describe()}};
     }
     nlohmann::json c = instance_json(inst);

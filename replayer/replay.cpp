@@ -10,6 +10,7 @@
 #include "recorder/cli_options.h"
 #include "recorder/engine/controller.h"
 #include "recorder/engine/plan.h"
+#include "recorder/engine/transport_choice.h"
 #include "recorder/engine/world.h"
 #include "recorder/trace.h"
 #include "replayer/ddmin.h"
@@ -50,6 +51,8 @@ class Rebuild {
     config_.launch = o.launch.value_or(run.launch);
     check_standby(o.standby, config_.launch.kind);  // the run's launcher, unless --launcher
     config_.standby = o.standby;
+    check_collectives(o.collectives, run.backend);
+    config_.collectives = o.collectives;
   }
 
   /// Refuses, before anything runs, a worker that is no cprr worker or lacks one of `cases`

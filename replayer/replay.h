@@ -37,6 +37,10 @@ struct ReplayOptions {
   /// confirmation, the poison and placement replays) start while earlier replays run; 0: none.
   /// Only with the local launcher.
   int standby = 0;
+  /// --collectives: auto | nccl | gloo, as cprecord's; a replay whose transport differs from
+  /// the record's (a record with a GPU per rank replayed on one GPU) says so, and never reads
+  /// the outputs' difference across transports as a bug.
+  std::string collectives = "auto";
   /// What each replay's controller makes its worlds with; empty: real rank processes
   /// (ProcessWorlds). The seam where tests count the worlds started.
   std::function<std::unique_ptr<WorldFactory>()> worlds;

@@ -185,7 +185,7 @@ int run_replay(const ReplayCommandOptions& o, std::ostream& out, std::ostream& e
                    o.mode,      o.worker,
                    o.timeout_s, o.interrupt != nullptr ? o.interrupt->fd() : -1,
                    o.trace,     o.launch,
-                   o.standby};
+                   o.standby,   o.collectives};
   auto echo = [](const std::string& line, void* user) {
     *static_cast<std::ostream*>(user) << "cpreplay: " << line << '\n' << std::flush;
   };
@@ -251,6 +251,7 @@ int replay_main(int argc, char** argv) {
   add_standby_option(app, o.standby,
                      "fresh replays known to come (a race's confirmation, the poison and "
                      "placement replays; within one case)");
+  add_collectives_option(app, o.collectives);
   LaunchFlags launch;
   add_launch_options(app, launch);
   app.footer(

@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <utility>
+#include <vector>
 
 #include "analysis/judgement.h"
 #include "recorder/data/text_forms.h"
@@ -24,6 +27,35 @@ std::string statuses(const std::vector<RecordedExecution>& execs) {
   for (const auto& e : execs) {
     out += fmt::format("{}{}={}", out.empty() ? "" : " ", mode_name(e.result.mode),
                        status_name(e.result.status));
+  }
+  return out;
+}
+
+// Where a GPU world's collectives went, e.g. "collectives gloo_staged, ranks on GPUs 0,0,0,0";
+// when the case's executions differ, one part per transport and GPU map after the modes that ran
+// it ("fresh: ...; pool: ..."). "" on the cpu backend (its gloo is all it has) and for executions
+// no world ran.
+std::string transports(const std::vector<RecordedExecution>& execs) {
+  std::vector<std::pair<std::string, std::string>> parts;  // text, the modes that ran it
+  for (const auto& e : execs) {
+    const ExecutionResult& r = e.result;
+    if (r.collectives.empty() || r.collectives == kCollectivesGloo) continue;
+    const std::string text =
+        fmt::format("collectives {}{}", r.collectives,
+                    r.rank_gpus.empty() ? "" : ", ranks on GPUs " + r.rank_gpus);
+    const std::string mode(mode_name(r.mode));
+    auto it =
+        std::find_if(parts.begin(), parts.end(), [&](const auto& p) { return p.first == text; });
+    if (it == parts.end()) {
+      parts.emplace_back(text, mode);
+    } else if (it->second.find(mode) == std::string::npos) {
+      it->second += "+" + mode;
+    }
+  }
+  if (parts.size() == 1) return parts[0].first;
+  std::string out;
+  for (const auto& [text, modes] : parts) {
+    out += fmt::format("{}{}: {}", out.empty() ? "" : "; ", modes, text);
   }
   return out;
 }
@@ -67,7 +99,9 @@ void list_db(std::ostream& out, const std::string& db, bool json) {
                       {"mode", mode_name(e.result.mode)},
                       {"status", status_name(e.result.status)},
                       {"world", e.result.world_id},
-                      {"position", e.result.pool_position}});
+                      {"position", e.result.pool_position},
+                      {"collectives", e.result.collectives},
+                      {"rank_gpus", e.result.rank_gpus}});
       }
       jc.push_back(
           {{"id", row.c.id},
@@ -76,6 +110,8 @@ void list_db(std::ostream& out, const std::string& db, bool json) {
            {"label", row.c.instance.label()},
            {"executions", std::move(ex)},
            {"fresh_vs_pool_differs", row.outcome.differential.has_value()},
+           {"fresh_vs_pool_across_transports",
+            row.outcome.differential && !row.outcome.differential->transports.empty()},
            {"verdict", row.outcome.verdict ? nlohmann::json(verdict_name(*row.outcome.verdict))
                                            : nlohmann::json()},
            {"stream_race",
@@ -102,9 +138,14 @@ void list_db(std::ostream& out, const std::string& db, bool json) {
                                      : std::string("INCOMPLETE (the recorder did not finish)"));
   }
   for (const auto& row : rows) {
-    out << fmt::format("{:>5}  run {}  {:<48}  {}{}{}\n", row.c.id, row.c.run_id,
-                       row.c.instance.label(), statuses(row.execs),
-                       row.outcome.differential ? "  <- fresh and pooled differ" : "",
+    const std::string how = transports(row.execs);
+    const auto& diff = row.outcome.differential;
+    out << fmt::format("{:>5}  run {}  {:<48}  {}{}{}{}\n", row.c.id, row.c.run_id,
+                       row.c.instance.label(), statuses(row.execs), how.empty() ? "" : "  " + how,
+                       !diff ? ""
+                       : diff->transports.empty()
+                           ? "  <- fresh and pooled differ"
+                           : "  <- fresh and pooled differ across transports",
                        row.outcome.race ? "  <- stream race" : "");
   }
 }

@@ -25,6 +25,26 @@ void wait_each_stream(std::size_t n, const std::function<void(int)>& wait_one) {
   if (first) std::rethrow_exception(first);
 }
 
+std::string_view transport_name(CollectiveTransport t) {
+  switch (t) {
+    case CollectiveTransport::nccl:
+      return "nccl";
+    case CollectiveTransport::gloo_staged:
+      return "gloo_staged";
+    case CollectiveTransport::gloo:
+      return "gloo";
+  }
+  return "?";
+}
+
+std::optional<CollectiveTransport> parse_transport(std::string_view s) {
+  for (auto t :
+       {CollectiveTransport::nccl, CollectiveTransport::gloo_staged, CollectiveTransport::gloo}) {
+    if (transport_name(t) == s) return t;
+  }
+  return std::nullopt;
+}
+
 // One-sided ops on a backend without a window: Context checks one_sided_problem() first, so
 // reaching these is a harness bug, reported as such.
 void Backend::put(int, int, uint64_t, const void*, std::size_t) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -46,6 +47,20 @@ struct CollectiveCall {
 /// Semaphores a case may use for one-sided signalling (Context::signal). A rank's semaphore table
 /// has kMaxSemaphores * world_size slots: slot sem * world_size + src is written only by rank src.
 inline constexpr uint32_t kMaxSemaphores = 64;
+
+/// How a world's collectives travel: NCCL (cuda, a GPU per rank), Gloo with device buffers
+/// staged through pinned host memory (cuda, ranks sharing a GPU: runtime/cuda_staged.h), or Gloo
+/// on host memory (the cpu backend).
+enum class CollectiveTransport : uint8_t { nccl, gloo_staged, gloo };
+/// "nccl" | "gloo_staged" | "gloo": what the store, --json and cpreplay --list say.
+std::string_view transport_name(CollectiveTransport t);
+std::optional<CollectiveTransport> parse_transport(std::string_view s);
+
+/// What a rank joins its world's communicator with (the controller's Bootstrap).
+struct ConnectSpec {
+  std::string comm_id;  ///< rank 0's bootstrap_id()
+  CollectiveTransport transport = CollectiveTransport::nccl;
+};
 
 /// A rank's device runtime. Lives for the whole rank process (across pooled cases).
 class Backend {
@@ -93,8 +108,15 @@ class Backend {
   /// What this rank puts in its hello: rank 0's communicator id, empty elsewhere and on backends
   /// that rendezvous on their own (CPU: Gloo's FileStore).
   virtual std::string bootstrap_id() { return {}; }
-  /// Joins the communicator with rank 0's id, which the controller hands to every rank.
-  virtual void connect(const std::string& id) {}
+  /// Joins the communicator with rank 0's id, which the controller hands to every rank, over
+  /// the transport the controller chose from every rank's device_identity() (CUDA: NCCL when
+  /// every rank has a GPU of its own, else Gloo staged through host memory).
+  virtual void connect(const ConnectSpec& spec) {}
+  /// The GPU this rank runs on (its index among the visible ones), -1 without one.
+  virtual int device_index() const { return -1; }
+  /// What tells this rank's GPU apart from every other GPU of the world ("host/GPU-uuid"):
+  /// ranks with the same identity share a GPU. Empty without one.
+  virtual std::string device_identity() const { return {}; }
   /// Called from the watchdog thread when the controller gives up on a hung case: ends stuck
   /// collectives (ncclCommAbort) so the rank can exit; the rank process is not reused after it.
   virtual void abort() {}
@@ -165,6 +187,10 @@ struct BackendConfig {
   /// The rank's index among the ranks of its host (CUDA: the GPU it takes); -1: its rank, as
   /// when every rank runs on one host. A launcher across hosts sets it (CPRR_LOCAL_RANK).
   int local_rank = -1;
+  /// Ranks of this world on the rank's host (CUDA: how many share a GPU, which sizes the device
+  /// arena); -1: world_size, as when every rank runs on one host. A launcher sets it
+  /// (CPRR_LOCAL_SIZE).
+  int local_size = -1;
 };
 
 /// Calls wait_one(i) for every stream i in [0, n) and only then rethrows the first error, so no

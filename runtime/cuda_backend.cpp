@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -10,18 +11,25 @@
 #include <thread>
 
 #include "runtime/cuda_check.h"
+#include "runtime/host_info.h"
 
 namespace cprr {
 namespace {
 
-// Defaults leave room for four ranks' worth of test data on one 80 GB card's share.
+// Defaults leave room for four ranks' worth of test data on one 80 GB card's share. The device
+// arena's is per GPU: ranks that share one divide it (arena_bytes).
 constexpr uint64_t kDefaultMib[] = {8192, 512, 256};  // device, symmetric, host (MemPool order)
 constexpr const char* kSizeVars[] = {"CPRR_CUDA_DEVICE_MIB", "CPRR_CUDA_SYMMETRIC_MIB",
                                      "CPRR_CUDA_HOST_MIB"};
 
-uint64_t arena_bytes(int pool) {
+// `sharing`: the most ranks of the world on one GPU. A world then holds at most 8 GiB of device
+// arena per GPU whatever its size, as a world of a GPU per rank does, so the worlds cprr keeps at
+// once on one GPU (a pooled one, a fresh one, one shutting down, standby ones) fit as they do
+// there: W=4 on one 80 GB GPU gets 2 GiB per rank, not 4 x 8 GiB per world.
+uint64_t arena_bytes(int pool, int sharing) {
   const char* v = std::getenv(kSizeVars[pool]);
   uint64_t mib = kDefaultMib[pool];
+  if (pool == static_cast<int>(MemPool::device)) mib /= static_cast<uint64_t>(sharing);
   if (v != nullptr && *v != '\0') {
     auto [end, ec] = std::from_chars(v, v + std::strlen(v), mib);
     if (ec != std::errc() || *end != '\0' || mib == 0) {
@@ -179,21 +187,24 @@ CudaArena::~CudaArena() {
 }
 
 CudaBackend::CudaBackend(const BackendConfig& config)
-    : rank_(config.rank),
-      world_size_(config.world_size),
-      device_(config.local_rank >= 0 ? config.local_rank : config.rank) {
+    : rank_(config.rank), world_size_(config.world_size), rendezvous_(config.rendezvous) {
   std::string why;
   const int gpus = cuda_device_count(&why);
   CPRR_CHECK(gpus > 0, "rank {}: the cuda backend needs a GPU: {}", rank_, why);
-  CPRR_CHECK(device_ < gpus,
-             "rank {}: a world of {} needs one GPU per rank (NCCL ranks cannot share one), but "
-             "{} are visible to it and it would take GPU {}: run smaller worlds, expose more "
-             "GPUs (CUDA_VISIBLE_DEVICES) or give the launcher fewer ranks per node",
-             rank_, world_size_, gpus, device_);
+  // With fewer GPUs than ranks, ranks share them round-robin; their collectives then go through
+  // Gloo (the controller decides from every rank's device_identity()).
+  const bool launched = config.local_rank >= 0;
+  device_ = (launched ? config.local_rank : rank_) % gpus;
+  // Ranks on this host: every rank of the world with the local launcher; a launcher's count
+  // where it says (CPRR_LOCAL_SIZE), else as many as GPUs (no sharing assumed).
+  const int local_size = config.local_size > 0 ? config.local_size : launched ? gpus : world_size_;
+  const int sharing = std::max(1, (local_size + gpus - 1) / gpus);
+  // Rank 0's NCCL id costs NCCL's bootstrap set-up: not made where NCCL surely cannot be used.
+  nccl_possible_ = launched || world_size_ <= gpus;
   CPRR_CUDA(cudaSetDevice(device_));
   CPRR_CUDA(cudaFree(nullptr));  // the primary context exists from here: timed as its own step
   startup_.lap("cuda context");
-  for (int p = 0; p < 3; ++p) capacity_[p] = arena_bytes(p);
+  for (int p = 0; p < 3; ++p) capacity_[p] = arena_bytes(p, sharing);
   // The device arena waits for the first case (prepare_arenas): see there.
   arenas_[static_cast<int>(MemPool::host)] = CudaArena(CudaArena::Kind::host, capacity_[2]);
   startup_.lap("host arena (pinned)");
@@ -209,6 +220,7 @@ CudaBackend::~CudaBackend() {
     for (auto& s : streams_) cudaStreamSynchronize(s.handle);
   }
   window_.reset();  // closes IPC mappings of the peers' arenas while the communicator still lives
+  staged_.reset();  // joins the Gloo lanes (idle once the streams drained)
   comm_.reset();
   for (auto& s : streams_) cudaStreamDestroy(s.handle);
   for (cudaEvent_t e : events_) cudaEventDestroy(e);
@@ -318,20 +330,11 @@ void CudaBackend::copy_async(int stream, void* dst, const void* src, std::size_t
   note_launch(stream, "copy");
 }
 
-cudaEvent_t CudaBackend::take_event() {
-  if (!spare_events_.empty()) {
-    cudaEvent_t e = spare_events_.back();
-    spare_events_.pop_back();
-    return e;
-  }
-  cudaEvent_t e = nullptr;
-  CPRR_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  return e;
-}
+cudaEvent_t CudaBackend::take_event() { return take_spare_event(spare_events_); }
 
 void CudaBackend::collective(int stream, CollectiveCall call) {
-  CPRR_CHECK(comm_ != nullptr, "rank {}: collective {} before the communicator was connected",
-             rank_, call.kind);
+  CPRR_CHECK(comm_ != nullptr || staged_ != nullptr,
+             "rank {}: collective {} before the communicator was connected", rank_, call.kind);
   cudaStream_t s = at(stream).handle;
   Pending p{call.seq, call.kind, nullptr, nullptr};
   {
@@ -342,7 +345,11 @@ void CudaBackend::collective(int stream, CollectiveCall call) {
   try {
     guarded([&] {
       CPRR_CUDA(cudaEventRecord(p.before, s));
-      comm_->issue(call, s, barrier_scratch_);
+      if (staged_) {
+        issue_staged(stream, s, call);
+      } else {
+        comm_->issue(call, s, barrier_scratch_);
+      }
       CPRR_CUDA(cudaEventRecord(p.after, s));
     });
   } catch (...) {
@@ -434,6 +441,7 @@ void CudaBackend::poll_stream(int stream) {
     if (r == cudaSuccess) return;
     if (r != cudaErrorNotReady) CPRR_CUDA(r);
     if (comm_) comm_->check_async();
+    if (staged_) staged_->check_async();
     if (spins < 64) {
       std::this_thread::yield();
     } else {
@@ -507,18 +515,39 @@ void CudaBackend::reset_collective_progress() {
   }
   pending_.clear();
   progress_ = CollectiveProgress{};
+  if (staged_) staged_->case_started();  // a case starts with every stream idle
 }
 
-std::string CudaBackend::bootstrap_id() { return rank_ == 0 ? nccl_unique_id() : std::string(); }
+std::string CudaBackend::bootstrap_id() {
+  return rank_ == 0 && nccl_possible_ ? nccl_unique_id() : std::string();
+}
 
-void CudaBackend::connect(const std::string& id) {
+std::string CudaBackend::device_identity() const {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device_) != cudaSuccess) {
+    cudaGetLastError();
+    return fmt::format("{}/device {}", host_name(), device_);  // the index alone still tells
+  }
+  std::string uuid;
+  for (char b : prop.uuid.bytes) uuid += fmt::format("{:02x}", static_cast<unsigned char>(b));
+  return fmt::format("{}/GPU-{}", host_name(), uuid);
+}
+
+void CudaBackend::connect(const ConnectSpec& spec) {
   startup_.restart();  // the wait for the controller's Bootstrap is no step of this rank
-  auto comm = std::make_unique<NcclComm>(rank_, world_size_, id);
-  {
+  if (spec.transport == CollectiveTransport::gloo_staged) {
+    auto staged = std::make_unique<StagedCollectives>(rank_, world_size_, device_, rendezvous_);
+    std::lock_guard lock(mu_);  // the watchdog's abort() reads staged_
+    staged_ = std::move(staged);
+  } else {
+    CPRR_CHECK(spec.transport == CollectiveTransport::nccl,
+               "rank {}: the cuda backend has no {} transport", rank_,
+               transport_name(spec.transport));
+    auto comm = std::make_unique<NcclComm>(rank_, world_size_, spec.comm_id);
     std::lock_guard lock(mu_);  // the watchdog's abort() reads comm_
     comm_ = std::move(comm);
   }
-  startup_.lap("nccl communicator");
+  startup_.lap(staged_ ? "gloo communicator" : "nccl communicator");
   symmetric_ = make_symmetric_pool();
   startup_.lap("symmetric arena");
   make_window(symmetric_);
@@ -526,6 +555,7 @@ void CudaBackend::connect(const std::string& id) {
 }
 
 int CudaBackend::min_over_ranks(int value) {
+  if (staged_) return staged_->min_over_ranks(value);
   // Every copy on the collective's stream: the default stream would not order them with it.
   cudaStream_t s = streams_[0].handle;
   CPRR_CUDA(cudaMemcpyAsync(barrier_scratch_, &value, sizeof value, cudaMemcpyHostToDevice, s));
@@ -544,6 +574,7 @@ int CudaBackend::min_over_ranks(int value) {
 }
 
 std::vector<std::byte> CudaBackend::all_gather_bytes(const void* mine, std::size_t bytes) {
+  if (staged_) return staged_->all_gather_bytes(mine, bytes);
   const std::size_t total = bytes * static_cast<std::size_t>(world_size_);
   CudaArena gathered(CudaArena::Kind::device, total);
   std::byte* slot = gathered.data() + bytes * static_cast<std::size_t>(rank_);
@@ -564,6 +595,12 @@ CudaBackend::SymmetricArena CudaBackend::make_symmetric_pool() {
   const int sym = static_cast<int>(MemPool::symmetric);
   // The pool, then the semaphore table, in one allocation: one mapping reaches both.
   const uint64_t bytes = capacity_[sym] + kSemaphoreTableReserve;
+  if (staged_) {
+    // No NCCL communicator to register a window with: peers map it through CUDA IPC.
+    arenas_[sym] = CudaArena(CudaArena::Kind::device, bytes);
+    return {SymmetricArena::Kind::device,
+            "ranks share a GPU, so collectives go through Gloo and no NCCL communicator exists"};
+  }
   std::string why;
   try {
     arenas_[sym] = CudaArena(CudaArena::Kind::nccl, bytes);
@@ -611,7 +648,7 @@ void CudaBackend::make_window(const SymmetricArena& arena) {
     case SymmetricArena::Kind::device:
       // The kind is agreed across ranks, so either every rank all-gathers here or none does.
       window = std::make_unique<CudaWindow>(ipc_window(
-          rank_, world_size_, base, pool_bytes,
+          rank_, world_size_, device_, base, pool_bytes,
           [this](const void* mine, std::size_t n) { return all_gather_bytes(mine, n); }));
       break;
   }
@@ -733,6 +770,24 @@ void CudaBackend::abort() {
   std::lock_guard lock(mu_);
   if (broken_.empty()) broken_ = "aborted by the controller";
   if (comm_) comm_->abort();
+  if (staged_) staged_->abort();
+}
+
+void CudaBackend::issue_staged(int stream, cudaStream_t s, const CollectiveCall& call) {
+  const int sym = static_cast<int>(MemPool::symmetric);
+  const auto* out = static_cast<const std::byte*>(call.out);
+  const std::byte* base = arenas_[sym].data();
+  const std::size_t bytes = call.count * dtype_size(call.dtype);
+  const bool in_pool = base != nullptr && out >= base && out <= base + capacity_[sym] &&
+                       bytes <= static_cast<std::size_t>(base + capacity_[sym] - out);
+  if (call.kind != "all_reduce" || !in_pool || !one_sided_problem().empty() || world_size_ == 1) {
+    staged_->issue(stream, s, call);
+    return;
+  }
+  const auto offset = static_cast<uint64_t>(out - base);
+  std::vector<const std::byte*> peers;
+  for (int r = 0; r < world_size_; ++r) peers.push_back(window().pool_at(r, offset, bytes));
+  staged_->issue_symmetric_all_reduce(stream, s, call, std::move(peers));
 }
 
 }  // namespace cprr

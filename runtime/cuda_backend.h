@@ -1,11 +1,14 @@
 #pragma once
-// The CUDA/NCCL backend: one GPU per rank (rank r uses visible device r, so CUDA_VISIBLE_DEVICES
-// picks and orders them), arenas from cudaMalloc (device), cudaMallocHost (pinned host) and
-// ncclMemAlloc registered as an NCCL symmetric window (plain cudaMalloc, with the reason on
-// stderr, where windows are not supported), CUDA streams and events, a non-blocking NCCL
-// communicator bootstrapped through the controller, and one-sided put/signal into the peers'
-// symmetric pools (runtime/cuda_window.h). Arena sizes come from CPRR_CUDA_DEVICE_MIB,
-// CPRR_CUDA_SYMMETRIC_MIB and CPRR_CUDA_HOST_MIB (recorded with the run like every CPRR_*).
+// The CUDA/NCCL backend: rank r uses visible device r mod G of the G visible GPUs (its local rank
+// under a launcher; CUDA_VISIBLE_DEVICES picks and orders them), arenas from cudaMalloc (device),
+// cudaMallocHost (pinned host) and ncclMemAlloc registered as an NCCL symmetric window (plain
+// cudaMalloc, with the reason on stderr, where windows are not supported), CUDA streams and events,
+// a non-blocking NCCL communicator bootstrapped through the controller (or, where ranks share a
+// GPU, Gloo staged through pinned host memory: runtime/cuda_staged.h), and one-sided put/signal
+// into the peers' symmetric pools (runtime/cuda_window.h). Arena sizes come from
+// CPRR_CUDA_DEVICE_MIB, CPRR_CUDA_SYMMETRIC_MIB and CPRR_CUDA_HOST_MIB (recorded with the run like
+// every CPRR_*); the device arena's default is 8 GiB divided among the ranks that share a GPU
+// (device_arena_mib).
 #include <cuda_runtime_api.h>
 
 #include <array>
@@ -17,6 +20,7 @@
 
 #include "runtime/backend.h"
 #include "runtime/cuda_nccl.h"
+#include "runtime/cuda_staged.h"
 #include "runtime/cuda_window.h"
 
 namespace cprr {
@@ -85,11 +89,14 @@ class CudaBackend final : public Backend {
   void reset_collective_progress() override;
 
   std::string bootstrap_id() override;
-  void connect(const std::string& id) override;
+  void connect(const ConnectSpec& spec) override;
+  int device_index() const override { return device_; }
+  std::string device_identity() const override;
   void abort() override;
   bool device_kernels() const override { return true; }
   bool teardown_left_to_exit() const override { return true; }
   void* native_stream(int stream) override;
+  /// The NCCL communicator; nullptr where the collectives go through Gloo (ranks share a GPU).
   void* native_comm() override { return comm_ ? comm_->get() : nullptr; }
   void note_launch(int stream, std::string label) override;
   std::string broken() const override;
@@ -146,6 +153,9 @@ class CudaBackend final : public Backend {
   /// cannot (collective).
   std::unique_ptr<CudaWindow> agree_on_window(std::unique_ptr<CudaWindow> window,
                                               uint64_t pool_bytes);
+  /// Issues a collective through Gloo (staged_), a symmetric all-reduce as NCCL's symmetric
+  /// kernels compute it when the buffer lies in the symmetric pool and peers are mapped.
+  void issue_staged(int stream, cudaStream_t s, const CollectiveCall& call);
   /// The window; throws (cprr::Error) before the communicator is connected.
   const CudaWindow& window() const;
   /// Runs `fn`; an exception from it marks the backend broken (first reason kept) and propagates.
@@ -156,10 +166,14 @@ class CudaBackend final : public Backend {
   int rank_ = 0;
   int world_size_ = 1;
   int device_ = 0;
+  std::string rendezvous_;  ///< the world's directory: Gloo's FileStore when ranks share a GPU
+  /// The NCCL id is made only where NCCL may be the transport (see bootstrap_id).
+  bool nccl_possible_ = true;
   std::array<uint64_t, 3> capacity_{};
   std::array<CudaArena, 3> arenas_;
-  std::unique_ptr<NcclComm> comm_;
-  std::unique_ptr<CudaWindow> window_;  // set while connecting, then read-only
+  std::unique_ptr<NcclComm> comm_;             // NCCL transport, or
+  std::unique_ptr<StagedCollectives> staged_;  // Gloo staged through host memory
+  std::unique_ptr<CudaWindow> window_;         // set while connecting, then read-only
   void* barrier_scratch_ = nullptr;
   mutable std::mutex mu_;  // streams_, last_op, pending_, progress_, host_error_
   std::vector<StreamSlot> streams_;

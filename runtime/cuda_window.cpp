@@ -61,7 +61,8 @@ class DeviceScratch {
 /// What a rank tells the others about its arena in ipc_window.
 struct IpcRecord {
   cudaIpcMemHandle_t handle;
-  uint32_t ok;  // 0: this rank cannot export its arena or cannot reach a peer
+  uint32_t ok;     // 0: this rank cannot export its arena
+  int32_t device;  // the rank's GPU
 };
 
 /// A CUDA call that may fail without making the backend unusable: the error is cleared (it is not
@@ -71,16 +72,16 @@ std::string soft_failure(const char* call, cudaError_t e) {
   return fmt::format("{}: {}: {}", call, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
-/// Why this rank's GPU cannot write every peer's GPU, or empty.
-std::string peer_access_problem(int rank, int world_size) {
-  for (int p = 0; p < world_size; ++p) {
-    if (p == rank) continue;
-    int can = 0;
-    if (const cudaError_t e = cudaDeviceCanAccessPeer(&can, rank, p); e != cudaSuccess) {
-      return soft_failure("cudaDeviceCanAccessPeer", e);
-    }
-    if (can == 0) return fmt::format("GPU {} has no peer access to GPU {} (no P2P path)", rank, p);
+/// Why this rank's GPU `mine` cannot write a peer's GPU `theirs`, or empty (one GPU: nothing
+/// to cross).
+std::string peer_access_problem(int mine, int theirs) {
+  if (mine == theirs) return {};
+  int can = 0;
+  if (const cudaError_t e = cudaDeviceCanAccessPeer(&can, mine, theirs); e != cudaSuccess) {
+    return soft_failure("cudaDeviceCanAccessPeer", e);
   }
+  if (can == 0)
+    return fmt::format("GPU {} has no peer access to GPU {} (no P2P path)", mine, theirs);
   return {};
 }
 
@@ -149,18 +150,17 @@ std::vector<std::byte*> nccl_peer_bases(ncclWindow_t win, int world_size, cudaSt
   return bases;
 }
 
-CudaWindow ipc_window(int rank, int world_size, std::byte* base, uint64_t pool_bytes,
+CudaWindow ipc_window(int rank, int world_size, int device, std::byte* base, uint64_t pool_bytes,
                       const AllGatherBytes& all_gather) {
   // Local failures travel in the record rather than as exceptions: every rank must reach the
   // all-gather, or the others would pair it with whatever collective this rank runs next.
   IpcRecord mine{};
-  std::string why = peer_access_problem(rank, world_size);
-  if (why.empty()) {
-    if (const cudaError_t e = cudaIpcGetMemHandle(&mine.handle, base); e != cudaSuccess) {
-      why = soft_failure("cudaIpcGetMemHandle", e);
-    }
+  std::string why;
+  if (const cudaError_t e = cudaIpcGetMemHandle(&mine.handle, base); e != cudaSuccess) {
+    why = soft_failure("cudaIpcGetMemHandle", e);
   }
   mine.ok = why.empty() ? 1 : 0;
+  mine.device = device;
   const std::vector<std::byte> all = all_gather(&mine, sizeof mine);
   CPRR_CHECK(all.size() == sizeof(IpcRecord) * static_cast<std::size_t>(world_size),
              "all-gather of IPC handles returned {} bytes for {} ranks", all.size(), world_size);
@@ -179,6 +179,9 @@ CudaWindow ipc_window(int rank, int world_size, std::byte* base, uint64_t pool_b
       if (theirs.ok == 0) {
         return CudaWindow(fmt::format(
             "rank {} cannot share its symmetric pool through CUDA IPC (its stderr says why)", p));
+      }
+      if (std::string cannot = peer_access_problem(device, theirs.device); !cannot.empty()) {
+        return CudaWindow(fmt::format("rank {}'s pool is out of reach: {}", p, cannot));
       }
       mappings.emplace_back(theirs.handle, p);
       bases[p] = mappings.back().data();

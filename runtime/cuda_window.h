@@ -75,10 +75,12 @@ class CudaWindow {
 /// in NCCL's load/store team; not collective.
 std::vector<std::byte*> nccl_peer_bases(ncclWindow_t win, int world_size, cudaStream_t stream);
 
-/// The window over every rank's cudaMalloc arena `base` (rank r's GPU is device r), opened
-/// through CUDA IPC. Collective: it all-gathers the handles even when this rank cannot export or
-/// reach a peer, so no rank is left waiting; such a failure comes back as the window's problem.
-CudaWindow ipc_window(int rank, int world_size, std::byte* base, uint64_t pool_bytes,
+/// The window over every rank's cudaMalloc arena `base` on this rank's GPU `device`, opened
+/// through CUDA IPC: ranks on one GPU (sharing it) map each other directly, ranks on two GPUs
+/// need peer access between them. Collective: it all-gathers the handles even when this rank
+/// cannot export or reach a peer, so no rank is left waiting; such a failure comes back as the
+/// window's problem.
+CudaWindow ipc_window(int rank, int world_size, int device, std::byte* base, uint64_t pool_bytes,
                       const AllGatherBytes& all_gather);
 
 /// In stream order, once everything before it on `stream` is visible system-wide: a one-thread

@@ -23,6 +23,8 @@ constexpr int kShuffleVersion = 8;
 constexpr int kLauncherVersion = 9;
 /// The schema version that added collective.op and execution.symmetric_pool.
 constexpr int kVersion5 = 5;
+/// The schema version that added execution.collectives and rank_gpus.
+constexpr int kTransportVersion = 10;
 /// The schema version that added test_case.verdict, as_expected and fresh_vs_pool.
 constexpr int kJudgementVersion = 2;
 
@@ -158,6 +160,8 @@ RecordedExecution read_execution(const Statement& st, int64_t case_id, std::stri
   r.case_id = static_cast<uint32_t>(st.int64(11));
   r.label = st.text(12);
   r.symmetric_pool = st.text(13);
+  r.collectives = st.text(14);
+  r.rank_gpus = st.text(15);
   return e;
 }
 
@@ -290,9 +294,11 @@ struct RecordReader::Statements {
       : executions(db, fmt::format(
                            "SELECT e.id, e.mode, e.world_id, e.pool_position, e.attempt, e.status, "
                            "e.as_expected, e.summary, e.started_at, e.wall_ms, e.startup_ms, "
-                           "c.plan_id, c.label, {} FROM execution e JOIN test_case c "
+                           "c.plan_id, c.label, {}, {} FROM execution e JOIN test_case c "
                            "ON c.id = e.case_id WHERE e.case_id = ? ORDER BY e.id",
-                           db.schema_version() >= kVersion5 ? "e.symmetric_pool" : "''")),
+                           db.schema_version() >= kVersion5 ? "e.symmetric_pool" : "''",
+                           db.schema_version() >= kTransportVersion ? "e.collectives, e.rank_gpus"
+                                                                    : "'', ''")),
         ranks(db,
               "SELECT rank, outcome, error, signal, exit_code, protocol_error, watchdog, "
               "stdout_tail, stderr_tail, reset_ms, body_ms FROM rank_result "

@@ -1,8 +1,9 @@
--- cprr store: the SQLite schema. Version 8 (schema/store.h: kSchemaVersion and its bump rule;
+-- cprr store: the SQLite schema. Version 10 (schema/store.h: kSchemaVersion and its bump rule;
 -- store.cpp: kMigrations). Version 2 added test_case.verdict, as_expected and fresh_vs_pool;
 -- version 3 op.read_spans and write_spans; version 4 op.peer and op.epoch; version 5
 -- collective.op and execution.symmetric_pool; version 6 the views at the end of this file;
--- version 7 run.stopped; version 8 run.shuffle_seed; version 9 run.launcher.
+-- version 7 run.stopped; version 8 run.shuffle_seed; version 9 run.launcher; version 10
+-- execution.collectives and rank_gpus.
 --
 -- One database file holds any number of runs. The recorder writes the run row and the planned
 -- cases first, then every execution with all its per-rank rows in ONE transaction, committed
@@ -86,7 +87,15 @@ CREATE TABLE execution (
   -- (ncclMemAlloc, ncclCommWindowRegister NCCL_WIN_COLL_SYMMETRIC); peers mapped", or why it is
   -- not one; "rank 0: ...; rank 1: ..." when they differ; '' when no world ran it or before
   -- version 5
-  symmetric_pool TEXT NOT NULL DEFAULT ''
+  symmetric_pool TEXT NOT NULL DEFAULT '',
+  -- (version 10) how the world's collectives travelled: nccl (cuda, a GPU per rank),
+  -- gloo_staged (cuda through Gloo, device buffers staged through pinned host memory: ranks
+  -- sharing a GPU, or --collectives gloo), gloo (the cpu backend); outputs of two transports may
+  -- differ by reduction order with no bug. '' when no world ran it or before version 10
+  collectives   TEXT NOT NULL DEFAULT '',
+  -- (version 10) the GPU each rank ran on, in rank order, e.g. "0,0,0,0" (four ranks sharing
+  -- GPU 0); '' on cpu, when no world ran it or before version 10
+  rank_gpus     TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX execution_by_world ON execution(run_id, world_id, pool_position);
 CREATE INDEX execution_by_case ON execution(case_id);

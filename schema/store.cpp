@@ -46,6 +46,10 @@ constexpr std::string_view kMigrations[] = {
     "ALTER TABLE run ADD COLUMN shuffle_seed INTEGER;",
     // 8 -> 9: how the run's ranks were started (schema.sql: run.launcher).
     "ALTER TABLE run ADD COLUMN launcher TEXT;",
+    // 9 -> 10: the collectives' transport and each rank's GPU (schema.sql: execution.collectives,
+    // execution.rank_gpus).
+    "ALTER TABLE execution ADD COLUMN collectives TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE execution ADD COLUMN rank_gpus TEXT NOT NULL DEFAULT '';",
 };
 /// The version that added the views (schema.sql's last section).
 constexpr int kViewsVersion = 6;

@@ -23,4 +23,8 @@ bool meets(ExecStatus s, Expect e) {
   return false;
 }
 
+bool across_transports(const ExecutionResult& a, const ExecutionResult& b) {
+  return !a.collectives.empty() && !b.collectives.empty() && a.collectives != b.collectives;
+}
+
 }  // namespace cprr

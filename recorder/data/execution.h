@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "recorder/data/capture.h"
@@ -113,10 +114,27 @@ struct ExecutionResult {
   /// What the world's ranks said their symmetric pool is (Backend::symmetric_pool; CUDA: whether
   /// it is an NCCL window registered for symmetric collectives); empty when no world ran it.
   std::string symmetric_pool;
+  /// How the world's collectives travelled: "nccl" (cuda, a GPU per rank), "gloo_staged" (cuda
+  /// through Gloo, device buffers staged through pinned host memory: ranks share a GPU, or
+  /// --collectives gloo), "gloo" (the cpu backend); empty when no world ran it. Results across
+  /// two transports may differ by reduction order without any bug (kCollectives* below).
+  std::string collectives;
+  /// The GPU each rank ran on, in rank order ("0,0,0,0": four ranks sharing visible GPU 0; a
+  /// launcher's ranks name their host's GPU index); empty on cpu and when no world ran it.
+  std::string rank_gpus;
   /// The stop descriptor ended (or prevented) this execution: its status is `error` and it
   /// says nothing about the case. Callers stop their loop and should not count it.
   bool interrupted = false;
 };
+
+/// ExecutionResult::collectives values.
+inline constexpr std::string_view kCollectivesNccl = "nccl";
+inline constexpr std::string_view kCollectivesGlooStaged = "gloo_staged";
+inline constexpr std::string_view kCollectivesGloo = "gloo";
+
+/// True when `a` and `b` both ran a world and their collectives took different transports: their
+/// outputs may differ by reduction order (float sums) with no bug in the case.
+bool across_transports(const ExecutionResult& a, const ExecutionResult& b);
 
 /// Whether an execution with status `s` meets the case's expectation.
 bool meets(ExecStatus s, Expect e);

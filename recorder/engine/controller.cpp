@@ -111,7 +111,7 @@ void Controller::close_pools() {
 WorldConfig Controller::world_config(int world_size) const {
   return WorldConfig{config_.worker,          config_.backend,        world_size,
                      config_.startup_timeout, config_.log_tail_bytes, config_.env,
-                     config_.stop_fd,         config_.launch};
+                     config_.stop_fd,         config_.launch,         config_.collectives};
 }
 
 void Controller::foresee(const std::vector<int>& fresh_world_sizes, bool next_is_fresh) {
@@ -210,6 +210,8 @@ ExecutionResult Controller::run(const CaseInstance& inst, Mode mode, Placement p
     WorldHandle& world = world_for(inst, mode, fresh, res);
     res.world_id = world.id();
     res.symmetric_pool = world.symmetric_pool();
+    res.collectives = world.collectives();
+    res.rank_gpus = world.rank_gpus();
     res.pool_position = ++served_[world.id()];
     world.start(RunCase{res.id, inst.info.name, inst.params, inst.seed, placement, perturbation,
                         config_.timeline});

@@ -54,6 +54,8 @@ struct ControllerConfig {
   bool timeline = false;
   /// How worlds' ranks are started (--launcher): local children or through mpirun/srun.
   LaunchOptions launch;
+  /// --collectives: auto | nccl | gloo (WorldConfig::collectives).
+  std::string collectives = "auto";
   /// Fresh mode: how many fresh worlds start ahead while a case runs (--standby N; 0: none),
   /// for the executions foresee() names. A standby world stays fresh: it runs nothing
   /// before its own case. Only with the local launcher (a launcher's ranks connect to the one

@@ -14,6 +14,7 @@
 #include <functional>
 
 #include "recorder/data/flight_record.h"
+#include "recorder/engine/transport_choice.h"
 #include "recorder/launch/token.h"
 #include "runtime/error.h"
 
@@ -327,6 +328,7 @@ void World::await_ready(const WorldConfig& config, Clock::time_point begin) {
   const auto deadline = Clock::now() + config.startup_timeout;
   const auto limit = fmt::format("within {} ms", config.startup_timeout.count());
   std::string comm_id;
+  std::vector<RankDevice> devices(ranks_.size());
   std::vector<RankStart> starts(ranks_.size());
   for (std::size_t r = 0; r < ranks_.size(); ++r) starts[r].spawned_at = ranks_[r].spawned_at;
   await_each(deadline, "no hello " + limit, [&](int r, const std::string& frame) {
@@ -334,12 +336,21 @@ void World::await_ready(const WorldConfig& config, Clock::time_point begin) {
     CPRR_CHECK(hello.rank == r && hello.world_size == size(),
                "rank {} introduced itself as rank {} of {}", r, hello.rank, hello.world_size);
     if (r == 0) comm_id = hello.comm_id;
+    devices[r] = RankDevice{hello.device, hello.gpu};
     starts[r].hello_at = Clock::now();
     starts[r].before_hello = std::move(hello.phases);
   });
   // Every rank joins the communicator with rank 0's id (NCCL) and says when it has; ranks that
   // rendezvous by themselves (Gloo) answer at once.
-  const std::string boot = encode(ToRank{Bootstrap{comm_id}});
+  const TransportChoice choice = choose_transport(config.backend, config.collectives, devices);
+  collectives_ = transport_name(choice.transport);
+  rank_gpus_ = choice.rank_gpus;
+  if (choice.transport == CollectiveTransport::nccl && comm_id.empty()) {
+    CPRR_THROW("{}", startup_failure(0,
+                                     "it sent no NCCL id, and every rank has a GPU of its own "
+                                     "(a launcher that sets no local rank?)"));
+  }
+  const std::string boot = encode(ToRank{Bootstrap{comm_id, collectives_}});
   std::vector<std::string> pools(ranks_.size());
   for (Rank& r : ranks_) write_frame(r.control.get(), boot);
   await_each(

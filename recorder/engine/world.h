@@ -58,6 +58,8 @@ class World : public WorldHandle {
   /// Where that time went (world_startup_phases).
   std::vector<StartupPhase> startup_phases() const override { return startup_phases_; }
   const std::string& symmetric_pool() const override { return symmetric_pool_; }
+  const std::string& collectives() const override { return collectives_; }
+  const std::string& rank_gpus() const override { return rank_gpus_; }
 
   /// Sends the case to every rank and marks the log positions for its tails.
   void start(const RunCase& msg) override;
@@ -97,7 +99,8 @@ class World : public WorldHandle {
   std::string job_stderr();
   /// Waits for the launcher job to end by itself (its supervisors are gone), then TERM, KILL.
   void end_job(std::chrono::milliseconds grace);
-  /// Start-up: every rank's hello, then Bootstrap with rank 0's communicator id, then every
+  /// Start-up: every rank's hello, then Bootstrap with rank 0's communicator id and the transport
+  /// chosen from the ranks' GPUs (choose_transport), then every
   /// rank's Connected, all within config.startup_timeout; throws naming the rank that failed.
   /// Times the start from `begin` into startup_phases_.
   void await_ready(const WorldConfig& config, Clock::time_point begin);
@@ -122,6 +125,8 @@ class World : public WorldHandle {
   std::string job_err_text_;         ///< its stderr read before logs_ took the pipe
   std::string launcher_;             ///< describe(config.launch), for messages
   std::string symmetric_pool_;       ///< the ranks' Connected::symmetric_pool, summarized at start
+  std::string collectives_;          ///< the transport chosen at start (transport_choice.h)
+  std::string rank_gpus_;            ///< each rank's GPU, from the hellos
   LogDrain logs_;
   bool reusable_ = true;
   double startup_ms_ = 0;

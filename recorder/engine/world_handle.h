@@ -36,6 +36,9 @@ struct WorldConfig {
   int stop_fd = -1;
   /// How the ranks are started: local children (default) or through mpirun/srun over TCP.
   LaunchOptions launch;
+  /// --collectives: auto (NCCL on cuda when every rank has a GPU of its own, else Gloo staged
+  /// through host memory), nccl or gloo (engine/transport_choice.h).
+  std::string collectives = "auto";
 };
 
 /// Thrown when the stop descriptor fired while a world was starting; its ranks are already
@@ -67,6 +70,10 @@ class WorldHandle {
   /// What the ranks said their symmetric pool is (Backend::symmetric_pool): one line when they
   /// agree, else "rank 0: ...; rank 1: ...".
   virtual const std::string& symmetric_pool() const = 0;
+  /// How its collectives travel (transport_name) and each rank's GPU ("0,0": ranks sharing GPU
+  /// 0; empty on cpu): ExecutionResult::collectives and rank_gpus.
+  virtual const std::string& collectives() const = 0;
+  virtual const std::string& rank_gpus() const = 0;
 
   /// Sends the case to every rank and marks the log positions for its tails.
   virtual void start(const RunCase& msg) = 0;

@@ -27,16 +27,17 @@ namespace cprr {
 inline constexpr uint32_t kProtocolMagic = 0x52525043;  // "CPRR" read as little-endian bytes
 /// Bump when any message below changes layout or meaning. Controller and worker of different
 /// versions refuse each other at the hello with a message naming both versions.
-inline constexpr uint32_t kProtocolVersion = 9;  // 2: Hello.comm_id, Bootstrap, Connected, Abort;
-                                                 // 3: OpRecord read_spans/write_spans;
-                                                 // 4: OpRecord peer/epoch, RunCase.perturbation;
-                                                 // 5: Perturbation.poison;
-                                                 // 6: CollectiveRecord.op,
-                                                 //    Connected.symmetric_pool;
-                                                 // 7: RunCase.timeline, CaseCapture.timeline
-                                                 // 8: Handshake, Welcome, SignalRank,
-                                                 //    RankExited (launchers over TCP)
-                                                 // 9: Hello.phases, Connected.phases
+inline constexpr uint32_t kProtocolVersion = 10;  // 2: Hello.comm_id, Bootstrap, Connected, Abort;
+                                                  // 3: OpRecord read_spans/write_spans;
+                                                  // 4: OpRecord peer/epoch, RunCase.perturbation;
+                                                  // 5: Perturbation.poison;
+                                                  // 6: CollectiveRecord.op,
+                                                  //    Connected.symmetric_pool;
+                                                  // 7: RunCase.timeline, CaseCapture.timeline
+                                                  // 8: Handshake, Welcome, SignalRank,
+                                                  //    RankExited (launchers over TCP)
+                                                  // 9: Hello.phases, Connected.phases
+                                                  // 10: Hello.device/gpu, Bootstrap.transport
 inline constexpr uint32_t kMaxFrameBytes = 256u << 20;
 
 /// First message of every rank: who it is.
@@ -51,10 +52,15 @@ struct Hello {
   std::string comm_id;
   /// How long each step of this rank's start-up took, from main() to this hello.
   std::vector<StartupPhase> phases;
+  /// The GPU the rank runs on (Backend::device_index, -1 without one) and what tells it apart
+  /// from the world's other GPUs (Backend::device_identity): ranks with one identity share a
+  /// GPU, so the controller picks their collectives' transport (Bootstrap::transport).
+  int32_t device = -1;
+  std::string gpu;
 
   template <class A>
   void serialize(A& a) {
-    a(rank, world_size, pid, backend, version, comm_id, phases);
+    a(rank, world_size, pid, backend, version, comm_id, phases, device, gpu);
   }
 };
 
@@ -91,12 +97,14 @@ struct Shutdown {
   void serialize(A&) {}
 };
 
-/// The first message after every hello: rank 0's communicator id, for every rank to join.
+/// The first message after every hello: rank 0's communicator id, for every rank to join, and
+/// how the world's collectives travel (transport_name: nccl | gloo_staged | gloo).
 struct Bootstrap {
   std::string comm_id;
+  std::string transport;
   template <class A>
   void serialize(A& a) {
-    a(comm_id);
+    a(comm_id, transport);
   }
 };
 

@@ -86,6 +86,10 @@ std::optional<int> launcher_local_rank() {
   return int_env({"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"});
 }
 
+std::optional<int> launcher_local_size() {
+  return int_env({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"});
+}
+
 int supervise(const SupervisorArgs& a) {
   const std::optional<int> rank = a.rank ? a.rank : launcher_rank();
   CPRR_CHECK(rank.has_value(),
@@ -126,6 +130,9 @@ int supervise(const SupervisorArgs& a) {
   spec.env = sup.welcome.env;
   if (const auto local = launcher_local_rank()) {
     spec.env.emplace_back("CPRR_LOCAL_RANK", std::to_string(*local));
+  }
+  if (const auto local_size = launcher_local_size()) {
+    spec.env.emplace_back("CPRR_LOCAL_SIZE", std::to_string(*local_size));
   }
   ChildProcess child = ChildProcess::spawn(spec);  // leads its own group
   control.fd.reset();  // the rank holds them now: their EOF is the rank's

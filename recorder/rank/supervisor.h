@@ -30,6 +30,8 @@ std::optional<int> launcher_rank();
 /// Its index among the processes of its node: OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID or
 /// MPI_LOCALRANKID; nullopt when none is set.
 std::optional<int> launcher_local_rank();
+/// The ranks on this node, from the launcher's environment (sizes a shared GPU's arenas).
+std::optional<int> launcher_local_size();
 
 /// Connects, spawns the rank and supervises it; returns the supervisor's exit code (0 once the
 /// rank's end was reported, 2 when it could not connect or was refused, 3 when the controller

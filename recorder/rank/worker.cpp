@@ -139,10 +139,13 @@ RankState make_state(const WorkerArgs& a) {
   RankState state;
   state.rank = a.rank;
   state.world_size = a.world_size;
-  // A launcher across hosts says which GPU of its node this rank takes (supervisor.cpp).
+  // A launcher across hosts says which GPU of its node this rank takes, and how many ranks its
+  // node holds (supervisor.cpp).
   const char* local = std::getenv("CPRR_LOCAL_RANK");
+  const char* local_size = std::getenv("CPRR_LOCAL_SIZE");
   state.backend = make_backend(BackendConfig{a.backend, a.rank, a.world_size, a.rendezvous,
-                                             local != nullptr ? std::atoi(local) : -1});
+                                             local != nullptr ? std::atoi(local) : -1,
+                                             local_size != nullptr ? std::atoi(local_size) : -1});
   if (!a.rendezvous.empty()) {
     state.flight = std::make_unique<FlightRecorder>(flight_record_path(a.rendezvous, a.rank));
   }
@@ -155,11 +158,15 @@ RankState make_state(const WorkerArgs& a) {
   return state;
 }
 
-Hello hello_of(const WorkerArgs& a, std::string comm_id = {},
+Hello hello_of(const WorkerArgs& a, const Backend* backend = nullptr,
                std::vector<StartupPhase> phases = {}) {
-  return Hello{a.rank,           a.world_size, static_cast<int32_t>(::getpid()),
-               a.backend,        CPRR_VERSION, std::move(comm_id),
-               std::move(phases)};
+  Hello h{a.rank, a.world_size, static_cast<int32_t>(::getpid()), a.backend, CPRR_VERSION};
+  h.phases = std::move(phases);
+  if (backend != nullptr) {
+    h.device = backend->device_index();
+    h.gpu = backend->device_identity();
+  }
+  return h;
 }
 
 // Exit status of a rank that the controller told to abort its hung case.
@@ -187,7 +194,9 @@ int serve(const WorkerArgs& a, UniqueFd control) {
   CaseRunner runner(state, reg, std::move(env));
   // Declared after the runner: the watchdog thread calls into it, so it must stop first.
   RankChannel channel{std::move(control)};
-  channel.send_hello(hello_of(a, state.backend->bootstrap_id(), std::move(phases)));
+  Hello hello = hello_of(a, state.backend.get(), std::move(phases));
+  hello.comm_id = state.backend->bootstrap_id();
+  channel.send_hello(hello);
   Backend& backend = *state.backend;
   channel.start(RankChannel::Watchdog{[&runner] { return runner.status(); },
                                       [&backend] {
@@ -211,7 +220,10 @@ int serve(const WorkerArgs& a, UniqueFd control) {
     }
     if (const auto* boot = std::get_if<Bootstrap>(&msg)) {
       try {
-        backend.connect(boot->comm_id);
+        const auto transport = parse_transport(boot->transport);
+        CPRR_CHECK(transport.has_value(), "the controller named an unknown transport '{}'",
+                   boot->transport);
+        backend.connect(ConnectSpec{boot->comm_id, *transport});
       } catch (const std::exception& e) {
         channel.send(FromRank{Connected{e.what()}});  // the controller reports it as start-up
         return 2;

@@ -2,6 +2,7 @@
 // Hand-built record data for the analysis suites: captures hashed by the real definition, ranks
 // that completed, executions of a case in a mode.
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/hash.h"
@@ -37,6 +38,12 @@ inline ExecutionResult execution(uint64_t id, Mode mode, ExecStatus status,
     r.done->capture.outputs.push_back(capture_of("out", out));
     e.ranks.push_back(std::move(r));
   }
+  return e;
+}
+
+/// `e` as run by a world whose collectives took `transport` (ExecutionResult::collectives).
+inline ExecutionResult through(ExecutionResult e, std::string_view transport) {
+  e.collectives = std::string(transport);
   return e;
 }
 

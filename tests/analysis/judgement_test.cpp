@@ -10,6 +10,7 @@ namespace cprr {
 namespace {
 
 using test::execution;
+using test::through;
 
 CaseInstance instance(Expect expect = Expect::pass, std::string seeded_bug = {}) {
   CaseInstance inst;
@@ -85,6 +86,58 @@ TEST(Judgement, OutputsVaryingAcrossRepeatsAreNondeterministic) {
   // Differing across modes only is the differential, not nondeterminism.
   const ExecutionResult f = execution(4, Mode::fresh, ExecStatus::pass, {"b"});
   EXPECT_FALSE(judge_case(inst, 1, {&f, &p1}).verdict.has_value());
+}
+
+/// A passing execution whose ranks' outputs are `outputs`, its collectives through `transport`.
+ExecutionResult passed(uint64_t id, Mode mode, const std::vector<std::string>& outputs,
+                       std::string_view transport) {
+  return through(execution(id, mode, ExecStatus::pass, outputs), transport);
+}
+
+// Fresh through nccl, pooled through gloo_staged: a difference may be reduction order alone, so it
+// is reported as across transports and not counted against the run.
+TEST(Judgement, ADivergenceAcrossTransportsIsReportedButNotCounted) {
+  const CaseInstance inst = instance();
+  const ExecutionResult f = passed(1, Mode::fresh, {"a", "b"}, kCollectivesNccl);
+  const ExecutionResult p = passed(2, Mode::pool, {"a", "X"}, kCollectivesGlooStaged);
+  const CaseOutcome o = judge_case(inst, 1, {&f, &p});
+  ASSERT_TRUE(o.differential.has_value());
+  EXPECT_EQ(o.differential->transports, "expected nccl, got gloo_staged");
+  EXPECT_NE(o.differential->describe().find(
+                "; across transports (expected nccl, got gloo_staged): outputs may differ by "
+                "reduction order"),
+            std::string::npos)
+      << o.differential->describe();
+  EXPECT_TRUE(o.as_expected);
+  EXPECT_TRUE(o.against.empty());
+  EXPECT_FALSE(o.verdict.has_value());
+  EXPECT_EQ(exit_code_for({o}), 0);
+}
+
+// A divergence within one transport is the one reported, even after one across transports.
+TEST(Judgement, ADivergenceWithinOneTransportComesBeforeOneAcross) {
+  const CaseInstance inst = instance();
+  const ExecutionResult f = passed(1, Mode::fresh, {"a", "b"}, kCollectivesNccl);
+  const ExecutionResult across = passed(2, Mode::pool, {"a", "X"}, kCollectivesGlooStaged);
+  const ExecutionResult within = passed(3, Mode::pool, {"Y", "b"}, kCollectivesNccl);
+  const CaseOutcome o = judge_case(inst, 1, {&f, &across, &within});
+  ASSERT_TRUE(o.differential.has_value());
+  EXPECT_TRUE(o.differential->transports.empty());
+  EXPECT_EQ(o.differential->rank, 0);
+  EXPECT_EQ(o.against.at(3), Against::differential);
+  EXPECT_EQ(o.against.count(2), 0u);
+}
+
+TEST(Judgement, RepeatsAcrossTransportsAreNotNondeterministic) {
+  const CaseInstance inst = instance();
+  const ExecutionResult p1 = passed(1, Mode::pool, {"a"}, kCollectivesNccl);
+  const ExecutionResult p2 = passed(2, Mode::pool, {"b"}, kCollectivesGlooStaged);
+  const CaseOutcome o = judge_case(inst, 1, {&p1, &p2});
+  EXPECT_FALSE(o.verdict.has_value());
+  EXPECT_TRUE(o.as_expected);
+  const ExecutionResult p3 = passed(3, Mode::pool, {"c"}, kCollectivesGlooStaged);
+  EXPECT_EQ(judge_case(inst, 1, {&p1, &p2, &p3}).verdict, Verdict::nondeterministic)
+      << "within one transport they still count";
 }
 
 /// Gives rank 0 of `e` an op log: a kernel on stream 1 writes buffer 1, a kernel on stream 0

@@ -9,6 +9,7 @@ namespace cprr {
 namespace {
 
 using test::execution;
+using test::through;
 
 const ExecutionResult kFreshA = execution(1, Mode::fresh, ExecStatus::pass, {"a"});
 const ExecutionResult kPoolA = execution(2, Mode::pool, ExecStatus::pass, {"a"});
@@ -88,6 +89,65 @@ TEST(Verdict, AReplayWithoutResultsNeverClaimsMatchingOutputs) {
   const VerdictDecision d = decide_verdict({&recorded, nullptr, &silent, nullptr});
   EXPECT_EQ(d.verdict, Verdict::reproduced);
   EXPECT_EQ(d.why.find("match the record"), std::string::npos) << d.why;
+}
+
+/// Both modes recorded through nccl with outputs "a", replayed through gloo_staged.
+struct RecordedThroughNccl {
+  ExecutionResult rec_fresh = through(kFreshA, kCollectivesNccl);
+  ExecutionResult rec_pool = through(kPoolA, kCollectivesNccl);
+  ExecutionResult rep_fresh, rep_pool;
+
+  RecordedThroughNccl(const ExecutionResult& fresh, const ExecutionResult& pool)
+      : rep_fresh(through(fresh, kCollectivesGlooStaged)),
+        rep_pool(through(pool, kCollectivesGlooStaged)) {}
+  VerdictDecision decide() const {
+    return decide_verdict({&rec_fresh, &rec_pool, &rep_fresh, &rep_pool});
+  }
+};
+
+// Two transports may sum in different orders: a replay through gloo_staged differing from a
+// record through nccl is no evidence of a bug, and the why says which transports were involved.
+TEST(Verdict, OutputsDifferingAcrossTransportsAreNotJudged) {
+  const RecordedThroughNccl r(kFreshB, kPoolB);
+  const VerdictDecision d = r.decide();
+  EXPECT_EQ(d.verdict, Verdict::reproduced);
+  EXPECT_FALSE(d.where.has_value());
+  EXPECT_NE(d.why.find("the fresh replay's collectives went through gloo_staged, the fresh "
+                       "record's through nccl: outputs may differ by reduction order"),
+            std::string::npos)
+      << d.why;
+  EXPECT_NE(d.why.find("the pooled replay's collectives went through gloo_staged, the pooled "
+                       "record's through nccl"),
+            std::string::npos)
+      << d.why;
+  // Only a pooled record, only a fresh replay: no state_leak across transports either.
+  EXPECT_EQ(decide_verdict({nullptr, &r.rec_pool, &r.rep_fresh, nullptr}).verdict,
+            Verdict::reproduced);
+}
+
+TEST(Verdict, OutputsMatchingAcrossTransportsMatchTheRecord) {
+  const ExecutionResult rec = through(kFreshA, kCollectivesNccl);
+  const ExecutionResult rep = through(kFreshA, kCollectivesGlooStaged);
+  const VerdictDecision d = decide_verdict({&rec, nullptr, &rep, nullptr});
+  EXPECT_EQ(d.verdict, Verdict::reproduced);
+  EXPECT_EQ(d.why, "every rank's probes and outputs match the record");
+}
+
+TEST(Verdict, OutputsDifferingWithinOneTransportAreStillNondeterministic) {
+  const ExecutionResult rec = through(kFreshA, kCollectivesGlooStaged);
+  const ExecutionResult rep = through(kFreshB, kCollectivesGlooStaged);
+  const VerdictDecision d = decide_verdict({&rec, nullptr, &rep, nullptr});
+  EXPECT_EQ(d.verdict, Verdict::nondeterministic);
+  ASSERT_TRUE(d.where.has_value());
+  EXPECT_EQ(d.why.find("across transports"), std::string::npos) << d.why;
+}
+
+// The fresh and pooled replays ran on one machine through one transport: their difference is
+// still a state leak, whatever transport the record took.
+TEST(Verdict, PooledReplayDifferingFromFreshReplayOfItsTransportIsStillAStateLeak) {
+  const VerdictDecision d = RecordedThroughNccl(kFreshB, kPoolA).decide();
+  EXPECT_EQ(d.verdict, Verdict::state_leak) << d.why;
+  EXPECT_TRUE(d.localize_polluters);
 }
 
 }  // namespace

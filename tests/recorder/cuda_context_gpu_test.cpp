@@ -33,7 +33,8 @@ void expect_iota(const std::vector<int32_t>& got, uint64_t n, int32_t first, uin
 RankState make_cuda_state() {
   RankState s;
   s.backend = make_backend(BackendConfig{"cuda", 0, 1, ""});
-  s.backend->connect(s.backend->bootstrap_id());  // what World does with rank 0's hello
+  s.backend->connect(
+      ConnectSpec{s.backend->bootstrap_id()});  // what World does with rank 0's hello
   for (MemPool pool : {MemPool::device, MemPool::symmetric, MemPool::host}) {
     s.engines[static_cast<int>(pool)] = std::make_unique<PlacementEngine>(
         s.backend->arena_capacity(pool), 256, Placement::best_fit);
@@ -57,13 +58,33 @@ TEST(CudaContext, TheDeviceArenaIsAllocatedForTheFirstCaseAndSaysWhatToLowerWhen
   }
 }
 
+// The device arena's default is 8 GiB per GPU: ranks sharing one divide it, so a world holds the
+// same device memory per GPU whatever its size. An explicit size is taken as it is.
+TEST(CudaContext, TheDefaultDeviceArenaIsDividedAmongTheRanksSharingAGpu) {
+  SKIP_WITHOUT_GPU();
+  const int gpus = visible_gpus();
+  if (::getenv("CPRR_CUDA_DEVICE_MIB") != nullptr) {
+    GTEST_SKIP() << "CPRR_CUDA_DEVICE_MIB is set, so the default is not used";
+  }
+  const auto mib = [](int world_size) {
+    return make_backend(BackendConfig{"cuda", 0, world_size, ""})
+               ->arena_capacity(MemPool::device) >>
+           20;
+  };
+  EXPECT_EQ(mib(1), 8192u);
+  EXPECT_EQ(mib(4), 8192u / static_cast<uint64_t>((4 + gpus - 1) / gpus));
+  EXPECT_EQ(mib(4 * gpus), 2048u);  // four ranks on every GPU
+  const test::ScopedEnv arena("CPRR_CUDA_DEVICE_MIB", "3000");
+  EXPECT_EQ(mib(4 * gpus), 3000u);
+}
+
 TEST(CudaContext, StartUpStepsAreTimedInOrder) {
   SKIP_WITHOUT_GPU();
   auto backend = make_backend(BackendConfig{"cuda", 0, 1, ""});
   std::vector<std::string> names;
   for (const StartupPhase& p : backend->take_startup_phases()) names.push_back(p.name);
   EXPECT_THAT(names, ::testing::ElementsAre("cuda context", "host arena (pinned)", "streams"));
-  backend->connect(backend->bootstrap_id());
+  backend->connect(ConnectSpec{backend->bootstrap_id()});
   names.clear();
   for (const StartupPhase& p : backend->take_startup_phases()) names.push_back(p.name);
   EXPECT_THAT(names,

@@ -310,6 +310,7 @@ TEST(ProtocolRoundTrip, BootstrapCarriesBinaryIdsAndAbortIsItsOwnMessage) {
   for (std::size_t i = 0; i < id.size(); ++i) id[i] = static_cast<char>(i * 37);
   EXPECT_EQ(round_trip_to_rank(Bootstrap{id}).comm_id, id);
   EXPECT_EQ(round_trip_to_rank(Bootstrap{}).comm_id, "");
+  EXPECT_EQ(round_trip_to_rank(Bootstrap{id, "gloo_staged"}).transport, "gloo_staged");
   round_trip_to_rank(Abort{});
   EXPECT_EQ(round_trip_from_rank(Connected{"ncclCommInitRankConfig: unhandled system error"}).error,
             "ncclCommInitRankConfig: unhandled system error");
@@ -403,7 +404,9 @@ Hello sample_hello() {
                .backend = "cuda",
                .version = "0.1.0",
                .comm_id = std::string("\0nccl\xff-id", 10),
-               .phases = {{"rank set-up", 1.25}, {"cuda context", 240}}};
+               .phases = {{"rank set-up", 1.25}, {"cuda context", 240}},
+               .device = 2,
+               .gpu = "gpu-host/GPU-0123456789abcdef"};
 }
 
 TEST(Hello, RoundTrip) {
@@ -416,6 +419,8 @@ TEST(Hello, RoundTrip) {
   EXPECT_EQ(back.version, h.version);
   EXPECT_EQ(back.comm_id, h.comm_id);  // binary bytes, embedded NUL included
   EXPECT_EQ(back.phases, h.phases);
+  EXPECT_EQ(back.device, 2);
+  EXPECT_EQ(back.gpu, h.gpu);
 }
 
 TEST(Hello, StartsWithRawMagicAndVersion) {

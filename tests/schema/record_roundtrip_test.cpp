@@ -148,6 +148,8 @@ TEST(RecordRoundTrip, EveryExecutionComesBackFieldByField) {
                  milliseconds{999} + microseconds{456};  // kept to the millisecond
   a.startup_ms = 150.25;
   a.symmetric_pool = "rank 0: NCCL window; rank 1: plain device memory, no NCCL window: \xc3\xbc";
+  a.collectives = std::string(kCollectivesGlooStaged);
+  a.rank_gpus = "0,0";
   a.ranks[0].done->reset_ms = 0.1;
   a.ranks[0].done->body_ms = 1e300;
   a.ranks[1].watchdog = WatchdogStatus{
@@ -158,6 +160,8 @@ TEST(RecordRoundTrip, EveryExecutionComesBackFieldByField) {
   b.summary = "";
   b.note = "only a note";
   b.wall_ms = 0;
+  b.collectives = std::string(kCollectivesNccl);
+  b.rank_gpus = "3,1";
   ExecutionResult c = execution(Mode::pool, 3, 2);
   c.started_at = sys_days{year{2026} / 11 / 23} + hours{4} + minutes{20} + milliseconds{5};
   c.ranks.clear();  // nothing started

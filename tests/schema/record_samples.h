@@ -238,6 +238,8 @@ inline void expect_same(const ExecutionResult& want, const ExecutionResult& got)
   EXPECT_EQ(got.wall_ms, want.wall_ms);
   EXPECT_EQ(got.startup_ms, want.startup_ms);
   EXPECT_EQ(got.symmetric_pool, want.symmetric_pool);
+  EXPECT_EQ(got.collectives, want.collectives);
+  EXPECT_EQ(got.rank_gpus, want.rank_gpus);
   EXPECT_EQ(got.interrupted, want.interrupted);
   ASSERT_EQ(got.ranks.size(), want.ranks.size());
   for (std::size_t r = 0; r < want.ranks.size(); ++r) {

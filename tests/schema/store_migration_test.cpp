@@ -177,6 +177,56 @@ TEST(StoreMigration, AVersionOneFileIsReadAsItIsAndMigratedWhenOpenedForWriting)
   EXPECT_EQ(cases[2].judgement->verdict, "hang");
 }
 
+// Version 9 -> 10: a version-9 file (this cprr's, less execution.collectives and rank_gpus) reads
+// both as '' while opened read_only, and gains them, empty, when opened for writing.
+TEST(StoreMigration, AVersionNineFileReadsNoTransportAndGainsItsColumnsWhenMigrated) {
+  TempDb dir;
+  const std::string v10 = dir.path("v10.db"), v9 = dir.path("v9.db");
+  const CaseInstance inst = instance(1, "a/shared_gpu", {}, 2);
+  ExecutionResult written = execution(Mode::fresh, 1, 1);
+  written.collectives = std::string(kCollectivesGlooStaged);
+  written.rank_gpus = "0,0";
+  int64_t case_id = 0, exec_id = 0;
+  {
+    RecordWriter w(v10, kMeta);
+    case_id = w.add_cases({inst})[0];
+    exec_id = w.write(written, case_id);
+    w.finish(0);
+  }
+  // schema.sql less the two columns, and this cprr's rows less them.
+  std::string sql(schema_sql());
+  const std::string last = "rank_gpus     TEXT NOT NULL DEFAULT ''";
+  const std::size_t from = sql.find(",\n  -- (version 10)"), to = sql.find(last);
+  ASSERT_NE(from, std::string::npos);
+  ASSERT_NE(to, std::string::npos);
+  sql.erase(from, to + last.size() - from);
+  sql += "PRAGMA user_version = 9; ATTACH '" + v10 + "' AS src;";
+  for (const char* t :
+       {"run", "test_case", "rank_result", "capture", "alloc_event", "op", "collective"}) {
+    sql += fmt::format("INSERT INTO {0} SELECT * FROM src.{0};", t);
+  }
+  sql +=
+      "INSERT INTO execution SELECT id, run_id, case_id, mode, world_id, pool_position, attempt, "
+      "status, as_expected, summary, started_at, wall_ms, startup_ms, symmetric_pool "
+      "FROM src.execution;";
+  exec_plain(v9, sql);
+  ExecutionResult want = as_stored(written, exec_id, inst);
+  want.collectives.clear();
+  want.rank_gpus.clear();
+  const auto read = [&](const char* when) {
+    SCOPED_TRACE(when);
+    const auto execs = RecordReader(v9).executions(case_id);
+    ASSERT_EQ(execs.size(), 1u);
+    expect_same(want, execs[0].result);
+  };
+  read("read-only, as it is");
+  EXPECT_EQ(count(v9, "PRAGMA user_version"), 9);
+  EXPECT_EQ(Database::open(v9, Database::Mode::read_write).schema_version(), kSchemaVersion);
+  EXPECT_EQ(schema_of(v9), schema_of(v10));
+  read("after the migration");
+  expect_same(as_stored(written, exec_id, inst), RecordReader(v10).executions(case_id)[0].result);
+}
+
 // A migration that fails part-way (here its last step: the column already exists) leaves the
 // file exactly at version 1: the steps before it are rolled back with it.
 TEST(StoreMigration, AFailedMigrationLeavesTheFileAsItWas) {

@@ -1,9 +1,11 @@
 // Dispatch benchmark: healthy/noop round trip in a pooled world against a fresh world per case,
 // at W=2 and W=4, measured side by side in one run on the backend asked for (--backend; auto is
-// cuda where a GPU is visible). A world size needing more GPUs than are visible is skipped with
-// a line saying so. Prints figures; asserts nothing.
+// cuda where a GPU is visible). A world with more ranks than GPUs shares them (collectives through
+// Gloo, staged through host memory); each size's line says how its collectives travelled.
+// Prints figures; asserts nothing.
 //
 //   cprr_bench_dispatch [--backend auto|cpu|cuda] [--worker PATH] [--pool-runs N] [--fresh-runs N]
+//                       [--collectives auto|nccl|gloo]
 //
 // Target (issue 2): pooled round trip at W=4 <= 1 ms median on the 2-core development machine.
 #include <CLI/CLI.hpp>
@@ -46,24 +48,25 @@ std::vector<double> measure(cprr::Controller& c, const cprr::CaseInstance& inst,
 }
 
 // Measures every world size of healthy/noop on `backend` (already resolved) and prints them.
-int run(const std::string& worker, const std::string& backend, int pool_runs, int fresh_runs) {
+int run(const std::string& worker, const std::string& backend, const std::string& collectives,
+        int pool_runs, int fresh_runs) {
   const auto plan = cprr::expand(cprr::fetch_catalog(worker), std::regex("^healthy/noop@"));
   cprr::ControllerConfig cc;
   cc.worker = worker;
   cc.backend = backend;
+  cc.collectives = collectives;
   const int gpus = cc.backend == "cuda" ? cprr::visible_gpus() : 0;
-  std::printf("backend: %s\n", cc.backend.c_str());
+  std::printf("backend: %s, %d GPU(s) (ranks share them where a world has more ranks)\n",
+              cc.backend.c_str(), gpus);
   std::printf("%-4s %-6s %8s %10s %10s %10s\n", "W", "mode", "runs", "median_ms", "p99_ms",
               "mean_ms");
   std::vector<std::pair<int, double>> ratios;
   for (const cprr::CaseInstance& inst : plan) {
-    if (cc.backend == "cuda" && inst.world_size > gpus) {
-      std::printf("W=%d: skipped, %d GPU(s) visible (a rank needs its own GPU)\n", inst.world_size,
-                  gpus);
-      continue;
-    }
     cprr::Controller c(cc);
-    c.run(inst, cprr::Mode::pool);  // spawn the pooled world outside the measurement
+    // Spawns the pooled world outside the measurement.
+    const cprr::ExecutionResult first = c.run(inst, cprr::Mode::pool);
+    std::printf("W=%d: collectives %s, ranks on GPUs %s\n", inst.world_size,
+                first.collectives.c_str(), first.rank_gpus.empty() ? "-" : first.rank_gpus.c_str());
     const Figures pool = figures(measure(c, inst, cprr::Mode::pool, pool_runs));
     const Figures fresh = figures(measure(c, inst, cprr::Mode::fresh, fresh_runs));
     std::printf("%-4d %-6s %8d %10.3f %10.3f %10.3f\n", inst.world_size, "pool", pool_runs,
@@ -89,10 +92,14 @@ int main(int argc, char** argv) {
   app.add_option("--worker", worker, "worker binary");
   app.add_option("--pool-runs", pool_runs, "pooled executions per world size");
   app.add_option("--fresh-runs", fresh_runs, "fresh executions per world size");
+  std::string collectives = "auto";
+  app.add_option("--collectives", collectives,
+                 "auto | nccl | gloo (cuda: gloo stages through host)")
+      ->check(CLI::IsMember({"auto", "nccl", "gloo"}));
   CLI11_PARSE(app, argc, argv);
 
   try {
-    return run(worker, cprr::resolve_backend(backend), pool_runs, fresh_runs);
+    return run(worker, cprr::resolve_backend(backend), collectives, pool_runs, fresh_runs);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cprr_bench_dispatch: %s\n", e.what());
     return 2;

@@ -1,6 +1,7 @@
 // GPU benchmarks, each measured side by side in one run on the GPU machine (prints figures,
 // asserts nothing):
-//  1. suite: N short cases at W=2 on the cuda backend, a fresh world per case (process start,
+//  1. suite: N short cases at W=2 (and each --world-size) on the cuda backend, a fresh world per
+//     case (process start,
 //     CUDA context, NCCL init) against one pooled world, the two samples interleaved (case i fresh,
 //     then case i pooled), so drift over the run hits both alike: per-case median and total;
 //  2. world start: where a fresh world's start time goes (spawn, exec and load, CUDA context,
@@ -11,15 +12,17 @@
 //     count in --standby (fresh worlds for the next cases started while one runs): total and per
 //     case, what `cprecord --mode fresh --standby K` would cost, and the median world start
 //     (worlds started side by side slow each other down: the bound of fresh mode with standby);
-// With one GPU only the world start and the fresh-only suites run, on healthy/noop as a one-rank
-// case (W=1), and the output says so.
+// With fewer GPUs than ranks the ranks share them (their collectives through Gloo, staged through
+// host memory) and every figure says which transport it ran with; --collectives gloo times the
+// staged path on a GPU per rank, next to NCCL.
 //  4. torchrun: `torchrun --nproc-per-node 2` of a trivial all-reduce script per case, the
 //     baseline of seed 001 (~8.9 s per spawn there), timed on --torch-runs launches; its suite
-//     total is extrapolated from them (median x cases), and the output says so.
+//     total is extrapolated from them (median x cases), and the output says so. Needs 2 GPUs
+//     (the script's NCCL refuses two ranks on one).
 // Recording overhead has its own benchmark: cprr_bench_recording --backend cuda.
 //
 //   cprr_bench_gpu [--worker PATH] [--cases N] [--standby K...] [--torch-runs K]
-//                  [--torch-script PATH]
+//                  [--torch-script PATH] [--world-size W...] [--collectives auto|nccl|gloo]
 #include <fmt/format.h>
 #include <sys/wait.h>
 
@@ -56,10 +59,11 @@ cprr::ExecutionResult run_case(cprr::Controller& c, const cprr::CaseInstance& in
   return r;
 }
 
-// The short W=2 cases: healthy and fixed ones, without the 100 MiB banner.
-std::vector<cprr::CaseInstance> short_cases(const std::string& worker) {
-  const auto plan = cprr::expand(cprr::fetch_catalog(worker),
-                                 std::regex("^(healthy|fixed)/[a-z_]+(\\{.*\\})?@2$"));
+// The short cases of world size `w`: healthy and fixed ones, without the 100 MiB banner.
+std::vector<cprr::CaseInstance> short_cases(const std::string& worker, int w) {
+  const auto plan =
+      cprr::expand(cprr::fetch_catalog(worker),
+                   std::regex(fmt::format("^(healthy|fixed)/[a-z_]+(\\{{.*\\}})?@{}$", w)));
   std::vector<cprr::CaseInstance> picked;
   for (const auto& inst : plan) {
     if (inst.info.name != "healthy/banner_flood") picked.push_back(inst);
@@ -67,28 +71,39 @@ std::vector<cprr::CaseInstance> short_cases(const std::string& worker) {
   return picked;
 }
 
-cprr::ControllerConfig cuda_config(const std::string& worker, int standby) {
+// What every controller of the run is made with.
+struct Setup {
+  std::string worker;
+  std::string collectives = "auto";  ///< --collectives
+};
+
+cprr::ControllerConfig cuda_config(const Setup& setup, int standby) {
   cprr::ControllerConfig cc;
-  cc.worker = worker;
+  cc.worker = setup.worker;
   cc.backend = "cuda";
   cc.standby = standby;
+  cc.collectives = setup.collectives;
   return cc;
 }
 
 struct Suite {
   std::vector<double> fresh, pool;                      ///< per-case wall ms
   std::vector<std::vector<cprr::StartupPhase>> starts;  ///< each fresh world's start steps
+  std::string collectives, rank_gpus;                   ///< how its worlds ran (the last one's)
 };
 
-void suite(const std::string& worker, const std::vector<cprr::CaseInstance>& picked, int cases,
+void suite(const Setup& setup, const std::vector<cprr::CaseInstance>& picked, int cases,
            Suite& out) {
-  cprr::Controller c(cuda_config(worker, 0));
+  cprr::Controller c(cuda_config(setup, 0));
   run_case(c, picked[0], cprr::Mode::pool);  // the pooled world's start is no case's cost
   for (int i = 0; i < cases; ++i) {
     const cprr::ExecutionResult f = run_case(c, picked[i % picked.size()], cprr::Mode::fresh);
     out.fresh.push_back(f.wall_ms);
     out.starts.push_back(f.startup_phases);
-    out.pool.push_back(run_case(c, picked[i % picked.size()], cprr::Mode::pool).wall_ms);
+    const cprr::ExecutionResult p = run_case(c, picked[i % picked.size()], cprr::Mode::pool);
+    out.pool.push_back(p.wall_ms);
+    out.collectives = p.collectives;
+    out.rank_gpus = p.rank_gpus;
   }
 }
 
@@ -99,10 +114,10 @@ struct FreshSuite {
 
 // The cases in fresh mode only, back to back, with `standby` worlds started ahead and healthy
 // worlds shut down off the path (`retire`) or on it (as before issue 14).
-FreshSuite fresh_suite(const std::string& worker, const std::vector<cprr::CaseInstance>& picked,
-                       int cases, int standby, bool retire) {
+FreshSuite fresh_suite(const Setup& setup, const std::vector<cprr::CaseInstance>& picked, int cases,
+                       int standby, bool retire) {
   FreshSuite out;
-  cprr::ControllerConfig cc = cuda_config(worker, standby);
+  cprr::ControllerConfig cc = cuda_config(setup, standby);
   cc.retire_in_background = retire;
   cprr::Controller c(cc);
   const auto t0 = Clock::now();
@@ -118,22 +133,20 @@ FreshSuite fresh_suite(const std::string& worker, const std::vector<cprr::CaseIn
   return out;
 }
 
-// healthy/noop as a one-rank case (a machine with one GPU): noop does nothing one rank cannot.
-std::vector<cprr::CaseInstance> single_rank_noop(const std::vector<cprr::CaseInstance>& picked) {
-  auto noop = std::find_if(picked.begin(), picked.end(), [](const cprr::CaseInstance& i) {
-    return i.info.name == "healthy/noop";
-  });
-  if (noop == picked.end()) return {};
-  cprr::CaseInstance one = *noop;
-  one.world_size = 1;
+// healthy/noop at world size `w`, for a size without short cases of its own.
+std::vector<cprr::CaseInstance> noop_at(const std::string& worker, int w) {
+  const auto plan = cprr::expand(cprr::fetch_catalog(worker), std::regex("^healthy/noop@"));
+  if (plan.empty()) return {};
+  cprr::CaseInstance one = plan.front();
+  one.world_size = w;
   return {one};
 }
 
 // The start steps of `worlds` fresh worlds of `inst`.
-std::vector<std::vector<cprr::StartupPhase>> world_starts(const std::string& worker,
+std::vector<std::vector<cprr::StartupPhase>> world_starts(const Setup& setup,
                                                           const cprr::CaseInstance& inst,
                                                           int worlds) {
-  cprr::Controller c(cuda_config(worker, 0));
+  cprr::Controller c(cuda_config(setup, 0));
   std::vector<std::vector<cprr::StartupPhase>> out;
   for (int i = 0; i < worlds; ++i) {
     out.push_back(run_case(c, inst, cprr::Mode::fresh).startup_phases);
@@ -142,7 +155,7 @@ std::vector<std::vector<cprr::StartupPhase>> world_starts(const std::string& wor
 }
 
 // Fresh mode back to back: shutdown on the path, then retired, then with each standby count.
-void print_fresh_suites(const std::string& worker, const std::vector<cprr::CaseInstance>& picked,
+void print_fresh_suites(const Setup& setup, const std::vector<cprr::CaseInstance>& picked,
                         int cases, const std::vector<int>& standby) {
   const int w = picked.front().world_size;
   // A world's start is its own, however many started beside it: standby worlds start side by
@@ -153,11 +166,11 @@ void print_fresh_suites(const std::string& worker, const std::vector<cprr::CaseI
         "world start %.0f ms (median)\n",
         w, what, f.total_ms / cases, f.total_ms / 1e3, cases, median(f.start_ms));
   };
-  row("--standby 0, shutdown on the path", fresh_suite(worker, picked, cases, 0, false));
-  row("--standby 0", fresh_suite(worker, picked, cases, 0, true));
+  row("--standby 0, shutdown on the path", fresh_suite(setup, picked, cases, 0, false));
+  row("--standby 0", fresh_suite(setup, picked, cases, 0, true));
   for (int n : standby) {
     if (n > 0)
-      row(fmt::format("--standby {}", n).c_str(), fresh_suite(worker, picked, cases, n, true));
+      row(fmt::format("--standby {}", n).c_str(), fresh_suite(setup, picked, cases, n, true));
   }
 }
 
@@ -199,16 +212,26 @@ std::vector<double> torchrun(const std::string& script, int runs) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string worker = CPRR_WORKER_PATH, script = "tools/bench/torch_allreduce.py";
+  Setup setup{CPRR_WORKER_PATH};
+  std::string script = "tools/bench/torch_allreduce.py";
   int cases = 50, torch_runs = 5;
   std::vector<int> standby{4};  // besides 0, which always runs
+  std::vector<int> sizes{2};
   CLI::App app{"cprr GPU benchmarks: fresh vs pooled vs torchrun per case, world start, standby"};
-  app.add_option("--worker", worker, "worker binary");
+  app.add_option("--worker", setup.worker, "worker binary");
   app.add_option("--cases", cases, "cases in the suite")->check(CLI::PositiveNumber);
   app.add_option("--standby", standby,
                  "standby counts to time the fresh-only suite with, besides 0")
       ->expected(0, -1)
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--world-size", sizes,
+                 "world sizes to run the suites at; with fewer GPUs than ranks the ranks share "
+                 "them (collectives through Gloo, staged through host memory)")
+      ->expected(1, -1)
+      ->check(CLI::PositiveNumber);
+  app.add_option("--collectives", setup.collectives,
+                 "auto | nccl | gloo: gloo times the staged path on a GPU per rank")
+      ->check(CLI::IsMember({"auto", "nccl", "gloo"}));
   app.add_option("--torch-runs", torch_runs, "torchrun launches to time (0: skip)");
   app.add_option("--torch-script", script, "the trivial all-reduce script torchrun runs");
   CLI11_PARSE(app, argc, argv);
@@ -218,38 +241,37 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cprr_bench_gpu needs a GPU: %s\n", why.c_str());
     return 2;
   }
-  const std::vector<cprr::CaseInstance> picked = short_cases(worker);
-  if (gpus < 2) {
-    // One GPU: the W=2 figures cannot be measured; the same ones for one-rank worlds can.
-    std::printf("W=2 suite and torchrun: skipped (they need 2 GPUs; %d visible)\n", gpus);
-    const std::vector<cprr::CaseInstance> one = single_rank_noop(picked);
-    if (one.empty()) return 2;
-    print_world_start(world_starts(worker, one.front(), cases), 1);
-    print_fresh_suites(worker, one, cases, standby);
-    return 0;
+  for (const int w : sizes) {
+    std::vector<cprr::CaseInstance> picked = short_cases(setup.worker, w);
+    if (picked.empty()) picked = noop_at(setup.worker, w);
+    if (picked.empty()) {
+      std::fprintf(stderr, "no short case and no healthy/noop in %s\n", setup.worker.c_str());
+      return 2;
+    }
+    Suite s;
+    suite(setup, picked, cases, s);
+    std::printf("== W=%d on %d GPU(s): collectives %s, ranks on GPUs %s\n", w, gpus,
+                s.collectives.c_str(), s.rank_gpus.c_str());
+    print_world_start(s.starts, w);
+    std::printf("suite: %d short cases at W=%d (cuda), fresh and pooled runs interleaved\n", cases,
+                w);
+    std::printf("%-22s %12s %12s\n", "", "per case ms", "total s");
+    std::printf("%-22s %12.1f %12.2f   (measured: %d runs)\n", "fresh world per case",
+                median(s.fresh), sum(s.fresh) / 1e3, cases);
+    std::printf("%-22s %12.2f %12.2f   (measured: %d runs)\n", "pooled world", median(s.pool),
+                sum(s.pool) / 1e3, cases);
+    print_fresh_suites(setup, picked, cases, standby);
+    std::printf("W=%d fresh/pool per-case cost: %.0fx\n", w, median(s.fresh) / median(s.pool));
   }
-  Suite s;
-  suite(worker, picked, cases, s);
-  const std::vector<double> torch = torchrun(script, torch_runs);
-
-  print_world_start(s.starts, 2);
-  std::printf("suite: %d short cases at W=2 (cuda), fresh and pooled runs interleaved\n", cases);
-  std::printf("%-22s %12s %12s\n", "", "per case ms", "total s");
-  std::printf("%-22s %12.1f %12.2f   (measured: %d runs)\n", "fresh world per case",
-              median(s.fresh), sum(s.fresh) / 1e3, cases);
-  std::printf("%-22s %12.2f %12.2f   (measured: %d runs)\n", "pooled world", median(s.pool),
-              sum(s.pool) / 1e3, cases);
-  if (!torch.empty()) {
+  if (gpus < 2) {
+    std::printf("torchrun: skipped (its NCCL needs 2 GPUs; %d visible)\n", gpus);
+  } else if (const std::vector<double> torch = torchrun(script, torch_runs); !torch.empty()) {
     std::printf("%-22s %12.1f %12.2f   (EXTRAPOLATED: median of %zu launches x %d cases)\n",
-                "torchrun per case", median(torch), median(torch) * cases / 1e3, torch.size(),
+                "torchrun per case (W=2)", median(torch), median(torch) * cases / 1e3, torch.size(),
                 cases);
   } else {
     std::printf("torchrun: skipped (no torch, or --torch-runs 0)\n");
   }
-  print_fresh_suites(worker, picked, cases, standby);
-  std::printf("fresh/pool per-case cost: %.0fx\n", median(s.fresh) / median(s.pool));
-  if (!torch.empty())
-    std::printf("torchrun/pool per-case cost: %.0fx\n", median(torch) / median(s.pool));
   std::printf("recording overhead: see cprr_bench_recording --backend cuda\n");
   return 0;
 }

@@ -13,10 +13,19 @@ tools/setup.sh >/dev/null
 cmake -S . -B build -DCPRR_CUDA=ON >/dev/null
 cmake --build build -j"$(nproc)"
 
+# examples/ as a user builds it: against the installed package (find_package(cprr)) alone.
+prefix=$root/.device/prefix
+rm -rf "$prefix"
+cmake --install build --prefix "$prefix" >/dev/null
+cmake -S examples -B build/examples-installed -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build/examples-installed -j"$(nproc)" >/dev/null
+
 stage=.device/stage
 rm -rf "$stage"
 mkdir -p "$stage/lib"
-bins=(tools/cpworker tools/cprecord tools/cpreplay tests/cprr_fixture_worker)
+bins=(tools/cpworker tools/cprecord tools/cpreplay tests/cprr_fixture_worker
+      examples-installed/my_cases)
 for b in build/tests/cprr_*_gpu_tests build/tools/bench/cprr_bench_*; do
   [ -x "$b" ] && bins+=("${b#build/}")
 done

@@ -5,7 +5,7 @@
 # /tmp/cprr-gpu-out); a short table is printed last, with every benchmark's exit status.
 #
 #   tools/device/run_gpu_checks.sh [tests] [corpus] [races] [symmetric] [trace] [bench] [recording]
-#                                  [standby] [launcher]
+#                                  [standby] [launcher] [examples]
 #                                  (default: tests corpus races symmetric trace bench; bench
 #                                  includes recording: issue 14's figures from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
@@ -63,13 +63,12 @@ for step in "${steps[@]}"; do
       done
       ;;
     corpus)
-      # A rank needs its own GPU: with fewer than 4, the W=4 cases are left out on both backends
-      # (so the table compares like with like), and the summary says so.
+      # Every world size runs on any number of GPUs: with fewer GPUs than ranks they share them
+      # (rank r on GPU r mod G) and the collectives go through Gloo, staged through host memory.
+      # CPRR_CORPUS_EXCLUDE leaves cases out on both backends.
       exclude=()
-      if [ "$gpus" -lt 4 ]; then
-        exclude=(--exclude '@4$')
-        report "corpus: W=4 cases skipped, $gpus GPU(s) visible"
-      fi
+      [ -n "${CPRR_CORPUS_EXCLUDE:-}" ] && exclude=(--exclude "$CPRR_CORPUS_EXCLUDE")
+      report "corpus: $gpus GPU(s) visible"
       for backend in cuda cpu; do
         start=$(date +%s%N)
         timeout 550 "$b/tools/cprecord" --backend $backend --mode both --json --db "$out/corpus_$backend.db" \
@@ -116,6 +115,15 @@ for step in "${steps[@]}"; do
       python3 tools/device/same_statuses.py "$out/launcher_local.json" "$out/launcher_launched.json" \
         >"$out/launcher_table.txt" 2>&1
       report "$(tail -n 3 "$out/launcher_table.txt")"
+      ;;
+    examples)
+      # examples/, built against the installed package (tools/device/build.sh), on cuda in both
+      # modes: every example case passes, fresh and pooled.
+      timeout 250 "$b/tools/cprecord" --worker "$b/examples-installed/my_cases" --backend cuda \
+        --mode both --json --db "$out/examples.db" >"$out/examples.json" 2>"$out/examples.err"
+      rc=$?
+      python3 tools/device/examples_table.py "$out/examples.json" >"$out/examples_table.txt" 2>&1
+      report "examples (installed package) on cuda: cprecord rc=$rc" "$(cat "$out/examples_table.txt")"
       ;;
     races)
       # The seeded stream races (or, with CPRR_RACE_FILTER, any seeded bugs) and their twins:
@@ -178,9 +186,14 @@ for step in "${steps[@]}"; do
       ;;
     bench)
       bench device_hash 120
-      bench gpu 500 --cases "${CPRR_BENCH_CASES:-50}" --standby 4 \
+      # W=2 and W=4 whatever the GPU count: with fewer GPUs than ranks they share them (Gloo,
+      # staged through host memory). CPRR_BENCH_COLLECTIVES=gloo times the staged path on a GPU
+      # per rank, for the side-by-side with NCCL.
+      bench gpu 500 --cases "${CPRR_BENCH_CASES:-20}" --standby 4 --world-size 2 4 \
+        --collectives "${CPRR_BENCH_COLLECTIVES:-auto}" \
         --torch-script tools/bench/torch_allreduce.py --torch-runs "${CPRR_TORCH_RUNS:-3}"
-      bench dispatch 200 --backend cuda --pool-runs 500 --fresh-runs 10
+      bench dispatch 200 --backend cuda --pool-runs 500 --fresh-runs 10 \
+        --collectives "${CPRR_BENCH_COLLECTIVES:-auto}"
       # Issue 14's figures from one step: the world start breakdown and the fresh suite with and
       # without standby worlds come from bench_gpu above, recording overhead from here.
       bench recording 300 --backend cuda --runs 20
@@ -190,7 +203,7 @@ for step in "${steps[@]}"; do
       # with its breakdown (hash, transfer, decode, store).
       bench recording 400 --backend cuda --runs 20
       ;;
-    *) echo "unknown step '$step' (tests, corpus, races, symmetric, trace, bench, recording)" >&2; exit 2 ;;
+    *) echo "unknown step '$step' (tests, corpus, races, symmetric, trace, bench, recording, standby, launcher, examples)" >&2; exit 2 ;;
   esac
 done
 

@@ -1,0 +1,59 @@
+#include "recorder/engine/transport_choice.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "runtime/error.h"
+
+namespace cprr {
+
+void check_collectives(const std::string& requested, const std::string& backend) {
+  if (requested != "auto" && requested != "nccl" && requested != "gloo") {
+    CPRR_THROW_AS(UsageError, "--collectives '{}': use auto, nccl or gloo", requested);
+  }
+  if (requested == "nccl" && backend == "cpu") {
+    CPRR_THROW_AS(UsageError,
+                  "--collectives nccl needs the cuda backend (the cpu backend's collectives go "
+                  "through Gloo): use --backend cuda, or --collectives auto");
+  }
+}
+
+TransportChoice choose_transport(const std::string& backend, const std::string& requested,
+                                 const std::vector<RankDevice>& ranks) {
+  check_collectives(requested, backend);
+  if (backend != "cuda") return {CollectiveTransport::gloo, {}};
+  TransportChoice choice{CollectiveTransport::nccl, {}};
+  std::map<std::string, int> first_on;  // GPU identity -> the first rank on it
+  std::string shared;                   // the first pair of ranks on one GPU, for messages
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    choice.rank_gpus += fmt::format("{}{}", r == 0 ? "" : ",", ranks[r].device);
+    const auto [it, first] = first_on.emplace(ranks[r].gpu, static_cast<int>(r));
+    if (!first && shared.empty()) {
+      shared = fmt::format("ranks {} and {} share GPU {} ({})", it->second, r, ranks[r].device,
+                           ranks[r].gpu);
+    }
+  }
+  if (requested == "nccl" && !shared.empty()) {
+    CPRR_THROW_AS(UsageError,
+                  "--collectives nccl: {}, and NCCL refuses two ranks of one communicator on "
+                  "one GPU: use --collectives auto (Gloo where ranks share a GPU) or expose a "
+                  "GPU per rank (CUDA_VISIBLE_DEVICES)",
+                  shared);
+  }
+  if (requested == "gloo" || !shared.empty()) choice.transport = CollectiveTransport::gloo_staged;
+  return choice;
+}
+
+std::string sharing_line(int world_size, int gpus, const std::string& requested) {
+  if (gpus <= 0) return {};
+  const bool shared = world_size > gpus;
+  if (!shared && requested != "gloo") return {};
+  const int used = std::min(world_size, gpus);
+  return fmt::format(
+      "{} rank{} on {} GPU{}: collectives through Gloo, staged through host memory{}", world_size,
+      world_size == 1 ? "" : "s", used, used == 1 ? "" : "s",
+      shared ? "" : " (--collectives gloo)");
+}
+
+}  // namespace cprr

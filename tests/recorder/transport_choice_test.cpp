@@ -1,0 +1,107 @@
+// Which transport a world's collectives take, from its ranks' GPUs and --collectives.
+#include "recorder/engine/transport_choice.h"
+
+#include <gtest/gtest.h>
+
+#include "runtime/error.h"
+#include "tests/recorder/engine_support.h"
+
+namespace cprr {
+namespace {
+
+std::vector<RankDevice> on(std::initializer_list<int> devices) {
+  std::vector<RankDevice> out;
+  for (int d : devices) out.push_back({d, "host/GPU-" + std::to_string(d)});
+  return out;
+}
+
+TEST(TransportChoice, AGpuPerRankIsNcclUnlessGlooIsAskedFor) {
+  const TransportChoice c = choose_transport("cuda", "auto", on({0, 1, 2, 3}));
+  EXPECT_EQ(c.transport, CollectiveTransport::nccl);
+  EXPECT_EQ(c.rank_gpus, "0,1,2,3");
+  EXPECT_EQ(choose_transport("cuda", "nccl", on({0, 1})).transport, CollectiveTransport::nccl);
+  EXPECT_EQ(choose_transport("cuda", "gloo", on({0, 1})).transport,
+            CollectiveTransport::gloo_staged);
+}
+
+TEST(TransportChoice, RanksSharingAGpuGoThroughGlooStaged) {
+  const TransportChoice c = choose_transport("cuda", "auto", on({0, 0, 0, 0}));
+  EXPECT_EQ(c.transport, CollectiveTransport::gloo_staged);
+  EXPECT_EQ(c.rank_gpus, "0,0,0,0");
+  // Two of three on one GPU is sharing too.
+  EXPECT_EQ(choose_transport("cuda", "auto", on({0, 1, 0})).transport,
+            CollectiveTransport::gloo_staged);
+}
+
+TEST(TransportChoice, TheSameIndexOnTwoHostsIsNoSharing) {
+  const std::vector<RankDevice> two_hosts{{0, "a/GPU-x"}, {0, "b/GPU-y"}};
+  const TransportChoice c = choose_transport("cuda", "auto", two_hosts);
+  EXPECT_EQ(c.transport, CollectiveTransport::nccl);
+  EXPECT_EQ(c.rank_gpus, "0,0");
+}
+
+TEST(TransportChoice, NcclWhereRanksShareAGpuIsRefusedNamingThem) {
+  try {
+    choose_transport("cuda", "nccl", on({0, 1, 1}));
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("ranks 1 and 2 share GPU 1"), std::string::npos) << what;
+    EXPECT_NE(what.find("--collectives auto"), std::string::npos) << what;
+  }
+}
+
+TEST(TransportChoice, TheCpuBackendIsGlooWithNoGpus) {
+  const TransportChoice c = choose_transport("cpu", "auto", {{}, {}});
+  EXPECT_EQ(c.transport, CollectiveTransport::gloo);
+  EXPECT_EQ(c.rank_gpus, "");
+  EXPECT_THROW(check_collectives("nccl", "cpu"), UsageError);
+  EXPECT_THROW(check_collectives("mpi", "cuda"), UsageError);
+  EXPECT_NO_THROW(check_collectives("gloo", "cpu"));
+}
+
+TEST(TransportChoice, TheStartLineSaysWhenRanksShareGpus) {
+  EXPECT_EQ(sharing_line(4, 1, "auto"),
+            "4 ranks on 1 GPU: collectives through Gloo, staged through host memory");
+  EXPECT_EQ(sharing_line(4, 2, "auto"),
+            "4 ranks on 2 GPUs: collectives through Gloo, staged through host memory");
+  EXPECT_EQ(sharing_line(2, 2, "auto"), "");
+  EXPECT_EQ(sharing_line(1, 1, "auto"), "");
+  EXPECT_NE(sharing_line(2, 2, "gloo").find("(--collectives gloo)"), std::string::npos);
+  EXPECT_EQ(sharing_line(4, 0, "auto"), "");  // no GPU: the cpu backend
+}
+
+TEST(TransportChoice, NamesRoundTrip) {
+  for (auto t :
+       {CollectiveTransport::nccl, CollectiveTransport::gloo_staged, CollectiveTransport::gloo}) {
+    EXPECT_EQ(parse_transport(transport_name(t)), t);
+  }
+  EXPECT_FALSE(parse_transport("mpi").has_value());
+}
+
+// Real cpu worlds record their transport and no GPU map, fresh and pooled alike.
+TEST(TransportChoice, ACpuWorldRecordsGlooAndNoGpus) {
+  Controller c(engine_test::config(engine_test::kWorker));
+  for (Mode mode : {Mode::fresh, Mode::pool}) {
+    const ExecutionResult r =
+        c.run(engine_test::inst(engine_test::kWorker, "healthy/noop@2"), mode);
+    engine_test::expect_pass(r);
+    EXPECT_EQ(r.collectives, "gloo");
+    EXPECT_EQ(r.rank_gpus, "");
+  }
+}
+
+// --collectives nccl on the cpu backend is refused at the start of the world, naming the option.
+TEST(TransportChoice, ACpuWorldAskedForNcclDoesNotStart) {
+  ControllerConfig cc = engine_test::config(engine_test::kWorker);
+  cc.collectives = "nccl";
+  Controller c(cc);
+  const ExecutionResult r =
+      c.run(engine_test::inst(engine_test::kWorker, "healthy/noop@2"), Mode::fresh);
+  EXPECT_EQ(r.status, ExecStatus::error);
+  EXPECT_NE(r.summary.find("--collectives nccl needs the cuda backend"), std::string::npos)
+      << r.summary;
+}
+
+}  // namespace
+}  // namespace cprr
