@@ -36,7 +36,8 @@ std::optional<Divergence> compare_results(const ExecutionResult& expected,
 
 std::optional<Divergence> compare(const ExecutionResult& expected, const ExecutionResult& actual) {
   std::optional<Divergence> d = compare_results(expected, actual);
-  if (d && across_transports(expected, actual)) {
+  // Reduction order changes a capture's bytes, never its size, its presence or a status.
+  if (d && d->reason == "hash" && across_transports(expected, actual)) {
     d->transports = fmt::format("expected {}, got {}", expected.collectives, actual.collectives);
   }
   return d;

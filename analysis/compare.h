@@ -17,7 +17,8 @@ std::vector<const CaseCapture*> captures_of(const ExecutionResult& e);
 
 /// How `actual` differs from `expected`: the first divergence of their captures when both
 /// completed, else a "result"/"status" divergence when their statuses differ; nullopt when they
-/// agree. A divergence across transports (across_transports) names them in Divergence::transports.
+/// agree. A capture's bytes differing across transports (across_transports) names them in
+/// Divergence::transports; a status, size or missing capture never does.
 std::optional<Divergence> compare(const ExecutionResult& expected, const ExecutionResult& actual);
 
 /// The fresh-vs-pooled differential of one case's executions.

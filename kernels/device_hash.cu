@@ -183,6 +183,12 @@ void prepare_device_hash() {
   const std::array<uint8_t, 192> secret = xxh3_seed0_secret();
   static_assert(sizeof(c_secret) == secret.size());
   CPRR_CUDA(cudaMemcpyToSymbol(c_secret, secret.data(), secret.size()));
+  // The copy goes on the legacy default stream and may return before it landed; the backend's
+  // streams are non-blocking and do not wait for that stream, so a hash kernel launched next on
+  // one of them could read the secret half written (seen: the first probe of a case hashed wrong
+  // now and then with CUDA_MODULE_LOADING=EAGER, where no module load serializes the device).
+  // Waiting for the legacy stream alone orders no other stream.
+  CPRR_CUDA(cudaStreamSynchronize(nullptr));
   uploaded[device] = true;
 }
 

@@ -15,8 +15,9 @@
 namespace cprr::kernels {
 
 /// Uploads the hash secret to the current device's constant memory if this process has not yet
-/// done so. launch_chunk_hashes calls it lazily; call it first when launches will be captured
-/// into a CUDA graph, since the upload is a synchronous copy that capture would forbid.
+/// done so, and returns once it landed. launch_chunk_hashes calls it lazily; call it first when
+/// launches will be captured into a CUDA graph, since the upload is a synchronous copy that
+/// capture would forbid (the cuda capture hasher calls it when it is made, before a case runs).
 void prepare_device_hash();
 
 /// Writes hash_chunk_count(bytes) chunk hashes of the device buffer `data` to the device array

@@ -62,14 +62,16 @@ void check_standby(int standby, LauncherKind launcher) {
   }
 }
 
-void add_collectives_option(CLI::App& app, std::string& collectives) {
+void add_collectives_option(CLI::App& app, std::string& collectives, std::string_view unset) {
   app.add_option("--collectives", collectives,
-                 "how a cuda world's collectives travel: auto (NCCL when every rank has a GPU of "
-                 "its own; where ranks share a GPU, as W ranks on fewer than W GPUs do (rank r "
-                 "on GPU r mod G), Gloo with device buffers staged through pinned host memory) | "
-                 "nccl (refused where ranks share a GPU) | gloo (staged even with a GPU per "
-                 "rank); recorded per execution (collectives, rank_gpus); the cpu backend always "
-                 "uses Gloo")
+                 fmt::format("how a cuda world's collectives travel: auto (NCCL when every rank "
+                             "has a GPU of its own; where ranks share a GPU, as W ranks on fewer "
+                             "than W GPUs do (rank r on GPU r mod G), Gloo with device buffers "
+                             "staged through pinned host memory) | nccl (refused where ranks "
+                             "share a GPU) | gloo (staged even with a GPU per rank); recorded per "
+                             "execution (collectives, rank_gpus); the cpu backend always uses "
+                             "Gloo; unset: {}",
+                             unset))
       ->check(CLI::IsMember({"auto", "nccl", "gloo"}));
 }
 

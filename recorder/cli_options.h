@@ -27,8 +27,9 @@ void add_standby_option(CLI::App& app, int& standby, std::string_view which);
 /// worlds start through a launcher (its ranks connect back one world at a time).
 void check_standby(int standby, LauncherKind launcher);
 
-/// --collectives auto|nccl|gloo, cprecord's and cpreplay's (ControllerConfig::collectives).
-void add_collectives_option(CLI::App& app, std::string& collectives);
+/// --collectives auto|nccl|gloo, cprecord's and cpreplay's (ControllerConfig::collectives);
+/// `unset` says what leaving it out means.
+void add_collectives_option(CLI::App& app, std::string& collectives, std::string_view unset);
 
 /// The launcher options as parsed; finish_launch_options checks them together.
 struct LaunchFlags {

@@ -383,7 +383,8 @@ std::size_t write_traces(const std::string& dir, const std::vector<CaseOutcome>&
 }
 
 // One line per world size whose ranks share GPUs (or --collectives gloo), before the run: the
-// transport every execution then records is no surprise. Only the local launcher's worlds are
+// transport every execution then records is no surprise; --collectives nccl where they would
+// share is refused here, not world by world. Only the local launcher's worlds are
 // known here (a launcher's ranks see their own node's GPUs).
 void say_gpu_sharing(const std::vector<CaseInstance>& plan, const RecordOptions& o,
                      std::ostream& err) {
@@ -391,6 +392,7 @@ void say_gpu_sharing(const std::vector<CaseInstance>& plan, const RecordOptions&
   const int gpus = visible_gpus();
   std::set<int> sizes;
   for (const CaseInstance& c : plan) sizes.insert(c.world_size);
+  for (int w : sizes) check_nccl_fits(o.collectives, w, gpus);  // before any line is said
   for (int w : sizes) {
     if (const std::string line = sharing_line(w, gpus, o.collectives); !line.empty()) {
       err << "cprecord: " << line << '\n';
@@ -512,7 +514,7 @@ int record_main(int argc, char** argv) {
                  "worker binary holding the cases (default: cpworker next to cprecord)");
   app.add_option("--backend", o.backend, "device backend: auto | cpu | cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  add_collectives_option(app, o.collectives);
+  add_collectives_option(app, o.collectives, "auto");
   app.add_option("--db", o.db, "SQLite file to record into (created when missing)");
   app.add_option("--mode", o.mode,
                  "pool: one reused world per world size; fresh: a world per case; both: each case "

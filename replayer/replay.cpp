@@ -236,6 +236,36 @@ void replay_placements(const CaseInstance& target, const ExecutionResult& refere
   }
 }
 
+// --collectives, or the record's transport where this machine can take it: a record staged
+// through Gloo is replayed staged even on a GPU per rank; one through NCCL takes NCCL where
+// every rank has a GPU here, else it is staged (say_transport says so).
+std::string replay_collectives(const ReplayOptions& o, const RecordedExecution* recorded) {
+  if (!o.collectives.empty()) return o.collectives;
+  const bool staged = recorded && recorded->result.collectives == kCollectivesGlooStaged;
+  return staged ? "gloo" : "auto";
+}
+
+// Before the replays: where this machine's ranks share a GPU, and when the record's collectives
+// took another transport than these replays will (a record with a GPU per rank replayed on one),
+// so that outputs are compared with the record only within one transport (analysis/verdict.h).
+void say_transport(const ReplayOptions& o, const RecordedRun& run, int world_size,
+                   const RecordedExecution* recorded,
+                   const std::function<void(const std::string&)>& say) {
+  const LauncherKind launcher = o.launch ? o.launch->kind : run.launch.kind;
+  if (run.backend != "cuda" || launcher != LauncherKind::local) return;
+  const std::string line = sharing_line(world_size, visible_gpus(), o.collectives);
+  if (!line.empty()) say(line);
+  const std::string now(
+      transport_name(line.empty() ? CollectiveTransport::nccl : CollectiveTransport::gloo_staged));
+  const std::string then = recorded ? recorded->result.collectives : std::string();
+  if (!then.empty() && then != now) {
+    say(
+        fmt::format("the record's collectives went through {}, these replays' go through {}: "
+                    "outputs that differ by reduction order are not compared with the record",
+                    then, now));
+  }
+}
+
 }  // namespace
 
 ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* user) {
@@ -260,11 +290,14 @@ ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* 
     rep.log.push_back(line);
     if (progress != nullptr) progress(line, user);
   };
-  Rebuild rb(o, run, rep);
+  ReplayOptions as_asked = o;
+  as_asked.collectives = replay_collectives(o, rf ? rf : rp);
+  Rebuild rb(as_asked, run, rep);
   const CaseInstance& target = rep.recorded.instance;
   std::vector<const CaseInstance*> needed{&target};
   for (const RecordedCase& p : preds) needed.push_back(&p.instance);
   rb.require_cases(needed);
+  say_transport(as_asked, run, target.world_size, rf ? rf : rp, say);
 
   std::optional<ExecutionResult> fresh, pooled;
   if (o.mode != "pool") {

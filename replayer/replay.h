@@ -37,10 +37,11 @@ struct ReplayOptions {
   /// confirmation, the poison and placement replays) start while earlier replays run; 0: none.
   /// Only with the local launcher.
   int standby = 0;
-  /// --collectives: auto | nccl | gloo, as cprecord's; a replay whose transport differs from
-  /// the record's (a record with a GPU per rank replayed on one GPU) says so, and never reads
-  /// the outputs' difference across transports as a bug.
-  std::string collectives = "auto";
+  /// --collectives: auto | nccl | gloo, as cprecord's; empty: as the record's where this machine
+  /// can (a record staged through Gloo is replayed staged, else auto). A replay whose transport
+  /// differs from the record's (a record with a GPU per rank replayed on one GPU) says so, and
+  /// never reads the outputs' difference across transports as a bug.
+  std::string collectives;
   /// What each replay's controller makes its worlds with; empty: real rank processes
   /// (ProcessWorlds). The seam where tests count the worlds started.
   std::function<std::unique_ptr<WorldFactory>()> worlds;

@@ -251,7 +251,9 @@ int replay_main(int argc, char** argv) {
   add_standby_option(app, o.standby,
                      "fresh replays known to come (a race's confirmation, the poison and "
                      "placement replays; within one case)");
-  add_collectives_option(app, o.collectives);
+  add_collectives_option(app, o.collectives,
+                         "as the record's (a record staged through Gloo is replayed staged, "
+                         "else auto)");
   LaunchFlags launch;
   add_launch_options(app, launch);
   app.footer(

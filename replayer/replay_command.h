@@ -27,7 +27,7 @@ struct ReplayCommandOptions {
   /// --launcher and its options; nullopt: the way the recorded run started its ranks.
   std::optional<LaunchOptions> launch;
   int standby = 0;  ///< --standby N: fresh replays' worlds started ahead (ReplayOptions::standby)
-  std::string collectives = "auto";  ///< --collectives (ReplayOptions::collectives)
+  std::string collectives;  ///< --collectives (ReplayOptions::collectives); empty: as recorded
   /// Ctrl-C: stops the replay (its ranks killed); replay_main then exits 128 + the signal.
   const InterruptWatch* interrupt = nullptr;
 };

@@ -216,7 +216,7 @@ CudaBackend::CudaBackend(const BackendConfig& config)
 
 CudaBackend::~CudaBackend() {
   cudaSetDevice(device_);
-  if (comm_ && !comm_->aborted()) {
+  if ((comm_ && !comm_->aborted()) || (staged_ && !staged_->aborted())) {
     for (auto& s : streams_) cudaStreamSynchronize(s.handle);
   }
   window_.reset();  // closes IPC mappings of the peers' arenas while the communicator still lives
@@ -257,7 +257,7 @@ void CudaBackend::prepare_arenas() {
   // one rank's failure is then every rank's error in that case, instead of its peers going on
   // into the case and waiting in its first collective, until the deadline, for a rank that
   // is not coming.
-  if (comm_ != nullptr && world_size_ > 1) {
+  if ((comm_ != nullptr || staged_ != nullptr) && world_size_ > 1) {
     const int first_failed = min_over_ranks(failure.empty() ? world_size_ : rank_);
     if (failure.empty() && first_failed < world_size_) {
       CPRR_THROW(
@@ -508,14 +508,18 @@ std::vector<std::string> CudaBackend::running_ops() const {
 }
 
 void CudaBackend::reset_collective_progress() {
-  std::lock_guard lock(mu_);
-  for (const Pending& p : pending_) {
-    spare_events_.push_back(p.before);
-    spare_events_.push_back(p.after);
+  {
+    std::lock_guard lock(mu_);
+    for (const Pending& p : pending_) {
+      spare_events_.push_back(p.before);
+      spare_events_.push_back(p.after);
+    }
+    pending_.clear();
+    progress_ = CollectiveProgress{};
   }
-  pending_.clear();
-  progress_ = CollectiveProgress{};
-  if (staged_) staged_->case_started();  // a case starts with every stream idle
+  // Outside mu_: freeing pinned memory may wait for the device, and the watchdog's queries and
+  // abort() take mu_. A case starts with every stream idle.
+  if (staged_) staged_->case_started();
 }
 
 std::string CudaBackend::bootstrap_id() {

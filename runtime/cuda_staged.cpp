@@ -17,7 +17,7 @@ namespace {
 constexpr std::chrono::hours kCommTimeout{24};
 // A staging buffer grows to at least this, and at least doubles, so a case's growing buffers
 // allocate pinned memory a few times, not at every call.
-constexpr std::size_t kMinStaging = std::size_t{1} << 20;
+constexpr std::size_t kMinStaging = std::size_t{4} << 20;
 constexpr std::size_t kAlign = 256;
 
 std::size_t aligned(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
@@ -63,7 +63,9 @@ StagedCollectives::StagedCollectives(int rank, int world_size, int device,
       world_size_(world_size),
       device_(device),
       comm_(rank, world_size, rendezvous,
-            std::chrono::duration_cast<std::chrono::milliseconds>(kCommTimeout)) {}
+            std::chrono::duration_cast<std::chrono::milliseconds>(kCommTimeout)) {
+  for (int i = 0; i < kPreparedLanes; ++i) staging(lane(i), kPreparedBytes);
+}
 
 StagedCollectives::~StagedCollectives() {
   for (auto& l : lanes_) {
@@ -87,8 +89,9 @@ std::byte* StagedCollectives::staging(Lane& l, std::size_t bytes) {
   if (l.staging.size() < bytes) {
     // Work queued on this stream may still copy from the old buffer: it lives until the case
     // ends. Later calls of the stream use the new one, in stream order after the old ones.
+    const std::size_t grown = std::max({bytes, 2 * l.staging.size(), kMinStaging});
     if (l.staging.data() != nullptr) l.outgrown.push_back(std::move(l.staging));
-    l.staging = PinnedBuffer(std::max({bytes, 2 * l.staging.size(), kMinStaging}));
+    l.staging = PinnedBuffer(grown);
   }
   return l.staging.data();
 }

@@ -71,6 +71,7 @@ class StagedCollectives {
   void check_async() const;
   /// Marks the collectives aborted (the controller gave up on a hung case; the rank exits next).
   void abort() { aborted_.store(true); }
+  bool aborted() const { return aborted_.load(); }
 
   /// Start of a case (every stream idle): frees the staging buffers outgrown in the last one.
   void case_started();
@@ -93,6 +94,9 @@ class StagedCollectives {
 
   Lane& lane(int index);
   /// The lane's staging buffer, at least `bytes` long (the old one kept until the case ends).
+  /// A buffer allocated mid-case is a pinned allocation, which CUDA may order between streams:
+  /// the first kPreparedLanes lanes get kPreparedBytes at start-up, so collectives up to that
+  /// size never allocate in a case; a world keeps what its lanes grew to for its later cases.
   std::byte* staging(Lane& l, std::size_t bytes);
   /// Hands `host` to the lane once stream `s` got here, and holds the stream until the lane
   /// finished it: everything the stream did before is visible to `host`, everything after sees
@@ -109,6 +113,8 @@ class StagedCollectives {
   /// Tags of the backend's own exchanges: apart from a case's (its sequence numbers) and from
   /// the symmetric all-reduce's barriers (the two top bits).
   static constexpr uint32_t kInternalTag = 0x20000000u;
+  static constexpr int kPreparedLanes = 4;
+  static constexpr std::size_t kPreparedBytes = std::size_t{4} << 20;
 
   int rank_;
   int world_size_;

@@ -25,6 +25,11 @@ constexpr int kLauncherVersion = 9;
 constexpr int kVersion5 = 5;
 /// The schema version that added execution.collectives and rank_gpus.
 constexpr int kTransportVersion = 10;
+/// An older file's collectives and rank_gpus, as the migration to 10 fills them: a cuda world had
+/// a GPU per rank and NCCL, a cpu world Gloo.
+constexpr const char* kOlderCollectives =
+    "CASE WHEN e.world_id = 0 THEN '' WHEN (SELECT backend FROM run WHERE run.id = e.run_id) = "
+    "'cuda' THEN 'nccl' ELSE 'gloo' END, ''";
 /// The schema version that added test_case.verdict, as_expected and fresh_vs_pool.
 constexpr int kJudgementVersion = 2;
 
@@ -298,7 +303,7 @@ struct RecordReader::Statements {
                            "ON c.id = e.case_id WHERE e.case_id = ? ORDER BY e.id",
                            db.schema_version() >= kVersion5 ? "e.symmetric_pool" : "''",
                            db.schema_version() >= kTransportVersion ? "e.collectives, e.rank_gpus"
-                                                                    : "'', ''")),
+                                                                    : kOlderCollectives)),
         ranks(db,
               "SELECT rank, outcome, error, signal, exit_code, protocol_error, watchdog, "
               "stdout_tail, stderr_tail, reset_ms, body_ms FROM rank_result "

@@ -48,8 +48,13 @@ constexpr std::string_view kMigrations[] = {
     "ALTER TABLE run ADD COLUMN launcher TEXT;",
     // 9 -> 10: the collectives' transport and each rank's GPU (schema.sql: execution.collectives,
     // execution.rank_gpus).
+    // Until then a cuda world had a GPU per rank and NCCL, a cpu world Gloo: said so, so that a
+    // replay of an older record on shared GPUs knows it runs on another transport.
     "ALTER TABLE execution ADD COLUMN collectives TEXT NOT NULL DEFAULT '';"
-    "ALTER TABLE execution ADD COLUMN rank_gpus TEXT NOT NULL DEFAULT '';",
+    "ALTER TABLE execution ADD COLUMN rank_gpus TEXT NOT NULL DEFAULT '';"
+    "UPDATE execution SET collectives = CASE WHEN world_id = 0 THEN '' "
+    "WHEN (SELECT backend FROM run WHERE run.id = execution.run_id) = 'cuda' THEN 'nccl' "
+    "ELSE 'gloo' END;",
 };
 /// The version that added the views (schema.sql's last section).
 constexpr int kViewsVersion = 6;

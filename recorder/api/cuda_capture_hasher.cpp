@@ -73,7 +73,10 @@ class StagingChain {
 
 class CudaCaptureHasher final : public CaptureHasher {
  public:
-  explicit CudaCaptureHasher(Backend& backend) : backend_(backend) {}
+  /// Uploads the hash secret now, before the case's first op, not at its first capture.
+  explicit CudaCaptureHasher(Backend& backend) : backend_(backend) {
+    kernels::prepare_device_hash();
+  }
 
   void enqueue(int stream, std::string label, const std::byte* data, uint64_t bytes,
                Capture& slot) override {

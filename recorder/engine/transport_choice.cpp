@@ -42,7 +42,33 @@ TransportChoice choose_transport(const std::string& backend, const std::string& 
                   shared);
   }
   if (requested == "gloo" || !shared.empty()) choice.transport = CollectiveTransport::gloo_staged;
+  // Gloo's staged path connects the ranks over loopback: one host only.
+  if (choice.transport == CollectiveTransport::gloo_staged) {
+    const auto host_of = [](const std::string& gpu) { return gpu.substr(0, gpu.rfind('/')); };
+    for (std::size_t r = 1; r < ranks.size(); ++r) {
+      if (host_of(ranks[r].gpu) != host_of(ranks[0].gpu)) {
+        CPRR_THROW_AS(UsageError,
+                      "{}: collectives would go through Gloo staged through host memory, which "
+                      "joins the ranks of one host only, but rank 0 runs on {} and rank {} on "
+                      "{}: give every rank a GPU of its own (fewer ranks per node) so that NCCL "
+                      "carries them{}",
+                      shared.empty() ? "--collectives gloo" : shared, host_of(ranks[0].gpu), r,
+                      host_of(ranks[r].gpu),
+                      requested == "gloo" ? ", or use --collectives auto" : "");
+      }
+    }
+  }
   return choice;
+}
+
+void check_nccl_fits(const std::string& requested, int world_size, int gpus) {
+  if (requested != "nccl" || gpus <= 0 || world_size <= gpus) return;
+  CPRR_THROW_AS(UsageError,
+                "--collectives nccl: worlds of {} ranks on {} GPU{} would share them, and NCCL "
+                "refuses two ranks of one communicator on one GPU: use --collectives auto (Gloo "
+                "where ranks share a GPU), leave those cases out (--exclude '@{}$') or expose a "
+                "GPU per rank",
+                world_size, gpus, gpus == 1 ? "" : "s", world_size);
 }
 
 std::string sharing_line(int world_size, int gpus, const std::string& requested) {

@@ -22,13 +22,18 @@ struct TransportChoice {
 };
 
 /// `requested` is --collectives: auto (NCCL when every rank has a GPU of its own), nccl or gloo.
-/// Throws UsageError for an unknown value, and for nccl where ranks share a GPU (naming them).
+/// Throws UsageError for an unknown value, for nccl where ranks share a GPU (naming them), and
+/// for the staged path across hosts (its Gloo connects over loopback).
 TransportChoice choose_transport(const std::string& backend, const std::string& requested,
                                  const std::vector<RankDevice>& ranks);
 
 /// Checks --collectives before anything starts: auto | nccl | gloo, and not nccl on the cpu
 /// backend. Throws UsageError naming the option and what to pass.
 void check_collectives(const std::string& requested, const std::string& backend);
+
+/// Local ranks only: throws UsageError when --collectives nccl cannot run a world of
+/// `world_size` ranks on `gpus` GPUs (they would share), before any world starts.
+void check_nccl_fits(const std::string& requested, int world_size, int gpus);
 
 /// The line a run prints at its start for worlds of `world_size` ranks on `gpus` GPUs of one
 /// host ("4 ranks on 1 GPU: collectives through Gloo, staged through host memory"); empty when

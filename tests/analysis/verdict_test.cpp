@@ -142,6 +142,18 @@ TEST(Verdict, OutputsDifferingWithinOneTransportAreStillNondeterministic) {
   EXPECT_EQ(d.why.find("across transports"), std::string::npos) << d.why;
 }
 
+// Reduction order changes bytes, never a status: a record that failed through nccl and a replay
+// that passes through gloo_staged still differ, and that is judged.
+TEST(Verdict, AStatusDifferingAcrossTransportsIsStillJudged) {
+  const ExecutionResult rec =
+      through(execution(7, Mode::fresh, ExecStatus::fail, {"a"}), kCollectivesNccl);
+  const ExecutionResult rep = through(kFreshA, kCollectivesGlooStaged);
+  const VerdictDecision d = decide_verdict({&rec, nullptr, &rep, nullptr});
+  EXPECT_EQ(d.verdict, Verdict::nondeterministic) << d.why;
+  ASSERT_TRUE(d.where.has_value());
+  EXPECT_EQ(d.where->reason, "status");
+}
+
 // The fresh and pooled replays ran on one machine through one transport: their difference is
 // still a state leak, whatever transport the record took.
 TEST(Verdict, PooledReplayDifferingFromFreshReplayOfItsTransportIsStillAStateLeak) {

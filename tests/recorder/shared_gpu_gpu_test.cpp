@@ -3,6 +3,7 @@
 // as the cpu backend (Gloo sums in the same order), and refuses --collectives nccl by name. The
 // ranks see one GPU (CUDA_VISIBLE_DEVICES=0 in their environment), so this runs on any GPU
 // machine. Skips without a GPU.
+#include <cuda_runtime_api.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 #include "recorder/engine/controller.h"
 #include "recorder/engine/plan.h"
 #include "runtime/backend.h"
+#include "tests/recorder/scoped_env.h"
 
 namespace cprr {
 namespace {
@@ -93,6 +95,42 @@ TEST_F(SharedGpu, TheSymmetricPoolIsMappedThroughIpcOnOneGpu) {
   ASSERT_EQ(r.status, ExecStatus::pass) << r.summary;
   EXPECT_THAT(r.symmetric_pool, HasSubstr("peers mapped"));
   EXPECT_THAT(r.symmetric_pool, Not(HasSubstr("peers not mapped")));
+}
+
+// Ranks sharing a GPU compete for what is left of it: when only one rank's device arena fits,
+// every rank fails the case at once with an error (they agree through Gloo, as through NCCL),
+// instead of the others waiting in the first collective until the deadline.
+TEST_F(SharedGpu, AnArenaThatFitsForOneRankOnlyIsTheCasesErrorOnEveryRank) {
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  std::size_t free = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+  // 8 GiB left: two contexts and symmetric arenas (~2 GiB) leave room for one 4 GiB arena.
+  constexpr std::size_t kLeft = std::size_t{8} << 30;
+  ASSERT_GT(free, kLeft + (std::size_t{1} << 30));
+  void* hog = nullptr;
+  ASSERT_EQ(cudaMalloc(&hog, free - kLeft), cudaSuccess);
+  {
+    const test::ScopedEnv arena("CPRR_CUDA_DEVICE_MIB", "4096");
+    ControllerConfig cc = config("cuda", "auto");
+    cc.timeout_override_s = 30;  // a hang, if it comes, ends here
+    Controller c(cc);
+    const ExecutionResult r =
+        c.run(corpus_case("healthy/all_reduce{count=1,dtype=f32}@2"), Mode::fresh);
+    EXPECT_EQ(r.status, ExecStatus::error) << r.summary;
+    ASSERT_EQ(r.ranks.size(), 2u);
+    int failed = 0, told = 0;
+    for (const RankReport& k : r.ranks) {
+      ASSERT_TRUE(k.done.has_value()) << "a rank did not report: " << r.summary;
+      EXPECT_EQ(k.done->outcome, RankOutcome::error);
+      const std::string& e = k.done->error;
+      failed += e.find("cannot allocate the 4096 MiB device arena on GPU 0") != std::string::npos;
+      told +=
+          e.find("of this world cannot allocate its 4096 MiB device arena") != std::string::npos;
+    }
+    EXPECT_EQ(failed, 1) << "one rank's arena fits: " << r.summary;
+    EXPECT_EQ(told, 1) << "the other rank is told: " << r.summary;
+  }
+  EXPECT_EQ(cudaFree(hog), cudaSuccess);
 }
 
 // With two GPUs, --collectives gloo stages a world that NCCL could carry, and auto is NCCL.

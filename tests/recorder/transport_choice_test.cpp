@@ -51,6 +51,27 @@ TEST(TransportChoice, NcclWhereRanksShareAGpuIsRefusedNamingThem) {
   }
 }
 
+// The staged path's Gloo connects over loopback: ranks sharing GPUs across hosts are refused.
+TEST(TransportChoice, TheStagedPathAcrossHostsIsRefused) {
+  const std::vector<RankDevice> two_hosts{{0, "a/GPU-x"}, {0, "a/GPU-x"}, {0, "b/GPU-y"}};
+  try {
+    choose_transport("cuda", "auto", two_hosts);
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 runs on a and rank 2 on b"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(choose_transport("cuda", "gloo", {{0, "a/GPU-x"}, {0, "b/GPU-y"}}), UsageError);
+}
+
+// --collectives nccl is refused before the run when the local worlds would share GPUs.
+TEST(TransportChoice, NcclThatCannotFitIsRefusedBeforeTheRun) {
+  EXPECT_THROW(check_nccl_fits("nccl", 4, 2), UsageError);
+  EXPECT_NO_THROW(check_nccl_fits("nccl", 2, 2));
+  EXPECT_NO_THROW(check_nccl_fits("auto", 4, 1));
+  EXPECT_NO_THROW(check_nccl_fits("nccl", 4, 0));  // no GPU: the cpu backend's check says it
+}
+
 TEST(TransportChoice, TheCpuBackendIsGlooWithNoGpus) {
   const TransportChoice c = choose_transport("cpu", "auto", {{}, {}});
   EXPECT_EQ(c.transport, CollectiveTransport::gloo);

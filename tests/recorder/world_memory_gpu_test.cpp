@@ -115,8 +115,9 @@ TEST_F(WorldMemory, ADeviceArenaThatDoesNotFitIsTheCasesErrorAndSaysWhatToLower)
 // all-reduce and wait for rank 0 until the deadline: a hang.
 TEST_F(WorldMemory, AnArenaThatFitsOnOneRankOnlyIsTheCasesErrorOnEveryRank) {
   std::string why;
-  if (visible_gpus(&why) < 2) GTEST_SKIP() << "needs 2 GPUs: it fills GPU 0 so that only rank 1's arena fits, and "
-                                          "on one GPU both ranks' arenas would fail alike";
+  if (visible_gpus(&why) < 2)
+    GTEST_SKIP() << "needs 2 GPUs: it fills GPU 0 so that rank 1's arena fits on GPU 1 "
+                    "(SharedGpu has the same check with ranks on one GPU)";
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   constexpr std::size_t kLeft = std::size_t{6} << 30;  // a context, NCCL, the symmetric arena
   const std::size_t free0 = free_gpu_bytes();

@@ -138,8 +138,8 @@ TEST_P(CudaCorpus, RecordBothMeetsEveryExpectationAndReplayNamesThePolluters) {
   }
   const Cmd healthy = run(std::string(CPRR_CPREPLAY_PATH) + " --db " + db + " --case " +
                           std::to_string(ids.at("healthy/cp_ring{block=65536}" + at)) + " --json");
-  EXPECT_EQ(healthy.code, 0);
-  EXPECT_EQ(nlohmann::json::parse(healthy.out)["verdict"], "reproduced");
+  EXPECT_EQ(healthy.code, 0) << healthy.out;
+  EXPECT_EQ(nlohmann::json::parse(healthy.out)["verdict"], "reproduced") << healthy.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(W, CudaCorpus, ::testing::Values(2, 4),

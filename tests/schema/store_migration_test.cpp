@@ -125,6 +125,8 @@ TEST(StoreMigration, AVersionOneFileIsReadAsItIsAndMigratedWhenOpenedForWriting)
                                           instance(2, "a/second", {}, 2)};
   ExecutionResult written = execution(Mode::pool, 5, 1);
   written.ranks[1].watchdog = WatchdogStatus{0, "body", 1, "all_reduce", 0, "all_reduce", {"s"}};
+  // What a cpu world records, and what an older file's execution reads as (version 10).
+  written.collectives = std::string(kCollectivesGloo);
   std::vector<int64_t> ids;
   int64_t exec_id = 0;
   {
@@ -179,7 +181,7 @@ TEST(StoreMigration, AVersionOneFileIsReadAsItIsAndMigratedWhenOpenedForWriting)
 
 // Version 9 -> 10: a version-9 file (this cprr's, less execution.collectives and rank_gpus) reads
 // both as '' while opened read_only, and gains them, empty, when opened for writing.
-TEST(StoreMigration, AVersionNineFileReadsNoTransportAndGainsItsColumnsWhenMigrated) {
+TEST(StoreMigration, AVersionNineFileReadsItsBackendsTransportAndGainsItsColumnsWhenMigrated) {
   TempDb dir;
   const std::string v10 = dir.path("v10.db"), v9 = dir.path("v9.db");
   const CaseInstance inst = instance(1, "a/shared_gpu", {}, 2);
@@ -210,8 +212,10 @@ TEST(StoreMigration, AVersionNineFileReadsNoTransportAndGainsItsColumnsWhenMigra
       "status, as_expected, summary, started_at, wall_ms, startup_ms, symmetric_pool "
       "FROM src.execution;";
   exec_plain(v9, sql);
+  // Before version 10 a cpu world's collectives went through Gloo (a cuda world's through NCCL),
+  // and no GPU map was kept.
   ExecutionResult want = as_stored(written, exec_id, inst);
-  want.collectives.clear();
+  want.collectives = std::string(kCollectivesGloo);
   want.rank_gpus.clear();
   const auto read = [&](const char* when) {
     SCOPED_TRACE(when);

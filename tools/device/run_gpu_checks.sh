@@ -5,7 +5,7 @@
 # /tmp/cprr-gpu-out); a short table is printed last, with every benchmark's exit status.
 #
 #   tools/device/run_gpu_checks.sh [tests] [corpus] [races] [symmetric] [trace] [bench] [recording]
-#                                  [standby] [launcher] [examples]
+#                                  [standby] [launcher] [examples] [triage]
 #                                  (default: tests corpus races symmetric trace bench; bench
 #                                  includes recording: issue 14's figures from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
@@ -125,6 +125,22 @@ for step in "${steps[@]}"; do
       python3 tools/device/examples_table.py "$out/examples.json" >"$out/examples_table.txt" 2>&1
       report "examples (installed package) on cuda: cprecord rc=$rc" "$(cat "$out/examples_table.txt")"
       ;;
+    triage)
+      # The corpus at CPRR_TRIAGE_FILTER (default W=2) recorded on cuda in both modes, then
+      # `cpreplay --all` over that run: every case it replays gets its seeded verdict.
+      tdir="$out/triage"
+      mkdir -p "$tdir"
+      timeout 200 "$b/tools/cprecord" --backend cuda --mode both --json --db "$tdir/run.db" \
+        --filter "${CPRR_TRIAGE_FILTER:-@2\$}" >"$tdir/record.json" 2>"$tdir/record.err"
+      report "triage: cprecord rc=$?"
+      start=$(date +%s%N)
+      timeout 330 "$b/tools/cpreplay" --db "$tdir/run.db" --all --json >"$tdir/all.json" 2>"$tdir/all.err"
+      rc=$?
+      report "triage: cpreplay --all rc=$rc in $((($(date +%s%N) - start) / 1000000)) ms"
+      python3 tools/device/triage_table.py "$tdir/record.json" "$tdir/all.json" >"$tdir/table.txt" 2>&1
+      report "== triage (cpreplay --all on cuda)" "$(cat "$tdir/table.txt")"
+      tar -czf "$out/triage.tgz" -C "$out" triage && rm -rf "$tdir"
+      ;;
     races)
       # The seeded stream races (or, with CPRR_RACE_FILTER, any seeded bugs) and their twins:
       # recorded (5 repeats, both modes), each replayed.
@@ -203,7 +219,7 @@ for step in "${steps[@]}"; do
       # with its breakdown (hash, transfer, decode, store).
       bench recording 400 --backend cuda --runs 20
       ;;
-    *) echo "unknown step '$step' (tests, corpus, races, symmetric, trace, bench, recording, standby, launcher, examples)" >&2; exit 2 ;;
+    *) echo "unknown step '$step' (tests, corpus, races, symmetric, trace, bench, recording, standby, launcher, examples, triage)" >&2; exit 2 ;;
   esac
 done
 
