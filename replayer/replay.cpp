@@ -253,10 +253,11 @@ void say_transport(const ReplayOptions& o, const RecordedRun& run, int world_siz
                    const std::function<void(const std::string&)>& say) {
   const LauncherKind launcher = o.launch ? o.launch->kind : run.launch.kind;
   if (run.backend != "cuda" || launcher != LauncherKind::local) return;
-  const std::string line = sharing_line(world_size, visible_gpus(), o.collectives);
-  if (!line.empty()) say(line);
-  const std::string now(
-      transport_name(line.empty() ? CollectiveTransport::nccl : CollectiveTransport::gloo_staged));
+  const int gpus = visible_gpus();
+  if (const std::string line = sharing_line(world_size, gpus, o.collectives); !line.empty()) {
+    say(line);
+  }
+  const std::string now(transport_name(local_transport(world_size, gpus, o.collectives)));
   const std::string then = recorded ? recorded->result.collectives : std::string();
   if (!then.empty() && then != now) {
     say(

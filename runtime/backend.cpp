@@ -25,18 +25,6 @@ void wait_each_stream(std::size_t n, const std::function<void(int)>& wait_one) {
   if (first) std::rethrow_exception(first);
 }
 
-std::string_view transport_name(CollectiveTransport t) {
-  switch (t) {
-    case CollectiveTransport::nccl:
-      return "nccl";
-    case CollectiveTransport::gloo_staged:
-      return "gloo_staged";
-    case CollectiveTransport::gloo:
-      return "gloo";
-  }
-  return "?";
-}
-
 std::optional<CollectiveTransport> parse_transport(std::string_view s) {
   for (auto t :
        {CollectiveTransport::nccl, CollectiveTransport::gloo_staged, CollectiveTransport::gloo}) {

@@ -53,7 +53,17 @@ inline constexpr uint32_t kMaxSemaphores = 64;
 /// on host memory (the cpu backend).
 enum class CollectiveTransport : uint8_t { nccl, gloo_staged, gloo };
 /// "nccl" | "gloo_staged" | "gloo": what the store, --json and cpreplay --list say.
-std::string_view transport_name(CollectiveTransport t);
+constexpr std::string_view transport_name(CollectiveTransport t) {
+  switch (t) {
+    case CollectiveTransport::nccl:
+      return "nccl";
+    case CollectiveTransport::gloo_staged:
+      return "gloo_staged";
+    case CollectiveTransport::gloo:
+      return "gloo";
+  }
+  return "?";
+}
 std::optional<CollectiveTransport> parse_transport(std::string_view s);
 
 /// What a rank joins its world's communicator with (the controller's Bootstrap).

@@ -603,7 +603,8 @@ CudaBackend::SymmetricArena CudaBackend::make_symmetric_pool() {
     // No NCCL communicator to register a window with: peers map it through CUDA IPC.
     arenas_[sym] = CudaArena(CudaArena::Kind::device, bytes);
     return {SymmetricArena::Kind::device,
-            "ranks share a GPU, so collectives go through Gloo and no NCCL communicator exists"};
+            "collectives go through Gloo (ranks share a GPU, or --collectives gloo), so no NCCL "
+            "communicator registers a window"};
   }
   std::string why;
   try {

@@ -11,6 +11,7 @@
 
 #include "recorder/data/capture.h"
 #include "recorder/data/case_info.h"
+#include "runtime/backend.h"
 #include "runtime/startup_phases.h"
 
 namespace cprr {
@@ -128,9 +129,10 @@ struct ExecutionResult {
 };
 
 /// ExecutionResult::collectives values.
-inline constexpr std::string_view kCollectivesNccl = "nccl";
-inline constexpr std::string_view kCollectivesGlooStaged = "gloo_staged";
-inline constexpr std::string_view kCollectivesGloo = "gloo";
+inline constexpr std::string_view kCollectivesNccl = transport_name(CollectiveTransport::nccl);
+inline constexpr std::string_view kCollectivesGlooStaged =
+    transport_name(CollectiveTransport::gloo_staged);
+inline constexpr std::string_view kCollectivesGloo = transport_name(CollectiveTransport::gloo);
 
 /// True when `a` and `b` both ran a world and their collectives took different transports: their
 /// outputs may differ by reduction order (float sums) with no bug in the case.

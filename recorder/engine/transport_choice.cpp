@@ -71,10 +71,15 @@ void check_nccl_fits(const std::string& requested, int world_size, int gpus) {
                 world_size, gpus, gpus == 1 ? "" : "s", world_size);
 }
 
+CollectiveTransport local_transport(int world_size, int gpus, const std::string& requested) {
+  if (gpus <= 0) return CollectiveTransport::gloo;
+  return world_size > gpus || requested == "gloo" ? CollectiveTransport::gloo_staged
+                                                  : CollectiveTransport::nccl;
+}
+
 std::string sharing_line(int world_size, int gpus, const std::string& requested) {
-  if (gpus <= 0) return {};
+  if (local_transport(world_size, gpus, requested) != CollectiveTransport::gloo_staged) return {};
   const bool shared = world_size > gpus;
-  if (!shared && requested != "gloo") return {};
   const int used = std::min(world_size, gpus);
   return fmt::format(
       "{} rank{} on {} GPU{}: collectives through Gloo, staged through host memory{}", world_size,

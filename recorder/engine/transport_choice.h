@@ -35,6 +35,11 @@ void check_collectives(const std::string& requested, const std::string& backend)
 /// `world_size` ranks on `gpus` GPUs (they would share), before any world starts.
 void check_nccl_fits(const std::string& requested, int world_size, int gpus);
 
+/// The transport a cuda world of `world_size` local ranks takes on `gpus` GPUs under `requested`
+/// (what choose_transport decides from the hellos when every rank runs on this host); gloo
+/// without a GPU (the cpu backend).
+CollectiveTransport local_transport(int world_size, int gpus, const std::string& requested);
+
 /// The line a run prints at its start for worlds of `world_size` ranks on `gpus` GPUs of one
 /// host ("4 ranks on 1 GPU: collectives through Gloo, staged through host memory"); empty when
 /// every rank has a GPU of its own and NCCL carries the collectives.

@@ -92,6 +92,13 @@ TEST(TransportChoice, TheStartLineSaysWhenRanksShareGpus) {
   EXPECT_EQ(sharing_line(4, 0, "auto"), "");  // no GPU: the cpu backend
 }
 
+TEST(TransportChoice, TheLocalTransportFollowsTheGpuCountAndTheRequest) {
+  EXPECT_EQ(local_transport(4, 1, "auto"), CollectiveTransport::gloo_staged);
+  EXPECT_EQ(local_transport(2, 2, "auto"), CollectiveTransport::nccl);
+  EXPECT_EQ(local_transport(2, 2, "gloo"), CollectiveTransport::gloo_staged);
+  EXPECT_EQ(local_transport(2, 0, "auto"), CollectiveTransport::gloo);
+}
+
 TEST(TransportChoice, NamesRoundTrip) {
   for (auto t :
        {CollectiveTransport::nccl, CollectiveTransport::gloo_staged, CollectiveTransport::gloo}) {
