@@ -2,12 +2,35 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kernels/hash.h"
 
 namespace cprr {
 namespace {
+
+// A 16-bit float's value as a float: IEEE half, or bfloat16 (a float's upper half).
+float half_value(uint16_t h, bool brain) {
+  if (brain) {
+    const uint32_t bits = uint32_t{h} << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  }
+  const uint32_t sign = (h >> 15) & 1u, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  float mag;
+  if (exp == 0) {
+    mag = std::ldexp(static_cast<float>(mant), -24);  // subnormal
+  } else if (exp == 31) {
+    mag = mant == 0 ? std::numeric_limits<float>::infinity()
+                    : std::numeric_limits<float>::quiet_NaN();
+  } else {
+    mag = std::ldexp(static_cast<float>(mant | 0x400u), static_cast<int>(exp) - 25);
+  }
+  return sign != 0 ? -mag : mag;
+}
 
 std::string value_at(const std::string& raw, DType t, uint64_t i) {
   const char* p = raw.data() + i * dtype_size(t);
@@ -26,6 +49,14 @@ std::string value_at(const std::string& raw, DType t, uint64_t i) {
       return fmt::format("{}", read(float{}));
     case DType::f64:
       return fmt::format("{}", read(double{}));
+    case DType::i8:
+      return fmt::format("{}", read(int8_t{}));
+    case DType::i16:
+      return fmt::format("{}", read(int16_t{}));
+    case DType::f16:
+      return fmt::format("{}", half_value(read(uint16_t{}), false));
+    case DType::bf16:
+      return fmt::format("{}", half_value(read(uint16_t{}), true));
   }
   return "?";
 }

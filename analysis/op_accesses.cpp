@@ -12,7 +12,9 @@ namespace cprr {
 namespace {
 
 // Pool ids, numbered as MemPool.
-constexpr std::array<std::string_view, 3> kPoolNames{"device", "symmetric", "host"};
+// "tensor": memory a case's library allocated (a Python case's torch.empty), its address as the
+// offset (Context::track_memory).
+constexpr std::array<std::string_view, 4> kPoolNames{"device", "symmetric", "host", "tensor"};
 
 using Allocations = std::map<uint32_t, const AllocRecord*>;
 

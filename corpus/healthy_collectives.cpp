@@ -42,7 +42,7 @@ CPRR_CASE(all_reduce, "healthy/all_reduce",
       return check_all_reduce<int32_t>(ctx, n);
     case DType::i64:
       return check_all_reduce<int64_t>(ctx, n);
-    case DType::u8:
+    default:
       break;
   }
   CPRR_EXPECT(false, "unsupported dtype {}", ctx.param("dtype"));

@@ -30,10 +30,34 @@
 namespace cprr {
 namespace {
 
-std::string default_worker() {
+// `name` next to this executable (cpworker, cprr-pyworker), or the bare name when unknown.
+std::string beside_self(const char* name) {
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? "cpworker" : (self.parent_path() / "cpworker").string();
+  return ec ? name : (self.parent_path() / name).string();
+}
+
+// The Python worker's own arguments for --python's items: a path (file or directory) becomes
+// absolute, so cpreplay finds it from any directory; anything else must read as a module name.
+std::vector<std::string> python_worker_args(const std::vector<std::string>& items) {
+  static const std::regex kModule(R"([A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*)");
+  std::vector<std::string> args;
+  for (const std::string& item : items) {
+    std::error_code ec;
+    if (std::filesystem::exists(item, ec)) {
+      args.push_back("--cases");
+      args.push_back(std::filesystem::absolute(item).lexically_normal().string());
+    } else if (std::regex_match(item, kModule)) {
+      args.push_back("--cases");
+      args.push_back(item);
+    } else {
+      CPRR_THROW_AS(UsageError,
+                    "--python {}: no such file or directory, and not a module name; pass test "
+                    "files, directories of them or importable module names",
+                    item);
+    }
+  }
+  return args;
 }
 
 std::optional<std::regex> compile_regex(const char* option, const std::string& text) {
@@ -87,12 +111,14 @@ Selection selection_of(const RecordOptions& o) {
   return s;
 }
 
-void check_worker(const std::string& worker) {
+void check_worker(const std::string& worker, bool python) {
   if (::access(worker.c_str(), X_OK) != 0) {
     CPRR_THROW_AS(UsageError,
-                  "--worker {}: not an executable file; build it (cmake --build build) or pass "
-                  "the path of your worker binary",
-                  worker);
+                  "--worker {}: not an executable file; {}",
+                  worker,
+                  python ? "cprr-pyworker is built when CMake finds Python 3 and pybind11 "
+                           "(Debian: python3-dev, pybind11-dev; see README.md)"
+                         : "build it (cmake --build build) or pass the path of your worker binary");
   }
 }
 
@@ -405,8 +431,17 @@ void say_gpu_sharing(const std::vector<CaseInstance>& plan, const RecordOptions&
 int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, bool progress,
                bool color, const std::vector<std::string>& argv) {
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string worker = absolute(o.worker.empty() ? default_worker() : o.worker);
-  check_worker(worker);
+  const bool python = !o.python.empty();
+  const std::string worker = absolute(
+      !o.worker.empty() ? o.worker : beside_self(python ? "cprr-pyworker" : "cpworker"));
+  const std::vector<std::string> worker_args = python_worker_args(o.python);
+  if (python && o.launch.kind != LauncherKind::local) {
+    CPRR_THROW_AS(UsageError,
+                  "--python runs with the local launcher only (a launched rank's supervisor "
+                  "re-runs a worker binary); drop --launcher {}",
+                  launcher_name(o.launch.kind));
+  }
+  check_worker(worker, python);
   const std::string backend = resolve_backend(o.backend);
   check_collectives(o.collectives, backend);
   const std::vector<Mode> modes = modes_of(o.mode);
@@ -429,7 +464,7 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
       return 0;
     }
   }
-  const std::vector<CaseInstance> matched = expand(fetch_catalog(worker), filter);
+  const std::vector<CaseInstance> matched = expand(fetch_catalog(worker, worker_args), filter);
   const std::vector<CaseInstance> plan = select(matched, selection);
   if (plan.empty() && !o.shard.empty() && !matched.empty()) {
     // A small plan split over many CI jobs leaves some empty: that job has nothing to do.
@@ -450,10 +485,12 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   if (backend == "cuda") say_gpu_sharing(plan, o, err);
   if (!o.trace_dir.empty()) prepare_trace_dir(o.trace_dir);
   RecordWriter writer(o.db, RunMeta{backend, o.mode, std::string(placement_name(*placement)),
-                                    worker, argv, kProtocolVersion, shuffle_seed, o.launch});
+                                    worker, argv, kProtocolVersion, shuffle_seed, o.launch,
+                                    worker_args});
   const std::vector<int64_t> case_ids = writer.add_cases(plan);
   ControllerConfig cc;
   cc.worker = worker;
+  cc.worker_args = worker_args;
   cc.backend = backend;
   cc.timeout_override_s = o.timeout_s;
   cc.stop_fd = o.interrupt != nullptr ? o.interrupt->fd() : -1;
@@ -511,7 +548,13 @@ int record_main(int argc, char** argv) {
       "processes, and report per-case status."};
   add_common_flags(app, "cprecord");
   app.add_option("--worker", o.worker,
-                 "worker binary holding the cases (default: cpworker next to cprecord)");
+                 "worker binary holding the cases (default: cpworker next to cprecord; with "
+                 "--python, cprr-pyworker next to it)");
+  app.add_option("--python", o.python,
+                 "run Python cases (@cprr.case) instead of a worker binary's: test files, "
+                 "directories of test_*.py / *_test.py files, or module names; the ranks are "
+                 "cprr-pyworker processes")
+      ->expected(1, -1);
   app.add_option("--backend", o.backend, "device backend: auto | cpu | cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   add_collectives_option(app, o.collectives, "auto");

@@ -13,6 +13,9 @@ class InterruptWatch;
 
 struct RecordOptions {
   std::string worker;  ///< empty: the cpworker next to this executable
+  /// --python: Python case files, directories of test_*.py / *_test.py, or module names; the
+  /// worker is then cprr-pyworker (next to this executable unless --worker says otherwise).
+  std::vector<std::string> python;
   std::string backend = "auto";
   std::string collectives = "auto";  ///< --collectives: auto | nccl | gloo
   std::string db = "cprr.db";  ///< the store; created when missing

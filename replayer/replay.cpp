@@ -28,6 +28,8 @@ class Rebuild {
         placement_(parse_placement(run.placement).value_or(Placement::best_fit)),
         worlds_(o.worlds) {
     config_.worker = o.worker.empty() ? run.worker : o.worker;
+    // A Python run's worker takes its case files first; another --worker takes what it holds.
+    if (o.worker.empty()) config_.worker_args = run.worker_args;
     if (::access(config_.worker.c_str(), X_OK) != 0) {
       CPRR_THROW_AS(UsageError,
                     "worker {} (recorded in run {}) is not an executable file: pass --worker with "
@@ -60,7 +62,7 @@ class Rebuild {
   void require_cases(const std::vector<const CaseInstance*>& cases) const {
     Catalog catalog;
     try {
-      catalog = fetch_catalog(config_.worker);
+      catalog = fetch_catalog(config_.worker, config_.worker_args);
     } catch (const std::exception& e) {
       CPRR_THROW("cannot replay with worker {}: {}", config_.worker, e.what());
     }

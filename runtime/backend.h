@@ -148,6 +148,12 @@ class Backend {
   virtual void* native_stream(int stream) { return nullptr; }
   /// The native communicator (ncclComm_t), or nullptr on the CPU backend.
   virtual void* native_comm() { return nullptr; }
+  /// Orders work across a stream the backend does not own (`native`, a cudaStream_t of the case's
+  /// own library; nullptr: the legacy default stream): `stream` waits for what `native` enqueued
+  /// so far (follow_native), or `native`'s later work waits for what `stream` enqueued so far
+  /// (lead_native). No-ops where kernels do not run on a device.
+  virtual void follow_native(int stream, void* native) {}
+  virtual void lead_native(void* native, int stream) {}
   /// Notes a device op launched outside the backend (a kernel) on `stream`, for running_ops().
   virtual void note_launch(int stream, std::string label) {}
   /// Empty while the device state is usable; otherwise why not (a sticky CUDA error, an NCCL

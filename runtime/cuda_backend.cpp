@@ -302,6 +302,29 @@ CudaBackend::StreamSlot& CudaBackend::at(int stream) {
 
 void* CudaBackend::native_stream(int stream) { return at(stream).handle; }
 
+namespace {
+
+// `waiter` waits for what `recorded` enqueued so far. The event is destroyed at once: CUDA keeps
+// it until the wait is resolved.
+void order_streams(cudaStream_t waiter, cudaStream_t recorded) {
+  cudaEvent_t e = nullptr;
+  CPRR_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  const cudaError_t rec = cudaEventRecord(e, recorded);
+  const cudaError_t wait = rec == cudaSuccess ? cudaStreamWaitEvent(waiter, e, 0) : rec;
+  cudaEventDestroy(e);
+  CPRR_CUDA(wait);
+}
+
+}  // namespace
+
+void CudaBackend::follow_native(int stream, void* native) {
+  order_streams(at(stream).handle, static_cast<cudaStream_t>(native));
+}
+
+void CudaBackend::lead_native(void* native, int stream) {
+  order_streams(static_cast<cudaStream_t>(native), at(stream).handle);
+}
+
 void CudaBackend::note_launch(int stream, std::string label) {
   StreamSlot& s = at(stream);
   std::lock_guard lock(mu_);

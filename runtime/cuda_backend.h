@@ -96,6 +96,8 @@ class CudaBackend final : public Backend {
   bool device_kernels() const override { return true; }
   bool teardown_left_to_exit() const override { return true; }
   void* native_stream(int stream) override;
+  void follow_native(int stream, void* native) override;
+  void lead_native(void* native, int stream) override;
   /// The NCCL communicator; nullptr where the collectives go through Gloo (ranks share a GPU).
   void* native_comm() override { return comm_ ? comm_->get() : nullptr; }
   void note_launch(int stream, std::string label) override;

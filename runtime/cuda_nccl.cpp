@@ -22,8 +22,16 @@ ncclDataType_t nccl_type(DType t) {
       return ncclFloat32;
     case DType::f64:
       return ncclFloat64;
+    case DType::i8:
+      return ncclInt8;
+    case DType::f16:
+      return ncclFloat16;
+    case DType::bf16:
+      return ncclBfloat16;
+    case DType::i16:
+      break;
   }
-  CPRR_THROW("dtype {} has no NCCL type", static_cast<int>(t));
+  CPRR_THROW("dtype {} has no NCCL type", dtype_name(t));
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {

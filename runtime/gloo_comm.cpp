@@ -44,8 +44,15 @@ void visit_dtype(DType dtype, F&& f) {
       return f(float{});
     case DType::f64:
       return f(double{});
+    case DType::i8:
+      return f(int8_t{});
+    case DType::i16:
+      return f(int16_t{});
+    case DType::f16:
+    case DType::bf16:
+      break;  // Python cases' tensors carry them; cprr's own collectives do not reduce them
   }
-  CPRR_THROW("unknown dtype {}", static_cast<int>(dtype));
+  CPRR_THROW("cprr's collectives do not take dtype {}", dtype_name(dtype));
 }
 
 template <class T>

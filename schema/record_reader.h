@@ -27,6 +27,7 @@ struct RecordedRun {
   std::optional<uint64_t> shuffle_seed;  ///< cprecord --shuffle: the seed of the case order
   LaunchOptions launch;                  ///< how its ranks were started (local before version 9)
   std::string backend, mode, placement, worker;
+  std::vector<std::string> worker_args;  ///< the worker's own arguments (none before version 11)
   std::vector<std::pair<std::string, std::string>> environment;
   std::string tool_version, host;
   std::vector<std::string> argv;

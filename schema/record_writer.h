@@ -26,6 +26,7 @@ struct RunMeta {
   uint32_t protocol_version = 0;  ///< of the controller and workers, for the run's library list
   std::optional<uint64_t> shuffle_seed;  ///< cprecord --shuffle: the seed of the case order
   LaunchOptions launch;                  ///< cprecord --launcher and its options
+  std::vector<std::string> worker_args;  ///< given to the worker before the rank's own arguments
 };
 
 /// run.launcher's JSON object (schema.sql) for a launcher other than local.

@@ -39,7 +39,11 @@ CREATE TABLE run (
   -- {"kind": "mpirun"|"srun", "program", "hosts": [...], "partition", "gpus_per_node",
   -- "extra": [...], "listen", "advertise", "shared_dir"}; cpreplay starts its worlds the same
   -- way. NULL: local (ranks spawned by the recorder itself).
-  launcher      TEXT
+  launcher      TEXT,
+  -- (version 11) JSON array: the arguments the worker takes before the rank's own (cprecord
+  -- --python: ["--cases", FILE...], the Python case files its rank processes import); cpreplay
+  -- starts the same worker with the same arguments. [] for a worker binary of cases.
+  worker_args   TEXT NOT NULL DEFAULT '[]'
 );
 
 -- A case instance as planned: case x grid point x world size. `id` is what cpreplay --case takes.

@@ -55,6 +55,8 @@ constexpr std::string_view kMigrations[] = {
     "UPDATE execution SET collectives = CASE WHEN world_id = 0 THEN '' "
     "WHEN (SELECT backend FROM run WHERE run.id = execution.run_id) = 'cuda' THEN 'nccl' "
     "ELSE 'gloo' END;",
+    // 10 -> 11: the worker's own arguments (schema.sql: run.worker_args; Python case files).
+    "ALTER TABLE run ADD COLUMN worker_args TEXT NOT NULL DEFAULT '[]';",
 };
 /// The version that added the views (schema.sql's last section).
 constexpr int kViewsVersion = 6;

@@ -12,6 +12,7 @@
 // There is no exit hook: on the cuda backend a rank told to shut down exits at once, without
 // static destructors or atexit handlers (Backend::teardown_left_to_exit), so a case must not
 // leave work for them (write and close its files in the body).
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,7 +22,8 @@
 
 namespace cprr {
 
-using CaseBody = void (*)(Context&);
+/// A case's body: a function of CPRR_CASE, or a Python case's callable (python/).
+using CaseBody = std::function<void(Context&)>;
 using Hook = void (*)();
 
 struct RegisteredCase {
@@ -37,6 +39,9 @@ class Registry {
   void add_case(std::string name, CaseOptions options, CaseBody body);
   void add_reset_hook(Hook hook) { reset_hooks_.push_back(hook); }
   void add_worker_init(Hook hook) { worker_inits_.push_back(hook); }
+  /// A problem found while loading cases some other way (a Python case file that failed to
+  /// import): reported like a registration error.
+  void add_error(std::string message) { errors_.push_back(std::move(message)); }
 
   const RegisteredCase* find(std::string_view name) const;
   const std::vector<RegisteredCase>& cases() const { return cases_; }

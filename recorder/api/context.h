@@ -6,6 +6,8 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -67,6 +69,22 @@ struct Access {
   std::vector<Buffer> writes;
 };
 
+/// Collective progress of calls a case makes through its own library (torch.distributed in a
+/// Python case) rather than the backend: what the watchdog reports while one is stuck. Written by
+/// the case body's thread, read by the watchdog's.
+class ForeignProgress {
+ public:
+  void reset();
+  void enter(uint64_t seq, const std::string& kind);
+  void complete(uint64_t seq, const std::string& kind);
+  /// nullopt when no such call was made this case (the backend's progress is the one to report).
+  std::optional<CollectiveProgress> get() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::optional<CollectiveProgress> progress_;
+};
+
 /// Per-process state that outlives cases: the backend and the allocator arenas. Pool mode keeps
 /// it across cases (that is what the fresh-vs-pooled differential probes); fresh mode has one
 /// case per process.
@@ -82,6 +100,8 @@ struct RankState {
   /// Where the rank records each collective before entering it (recorder/data/flight_record.h),
   /// so a call that then aborts or hangs is still known; null when nobody reads it (tests).
   std::unique_ptr<FlightRecorder> flight;
+  /// Behind a pointer: its mutex does not move, and RankState does.
+  std::unique_ptr<ForeignProgress> foreign = std::make_unique<ForeignProgress>();
 };
 
 /// What a case body is given. Not thread-safe: call it from the case body's thread.
@@ -188,8 +208,45 @@ class Context {
   // ---- native handles, for real code (what they do is not captured) ----
   /// The cudaStream_t behind `s`, or nullptr on the CPU backend.
   void* native_stream(Stream s) { return state_.backend->native_stream(s.id); }
-  /// The ncclComm_t of the world, or nullptr on the CPU backend.
+  /// The GPU this rank runs on (its index among the visible ones); -1 on the CPU backend.
+  int device_index() const { return state_.backend->device_index(); }
+  /// The backend's name: "cpu" | "cuda".
+  std::string_view backend_name() const { return state_.backend->name(); }
+  /// The ncclComm_t of the world, or nullptr on the CPU backend (and where ranks share a GPU).
   void* native_comm() { return state_.backend->native_comm(); }
+
+  // ---- what a case's own library does (a Python case's tensors and torch.distributed) ----
+  /// Hashes `bytes` at `data` (memory the case did not get from alloc: a tensor) as an output or
+  /// probe. On a device backend the hash runs after the work `native` (a cudaStream_t; nullptr:
+  /// the device's legacy stream) enqueued so far, and `native`'s later work waits for the hash;
+  /// on the CPU backend it is taken before this returns. Logged as an op of stream 0.
+  void capture_memory(bool is_output, std::string name, const std::byte* data, uint64_t bytes,
+                      DType dtype, std::vector<int64_t> shape, void* native = nullptr);
+  /// A collective the case's library is about to call: numbered among the case's collectives,
+  /// written to the flight record before the call (so a mismatch that aborts or hangs is still
+  /// named), logged, and reported by the watchdog as entered. Returns its number.
+  uint64_t enter_collective(std::string kind, DType dtype, uint64_t bytes, int32_t root,
+                            ReduceOp op);
+  /// The collective numbered `seq` returned (the watchdog reports it as completed).
+  void complete_collective(uint64_t seq);
+  /// Memory the case's library allocated without writing it (a tensor from torch.empty): in the
+  /// allocation log as pool "tensor", its address as the offset, so the uninitialized-read check
+  /// covers it. A replay that poisons fills it with the pattern (device memory in the order of
+  /// `native`, a cudaStream_t). Returns its buffer id.
+  uint32_t track_memory(std::string name, std::byte* data, uint64_t bytes, bool device,
+                        void* native = nullptr);
+  /// Bytes of a tracked buffer an op touches.
+  struct Touch {
+    uint32_t buffer = 0;
+    ByteSpan span;
+  };
+  /// An op of the case's library on tracked memory (a torch op reading or writing a tensor from
+  /// track_memory): one op of stream 0 in the op log, with the bytes it reads and writes.
+  void library_op(std::string name, const std::vector<Touch>& reads,
+                  const std::vector<Touch>& writes);
+  /// A point-to-point op of the case's library (send/recv to `peer`): in the op log, not among
+  /// the numbered collectives (each rank's differ by design; torch numbers them apart too).
+  void note_p2p(std::string kind, int peer, DType dtype, uint64_t bytes);
 
   // ---- captures ----
   /// Hashes `b` when stream `s` reaches this point: an intermediate that replay compares in order.

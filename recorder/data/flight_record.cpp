@@ -117,7 +117,7 @@ std::optional<std::vector<CollectiveRecord>> read_flight_record(const std::strin
   std::vector<CollectiveRecord> out;
   for (uint64_t i = n > kFlightSlots ? n - kFlightSlots : 0; i < n; ++i) {
     const FlightEntry& e = entries(map)[i % kFlightSlots];
-    if (e.dtype > static_cast<uint8_t>(DType::f64) || e.op > static_cast<uint8_t>(ReduceOp::min)) {
+    if (e.dtype > static_cast<uint8_t>(kLastDType) || e.op > static_cast<uint8_t>(ReduceOp::min)) {
       return std::nullopt;  // not written by FlightRecorder::enter
     }
     CollectiveRecord c;

@@ -33,6 +33,9 @@ std::string timeout_problem(double seconds);
 /// How the controller runs cases: the worker, the backend, deadlines, grace periods, environment.
 struct ControllerConfig {
   std::string worker;
+  /// Given to the worker before the rank's own arguments: `cprecord --python`'s
+  /// `--cases FILE...` for the Python worker (python/cprr/worker.py).
+  std::vector<std::string> worker_args;
   std::string backend = "cpu";
   /// The deadline per case: a case's own timeout_s unless this override is set.
   double default_timeout_s = 60;

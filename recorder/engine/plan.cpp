@@ -124,15 +124,18 @@ class CatalogRun {
 
 }  // namespace
 
-Catalog fetch_catalog(const std::string& worker) {
+Catalog fetch_catalog(const std::string& worker, const std::vector<std::string>& worker_args) {
   int sv[2];
   CPRR_SYSCALL(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
   UniqueFd parent(sv[0]), child(sv[1]);
   UniqueFd devnull(CPRR_SYSCALL(::open("/dev/null", O_RDWR | O_CLOEXEC)));
   const int slot = control_fd_slot();
   SpawnSpec spec;
-  spec.argv = {worker,     "--rank", "0", "--world-size", "1", "--control-fd", std::to_string(slot),
-               "--catalog"};
+  spec.argv = {worker};
+  spec.argv.insert(spec.argv.end(), worker_args.begin(), worker_args.end());
+  for (const char* arg : {"--rank", "0", "--world-size", "1", "--control-fd"}) spec.argv.push_back(arg);
+  spec.argv.push_back(std::to_string(slot));
+  spec.argv.push_back("--catalog");
   // The catalog run's banners are irrelevant; its stderr stays visible for diagnosis. It leads
   // its own process group (process_group 0), so anything it forks is killed with it.
   spec.fds = {{devnull.get(), 0}, {devnull.get(), 1}, {child.get(), slot}, {2, 2}};

@@ -49,8 +49,9 @@ std::vector<std::size_t> shuffled_order(std::size_t n, uint64_t seed, int repeat
 /// integer and printed for reuse); nullopt for anything else.
 std::optional<uint64_t> parse_shuffle_seed(const std::string& text);
 
-/// The catalog of the worker binary at `worker` (spawned with --catalog). Throws cprr::Error
-/// naming the worker and what went wrong (not found, not a cprr worker, crashed).
-Catalog fetch_catalog(const std::string& worker);
+/// The catalog of the worker binary at `worker` (spawned with `worker_args`, then --catalog).
+/// Throws cprr::Error naming the worker and what went wrong (not found, not a cprr worker,
+/// crashed).
+Catalog fetch_catalog(const std::string& worker, const std::vector<std::string>& worker_args = {});
 
 }  // namespace cprr

@@ -14,6 +14,7 @@
 #include <functional>
 
 #include "recorder/data/flight_record.h"
+#include "recorder/data/text_forms.h"
 #include "recorder/engine/transport_choice.h"
 #include "recorder/launch/token.h"
 #include "runtime/error.h"
@@ -206,17 +207,14 @@ void World::spawn_rank(int r, const WorldConfig& config) {
   // it assumes free must never reach the protocol. The rank makes it close-on-exec at once.
   const int slot = control_fd_slot();
   SpawnSpec spec;
-  spec.argv = {config.worker,
-               "--rank",
-               std::to_string(r),
-               "--world-size",
-               std::to_string(config.world_size),
-               "--control-fd",
-               std::to_string(slot),
-               "--rendezvous",
-               rendezvous_,
-               "--backend",
-               config.backend};
+  spec.argv = {config.worker};
+  spec.argv.insert(spec.argv.end(), config.worker_args.begin(), config.worker_args.end());
+  for (std::string arg : {std::string("--rank"), std::to_string(r), std::string("--world-size"),
+                          std::to_string(config.world_size), std::string("--control-fd"),
+                          std::to_string(slot), std::string("--rendezvous"), rendezvous_,
+                          std::string("--backend"), config.backend}) {
+    spec.argv.push_back(std::move(arg));
+  }
   spec.fds = {{io.devnull.get(), 0}, {io.out_w.get(), 1}, {io.err_w.get(), 2}, {child.get(), slot}};
   spec.process_group = group_;
   spec.env = rank_env(config, r);
@@ -235,6 +233,11 @@ void World::spawn_rank(int r, const WorldConfig& config) {
 
 void World::launch_ranks(const WorldConfig& config, RankListener& listener) {
   const LaunchOptions& o = config.launch;
+  // A launched rank's supervisor re-runs its own executable for the rank: a worker binary.
+  CPRR_CHECK(config.worker_args.empty(),
+             "world {}: --launcher {} starts worker binaries only, not a worker with arguments "
+             "(Python cases run with the local launcher)",
+             id_, launcher_name(o.kind));
   const Endpoint back{advertised_host(o, listener.bound()), listener.bound().port};
   const std::vector<std::string> rank_argv{config.worker,
                                            "--connect",

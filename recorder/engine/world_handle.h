@@ -39,6 +39,8 @@ struct WorldConfig {
   /// --collectives: auto (NCCL on cuda when every rank has a GPU of its own, else Gloo staged
   /// through host memory), nccl or gloo (engine/transport_choice.h).
   std::string collectives = "auto";
+  /// Given to the worker before the rank's own arguments (a Python worker's case files).
+  std::vector<std::string> worker_args;
 };
 
 /// Thrown when the stop descriptor fired while a world was starting; its ranks are already

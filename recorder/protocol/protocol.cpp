@@ -181,10 +181,10 @@ void validate(const FromRank& msg) {
   if (const auto* done = std::get_if<CaseDone>(&msg)) {
     check_enum(done->outcome, RankOutcome::error, "rank outcome");
     for (const auto* list : {&done->capture.probes, &done->capture.outputs}) {
-      for (const Capture& c : *list) check_enum(c.dtype, DType::f64, "capture dtype");
+      for (const Capture& c : *list) check_enum(c.dtype, kLastDType, "capture dtype");
     }
     for (const CollectiveRecord& c : done->capture.collectives) {
-      check_enum(c.dtype, DType::f64, "collective dtype");
+      check_enum(c.dtype, kLastDType, "collective dtype");
     }
   } else if (const auto* catalog = std::get_if<Catalog>(&msg)) {
     for (const CaseInfo& info : catalog->cases) {

@@ -33,6 +33,7 @@ void CaseRunner::reset(const RunCase& msg) {
   env_.restore();
   state_.backend->prepare_arenas();
   state_.backend->reset_collective_progress();
+  state_.foreign->reset();
   for (Hook hook : registry_.reset_hooks()) hook();
 }
 
@@ -89,7 +90,9 @@ WatchdogStatus CaseRunner::status() const {
   WatchdogStatus s;
   s.phase = phase_name(phase_.load(std::memory_order_acquire));
   s.execution = execution_.load(std::memory_order_relaxed);
-  const CollectiveProgress p = state_.backend->collective_progress();
+  // A case that calls its library's collectives (a Python case's torch.distributed) reports those.
+  const CollectiveProgress p =
+      state_.foreign->get().value_or(state_.backend->collective_progress());
   s.entered_seq = p.entered_seq;
   s.entered_kind = p.entered_kind;
   s.completed_seq = p.completed_seq;

@@ -251,12 +251,15 @@ TEST(RecordRoundTrip, TheRunRowComesBack) {
     stopped.finish(1, "--fail-fast: case 3 (a \xc3\xbc@2) was not as expected");
     RunMeta shuffled = meta;
     shuffled.shuffle_seed = kMaxSeed;
+    shuffled.worker_args = {"--cases", "/t/test \xc3\xbc.py", ""};
     RecordWriter(db.path(), shuffled).finish(0);
   }
   ::unsetenv("CPRR_ROUNDTRIP_PROBE");
   const auto runs = RecordReader(db.path()).runs();
   ASSERT_EQ(runs.size(), 3u);
   EXPECT_EQ(runs[2].shuffle_seed, kMaxSeed);
+  EXPECT_EQ(runs[2].worker_args, (std::vector<std::string>{"--cases", "/t/test \xc3\xbc.py", ""}));
+  EXPECT_TRUE(runs[0].worker_args.empty()) << "a worker binary of cases takes none";
   EXPECT_FALSE(runs[1].shuffle_seed.has_value()) << "plan order";
   EXPECT_EQ(runs[1].stopped, "--fail-fast: case 3 (a \xc3\xbc@2) was not as expected");
   const RecordedRun& r = runs[0];

@@ -114,6 +114,20 @@ int64_t count(const std::string& path, const std::string& sql) {
 }
 
 const RunMeta kMeta{"cpu", "both", "best_fit", "/bin/worker", {}};
+
+/// schema.sql as version 10 had it: run without worker_args (version 11).
+std::string without_worker_args(std::string sql) {
+  const std::string from = ",\n  -- (version 11)", last = "worker_args   TEXT NOT NULL DEFAULT '[]'";
+  const std::size_t a = sql.find(from), b = sql.find(last);
+  EXPECT_NE(a, std::string::npos);
+  EXPECT_NE(b, std::string::npos);
+  if (a != std::string::npos && b != std::string::npos) sql.erase(a, b + last.size() - a);
+  return sql;
+}
+/// The run table's columns before version 11.
+const std::string kRunColumns10 =
+    "id, started_at, finished_at, exit_code, tool_version, host, backend, mode, placement, "
+    "worker, argv, libraries, environment, stopped, shuffle_seed, launcher";
 const std::string kJudgementColumns =
     "SELECT count(*) FROM pragma_table_info('test_case') "
     "WHERE name IN ('verdict', 'as_expected', 'fresh_vs_pool')";
@@ -202,9 +216,10 @@ TEST(StoreMigration, AVersionNineFileReadsItsBackendsTransportAndGainsItsColumns
   ASSERT_NE(from, std::string::npos);
   ASSERT_NE(to, std::string::npos);
   sql.erase(from, to + last.size() - from);
+  sql = without_worker_args(sql);
   sql += "PRAGMA user_version = 9; ATTACH '" + v10 + "' AS src;";
-  for (const char* t :
-       {"run", "test_case", "rank_result", "capture", "alloc_event", "op", "collective"}) {
+  sql += "INSERT INTO run SELECT " + kRunColumns10 + " FROM src.run;";
+  for (const char* t : {"test_case", "rank_result", "capture", "alloc_event", "op", "collective"}) {
     sql += fmt::format("INSERT INTO {0} SELECT * FROM src.{0};", t);
   }
   sql +=
@@ -324,6 +339,28 @@ INSERT INTO rank_result VALUES (2, 1, 'no_result', '', NULL, NULL, '', NULL, X''
   check("read-only, as it is");
   { RecordWriter migrate(v1, kMeta); }  // a new cprecord appending to the old file
   check("after the migration");
+}
+
+TEST(StoreMigration, AVersionTenRunReadsWithNoWorkerArgumentsAndMigratesToThem) {
+  TempDb dir;
+  const std::string v11 = dir.path("v11.db"), v10 = dir.path("v10.db");
+  RunMeta meta = kMeta;
+  meta.worker_args = {"--cases", "/tmp/test_a.py"};
+  {
+    RecordWriter w(v11, meta);
+    w.add_cases({instance(1, "a/python", {}, 2)});
+    w.finish(0);
+  }
+  EXPECT_EQ(RecordReader(v11).runs().at(0).worker_args, meta.worker_args);
+  std::string sql = without_worker_args(std::string(schema_sql()));
+  sql += "PRAGMA user_version = 10; ATTACH '" + v11 + "' AS src;";
+  sql += "INSERT INTO run SELECT " + kRunColumns10 + " FROM src.run;";
+  sql += "INSERT INTO test_case SELECT * FROM src.test_case;";
+  exec_plain(v10, sql);
+  EXPECT_TRUE(RecordReader(v10).runs().at(0).worker_args.empty());
+  EXPECT_EQ(Database::open(v10, Database::Mode::read_write).schema_version(), kSchemaVersion);
+  EXPECT_EQ(schema_of(v10), schema_of(v11));
+  EXPECT_TRUE(RecordReader(v10).runs().at(0).worker_args.empty());
 }
 
 }  // namespace

@@ -1,0 +1,206 @@
+"""The seeds as PyTorch tests: each bug beside its fixed twin, written as their owners write them.
+
+Run them with ``cprecord --python corpus/python --mode both``; each ``bug/*`` case's seeded_bug
+is the verdict cprr must reach, and each ``fixed/*`` twin must come out clean. The C++ corpus
+(corpus/*.cpp) holds the same bugs against cprr's own Case API.
+"""
+
+import copy
+import math
+
+import torch
+import torch.distributed as dist
+
+import cprr
+
+# ---- seed 001's state leak: a module-level config table one case rewrites in place ----------
+
+# TransformerEngine's context-parallel tests keep their model configs in a module-level dict;
+# one test rewrote an entry for the thd format, and every later test in the same process that
+# read that entry got the rewritten mask: a failure only in a reused process, only after thd.
+MODEL_CONFIGS = {"cp_1_0": {"heads": 2, "seq": 32, "dim": 8, "mask": "causal"}}
+# The twin's own table: the bug case rewrites MODEL_CONFIGS in every process it runs in, and a
+# twin reading that table after it would be polluted by it (rightly named so by cprr).
+FIXED_MODEL_CONFIGS = copy.deepcopy(MODEL_CONFIGS)
+
+
+def _attend(ctx, cfg):
+    """A context-parallel attention step: each rank attends over its share of the keys, the
+    partial outputs are summed across ranks."""
+    seq, dim = cfg["seq"], cfg["dim"]
+    q = torch.randn(cfg["heads"], seq, dim)
+    k = torch.randn(cfg["heads"], seq, dim)
+    v = torch.randn(cfg["heads"], seq, dim)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(dim)
+    keep = torch.ones(seq, seq, dtype=torch.bool)
+    if "causal" in cfg["mask"]:
+        keep = torch.tril(keep)
+    if cfg["mask"].startswith("padding"):
+        keep[:, seq - 4:] = False  # the padded tail of each sequence
+    share = torch.zeros(seq, dtype=torch.bool)
+    share[ctx.rank::ctx.world_size] = True  # this rank's keys
+    scores = scores.masked_fill(~(keep & share), float("-inf"))
+    weights = torch.nan_to_num(torch.softmax(scores, dim=-1))
+    out = weights @ v
+    dist.all_reduce(out)
+    ctx.output("attention", out)
+
+
+@cprr.case(
+    name="bug/py_config_mutation",
+    world_sizes=[2, 4],
+    grid={"format": ["thd", "bshd"]},
+    seeded_bug="state_leak",
+    description="the thd branch rewrites a module-level config in place; a later bshd case "
+    "reading the same entry differs only pooled",
+)
+def config_mutation(ctx):
+    cfg = MODEL_CONFIGS["cp_1_0"]  # the shared entry itself: the bug
+    if ctx.param("format") == "thd" and cfg["mask"] == "causal":
+        cfg["mask"] = "padding_causal"
+    _attend(ctx, cfg)
+
+
+@cprr.case(
+    name="fixed/py_config_mutation",
+    world_sizes=[2, 4],
+    grid={"format": ["thd", "bshd"]},
+    description="the twin: the thd branch changes its own copy of the config",
+)
+def config_mutation_fixed(ctx):
+    cfg = copy.deepcopy(FIXED_MODEL_CONFIGS["cp_1_0"])
+    if ctx.param("format") == "thd" and cfg["mask"] == "causal":
+        cfg["mask"] = "padding_causal"
+    _attend(ctx, cfg)
+
+
+# ---- an accumulator read before anything wrote it -------------------------------------------
+
+
+def _accumulate(ctx, zeroed):
+    n = 4096
+    acc = torch.zeros(n) if zeroed else torch.empty(n)  # the bug: empty, never zeroed
+    for step in range(3):
+        grad = torch.full((n,), float(ctx.rank + step))
+        acc += grad
+    dist.all_reduce(acc)
+    ctx.output("grad_acc", acc)
+    w = ctx.world_size
+    want = float(3 * (w * (w - 1) // 2) + 3 * w)
+    assert torch.all(acc == want), f"grad_acc[0] = {acc[0].item()}, expected {want}"
+
+
+@cprr.case(
+    name="bug/py_uninitialized_read",
+    world_sizes=[2, 4],
+    seeded_bug="uninitialized_read",
+    description="a gradient accumulator from torch.empty, never zeroed",
+)
+def uninitialized_read(ctx):
+    _accumulate(ctx, zeroed=False)
+
+
+@cprr.case(
+    name="fixed/py_uninitialized_read",
+    world_sizes=[2, 4],
+    description="the twin: the accumulator starts from torch.zeros",
+)
+def uninitialized_read_fixed(ctx):
+    _accumulate(ctx, zeroed=True)
+
+
+# ---- a collective called with a different size on one rank ----------------------------------
+
+
+def _token_stats(ctx, padded):
+    tokens, hidden = 30, 4
+    per_rank = math.ceil(tokens / ctx.world_size)
+    begin = ctx.rank * per_rank
+    mine = max(0, min(tokens, begin + per_rank) - begin)
+    rows = per_rank if padded else mine  # the bug: the last rank's shard is shorter
+    stats = torch.zeros(rows, hidden)
+    stats[:mine] = float(ctx.rank + 1)
+    dist.all_reduce(stats)
+    ctx.output("token_stats", stats)
+
+
+@cprr.case(
+    name="bug/py_collective_size_mismatch",
+    world_sizes=[4],
+    timeout_s=20,
+    seeded_bug="collective_mismatch",
+    description="a sequence the world size does not divide: the last rank all-reduces its "
+    "shorter shard",
+)
+def collective_size_mismatch(ctx):
+    _token_stats(ctx, padded=False)
+
+
+@cprr.case(
+    name="fixed/py_collective_size_mismatch",
+    world_sizes=[4],
+    description="the twin: every rank pads its shard to the same number of tokens",
+)
+def collective_size_mismatch_fixed(ctx):
+    _token_stats(ctx, padded=True)
+
+
+# ---- seed 002: a registered buffer placed by rank-dependent allocation order ----------------
+
+
+def _symmetric_accumulate(ctx, same_order):
+    # sglang-style: scratch buffers from the registered (symmetric) pool, allocated in an order
+    # that depends on the rank; the k-th allocation then sits at a different offset per rank.
+    if same_order or ctx.rank % 2 == 0:
+        scratch = ctx.symmetric_empty(256, name="scratch")
+        acc = ctx.symmetric_empty(1024, name="acc")
+    else:
+        acc = ctx.symmetric_empty(1024, name="acc")
+        scratch = ctx.symmetric_empty(256, name="scratch")
+    scratch.zero_()
+    acc.fill_(float(ctx.rank + 1))
+    dist.all_reduce(acc)
+    ctx.output("acc", acc)
+
+
+@cprr.case(
+    name="bug/py_symmetric_alloc_order",
+    world_sizes=[2, 4],
+    seeded_bug="allocator_order",
+    description="seed 002: odd ranks allocate their symmetric buffers in another order, so the "
+    "accumulator sits at different symmetric offsets",
+)
+def symmetric_alloc_order(ctx):
+    _symmetric_accumulate(ctx, same_order=False)
+
+
+@cprr.case(
+    name="fixed/py_symmetric_alloc_order",
+    world_sizes=[2, 4],
+    description="the twin: every rank allocates in the same order",
+)
+def symmetric_alloc_order_fixed(ctx):
+    _symmetric_accumulate(ctx, same_order=True)
+
+
+# ---- healthy ------------------------------------------------------------------------------
+
+
+@cprr.case(name="healthy/py_collectives", world_sizes=[1, 2, 4], grid={"n": [1, 1000]})
+def collectives(ctx):
+    """all_reduce, all_gather, broadcast and reduce_scatter, every element checked"""
+    n, w, r = ctx.param("n"), ctx.world_size, ctx.rank
+    x = torch.full((n,), float(r + 1), device=ctx.device)
+    dist.all_reduce(x)
+    assert torch.all(x == w * (w + 1) / 2)
+    parts = [torch.empty(n, device=ctx.device) for _ in range(w)]
+    dist.all_gather(parts, torch.full((n,), float(r), device=ctx.device))
+    gathered = torch.cat(parts)
+    assert torch.equal(gathered, torch.arange(w, device=ctx.device).repeat_interleave(n).float())
+    b = torch.arange(n, device=ctx.device, dtype=torch.float64) * (r + 1)
+    dist.broadcast(b, src=w - 1)
+    assert torch.equal(b, torch.arange(n, device=ctx.device, dtype=torch.float64) * w)
+    dist.barrier()
+    ctx.output("all_reduce", x)
+    ctx.output("all_gather", gathered)
+    ctx.output("broadcast", b)

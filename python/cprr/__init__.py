@@ -1,0 +1,23 @@
+"""cprr for PyTorch tests: run ``@cprr.case`` functions as cprr cases.
+
+A case is a plain test body that takes a ``ctx``::
+
+    import torch
+    import torch.distributed as dist
+    import cprr
+
+    @cprr.case(world_sizes=[2, 4], grid={"n": [1024, 65536]})
+    def all_reduce_sum(ctx):
+        x = torch.full((ctx.param("n"),), float(ctx.rank + 1), device=ctx.device)
+        dist.all_reduce(x)
+        ctx.output("sum", x)
+
+``cprecord --python FILE...`` runs the cases of those files in cprr's worlds (pooled, fresh or
+both), records them and judges them like C++ cases; ``cpreplay --case N`` replays one. Importing
+this package imports neither torch nor the compiled module: the controller never needs them.
+"""
+
+from cprr._case import CaseDefinition, case, registered_cases
+from cprr._context import Context
+
+__all__ = ["case", "CaseDefinition", "Context", "registered_cases"]

@@ -1,0 +1,110 @@
+"""The ``@cprr.case`` decorator and the cases it registered in this process."""
+
+import dataclasses
+import os
+import re
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+_EXPECTS = ("pass", "fail", "crash", "hang")
+_BAD_NAME = re.compile(r"[\s{]")
+
+
+@dataclasses.dataclass
+class CaseDefinition:
+    """One ``@cprr.case`` function and its options (what the worker's catalog lists)."""
+
+    name: str
+    body: Callable[..., Any]
+    world_sizes: List[int]
+    grid: Dict[str, List[Any]]
+    expect: str = "pass"
+    timeout_s: float = 0.0
+    description: str = ""
+    seeded_bug: str = ""
+    source: str = ""  # file:line of the definition, for messages
+
+    def grid_text(self) -> List[tuple]:
+        """The grid as the catalog carries it: every value as its text."""
+        return [(axis, [str(v) for v in values]) for axis, values in self.grid.items()]
+
+    def value_of(self, axis: str, text: str) -> Any:
+        """The grid value of `axis` whose text is `text` (the Python object, not its text)."""
+        for v in self.grid.get(axis, []):
+            if str(v) == text:
+                return v
+        return text
+
+
+_REGISTERED: List[CaseDefinition] = []
+
+
+def registered_cases() -> List[CaseDefinition]:
+    """The cases registered so far in this process, in definition order."""
+    return list(_REGISTERED)
+
+
+def _default_name(fn: Callable[..., Any]) -> str:
+    module = getattr(fn, "__module__", "") or ""
+    stem = module.rsplit(".", 1)[-1] or "case"
+    return f"{stem}/{fn.__name__}"
+
+
+def _check(defn: CaseDefinition) -> None:
+    where = f"@cprr.case on {defn.source}"
+    if not defn.name or _BAD_NAME.search(defn.name):
+        raise ValueError(f"{where}: name {defn.name!r} is empty or has whitespace or '{{'")
+    if not defn.world_sizes or any(not isinstance(w, int) or w < 1 for w in defn.world_sizes):
+        raise ValueError(f"{where}: world_sizes must be integers >= 1, got {defn.world_sizes!r}")
+    if defn.expect not in _EXPECTS:
+        raise ValueError(f"{where}: expect={defn.expect!r}: use one of {', '.join(_EXPECTS)}")
+    for axis, values in defn.grid.items():
+        if not isinstance(axis, str) or not values:
+            raise ValueError(f"{where}: grid axis {axis!r} needs a name and at least one value")
+        texts = [str(v) for v in values]
+        if len(set(texts)) != len(texts):
+            raise ValueError(f"{where}: grid axis {axis!r} has values with the same text")
+    if defn.timeout_s < 0:
+        raise ValueError(f"{where}: timeout_s must be >= 0")
+
+
+def case(
+    fn: Optional[Callable[..., Any]] = None,
+    *,
+    name: Optional[str] = None,
+    world_sizes: Sequence[int] = (2, 4),
+    grid: Optional[Dict[str, Sequence[Any]]] = None,
+    expect: str = "pass",
+    timeout_s: float = 0.0,
+    description: str = "",
+    seeded_bug: str = "",
+):
+    """Registers ``fn(ctx)`` as a cprr case and returns it unchanged.
+
+    name: the case's name (default ``<module>/<function>``); world_sizes: the world sizes it runs
+    at; grid: parameter axes (``ctx.param(axis)`` returns the value, with its Python type);
+    expect: pass | fail | crash | hang; timeout_s: its deadline (0: cprecord's --timeout);
+    seeded_bug: the verdict a planted bug must get (state_leak, allocator_order, ...).
+    """
+
+    def register(f: Callable[..., Any]) -> Callable[..., Any]:
+        code = getattr(f, "__code__", None)
+        source = (
+            f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}" if code else repr(f)
+        )
+        defn = CaseDefinition(
+            name=name or _default_name(f),
+            body=f,
+            world_sizes=list(world_sizes),
+            grid={k: list(v) for k, v in (grid or {}).items()},
+            expect=expect,
+            timeout_s=float(timeout_s),
+            description=description or (f.__doc__ or "").strip().split("\n")[0],
+            seeded_bug=seeded_bug,
+            source=source,
+        )
+        _check(defn)
+        _REGISTERED.append(defn)
+        f.__cprr_case__ = defn
+        return f
+
+    return register(fn) if fn is not None else register

@@ -1,0 +1,202 @@
+"""torch.distributed calls fingerprinted into cprr's logs.
+
+Each collective a case calls on the default group is numbered, written to the rank's flight
+record *before* torch sees it (so a mismatch that then hangs or aborts is still named) and to the
+collective log, which cprr compares across ranks (``collective_mismatch``), lines up in a hang
+diagnosis and draws in the trace. Point-to-point calls go to the op log only: each rank's differ
+by design. Calls on a subgroup are not numbered (the log has one communicator), nor made while no
+case runs (the worker's own set-up).
+"""
+
+import functools
+import inspect
+import threading
+
+import torch
+import torch.distributed as dist
+
+from cprr import _tensors
+
+_state = threading.local()
+
+
+def current():
+    """The native case context of the running case on this thread, or None."""
+    return getattr(_state, "native", None)
+
+
+def tracker():
+    """The running case's uninitialized-read tracker (cprr._uninit), or None."""
+    return getattr(_state, "tracker", None)
+
+
+class running:
+    """Within the block, calls on this thread are recorded into `native`, and the tensors they
+    touch noted to `tracker` (a cprr._uninit.Tracker, or None)."""
+
+    def __init__(self, native, tracker=None):
+        self._native = native
+        self._tracker = tracker
+
+    def __enter__(self):
+        _state.native = self._native
+        _state.tracker = self._tracker
+        _state.depth = 0
+        return self
+
+    def __exit__(self, *exc):
+        _state.native = None
+        _state.tracker = None
+        return False
+
+
+def _reduce(op):
+    """(kind suffix, cprr reduction) of a torch ReduceOp."""
+    for name, cprr_op in (("SUM", "sum"), ("MAX", "max"), ("MIN", "min")):
+        if op == getattr(dist.ReduceOp, name):
+            return "", cprr_op
+    # The log's reduction knows sum, max and min; any other op is told apart by its kind.
+    text = str(op).rsplit(".", 1)[-1].lower()
+    return f"({text})", "sum"
+
+
+def _first(tensors):
+    return tensors[0] if tensors else None
+
+
+def _fp(kind, tensor=None, total=None, root=-1, op=None):
+    dtype = _tensors.dtype_name(tensor) if tensor is not None else "u8"
+    size = total if total is not None else (_tensors.nbytes(tensor) if tensor is not None else 0)
+    suffix, cprr_op = _reduce(op) if op is not None else ("", "sum")
+    return (kind + suffix, dtype, size, root, cprr_op)
+
+
+def _sum_bytes(tensors):
+    return sum(_tensors.nbytes(t) for t in tensors)
+
+
+# name -> fingerprint of its bound arguments (a dict), for the default group's collectives.
+_COLLECTIVES = {
+    "all_reduce": lambda a: _fp("all_reduce", a["tensor"], op=a.get("op", dist.ReduceOp.SUM)),
+    "broadcast": lambda a: _fp("broadcast", a["tensor"], root=a["src"]),
+    "reduce": lambda a: _fp("reduce", a["tensor"], root=a["dst"], op=a.get("op", dist.ReduceOp.SUM)),
+    "all_gather": lambda a: _fp("all_gather", a["tensor"]),
+    "all_gather_into_tensor": lambda a: _fp("all_gather", a["input_tensor"]),
+    "_all_gather_base": lambda a: _fp("all_gather", a["input_tensor"]),
+    "reduce_scatter": lambda a: _fp(
+        "reduce_scatter", _first(a["input_list"]), total=_sum_bytes(a["input_list"]),
+        op=a.get("op", dist.ReduceOp.SUM)),
+    "reduce_scatter_tensor": lambda a: _fp(
+        "reduce_scatter", a["input"], op=a.get("op", dist.ReduceOp.SUM)),
+    "_reduce_scatter_base": lambda a: _fp(
+        "reduce_scatter", a["input"], op=a.get("op", dist.ReduceOp.SUM)),
+    # Uneven splits are normal for all-to-all: as all_to_all_v, sizes are not compared.
+    "all_to_all": lambda a: _fp(
+        "all_to_all_v", _first(a["input_tensor_list"]), total=_sum_bytes(a["input_tensor_list"])),
+    "all_to_all_single": lambda a: _fp(
+        "all_to_all_v" if a.get("input_split_sizes") or a.get("output_split_sizes")
+        else "all_to_all", a["input"]),
+    "gather": lambda a: _fp("gather", a["tensor"], root=a.get("dst", 0)),
+    "scatter": lambda a: _fp("scatter", a["tensor"], root=a.get("src", 0)),
+    "barrier": lambda a: _fp("barrier"),
+}
+
+# name -> (arguments it reads, arguments it writes); an in-place collective's tensor is both.
+_ACCESS = {
+    "all_reduce": (("tensor",), ("tensor",)),
+    "broadcast": (("tensor",), ("tensor",)),
+    "reduce": (("tensor",), ("tensor",)),
+    "all_gather": (("tensor",), ("tensor_list",)),
+    "all_gather_into_tensor": (("input_tensor",), ("output_tensor",)),
+    "_all_gather_base": (("input_tensor",), ("output_tensor",)),
+    "reduce_scatter": (("input_list",), ("output",)),
+    "reduce_scatter_tensor": (("input",), ("output",)),
+    "_reduce_scatter_base": (("input",), ("output",)),
+    "all_to_all": (("input_tensor_list",), ("output_tensor_list",)),
+    "all_to_all_single": (("input",), ("output",)),
+    "gather": (("tensor",), ("gather_list",)),
+    "scatter": (("scatter_list",), ("tensor",)),
+    "send": (("tensor",), ()),
+    "isend": (("tensor",), ()),
+    "recv": ((), ("tensor",)),
+    "irecv": ((), ("tensor",)),
+}
+
+
+def _tensors_of(bound, names):
+    out = []
+    for n in names:
+        v = bound.get(n)
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif isinstance(v, (list, tuple)):
+            out += [t for t in v if isinstance(t, torch.Tensor)]
+    return out
+
+
+def _note_access(name, bound):
+    t = tracker()
+    if t is not None:
+        reads, writes = _ACCESS.get(name, ((), ()))
+        t.note(f"dist.{name}", _tensors_of(bound, reads), _tensors_of(bound, writes))
+
+
+_P2P = {"send": ("send", "dst"), "isend": ("send", "dst"), "recv": ("recv", "src"),
+        "irecv": ("recv", "src")}
+
+
+def _on_default_group(args):
+    group = args.get("group")
+    return group is None or group is dist.group.WORLD or group == dist.GroupMember.WORLD
+
+
+def _wrap(name, original):
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        native = current()
+        if native is None or getattr(_state, "depth", 0) > 0:
+            return original(*args, **kwargs)
+        bound = signature.bind(*args, **kwargs).arguments
+        _state.depth = 1
+        try:
+            _note_access(name, bound)
+            if name in _P2P:
+                kind, peer_arg = _P2P[name]
+                tensor = bound["tensor"]
+                peer = bound.get(peer_arg)
+                if peer is not None and peer >= 0:
+                    native.note_p2p(kind, int(peer), _tensors.dtype_name(tensor),
+                                    _tensors.nbytes(tensor))
+                return original(*args, **kwargs)
+            if not _on_default_group(bound):
+                return original(*args, **kwargs)
+            kind, dtype, size, root, op = _COLLECTIVES[name](bound)
+            seq = native.enter_collective(kind, dtype, int(size), int(root), op)
+            result = original(*args, **kwargs)
+            # An async call counts as completed once issued; its Work.wait() is the case's.
+            native.complete_collective(seq)
+            return result
+        finally:
+            _state.depth = 0
+
+    wrapper.__cprr_wrapped__ = original
+    return wrapper
+
+
+def install():
+    """Wraps torch.distributed's collectives and point-to-point calls, in the package and in
+    distributed_c10d (where torch's own helpers, e.g. all_gather_object, look them up). Done once,
+    before any case file is imported, so `from torch.distributed import all_reduce` gets them too.
+    """
+    from torch.distributed import distributed_c10d as c10d
+
+    for name in list(_COLLECTIVES) + list(_P2P):
+        original = getattr(c10d, name, None)
+        if original is None or hasattr(original, "__cprr_wrapped__"):
+            continue
+        wrapped = _wrap(name, original)
+        setattr(c10d, name, wrapped)
+        if getattr(dist, name, None) is original:
+            setattr(dist, name, wrapped)

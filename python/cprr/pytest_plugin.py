@@ -1,0 +1,147 @@
+"""pytest plugin: ``@cprr.case`` functions as pytest items, run through cprecord.
+
+Enable it with ``pytest -p cprr.pytest_plugin`` (the package on PYTHONPATH: build/python, or the
+installed lib/cprr/python). Every ``@cprr.case`` in the collected test files becomes one item per
+case instance (grid point x world size), named by its label ``name{k=v}@w``. The first item to
+run records every selected instance in one ``cprecord --python`` run (pooled by default,
+``--cprr-mode both`` for the fresh-vs-pooled differential); each item then passes when cprr judged
+its case as expected, and fails with the verdict, the finding and the ``cpreplay --case`` command
+that replays it. pytest's own ``--junitxml`` reports them.
+
+Options: --cprr-mode pool|fresh|both, --cprr-db PATH (default: a file in pytest's temporary
+directory), --cprr-backend auto|cpu|cuda, --cprr-cprecord PATH (default: $CPRR_CPRECORD, then
+cprecord next to cprr-pyworker or on PATH), --cprr-arg ARG (repeatable: passed to cprecord).
+"""
+
+import itertools
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+_STATE = {}
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("cprr", "cprr: multi-rank cases recorded and judged by cprecord")
+    group.addoption("--cprr-mode", default="pool", choices=("pool", "fresh", "both"),
+                    help="how cprecord runs the cases (default: pool; both: fresh and pooled, "
+                    "flagging cases whose results differ)")
+    group.addoption("--cprr-db", default=None, help="SQLite file cprecord records into")
+    group.addoption("--cprr-backend", default="auto", choices=("auto", "cpu", "cuda"),
+                    help="cprecord --backend")
+    group.addoption("--cprr-cprecord", default=None, help="the cprecord executable")
+    group.addoption("--cprr-arg", action="append", default=[],
+                    help="an extra cprecord argument (repeatable), e.g. --cprr-arg=--repeat=3")
+
+
+def labels_of(definition):
+    """The labels cprecord's plan gives this case: 'name{k=v,k2=v2}@w' per grid point and world
+    size, parameters ordered by name (recorder/data/case_info.h)."""
+    axes = sorted(definition.grid_text())
+    points = itertools.product(*[[(axis, v) for v in values] for axis, values in axes])
+    out = []
+    for point in points:
+        params = ",".join(f"{k}={v}" for k, v in point)
+        for w in definition.world_sizes:
+            out.append(f"{definition.name}{{{params}}}@{w}" if params else f"{definition.name}@{w}")
+    return out
+
+
+def _cprecord(config):
+    given = config.getoption("--cprr-cprecord") or os.environ.get("CPRR_CPRECORD")
+    if given:
+        return given
+    worker = shutil.which("cprr-pyworker")
+    if worker:
+        beside = os.path.join(os.path.dirname(os.path.realpath(worker)), "cprecord")
+        if os.access(beside, os.X_OK):
+            return beside
+    found = shutil.which("cprecord")
+    if not found:
+        raise pytest.UsageError(
+            "cprr: cprecord not found; pass --cprr-cprecord PATH or set CPRR_CPRECORD")
+    return found
+
+
+class CprrCaseItem(pytest.Item):
+    def __init__(self, *, label, definition, **kwargs):
+        super().__init__(**kwargs)
+        self.label = label
+        self.definition = definition
+
+    def runtest(self):
+        results = _record(self.session, self.config)
+        case = results["cases"].get(self.label)
+        if case is None:
+            raise CprrCaseFailure(
+                f"{self.label}: cprecord recorded no such case ({results['problem']})")
+        if not case.get("as_expected"):
+            raise CprrCaseFailure(_describe(case, results))
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, CprrCaseFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.fspath, None, f"cprr case {self.label}"
+
+
+class CprrCaseFailure(Exception):
+    pass
+
+
+def _describe(case, results):
+    lines = [f"{case['label']}: status {case.get('status')}, verdict {case.get('verdict')}"
+             f"{' (seeded bug: ' + case['seeded_bug'] + ')' if case.get('seeded_bug') else ''}"]
+    for key in ("race", "allocation", "uninitialized_read", "collective_mismatch",
+                "fresh_vs_pool"):
+        finding = case.get(key)
+        if finding:
+            lines.append(f"  {key}: {finding.get('detail', finding)}")
+    for e in case.get("executions", []):
+        if not e.get("as_expected") and e.get("summary"):
+            lines.append(f"  {e['mode']} execution {e['id']}: {e['summary']}")
+    lines.append(f"  replay: cpreplay --db {results['db']} --case {case['id']}")
+    return "\n".join(lines)
+
+
+def _record(session, config):
+    if "results" in _STATE:
+        return _STATE["results"]
+    items = [i for i in session.items if isinstance(i, CprrCaseItem)]
+    files = sorted({str(i.fspath) for i in items})
+    db = config.getoption("--cprr-db") or os.path.join(tempfile.mkdtemp(prefix="cprr-"),
+                                                       "cprr.db")
+    labels = sorted({i.label for i in items})
+    cmd = [_cprecord(config), "--python", *files, "--mode", config.getoption("--cprr-mode"),
+           "--backend", config.getoption("--cprr-backend"), "--db", db, "--json",
+           "--filter", "^(" + "|".join(re.escape(label) for label in labels) + ")$",
+           *config.getoption("--cprr-arg")]
+    run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    results = {"db": db, "cases": {}, "problem": ""}
+    try:
+        report = json.loads(run.stdout)
+        results["cases"] = {c["label"]: c for c in report.get("cases", [])}
+    except json.JSONDecodeError:
+        results["problem"] = (f"cprecord exited {run.returncode}: "
+                              f"{run.stderr.strip()[-4000:] or run.stdout.strip()[-4000:]}")
+    _STATE["results"] = results
+    return results
+
+
+def pytest_pycollect_makeitem(collector, name, obj):
+    definition = getattr(obj, "__cprr_case__", None)
+    if definition is None or not isinstance(collector, pytest.Module):
+        return None
+    return [CprrCaseItem.from_parent(collector, name=label, label=label, definition=definition)
+            for label in labels_of(definition)]
+
+
+def pytest_sessionstart(session):
+    _STATE.clear()

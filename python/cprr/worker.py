@@ -1,0 +1,194 @@
+"""The Python rank process: ``cprr-pyworker [--cases PATH]... <the rank's arguments>``.
+
+cprecord and cpreplay start it as they start cpworker (``cprecord --python PATH...``). It imports
+torch, wraps torch.distributed's collectives, imports the case files, registers their
+``@cprr.case`` functions with the compiled rank runtime (``cprr._cprr``) and hands over to the
+same worker loop as cpworker: the control protocol, the watchdog, the flight record, the arenas
+and the capture hashing are cpworker's. What is Python's is each case's set-up: seeding, the
+default process group, and the traceback of a failure.
+"""
+
+import argparse
+import importlib
+import importlib.util
+import os
+import random
+import sys
+import traceback
+
+from cprr import _case
+
+_TEST_FILE_PATTERNS = ("test_", "_test.py")
+
+
+def _is_test_file(name):
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+
+
+def _files_of(path):
+    if os.path.isdir(path):
+        found = []
+        for root, dirs, files in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__")))
+            found += [os.path.join(root, f) for f in sorted(files) if _is_test_file(f)]
+        return found
+    return [path]
+
+
+def _import_file(path):
+    directory = os.path.dirname(os.path.abspath(path))
+    if directory not in sys.path:
+        sys.path.insert(0, directory)  # as pytest does: a test file imports its neighbours
+    stem = os.path.splitext(os.path.basename(path))[0]
+    if stem in sys.modules:
+        return sys.modules[stem]
+    spec = importlib.util.spec_from_file_location(stem, path)
+    if spec is None:
+        raise ImportError(f"{path} is not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[stem] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_cases(items):
+    """Imports every file, directory of test files or module in `items`; returns the problems
+    (one text per item that failed to import)."""
+    problems = []
+    for item in items:
+        targets = _files_of(item) if os.path.exists(item) else [item]
+        for target in targets:
+            try:
+                if os.path.exists(target):
+                    _import_file(target)
+                else:
+                    importlib.import_module(target)
+            except BaseException:  # a case file's SystemExit or syntax error is its problem
+                problems.append(f"cannot import {target}:\n{traceback.format_exc()}")
+    return problems
+
+
+class _Rank:
+    """What the rank knows from its arguments, for the Python side of each case."""
+
+    def __init__(self, argv):
+        ap = argparse.ArgumentParser(add_help=False)
+        ap.add_argument("--rank", type=int, default=0)
+        ap.add_argument("--world-size", type=int, default=1)
+        ap.add_argument("--rendezvous", default="")
+        ap.add_argument("--backend", default="cpu")
+        known, _ = ap.parse_known_args(argv)
+        self.rank = known.rank
+        self.world_size = known.world_size
+        self.rendezvous = known.rendezvous
+        self.backend = known.backend
+
+
+def _seed_everything(seed):
+    """The recorded seed, the same on every rank (as PyTorch tests seed every rank alike)."""
+    import torch
+
+    random.seed(seed)
+    torch.manual_seed(seed)  # the CPU generator and every CUDA device's
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed(seed & 0xFFFFFFFF)
+
+
+def _device(native):
+    import torch
+
+    if native.backend == "cuda":
+        torch.cuda.set_device(native.device_index)
+        return torch.device("cuda", native.device_index)
+    return torch.device("cpu")
+
+
+def _ensure_process_group(rank, native):
+    """The default process group, made by the world's first case and kept by pooled ones: gloo
+    on cpu; on cuda NCCL when every rank has a GPU of its own, gloo where ranks share one (NCCL
+    refuses two ranks on one GPU), as cprr's own collectives choose."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return
+    backend = "nccl" if native.backend == "cuda" and native.nccl else "gloo"
+    store = os.path.join(rank.rendezvous or ".", "torch_process_group")
+    dist.init_process_group(
+        backend,
+        init_method=f"file://{store}",
+        rank=rank.rank,
+        world_size=rank.world_size,
+    )
+
+
+def _flush():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a case that closed its stdout
+            pass
+
+
+def _body(definition, rank):
+    from cprr import _collectives, _uninit
+    from cprr._context import Context
+
+    def run(native):
+        try:
+            device = _device(native)
+            _ensure_process_group(rank, native)
+            _seed_everything(native.seed)
+            ctx = Context(native, definition, device)
+            tracker = _uninit.Tracker(native)
+            with _collectives.running(native, tracker), tracker:
+                definition.body(ctx)
+            return None
+        except BaseException:  # a failure of the case: its traceback is the report
+            return traceback.format_exc()
+        finally:
+            _flush()
+
+    return run
+
+
+def register(definitions, native_module, rank):
+    seen = set()
+    for d in definitions:
+        if d.name in seen:
+            native_module.add_error(f"case '{d.name}' is registered twice (again at {d.source})")
+            continue
+        seen.add(d.name)
+        native_module.add_case(
+            d.name, d.world_sizes, d.grid_text(), d.expect, d.timeout_s, d.description,
+            d.seeded_bug, _body(d, rank))
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(add_help=False)
+    ap.add_argument("--cases", action="append", default=[])
+    known, rest = ap.parse_known_args(argv)
+    try:
+        import torch  # noqa: F401  first: its NCCL and CUDA runtime are the ones loaded
+    except ImportError:
+        torch = None
+    from cprr import _cprr
+
+    if torch is not None:
+        from cprr import _collectives
+
+        _collectives.install()
+    for problem in load_cases(known.cases):
+        _cprr.add_error(problem)
+    if not known.cases:
+        _cprr.add_error("no case files: pass --cases FILE (cprecord --python FILE does)")
+    rank = _Rank(rest)
+    register(_case.registered_cases(), _cprr, rank)
+    status = _cprr.serve([sys.argv[0] if sys.argv else "cprr-pyworker"] + rest)
+    _flush()
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+// The `_cprr` extension module: rank_runtime.h for Python. Kept to the binding alone (no cprr
+// header beyond rank_runtime.h), so it compiles against any Python 3 with pybind11 and links with
+// the rank runtime library built once (tools/device/build_python.sh builds it on the GPU machine).
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "python/native/rank_runtime.h"
+
+namespace py = pybind11;
+using cprr::python::Allocation;
+using cprr::python::CaseContext;
+using cprr::python::CaseSpec;
+
+PYBIND11_MODULE(_cprr, m) {
+  m.doc() = "cprr's rank side (protocol, flight record, capture hashing, arenas) for Python cases";
+
+  py::class_<Allocation>(m, "Allocation")
+      .def_readonly("id", &Allocation::id)
+      .def_readonly("address", &Allocation::address)
+      .def_readonly("bytes", &Allocation::bytes)
+      .def_readonly("device", &Allocation::device);
+
+  py::class_<CaseContext>(m, "CaseContext")
+      .def_property_readonly("rank", &CaseContext::rank)
+      .def_property_readonly("world_size", &CaseContext::world_size)
+      .def_property_readonly("seed", &CaseContext::seed)
+      .def_property_readonly("case_name", &CaseContext::case_name)
+      .def_property_readonly("params", &CaseContext::params)
+      .def_property_readonly("device_index", &CaseContext::device_index)
+      .def_property_readonly("backend", &CaseContext::backend)
+      .def_property_readonly("nccl", &CaseContext::nccl)
+      .def("capture", &CaseContext::capture, py::arg("is_output"), py::arg("name"),
+           py::arg("address"), py::arg("bytes"), py::arg("dtype"), py::arg("shape"),
+           py::arg("native_stream"))
+      .def("enter_collective", &CaseContext::enter_collective)
+      .def("complete_collective", &CaseContext::complete_collective)
+      .def("note_p2p", &CaseContext::note_p2p)
+      .def("track", &CaseContext::track)
+      .def("library_op", &CaseContext::library_op)
+      .def("alloc", &CaseContext::alloc)
+      .def("free", &CaseContext::free);
+
+  m.def(
+      "add_case",
+      [](std::string name, std::vector<int> world_sizes,
+         std::vector<std::pair<std::string, std::vector<std::string>>> grid, std::string expect,
+         double timeout_s, std::string description, std::string seeded_bug, py::function body) {
+        CaseSpec spec{std::move(name),        std::move(world_sizes), std::move(grid),
+                      std::move(expect),      timeout_s,              std::move(description),
+                      std::move(seeded_bug)};
+        // The worker calls bodies without the GIL (serve released it): take it for the call. The
+        // callable is kept in a shared holder released under the GIL, never by a C++ thread
+        // that does not hold it.
+        auto fn = std::shared_ptr<py::function>(new py::function(std::move(body)),
+                                                [](py::function* f) {
+                                                  py::gil_scoped_acquire gil;
+                                                  delete f;
+                                                });
+        cprr::python::add_case(std::move(spec), [fn](CaseContext& ctx) -> std::string {
+          py::gil_scoped_acquire gil;
+          py::object failed = (*fn)(py::cast(&ctx, py::return_value_policy::reference));
+          return failed.is_none() ? std::string() : failed.cast<std::string>();
+        });
+      },
+      py::arg("name"), py::arg("world_sizes"), py::arg("grid"), py::arg("expect"),
+      py::arg("timeout_s"), py::arg("description"), py::arg("seeded_bug"), py::arg("body"));
+  m.def("add_error", &cprr::python::add_error);
+  m.def("case_names", &cprr::python::case_names);
+  m.def(
+      "serve",
+      [](const std::vector<std::string>& argv) {
+        py::gil_scoped_release nogil;  // the worker blocks on its channel between cases
+        return cprr::python::serve(argv);
+      },
+      "Runs the rank process's worker loop with these arguments (argv[0] first); returns its exit "
+      "status.");
+  m.attr("PROTOCOL_VERSION") = cprr::python::protocol_version();
+}

@@ -1,0 +1,147 @@
+#include "python/native/rank_runtime.h"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "recorder/api/case.h"
+#include "recorder/api/context.h"
+#include "recorder/protocol/protocol.h"
+#include "recorder/rank/worker.h"
+#include "runtime/dtype.h"
+
+namespace cprr::python {
+namespace {
+
+DType dtype_of(const std::string& name) {
+  const std::optional<DType> t = parse_dtype(name);
+  if (!t) throw std::invalid_argument(fmt::format("cprr has no dtype '{}'", name));
+  return *t;
+}
+
+MemPool pool_of(const std::string& name) {
+  for (MemPool p : {MemPool::device, MemPool::symmetric, MemPool::host}) {
+    if (mem_pool_name(p) == name) return p;
+  }
+  throw std::invalid_argument(
+      fmt::format("cprr has no memory pool '{}' (device, symmetric or host)", name));
+}
+
+Expect expect_of(const std::string& name) {
+  if (name == "pass") return Expect::pass;
+  if (name == "fail") return Expect::fail;
+  if (name == "crash") return Expect::crash;
+  if (name == "hang") return Expect::hang;
+  throw std::invalid_argument(
+      fmt::format("expect='{}': use 'pass', 'fail', 'crash' or 'hang'", name));
+}
+
+ReduceOp op_of(const std::string& name) {
+  const std::optional<ReduceOp> op = parse_reduce_op(name);
+  if (!op) throw std::invalid_argument(fmt::format("cprr has no reduction '{}'", name));
+  return *op;
+}
+
+}  // namespace
+
+int CaseContext::rank() const { return ctx_.rank(); }
+int CaseContext::world_size() const { return ctx_.world_size(); }
+uint64_t CaseContext::seed() const { return ctx_.seed(); }
+const std::string& CaseContext::case_name() const { return ctx_.case_name(); }
+std::map<std::string, std::string> CaseContext::params() const { return ctx_.params(); }
+int CaseContext::device_index() const { return ctx_.device_index(); }
+std::string CaseContext::backend() const { return std::string(ctx_.backend_name()); }
+bool CaseContext::nccl() const { return ctx_.native_comm() != nullptr; }
+
+void CaseContext::capture(bool is_output, const std::string& name, uint64_t address,
+                          uint64_t bytes, const std::string& dtype, std::vector<int64_t> shape,
+                          uint64_t native_stream) {
+  ctx_.capture_memory(is_output, name, reinterpret_cast<const std::byte*>(address), bytes,
+                      dtype_of(dtype), std::move(shape),
+                      reinterpret_cast<void*>(native_stream));
+}
+
+uint64_t CaseContext::enter_collective(const std::string& kind, const std::string& dtype,
+                                       uint64_t bytes, int root, const std::string& op) {
+  return ctx_.enter_collective(kind, dtype_of(dtype), bytes, root, op_of(op));
+}
+
+void CaseContext::complete_collective(uint64_t seq) { ctx_.complete_collective(seq); }
+
+void CaseContext::note_p2p(const std::string& kind, int peer, const std::string& dtype,
+                           uint64_t bytes) {
+  ctx_.note_p2p(kind, peer, dtype_of(dtype), bytes);
+}
+
+uint32_t CaseContext::track(const std::string& name, uint64_t address, uint64_t bytes, bool device,
+                            uint64_t native_stream) {
+  return ctx_.track_memory(name, reinterpret_cast<std::byte*>(address), bytes, device,
+                           reinterpret_cast<void*>(native_stream));
+}
+
+void CaseContext::library_op(const std::string& name, const std::vector<Touch>& reads,
+                             const std::vector<Touch>& writes) {
+  const auto convert = [](const std::vector<Touch>& in) {
+    std::vector<Context::Touch> out;
+    out.reserve(in.size());
+    for (const auto& [buffer, offset, bytes] : in) {
+      out.push_back(Context::Touch{buffer, ByteSpan{offset, bytes}});
+    }
+    return out;
+  };
+  ctx_.library_op(name, convert(reads), convert(writes));
+}
+
+Allocation CaseContext::alloc(const std::string& name, uint64_t bytes, const std::string& pool) {
+  const MemPool p = pool_of(pool);
+  const Buffer b = ctx_.alloc(name, bytes, p);
+  const Allocation a{b.id, reinterpret_cast<uint64_t>(b.ptr), b.bytes,
+                     ctx_.backend_name() != "cpu" && p != MemPool::host};
+  live_[b.id] = a;
+  return a;
+}
+
+void CaseContext::free(uint32_t id) {
+  auto it = live_.find(id);
+  if (it == live_.end()) {
+    throw std::invalid_argument(fmt::format("allocation {} is not live in this case", id));
+  }
+  // The pool is not needed to free: the Context knows each buffer's.
+  ctx_.free(Buffer{id, reinterpret_cast<std::byte*>(it->second.address), it->second.bytes});
+  live_.erase(it);
+}
+
+void add_case(CaseSpec spec, Body body) {
+  CaseOptions o;
+  o.world_sizes = std::move(spec.world_sizes);
+  for (auto& [axis, values] : spec.grid) o.grid.push_back(GridAxis{axis, std::move(values)});
+  o.expect = expect_of(spec.expect);
+  o.timeout_s = spec.timeout_s;
+  o.description = std::move(spec.description);
+  o.seeded_bug = std::move(spec.seeded_bug);
+  register_case(std::move(spec.name), std::move(o), [body = std::move(body)](Context& ctx) {
+    CaseContext handle(ctx);
+    const std::string failed = body(handle);
+    if (!failed.empty()) throw CaseFailure(failed);
+  });
+}
+
+void add_error(std::string message) { registry().add_error(std::move(message)); }
+
+std::vector<std::string> case_names() {
+  std::vector<std::string> names;
+  for (const RegisteredCase& c : registry().cases()) names.push_back(c.info.name);
+  return names;
+}
+
+int serve(const std::vector<std::string>& argv) {
+  std::vector<std::string> args = argv;
+  std::vector<char*> raw;
+  for (std::string& a : args) raw.push_back(a.data());
+  raw.push_back(nullptr);
+  return worker_main(static_cast<int>(args.size()), raw.data());
+}
+
+uint32_t protocol_version() { return kProtocolVersion; }
+
+}  // namespace cprr::python

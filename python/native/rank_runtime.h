@@ -1,0 +1,107 @@
+#pragma once
+// The rank side of cprr as the Python package sees it: plain C++ types only, so the pybind11
+// module (bindings.cpp) needs no header of cprr's own dependencies and can be compiled on its own
+// against another Python (the GPU machine's) and linked with this library built here.
+//
+// A Python rank process registers its cases here, then serve()s: the same worker loop, control
+// protocol, watchdog, flight record, backend, placement and capture hashing as cpworker. Nothing
+// of the wire format or the hash is written twice.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace cprr {
+class Context;
+}
+
+namespace cprr::python {
+
+/// What `@cprr.case` declares (recorder/data/case_info.h's CaseOptions, in plain types).
+struct CaseSpec {
+  std::string name;
+  std::vector<int> world_sizes;
+  std::vector<std::pair<std::string, std::vector<std::string>>> grid;
+  std::string expect = "pass";  ///< pass | fail | crash | hang
+  double timeout_s = 0;
+  std::string description;
+  std::string seeded_bug;
+};
+
+/// An allocation from one of the rank's arenas (Context::alloc).
+struct Allocation {
+  uint32_t id = 0;
+  uint64_t address = 0;
+  uint64_t bytes = 0;
+  bool device = false;  ///< device memory (cuda backend, not the host pool)
+};
+
+/// The running case's Context, for the Python Context. Valid only during the body's call.
+class CaseContext {
+ public:
+  explicit CaseContext(Context& ctx) : ctx_(ctx) {}
+
+  int rank() const;
+  int world_size() const;
+  uint64_t seed() const;
+  const std::string& case_name() const;
+  std::map<std::string, std::string> params() const;
+  /// The GPU this rank runs on (its index among the visible ones); -1 on the cpu backend.
+  int device_index() const;
+  /// "cpu" | "cuda".
+  std::string backend() const;
+  /// True when the world's collectives go through NCCL (a GPU per rank), so the case's own
+  /// NCCL process group can too; false on cpu and where ranks share a GPU.
+  bool nccl() const;
+
+  /// Hashes `bytes` at `address` as an output or probe (Context::capture_memory). `dtype` is a
+  /// cprr dtype name (u8, i8, i16, i32, i64, f16, bf16, f32, f64); `native_stream` a
+  /// cudaStream_t (0: the legacy stream) for device memory.
+  void capture(bool is_output, const std::string& name, uint64_t address, uint64_t bytes,
+               const std::string& dtype, std::vector<int64_t> shape, uint64_t native_stream);
+  /// Context::enter_collective; `op` is sum | max | min.
+  uint64_t enter_collective(const std::string& kind, const std::string& dtype, uint64_t bytes,
+                            int root, const std::string& op);
+  void complete_collective(uint64_t seq);
+  void note_p2p(const std::string& kind, int peer, const std::string& dtype, uint64_t bytes);
+
+  /// Bytes an op touches: (buffer id from track, offset in it, length).
+  using Touch = std::tuple<uint32_t, uint64_t, uint64_t>;
+  /// Context::track_memory: a tensor the case's library allocated unwritten (torch.empty).
+  uint32_t track(const std::string& name, uint64_t address, uint64_t bytes, bool device,
+                 uint64_t native_stream);
+  /// Context::library_op: a torch op's reads and writes of tracked tensors.
+  void library_op(const std::string& name, const std::vector<Touch>& reads,
+                  const std::vector<Touch>& writes);
+
+  /// `pool`: device | symmetric | host.
+  Allocation alloc(const std::string& name, uint64_t bytes, const std::string& pool);
+  void free(uint32_t id);
+
+ private:
+  Context& ctx_;
+  std::map<uint32_t, Allocation> live_;
+};
+
+/// A case body: returns "" when it passed, else what failed (a Python traceback). A C++ exception
+/// it lets through fails the case the same way.
+using Body = std::function<std::string(CaseContext&)>;
+
+/// Registers a case in the process's registry (the one cpworker's cases use).
+void add_case(CaseSpec spec, Body body);
+/// A problem found while loading cases (an import that failed): the worker reports it and exits
+/// before serving, as it does for a C++ registration error.
+void add_error(std::string message);
+/// The registered cases' names.
+std::vector<std::string> case_names();
+/// Runs the worker (recorder/rank/worker.h) with these arguments (argv[0] first); returns its
+/// exit status.
+int serve(const std::vector<std::string>& argv);
+/// kProtocolVersion, for a message when versions disagree.
+uint32_t protocol_version();
+
+}  // namespace cprr::python
