@@ -28,16 +28,15 @@ def _attend(ctx, cfg):
     """A context-parallel attention step: each rank attends over its share of the keys, the
     partial outputs are summed across ranks."""
     seq, dim = cfg["seq"], cfg["dim"]
-    q = torch.randn(cfg["heads"], seq, dim)
-    k = torch.randn(cfg["heads"], seq, dim)
-    v = torch.randn(cfg["heads"], seq, dim)
+    # Drawn on the CPU generator (the same numbers on every device), then moved.
+    q, k, v = (torch.randn(cfg["heads"], seq, dim).to(ctx.device) for _ in range(3))
     scores = q @ k.transpose(-1, -2) / math.sqrt(dim)
-    keep = torch.ones(seq, seq, dtype=torch.bool)
+    keep = torch.ones(seq, seq, dtype=torch.bool, device=ctx.device)
     if "causal" in cfg["mask"]:
         keep = torch.tril(keep)
     if cfg["mask"].startswith("padding"):
         keep[:, seq - 4:] = False  # the padded tail of each sequence
-    share = torch.zeros(seq, dtype=torch.bool)
+    share = torch.zeros(seq, dtype=torch.bool, device=ctx.device)
     share[ctx.rank::ctx.world_size] = True  # this rank's keys
     scores = scores.masked_fill(~(keep & share), float("-inf"))
     weights = torch.nan_to_num(torch.softmax(scores, dim=-1))
@@ -79,9 +78,12 @@ def config_mutation_fixed(ctx):
 
 def _accumulate(ctx, zeroed):
     n = 4096
-    acc = torch.zeros(n) if zeroed else torch.empty(n)  # the bug: empty, never zeroed
+    if zeroed:
+        acc = torch.zeros(n, device=ctx.device)
+    else:
+        acc = torch.empty(n, device=ctx.device)  # the bug: never zeroed
     for step in range(3):
-        grad = torch.full((n,), float(ctx.rank + step))
+        grad = torch.full((n,), float(ctx.rank + step), device=ctx.device)
         acc += grad
     dist.all_reduce(acc)
     ctx.output("grad_acc", acc)
@@ -118,7 +120,7 @@ def _token_stats(ctx, padded):
     begin = ctx.rank * per_rank
     mine = max(0, min(tokens, begin + per_rank) - begin)
     rows = per_rank if padded else mine  # the bug: the last rank's shard is shorter
-    stats = torch.zeros(rows, hidden)
+    stats = torch.zeros(rows, hidden, device=ctx.device)
     stats[:mine] = float(ctx.rank + 1)
     dist.all_reduce(stats)
     ctx.output("token_stats", stats)

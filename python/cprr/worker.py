@@ -18,7 +18,6 @@ import traceback
 
 from cprr import _case
 
-_TEST_FILE_PATTERNS = ("test_", "_test.py")
 
 
 def _is_test_file(name):

@@ -34,9 +34,19 @@ for b in "${bins[@]}"; do
   strip --strip-debug -o "$stage/build/$b" "build/$b"
 done
 
+# The Python package: its files and libcprr_pyrank.so; the `_cprr` module is built there for the
+# Python there (tools/device/build_python.sh).
+libs=()
+if [ -f build/python/cprr/libcprr_pyrank.so ]; then
+  mkdir -p "$stage/build/python/cprr"
+  cp build/python/cprr/*.py "$stage/build/python/cprr/"
+  strip --strip-debug -o "$stage/build/python/cprr/libcprr_pyrank.so" build/python/cprr/libcprr_pyrank.so
+  libs+=(build/python/cprr/libcprr_pyrank.so)
+fi
+
 # Libraries to carry: everything the binaries load except what every Linux/CUDA host has.
 keep='libc\.so|libm\.so|libstdc\+\+|libgcc_s|ld-linux|libpthread|libdl\.so|librt\.so|libnccl|libcuda'
-for b in "${bins[@]}"; do ldd "build/$b"; done | awk '/=> \//{print $3}' | sort -u |
+{ for b in "${bins[@]}"; do ldd "build/$b"; done; for l in "${libs[@]}"; do ldd "$l"; done; } | awk '/=> \//{print $3}' | sort -u |
   grep -vE "$keep" | while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 
 # The test binaries name the worker and CLIs by absolute build-tree path; the GPU machine links

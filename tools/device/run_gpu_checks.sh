@@ -5,7 +5,7 @@
 # /tmp/cprr-gpu-out); a short table is printed last, with every benchmark's exit status.
 #
 #   tools/device/run_gpu_checks.sh [tests] [corpus] [races] [symmetric] [trace] [bench] [recording]
-#                                  [standby] [launcher] [examples] [triage]
+#                                  [standby] [launcher] [examples] [triage] [python]
 #                                  (default: tests corpus races symmetric trace bench; bench
 #                                  includes recording: issue 14's figures from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
@@ -60,6 +60,27 @@ for step in "${steps[@]}"; do
         fail=$(grep -c '^\[  FAILED  \].*(' "$out/$name.log")
         skip=$(grep -c '^\[  SKIPPED \].*(' "$out/$name.log")
         report "$(printf '%-32s rc=%-3s %3s passed %3s failed %3s skipped' "$name" "$rc" "$pass" "$fail" "$skip")"
+      done
+      ;;
+    python)
+      # The Python corpus (corpus/python) on cuda with the Python there (torch 2.x): the module
+      # is built first (build_python.sh); each bug's verdict and its replay's, beside the twins'.
+      if ! tools/device/build_python.sh >"$out/build_python.log" 2>&1; then
+        report "python: build failed: $(tail -n 5 "$out/build_python.log")"
+        continue
+      fi
+      start=$(date +%s%N)
+      timeout 500 "$b/tools/cprecord" --python corpus/python --backend cuda --mode both --json \
+        --db "$out/python_cuda.db" --filter "${CPRR_PYTHON_FILTER:-.}" \
+        >"$out/python_cuda.json" 2>"$out/python_cuda.err"
+      rc=$?
+      ms=$((($(date +%s%N) - start) / 1000000))
+      report "$(printf 'python cuda rc=%-3s %6d ms' "$rc" "$ms")" \
+        "$(python3 tools/device/python_table.py "$out/python_cuda.json" 2>&1)"
+      for id in $(python3 tools/device/python_table.py --bug-ids "$out/python_cuda.json"); do
+        timeout 200 "$b/tools/cpreplay" --db "$out/python_cuda.db" --case "$id" \
+          >"$out/python_replay_$id.txt" 2>&1
+        report "replay $id rc=$?: $(grep -E '^case [0-9]+ ' "$out/python_replay_$id.txt" | head -1)"
       done
       ;;
     corpus)
