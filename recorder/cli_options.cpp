@@ -62,6 +62,14 @@ void check_standby(int standby, LauncherKind launcher) {
   }
 }
 
+bool python_template_from_env() {
+  const char* v = std::getenv(std::string(kPythonTemplateEnv).c_str());
+  const std::string_view value = v != nullptr ? v : "";
+  if (value.empty() || value == "on") return true;
+  if (value == "off") return false;
+  CPRR_THROW_AS(UsageError, "{}={}: use on (the default) or off", kPythonTemplateEnv, value);
+}
+
 void add_collectives_option(CLI::App& app, std::string& collectives, std::string_view unset) {
   app.add_option("--collectives", collectives,
                  fmt::format("how a cuda world's collectives travel: auto (NCCL when every rank "

@@ -46,6 +46,13 @@ void add_launch_options(CLI::App& app, LaunchFlags& flags);
 /// (launcher options without a launcher, --partition with mpirun, a bad --listen or --shared-dir).
 LaunchOptions finish_launch_options(const LaunchFlags& flags);
 
+/// The environment variable that turns the Python worker's template process off.
+inline constexpr std::string_view kPythonTemplateEnv = "CPRR_PYTHON_TEMPLATE";
+/// Whether a Python worker's ranks are forked from a template process that imported torch and
+/// the case files once (ControllerConfig::fork_from_template): CPRR_PYTHON_TEMPLATE unset, empty
+/// or "on" says yes, "off" starts every rank afresh. Throws UsageError for any other value.
+bool python_template_from_env();
+
 /// `--version`: prints "<tool> <version>" and exits 0; shows every option's default in --help.
 void add_common_flags(CLI::App& app, std::string_view tool);
 

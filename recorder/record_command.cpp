@@ -113,9 +113,7 @@ Selection selection_of(const RecordOptions& o) {
 
 void check_worker(const std::string& worker, bool python) {
   if (::access(worker.c_str(), X_OK) != 0) {
-    CPRR_THROW_AS(UsageError,
-                  "--worker {}: not an executable file; {}",
-                  worker,
+    CPRR_THROW_AS(UsageError, "--worker {}: not an executable file; {}", worker,
                   python ? "cprr-pyworker is built when CMake finds Python 3 and pybind11 "
                            "(Debian: python3-dev, pybind11-dev; see README.md)"
                          : "build it (cmake --build build) or pass the path of your worker binary");
@@ -432,8 +430,8 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
                bool color, const std::vector<std::string>& argv) {
   const auto t0 = std::chrono::steady_clock::now();
   const bool python = !o.python.empty();
-  const std::string worker = absolute(
-      !o.worker.empty() ? o.worker : beside_self(python ? "cprr-pyworker" : "cpworker"));
+  const std::string worker =
+      absolute(!o.worker.empty() ? o.worker : beside_self(python ? "cprr-pyworker" : "cpworker"));
   const std::vector<std::string> worker_args = python_worker_args(o.python);
   if (python && o.launch.kind != LauncherKind::local) {
     CPRR_THROW_AS(UsageError,
@@ -484,9 +482,9 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   if (!o.junit.empty()) check_file_target("--junit", o.junit);  // before the run, not after
   if (backend == "cuda") say_gpu_sharing(plan, o, err);
   if (!o.trace_dir.empty()) prepare_trace_dir(o.trace_dir);
-  RecordWriter writer(o.db, RunMeta{backend, o.mode, std::string(placement_name(*placement)),
-                                    worker, argv, kProtocolVersion, shuffle_seed, o.launch,
-                                    worker_args});
+  RecordWriter writer(
+      o.db, RunMeta{backend, o.mode, std::string(placement_name(*placement)), worker, argv,
+                    kProtocolVersion, shuffle_seed, o.launch, worker_args});
   const std::vector<int64_t> case_ids = writer.add_cases(plan);
   ControllerConfig cc;
   cc.worker = worker;
@@ -498,6 +496,7 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   cc.launch = o.launch;
   cc.standby = o.standby;
   cc.collectives = o.collectives;
+  cc.fork_from_template = o.fork_from_template;
   Controller controller(cc);
   const Executed executed = execute(
       Plan{plan, case_ids, modes, o.repeat, *placement, o.fail_fast, shuffle_seed, o.standby},
@@ -553,7 +552,9 @@ int record_main(int argc, char** argv) {
   app.add_option("--python", o.python,
                  "run Python cases (@cprr.case) instead of a worker binary's: test files, "
                  "directories of test_*.py / *_test.py files, or module names; the ranks are "
-                 "cprr-pyworker processes")
+                 "cprr-pyworker processes, forked from one that imported torch and the case "
+                 "files once and ran nothing (CPRR_PYTHON_TEMPLATE=off in the environment starts "
+                 "each rank afresh instead)")
       ->expected(1, -1);
   app.add_option("--backend", o.backend, "device backend: auto | cpu | cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
@@ -641,6 +642,7 @@ int record_main(int argc, char** argv) {
     o.log_lines = !tty_err;  // a CI log gets a line per execution as it finishes
     o.launch = finish_launch_options(launch);
     check_standby(o.standby, o.launch.kind);
+    o.fork_from_template = python_template_from_env();
     return run_record(o, std::cout, std::cerr, tty_err, color,
                       std::vector<std::string>(argv, argv + argc));
   } catch (const std::exception& e) {

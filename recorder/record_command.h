@@ -18,12 +18,12 @@ struct RecordOptions {
   std::vector<std::string> python;
   std::string backend = "auto";
   std::string collectives = "auto";  ///< --collectives: auto | nccl | gloo
-  std::string db = "cprr.db";  ///< the store; created when missing
-  std::string junit;           ///< JUnit XML path; empty: none
-  std::string mode = "pool";   ///< pool | fresh | both
-  std::string filter;          ///< regex searched in "name{params}@w"; empty: all
-  std::string exclude;         ///< regex: matching labels are dropped; empty: none
-  std::string shard;           ///< "I/N": only the I-th of N stable parts; empty: all
+  std::string db = "cprr.db";        ///< the store; created when missing
+  std::string junit;                 ///< JUnit XML path; empty: none
+  std::string mode = "pool";         ///< pool | fresh | both
+  std::string filter;                ///< regex searched in "name{params}@w"; empty: all
+  std::string exclude;               ///< regex: matching labels are dropped; empty: none
+  std::string shard;                 ///< "I/N": only the I-th of N stable parts; empty: all
   int repeat = 1;
   std::optional<double> timeout_s;
   std::string placement = "best_fit";  ///< allocator policy for every execution
@@ -44,6 +44,9 @@ struct RecordOptions {
   LaunchOptions launch;
   /// --standby N: fresh worlds started ahead of their cases (Controller::foresee); 0: none.
   int standby = 0;
+  /// --python's ranks fork from a template process (ControllerConfig::fork_from_template);
+  /// cprecord sets it from CPRR_PYTHON_TEMPLATE.
+  bool fork_from_template = true;
   /// Ctrl-C: when its signal arrives the run stops, is recorded and reported with what ran, and
   /// run_record returns 128 + the signal. Null: not interruptible (in-process callers).
   const InterruptWatch* interrupt = nullptr;

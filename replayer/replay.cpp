@@ -55,6 +55,7 @@ class Rebuild {
     config_.standby = o.standby;
     check_collectives(o.collectives, run.backend);
     config_.collectives = o.collectives;
+    config_.fork_from_template = o.fork_from_template;
   }
 
   /// Refuses, before anything runs, a worker that is no cprr worker or lacks one of `cases`

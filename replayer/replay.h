@@ -42,6 +42,9 @@ struct ReplayOptions {
   /// differs from the record's (a record with a GPU per rank replayed on one GPU) says so, and
   /// never reads the outputs' difference across transports as a bug.
   std::string collectives;
+  /// A Python run's ranks fork from a template process (ControllerConfig::fork_from_template);
+  /// cpreplay sets it from CPRR_PYTHON_TEMPLATE.
+  bool fork_from_template = true;
   /// What each replay's controller makes its worlds with; empty: real rank processes
   /// (ProcessWorlds). The seam where tests count the worlds started.
   std::function<std::unique_ptr<WorldFactory>()> worlds;

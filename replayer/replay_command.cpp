@@ -186,6 +186,7 @@ int run_replay(const ReplayCommandOptions& o, std::ostream& out, std::ostream& e
                    o.timeout_s, o.interrupt != nullptr ? o.interrupt->fd() : -1,
                    o.trace,     o.launch,
                    o.standby,   o.collectives};
+  ro.fork_from_template = python_template_from_env();
   auto echo = [](const std::string& line, void* user) {
     *static_cast<std::ostream*>(user) << "cpreplay: " << line << '\n' << std::flush;
   };
@@ -258,7 +259,9 @@ int replay_main(int argc, char** argv) {
   add_launch_options(app, launch);
   app.footer(
       "Ranks start the way the recorded run started them (its --launcher and options) unless "
-      "--launcher is given here.\n"
+      "--launcher is given here; a Python run's ranks are forked from a process that imported "
+      "torch and the case files once (CPRR_PYTHON_TEMPLATE=off in the environment starts each "
+      "rank afresh).\n"
       "Verdicts: reproduced, state_leak (with polluters), collective_mismatch (ranks that called "
       "a collective differently), allocator_order (a symmetric layout that differs across "
       "ranks), uninitialized_read (a read of bytes nothing wrote, confirmed by poisoning new "

@@ -354,13 +354,14 @@ LaunchOptions launch_from_json(const std::string& text, int64_t run_id) {
 }
 
 std::vector<RecordedRun> RecordReader::runs() const {
-  Statement st(db_, fmt::format("SELECT id, started_at, finished_at, exit_code, backend, mode, "
-                                "placement, worker, environment, tool_version, host, argv, "
-                                "libraries, {}, {}, {}, {} FROM run ORDER BY id",
-                                db_.schema_version() >= kStoppedVersion ? "stopped" : "NULL",
-                                db_.schema_version() >= kShuffleVersion ? "shuffle_seed" : "NULL",
-                                db_.schema_version() >= kLauncherVersion ? "launcher" : "NULL",
-                                db_.schema_version() >= kWorkerArgsVersion ? "worker_args" : "'[]'"));
+  Statement st(db_,
+               fmt::format("SELECT id, started_at, finished_at, exit_code, backend, mode, "
+                           "placement, worker, environment, tool_version, host, argv, "
+                           "libraries, {}, {}, {}, {} FROM run ORDER BY id",
+                           db_.schema_version() >= kStoppedVersion ? "stopped" : "NULL",
+                           db_.schema_version() >= kShuffleVersion ? "shuffle_seed" : "NULL",
+                           db_.schema_version() >= kLauncherVersion ? "launcher" : "NULL",
+                           db_.schema_version() >= kWorkerArgsVersion ? "worker_args" : "'[]'"));
   std::vector<RecordedRun> out;
   while (st.step()) {
     RecordedRun r;

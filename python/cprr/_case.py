@@ -53,7 +53,9 @@ def _check(defn: CaseDefinition) -> None:
     where = f"@cprr.case on {defn.source}"
     if not defn.name or _BAD_NAME.search(defn.name):
         raise ValueError(f"{where}: name {defn.name!r} is empty or has whitespace or '{{'")
-    if not defn.world_sizes or any(not isinstance(w, int) or w < 1 for w in defn.world_sizes):
+    if not defn.world_sizes or any(
+        isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in defn.world_sizes
+    ):
         raise ValueError(f"{where}: world_sizes must be integers >= 1, got {defn.world_sizes!r}")
     if defn.expect not in _EXPECTS:
         raise ValueError(f"{where}: expect={defn.expect!r}: use one of {', '.join(_EXPECTS)}")

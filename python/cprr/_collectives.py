@@ -50,14 +50,26 @@ class running:
         return False
 
 
+def _op_name(op):
+    """The lower-case name of a torch reduction: a ReduceOp.RedOpType (a pybind11 enum with a
+    .name; what torch < 1.13 and >= 2.0 hand out as ReduceOp.SUM...) or a ReduceOp object holding
+    one in .op (torch 1.13's ReduceOp.SUM, _make_nccl_premul_sum). Never str(op): torch 1.13's
+    is '<... ReduceOp object at 0x...>', whose address differs across ranks."""
+    red = getattr(op, "op", op)
+    name = getattr(red, "name", None)
+    if not isinstance(name, str):
+        text = str(red)
+        name = type(red).__name__ if " object at 0x" in text else text.rsplit(".", 1)[-1]
+    return name.lower()
+
+
 def _reduce(op):
     """(kind suffix, cprr reduction) of a torch ReduceOp."""
-    for name, cprr_op in (("SUM", "sum"), ("MAX", "max"), ("MIN", "min")):
-        if op == getattr(dist.ReduceOp, name):
-            return "", cprr_op
+    name = _op_name(op)
+    if name in ("sum", "max", "min"):
+        return "", name
     # The log's reduction knows sum, max and min; any other op is told apart by its kind.
-    text = str(op).rsplit(".", 1)[-1].lower()
-    return f"({text})", "sum"
+    return f"({name})", "sum"
 
 
 def _first(tensors):

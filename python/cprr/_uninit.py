@@ -140,3 +140,26 @@ class Tracker(TorchDispatchMode):
             if name in _EMPTY:
                 self._track(name, t)
         return result
+
+
+class _Idle:
+    """A native side that records nothing: what warm_up's Tracker reports to."""
+
+    def track(self, *args):
+        return 0
+
+    def library_op(self, *args):
+        pass
+
+
+def warm_up():
+    """Runs a few CPU ops under a Tracker once, before any case: the first use of a dispatch mode
+    makes torch 2.x import torch._dynamo, sympy and more (measured 5-6 s on the GPU machine,
+    where they have no bytecode cache), which would otherwise land in the first case of every
+    rank. The template process pays it once for every rank it forks; a spawned rank before its
+    hello, where standby hides it. Touches no GPU."""
+    with Tracker(_Idle()):
+        a = torch.empty(4)
+        a.fill_(1.0)
+        a += torch.ones(4)
+        a.sum()

@@ -97,7 +97,7 @@ class CprrCaseFailure(Exception):
 
 
 def _describe(case, results):
-    lines = [f"{case['label']}: status {case.get('status')}, verdict {case.get('verdict')}"
+    lines = [f"{case['label']}: status {case.get('status')}, verdict {case.get('verdict') or 'none'}"
              f"{' (seeded bug: ' + case['seeded_bug'] + ')' if case.get('seeded_bug') else ''}"]
     for key in ("race", "allocation", "uninitialized_read", "collective_mismatch",
                 "fresh_vs_pool"):

@@ -6,6 +6,10 @@ torch, wraps torch.distributed's collectives, imports the case files, registers 
 same worker loop as cpworker: the control protocol, the watchdog, the flight record, the arenas
 and the capture hashing are cpworker's. What is Python's is each case's set-up: seeding, the
 default process group, and the traceback of a failure.
+
+With ``--template FD`` it does the same imports and registrations, then forks ranks on request
+instead of being one (cprr._template): the controller starts one such process per run, and a
+fresh world's ranks skip the seconds of imports.
 """
 
 import argparse
@@ -17,7 +21,6 @@ import sys
 import traceback
 
 from cprr import _case
-
 
 
 def _is_test_file(name):
@@ -68,9 +71,13 @@ def load_cases(items):
 
 
 class _Rank:
-    """What the rank knows from its arguments, for the Python side of each case."""
+    """What the rank knows from its arguments, for the Python side of each case. A template
+    registers the cases with one of these still empty; each rank forked from it fills it in."""
 
     def __init__(self, argv):
+        self.parse(argv)
+
+    def parse(self, argv):
         ap = argparse.ArgumentParser(add_help=False)
         ap.add_argument("--rank", type=int, default=0)
         ap.add_argument("--world-size", type=int, default=1)
@@ -163,11 +170,17 @@ def register(definitions, native_module, rank):
             d.seeded_bug, _body(d, rank))
 
 
-def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
+def _split(argv):
+    """The worker's own arguments (--cases, --template) and the rank's (the rest)."""
     ap = argparse.ArgumentParser(add_help=False)
     ap.add_argument("--cases", action="append", default=[])
-    known, rest = ap.parse_known_args(argv)
+    ap.add_argument("--template", type=int, default=None)
+    return ap.parse_known_args(argv)
+
+
+def _load(cases):
+    """Everything a rank does before its worker loop: imports torch, wraps its collectives,
+    imports the case files and registers their cases. Returns the rank the bodies read."""
     try:
         import torch  # noqa: F401  first: its NCCL and CUDA runtime are the ones loaded
     except ImportError:
@@ -175,18 +188,50 @@ def main(argv=None):
     from cprr import _cprr
 
     if torch is not None:
-        from cprr import _collectives
+        from cprr import _collectives, _uninit
 
         _collectives.install()
-    for problem in load_cases(known.cases):
+        _uninit.warm_up()  # torch's lazy imports, here rather than in the first case
+    for problem in load_cases(cases):
         _cprr.add_error(problem)
-    if not known.cases:
+    if not cases:
         _cprr.add_error("no case files: pass --cases FILE (cprecord --python FILE does)")
-    rank = _Rank(rest)
+    rank = _Rank([])
     register(_case.registered_cases(), _cprr, rank)
-    status = _cprr.serve([sys.argv[0] if sys.argv else "cprr-pyworker"] + rest)
+    return rank
+
+
+def _serve(rank, argv):
+    """The worker loop of the rank `argv` (its whole command line: the worker, the worker's own
+    arguments, the rank's) describes; returns its exit status."""
+    from cprr import _cprr
+
+    _, rest = _split(argv[1:])
+    rank.parse(rest)
+    status = _cprr.serve([argv[0]] + rest)
     _flush()
     return status
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    known, _ = _split(argv)
+    if known.template is not None:
+        from cprr import _template
+
+        _template.die_with_parent()
+        # torch >= 2.0 then answers a case file's import-time torch.cuda.is_available() from
+        # NVML instead of initializing the CUDA driver, which no forked rank could use. The
+        # ranks get their own environment, without it.
+        os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    rank = _load(known.cases)
+    if known.template is not None:
+        status = _template.serve(known.template, lambda rank_argv: _serve(rank, rank_argv))
+        # As a rank leaves (worker.cpp's _Exit): static destructors would release the case
+        # bodies, which takes the GIL of an interpreter already finalized, and hangs.
+        _flush()
+        os._exit(status)
+    return _serve(rank, [sys.argv[0] if sys.argv else "cprr-pyworker"] + argv)
 
 
 if __name__ == "__main__":

@@ -46,17 +46,17 @@ PYBIND11_MODULE(_cprr, m) {
       [](std::string name, std::vector<int> world_sizes,
          std::vector<std::pair<std::string, std::vector<std::string>>> grid, std::string expect,
          double timeout_s, std::string description, std::string seeded_bug, py::function body) {
-        CaseSpec spec{std::move(name),        std::move(world_sizes), std::move(grid),
-                      std::move(expect),      timeout_s,              std::move(description),
-                      std::move(seeded_bug)};
+        CaseSpec spec{
+            std::move(name), std::move(world_sizes), std::move(grid),      std::move(expect),
+            timeout_s,       std::move(description), std::move(seeded_bug)};
         // The worker calls bodies without the GIL (serve released it): take it for the call. The
         // callable is kept in a shared holder released under the GIL, never by a C++ thread
         // that does not hold it.
-        auto fn = std::shared_ptr<py::function>(new py::function(std::move(body)),
-                                                [](py::function* f) {
-                                                  py::gil_scoped_acquire gil;
-                                                  delete f;
-                                                });
+        auto fn =
+            std::shared_ptr<py::function>(new py::function(std::move(body)), [](py::function* f) {
+              py::gil_scoped_acquire gil;
+              delete f;
+            });
         cprr::python::add_case(std::move(spec), [fn](CaseContext& ctx) -> std::string {
           py::gil_scoped_acquire gil;
           py::object failed = (*fn)(py::cast(&ctx, py::return_value_policy::reference));

@@ -53,12 +53,11 @@ int CaseContext::device_index() const { return ctx_.device_index(); }
 std::string CaseContext::backend() const { return std::string(ctx_.backend_name()); }
 bool CaseContext::nccl() const { return ctx_.native_comm() != nullptr; }
 
-void CaseContext::capture(bool is_output, const std::string& name, uint64_t address,
-                          uint64_t bytes, const std::string& dtype, std::vector<int64_t> shape,
+void CaseContext::capture(bool is_output, const std::string& name, uint64_t address, uint64_t bytes,
+                          const std::string& dtype, std::vector<int64_t> shape,
                           uint64_t native_stream) {
   ctx_.capture_memory(is_output, name, reinterpret_cast<const std::byte*>(address), bytes,
-                      dtype_of(dtype), std::move(shape),
-                      reinterpret_cast<void*>(native_stream));
+                      dtype_of(dtype), std::move(shape), reinterpret_cast<void*>(native_stream));
 }
 
 uint64_t CaseContext::enter_collective(const std::string& kind, const std::string& dtype,

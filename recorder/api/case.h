@@ -17,8 +17,8 @@
 #include <string_view>
 #include <vector>
 
-#include "recorder/data/case_info.h"
 #include "recorder/api/context.h"
+#include "recorder/data/case_info.h"
 
 namespace cprr {
 
@@ -66,20 +66,20 @@ bool register_worker_init(Hook hook);
 
 }  // namespace cprr
 
-#define CPRR_CASE(ident, name, ...)                                                         \
-  static void cprr_case_##ident(::cprr::Context& ctx);                                      \
-  [[maybe_unused]] static const bool cprr_case_registered_##ident =                         \
-      ::cprr::register_case(name, ::cprr::CaseOptions __VA_ARGS__, &cprr_case_##ident);     \
+#define CPRR_CASE(ident, name, ...)                                                     \
+  static void cprr_case_##ident(::cprr::Context& ctx);                                  \
+  [[maybe_unused]] static const bool cprr_case_registered_##ident =                     \
+      ::cprr::register_case(name, ::cprr::CaseOptions __VA_ARGS__, &cprr_case_##ident); \
   static void cprr_case_##ident([[maybe_unused]] ::cprr::Context& ctx)
 
-#define CPRR_RESET_HOOK(ident)                                                              \
-  static void cprr_reset_##ident();                                                         \
-  [[maybe_unused]] static const bool cprr_reset_registered_##ident =                        \
-      ::cprr::register_reset_hook(&cprr_reset_##ident);                                     \
+#define CPRR_RESET_HOOK(ident)                                       \
+  static void cprr_reset_##ident();                                  \
+  [[maybe_unused]] static const bool cprr_reset_registered_##ident = \
+      ::cprr::register_reset_hook(&cprr_reset_##ident);              \
   static void cprr_reset_##ident()
 
-#define CPRR_WORKER_INIT(ident)                                                             \
-  static void cprr_init_##ident();                                                          \
-  [[maybe_unused]] static const bool cprr_init_registered_##ident =                         \
-      ::cprr::register_worker_init(&cprr_init_##ident);                                     \
+#define CPRR_WORKER_INIT(ident)                                     \
+  static void cprr_init_##ident();                                  \
+  [[maybe_unused]] static const bool cprr_init_registered_##ident = \
+      ::cprr::register_worker_init(&cprr_init_##ident);             \
   static void cprr_init_##ident()

@@ -36,6 +36,9 @@ struct ControllerConfig {
   /// Given to the worker before the rank's own arguments: `cprecord --python`'s
   /// `--cases FILE...` for the Python worker (python/cprr/worker.py).
   std::vector<std::string> worker_args;
+  /// Fork the ranks of a worker with worker_args from a template process instead of starting
+  /// each afresh (WorldConfig::fork_from_template; `CPRR_PYTHON_TEMPLATE=off` turns it off).
+  bool fork_from_template = true;
   std::string backend = "cpu";
   /// The deadline per case: a case's own timeout_s unless this override is set.
   double default_timeout_s = 60;

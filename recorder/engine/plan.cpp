@@ -133,7 +133,8 @@ Catalog fetch_catalog(const std::string& worker, const std::vector<std::string>&
   SpawnSpec spec;
   spec.argv = {worker};
   spec.argv.insert(spec.argv.end(), worker_args.begin(), worker_args.end());
-  for (const char* arg : {"--rank", "0", "--world-size", "1", "--control-fd"}) spec.argv.push_back(arg);
+  for (const char* arg : {"--rank", "0", "--world-size", "1", "--control-fd"})
+    spec.argv.push_back(arg);
   spec.argv.push_back(std::to_string(slot));
   spec.argv.push_back("--catalog");
   // The catalog run's banners are irrelevant; its stderr stays visible for diagnosis. It leads

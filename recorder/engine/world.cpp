@@ -69,15 +69,9 @@ std::string last_lines(const std::string& text, std::size_t max_bytes) {
   return text.size() <= max_bytes ? text : "..." + text.substr(text.size() - max_bytes);
 }
 
-// What every rank starts with on top of the controller's environment, local or launched.
-// NVLink multicast stays off in every rank, whatever the caller's or a recorded environment says
-// (it is unsafe on the shared GPU machines, ../shared/design/DEVICE.md).
+// What rank r starts with on top of the controller's environment, local or launched.
 std::vector<std::pair<std::string, std::string>> rank_env(const WorldConfig& config, int r) {
-  std::vector<std::pair<std::string, std::string>> env;
-  for (const auto& kv : config.env) {
-    if (kv.first != "NCCL_NVLS_ENABLE") env.push_back(kv);
-  }
-  env.emplace_back("NCCL_NVLS_ENABLE", "0");
+  std::vector<std::pair<std::string, std::string>> env = world_env(config);
   env.emplace_back("CPRR_RANK", std::to_string(r));
   env.emplace_back("CPRR_WORLD_SIZE", std::to_string(config.world_size));
   return env;
@@ -123,6 +117,17 @@ std::string read_available(int fd) {
 
 }  // namespace
 
+// NVLink multicast stays off in every rank, whatever the caller's or a recorded environment says
+// (it is unsafe on the shared GPU machines, ../shared/design/DEVICE.md).
+std::vector<std::pair<std::string, std::string>> world_env(const WorldConfig& config) {
+  std::vector<std::pair<std::string, std::string>> env;
+  for (const auto& kv : config.env) {
+    if (kv.first != "NCCL_NVLS_ENABLE") env.push_back(kv);
+  }
+  env.emplace_back("NCCL_NVLS_ENABLE", "0");
+  return env;
+}
+
 int remove_stale_world_dirs(const std::filesystem::path& dir) {
   int removed = 0;
   std::error_code ec;
@@ -141,7 +146,8 @@ int remove_stale_world_dirs(const std::filesystem::path& dir) {
   return removed;
 }
 
-World::World(const WorldConfig& config, uint64_t id, RankListener* listener)
+World::World(const WorldConfig& config, uint64_t id, RankSpawner& spawner,
+             RankListener* listener)
     : id_(id),
       rendezvous_(make_rendezvous_dir(config.launch.shared_dir)),
       stop_fd_(config.stop_fd),
@@ -153,7 +159,7 @@ World::World(const WorldConfig& config, uint64_t id, RankListener* listener)
       CPRR_CHECK(listener != nullptr, "world {}: launcher {} needs a rank listener", id, launcher_);
       launch_ranks(config, *listener);
     } else {
-      for (int r = 0; r < config.world_size; ++r) spawn_rank(r, config);
+      for (int r = 0; r < config.world_size; ++r) spawn_rank(r, config, spawner);
     }
     logs_.start();
     await_ready(config, begin);
@@ -181,8 +187,17 @@ std::unique_ptr<WorldHandle> ProcessWorlds::make(const WorldConfig& config, uint
         [](const std::string& line) { fmt::print(stderr, "cprr: {}\n", line); });
   }
   RankListener* listener = listener_.get();
+  RankSpawner& spawner = spawner_for(config);
   lock.unlock();  // worlds start in parallel; the listener is used by one start at a time
-  return std::make_unique<World>(config, id, listener);
+  return std::make_unique<World>(config, id, spawner, listener);
+}
+
+RankSpawner& ProcessWorlds::spawner_for(const WorldConfig& config) {
+  if (config.worker_args.empty() || !config.fork_from_template) return direct_;
+  TemplateCommand command{config.worker, config.worker_args, world_env(config)};
+  std::unique_ptr<TemplateSpawner>& spawner = templates_[command];
+  if (!spawner) spawner = std::make_unique<TemplateSpawner>(std::move(command));
+  return *spawner;
 }
 
 Endpoint listen_endpoint(const LaunchOptions& o) {
@@ -197,7 +212,7 @@ std::string advertised_host(const LaunchOptions& o, const Endpoint& bound) {
   return this_host();
 }
 
-void World::spawn_rank(int r, const WorldConfig& config) {
+void World::spawn_rank(int r, const WorldConfig& config, RankSpawner& spawner) {
   int sv[2];
   CPRR_SYSCALL(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
   UniqueFd parent(sv[0]), child(sv[1]);
@@ -220,7 +235,15 @@ void World::spawn_rank(int r, const WorldConfig& config) {
   spec.env = rank_env(config, r);
 
   Rank rank;
-  ChildProcess process = ChildProcess::spawn(spec);
+  ChildProcess process;
+  try {
+    process = spawner.start(spec, SpawnLimits{Clock::now() + config.startup_timeout, stop_fd_});
+  } catch (const Interrupted&) {
+    throw;
+  } catch (const std::exception& e) {
+    CPRR_THROW("world {} (size {}): rank {} could not be started: {}", id_, config.world_size, r,
+               e.what());
+  }
   if (r == 0) group_ = process.pid();
   rank.process = std::make_unique<LocalRank>(std::move(process), group_);
   CPRR_SYSCALL(::fcntl(parent.get(), F_SETFL, O_NONBLOCK));
@@ -438,6 +461,9 @@ World::~World() {
       for (Rank& r : ranks_) r.process->wait(ms_until(deadline));
     }
     kill(std::chrono::milliseconds(200));
+    // Every rank is reaped: what this process inherited of theirs as a subreaper (their own
+    // children that outlived them) is reaped now, not at the end of the run.
+    reap_orphans();
   } catch (const std::exception&) {
   }
   std::error_code ec;
@@ -528,6 +554,9 @@ std::optional<std::string> World::idle_fault() {
 }
 
 void World::start(const RunCase& msg) {
+  // What ranks of this or an earlier world left behind and this process inherited as a
+  // subreaper, and that ended since: a pooled world may live for the whole run.
+  reap_orphans();
   logs_.drain_now();  // output written between cases belongs to neither
   const std::string frame = encode(ToRank{msg});
   for (int r = 0; r < size(); ++r) {

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -13,6 +15,7 @@
 #include "recorder/engine/log_drain.h"
 #include "recorder/engine/rank_listener.h"
 #include "recorder/engine/rank_process.h"
+#include "recorder/engine/rank_spawner.h"
 #include "recorder/engine/world_handle.h"
 #include "recorder/engine/world_startup.h"
 #include "recorder/launch/process.h"
@@ -33,12 +36,15 @@ int remove_stale_world_dirs(const std::filesystem::path& dir);
 /// The real world: rank processes of the worker binary (the WorldHandle ProcessWorlds makes).
 class World : public WorldHandle {
  public:
-  /// Starts the ranks (spawned here, or through config.launch's launcher, connecting back to
-  /// `listener`, which a launcher other than local needs) and waits until every rank said hello
-  /// and joined the communicator (await_ready). Throws cprr::Error naming the rank, how it
-  /// ended and its stderr tail (or the launcher's) when the world cannot start.
-  World(const WorldConfig& config, uint64_t id, RankListener* listener = nullptr);
-  /// Asks healthy ranks to shut down, then kills the group and reaps every rank.
+  /// Starts the ranks (local ones through `spawner`, or through config.launch's launcher,
+  /// connecting back to `listener`, which a launcher other than local needs) and waits until
+  /// every rank said hello and joined the communicator (await_ready). Throws cprr::Error naming
+  /// the rank, how it ended and its stderr tail (or the launcher's, or the template process's)
+  /// when the world cannot start.
+  World(const WorldConfig& config, uint64_t id, RankSpawner& spawner,
+        RankListener* listener = nullptr);
+  /// Asks healthy ranks to shut down, then kills the group and reaps every rank, and every
+  /// orphan of theirs this process inherited as a subreaper (reap_orphans).
   ~World() override;
   World(const World&) = delete;
   World& operator=(const World&) = delete;
@@ -91,7 +97,7 @@ class World : public WorldHandle {
     uint64_t err_mark = 0;
     Clock::time_point spawned_at{};
   };
-  void spawn_rank(int rank, const WorldConfig& config);
+  void spawn_rank(int rank, const WorldConfig& config, RankSpawner& spawner);
   /// Starts the launcher job and takes its ranks' connections from `listener`; the job's output
   /// is drained after the ranks' (log indices 2W and 2W+1).
   void launch_ranks(const WorldConfig& config, RankListener& listener);
@@ -139,15 +145,29 @@ class ProcessWorlds : public WorldFactory {
   /// The first world it makes first sweeps the temp directory of dead recorders' world
   /// directories (remove_stale_world_dirs): once per controller, not per case. The first world
   /// started through a launcher opens the listener (and the run's token) every later one uses.
+  /// A worker with arguments (the Python worker) has its ranks forked from a template process
+  /// (TemplateSpawner), one per TemplateCommand, started with the first world that needs it and
+  /// ended with this factory; others are posix_spawn'ed (WorldConfig::fork_from_template).
   std::unique_ptr<WorldHandle> make(const WorldConfig& config, uint64_t id) override;
 
  private:
+  /// The spawner of `config`'s ranks (mu_ held).
+  RankSpawner& spawner_for(const WorldConfig& config);
+
   // Standby worlds start on their own threads (Controller::foresee): the first-world set-up is
   // guarded. Launched worlds never start concurrently (the listener takes one at a time).
   std::mutex mu_;
   bool swept_ = false;
   std::unique_ptr<RankListener> listener_;
+  DirectSpawner direct_;
+  // Declared last: destroyed first, once every world it forked ranks for is gone (the factory
+  // outlives its controller's worlds).
+  std::map<TemplateCommand, std::unique_ptr<TemplateSpawner>> templates_;
 };
+
+/// What every rank of `config`'s worlds has in its environment on top of the controller's, local
+/// or launched, before its own CPRR_RANK and CPRR_WORLD_SIZE (a template process gets this).
+std::vector<std::pair<std::string, std::string>> world_env(const WorldConfig& config);
 
 /// The address launched ranks connect back to: --advertise, else the listen address when it is
 /// one address, else this host's name.

@@ -41,6 +41,11 @@ struct WorldConfig {
   std::string collectives = "auto";
   /// Given to the worker before the rank's own arguments (a Python worker's case files).
   std::vector<std::string> worker_args;
+  /// With worker_args (the Python worker), local ranks are forked from a template process that
+  /// loaded the worker once (engine/rank_spawner.h) instead of each starting it afresh; false
+  /// posix_spawns every rank (`CPRR_PYTHON_TEMPLATE=off`). A worker without arguments is always
+  /// spawned.
+  bool fork_from_template = true;
 };
 
 /// Thrown when the stop descriptor fired while a world was starting; its ranks are already

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,8 +13,12 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
 #include <string_view>
 #include <thread>
+#include <unordered_set>
 
 #include "runtime/error.h"
 
@@ -34,16 +39,33 @@ struct SpawnAttr {
   ~SpawnAttr() { posix_spawnattr_destroy(&attr); }
 };
 
-std::vector<std::string> merged_env(const SpawnSpec& spec) {
-  std::vector<std::string> out;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    std::string kv(*e);
-    const std::string key = kv.substr(0, kv.find('='));
-    bool overridden = false;
-    for (const auto& [k, v] : spec.env) overridden = overridden || k == key;
-    if (!overridden) out.push_back(std::move(kv));
+// The children this process's ChildProcess objects own, and how many are on their way to one.
+// Process-wide because waitpid() is: reap_orphans() must know every owner in the process, whatever
+// thread or object made it, to reap only what nobody owns. Never destroyed, so a ChildProcess
+// ending during static destruction still finds it.
+struct Children {
+  std::mutex mu;
+  std::unordered_set<pid_t> owned;
+  int arriving = 0;
+  bool subreaper = false;
+};
+
+Children& children() {
+  static Children* c = new Children;
+  return *c;
+}
+
+// This process's children as /proc lists them: each thread's own (a child belongs to the thread
+// that made it; an orphan to the thread it was reparented to). A list taken while children come
+// and go may miss one: the next sweep finds it.
+std::vector<pid_t> listed_children() {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc/self/task", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::ifstream in(it->path() / "children");
+    for (pid_t pid = 0; in >> pid;) out.push_back(pid);
   }
-  for (const auto& [k, v] : spec.env) out.push_back(k + "=" + v);
   return out;
 }
 
@@ -84,6 +106,19 @@ ExitInfo decode(int status) {
 
 }  // namespace
 
+std::vector<std::string> child_environment(const SpawnSpec& spec) {
+  std::vector<std::string> out;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string kv(*e);
+    const std::string key = kv.substr(0, kv.find('='));
+    bool overridden = false;
+    for (const auto& [k, v] : spec.env) overridden = overridden || k == key;
+    if (!overridden) out.push_back(std::move(kv));
+  }
+  for (const auto& [k, v] : spec.env) out.push_back(k + "=" + v);
+  return out;
+}
+
 ChildProcess ChildProcess::spawn(const SpawnSpec& spec) {
   CPRR_CHECK(!spec.argv.empty(), "spawn without argv");
   FileActions fa;
@@ -99,18 +134,19 @@ ChildProcess ChildProcess::spawn(const SpawnSpec& spec) {
   std::vector<char*> argv;
   for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  std::vector<std::string> env = merged_env(spec);
+  std::vector<std::string> env = child_environment(spec);
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
-  ChildProcess child;
+  ChildArrival arrival;
+  pid_t pid = -1;
   const auto spawn = spec.search_path ? posix_spawnp : posix_spawn;
-  const int rc = spawn(&child.pid_, argv[0], &fa.fa, &sa.attr, argv.data(), envp.data());
+  const int rc = spawn(&pid, argv[0], &fa.fa, &sa.attr, argv.data(), envp.data());
   if (rc != 0) {
     CPRR_THROW("cannot start '{}': {}{}", spec.argv[0], std::strerror(rc),
                spec.search_path ? "" : ": check the path given to --worker");
   }
-  return child;
+  return arrival.take(pid);
 }
 
 ChildProcess::ChildProcess(ChildProcess&& other) noexcept
@@ -134,6 +170,9 @@ ChildProcess::~ChildProcess() {
 
 const std::optional<ExitInfo>& ChildProcess::poll() {
   if (!running()) return exit_;
+  Children& c = children();
+  // Reaped and struck off together: once reaped, the pid may be a new child's at once.
+  std::lock_guard lock(c.mu);
   int status = 0;
   pid_t r;
   do {
@@ -141,6 +180,7 @@ const std::optional<ExitInfo>& ChildProcess::poll() {
   } while (r < 0 && errno == EINTR);
   if (r == pid_) exit_ = decode(status);
   if (r < 0 && errno == ECHILD) exit_ = ExitInfo{};  // reaped elsewhere; nothing more to learn
+  if (exit_) c.owned.erase(pid_);
   return exit_;
 }
 
@@ -151,6 +191,52 @@ const std::optional<ExitInfo>& ChildProcess::wait(int timeout_ms) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   return exit_;
+}
+
+ChildArrival::ChildArrival() {
+  Children& c = children();
+  std::lock_guard lock(c.mu);
+  ++c.arriving;
+}
+
+ChildArrival::~ChildArrival() {
+  if (taken_) return;
+  Children& c = children();
+  std::lock_guard lock(c.mu);
+  --c.arriving;
+}
+
+ChildProcess ChildArrival::take(pid_t pid) {
+  CPRR_CHECK(!taken_ && pid > 0, "ChildArrival::take({}) {}", pid,
+             taken_ ? "after a child was taken already" : "is no process id");
+  Children& c = children();
+  std::lock_guard lock(c.mu);
+  c.owned.insert(pid);
+  --c.arriving;
+  taken_ = true;
+  return ChildProcess(pid);
+}
+
+void become_subreaper() {
+  Children& c = children();
+  std::lock_guard lock(c.mu);
+  if (c.subreaper) return;
+  CPRR_SYSCALL(::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0));
+  c.subreaper = true;
+}
+
+int reap_orphans() {
+  Children& c = children();
+  std::lock_guard lock(c.mu);
+  // While a child arrives it cannot be told from an orphan: leave everything to the next sweep.
+  if (!c.subreaper || c.arriving > 0) return 0;
+  int reaped = 0;
+  for (pid_t pid : listed_children()) {
+    if (c.owned.contains(pid)) continue;
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) ++reaped;
+  }
+  return reaped;
 }
 
 std::string find_on_path(const std::string& name) {

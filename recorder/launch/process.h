@@ -1,6 +1,7 @@
 #pragma once
 // Child processes of the controller: spawned with posix_spawn (argv, no shell) into a process
-// group, reaped by an RAII owner so no rank is ever left behind.
+// group, or forked by a template process and reparented here (recorder/engine/rank_spawner.h),
+// reaped by an RAII owner so no rank is ever left behind.
 #include <sys/types.h>
 
 #include <optional>
@@ -26,6 +27,12 @@ struct SpawnSpec {
 /// The executable `name` resolves to on PATH (as posix_spawnp would find it); "" when none.
 std::string find_on_path(const std::string& name);
 
+/// The complete environment `spec` gives its child ("NAME=value" entries): this process's, with
+/// spec.env set on top. A template process forks ranks with exactly this (fork_request.h).
+std::vector<std::string> child_environment(const SpawnSpec& spec);
+
+class ChildArrival;
+
 /// An owned child process. Destruction kills (SIGKILL) and reaps it if it still runs.
 class ChildProcess {
  public:
@@ -46,9 +53,44 @@ class ChildProcess {
   const std::optional<ExitInfo>& exit() const { return exit_; }
 
  private:
+  friend class ChildArrival;
+  /// Owns `pid`, already a child of this process and registered as owned (ChildArrival::take).
+  explicit ChildProcess(pid_t pid) : pid_(pid) {}
+
   pid_t pid_ = -1;
   std::optional<ExitInfo> exit_;
 };
+
+/// A child on its way to a ChildProcess: from before it exists until take() hands it over,
+/// reap_orphans() reaps nothing, so no child is taken for an orphan before its owner can wait for
+/// it. Spawning holds one; so does a request to a template process, whose rank becomes a child of
+/// this process (reparented: become_subreaper) before its pid arrives in the reply.
+class ChildArrival {
+ public:
+  ChildArrival();
+  ~ChildArrival();
+  ChildArrival(const ChildArrival&) = delete;
+  ChildArrival& operator=(const ChildArrival&) = delete;
+  /// Owns `pid`, which must be a child of this process now (spawned, or adopted after the
+  /// process that forked it exited). Once per arrival.
+  ChildProcess take(pid_t pid);
+
+ private:
+  bool taken_ = false;
+};
+
+/// Makes this process a child subreaper (PR_SET_CHILD_SUBREAPER), once: an orphaned descendant
+/// is reparented here instead of to init, so a rank a template process forked (and whose parent,
+/// the template's intermediate child, exited at once) is this process's child, which waitpid()
+/// and ChildProcess need. Throws cprr::Error when the kernel refuses.
+void become_subreaper();
+
+/// Reaps every child that has ended and that no ChildProcess owns: what a subreaper inherits
+/// besides its ranks (a case's own children that outlived their rank, a template's intermediate
+/// child when the template died). A no-op until become_subreaper(), and while a child is
+/// arriving (the next call reaps what this one left). Never touches an owned child's status.
+/// Returns how many it reaped.
+int reap_orphans();
 
 /// Sends `sig` to every process of group `pgid` (ESRCH is not an error).
 void signal_group(pid_t pgid, int sig);

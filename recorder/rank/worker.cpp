@@ -77,7 +77,10 @@ int run_supervisor(const WorkerArgs& a) {
   return supervise(s);
 }
 
-// Ranks must never outlive their controller: a killed cprecord takes its worlds with it.
+// Ranks must never outlive their controller: a killed cprecord takes its worlds with it. A rank
+// forked by a template process (python/cprr/_template.py) gets here only once it has been
+// reparented to its controller: set while its parent was the template's intermediate child, the
+// signal would have fired when that child exited, a moment after the fork.
 void die_with_parent() {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() == 1) std::_Exit(3);

@@ -117,7 +117,8 @@ const RunMeta kMeta{"cpu", "both", "best_fit", "/bin/worker", {}};
 
 /// schema.sql as version 10 had it: run without worker_args (version 11).
 std::string without_worker_args(std::string sql) {
-  const std::string from = ",\n  -- (version 11)", last = "worker_args   TEXT NOT NULL DEFAULT '[]'";
+  const std::string from = ",\n  -- (version 11)",
+                    last = "worker_args   TEXT NOT NULL DEFAULT '[]'";
   const std::size_t a = sql.find(from), b = sql.find(last);
   EXPECT_NE(a, std::string::npos);
   EXPECT_NE(b, std::string::npos);

@@ -193,20 +193,10 @@ void print_world_start(const std::vector<std::vector<cprr::StartupPhase>>& start
 }
 
 std::vector<double> torchrun(const std::string& script, int runs) {
-  std::vector<double> ms;
-  if (std::system("python3 -c 'import torch' >/dev/null 2>&1") != 0) return ms;
+  if (std::system("python3 -c 'import torch' >/dev/null 2>&1") != 0) return {};
   const std::string cmd =
       "python3 -m torch.distributed.run --nproc-per-node 2 " + script + " >/dev/null 2>&1";
-  for (int i = 0; i < runs; ++i) {
-    const auto t0 = Clock::now();
-    const int status = std::system(cmd.c_str());
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      std::fprintf(stderr, "torchrun failed (status %d): %s\n", status, cmd.c_str());
-      return {};
-    }
-    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-  }
-  return ms;
+  return cprr::bench::command_ms(cmd, runs);
 }
 
 }  // namespace

@@ -1,7 +1,12 @@
 #pragma once
 // Timing helpers shared by the benchmark programs (header-only; nothing here asserts timings).
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 namespace cprr::bench {
@@ -23,6 +28,23 @@ double best_seconds(int reps, F&& f) {
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
+}
+
+/// Wall time in ms of each of `runs` runs of the shell command `cmd` (a torchrun launch, whole);
+/// empty when one fails, saying so on stderr.
+inline std::vector<double> command_ms(const std::string& cmd, int runs) {
+  std::vector<double> ms;
+  for (int i = 0; i < runs; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int status = std::system(cmd.c_str());
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      std::fprintf(stderr, "failed (status %d): %s\n", status, cmd.c_str());
+      return {};
+    }
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return ms;
 }
 
 }  // namespace cprr::bench

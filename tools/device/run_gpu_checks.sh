@@ -5,7 +5,7 @@
 # /tmp/cprr-gpu-out); a short table is printed last, with every benchmark's exit status.
 #
 #   tools/device/run_gpu_checks.sh [tests] [corpus] [races] [symmetric] [trace] [bench] [recording]
-#                                  [standby] [launcher] [examples] [triage] [python]
+#                                  [standby] [launcher] [examples] [triage] [python] [pybench]
 #                                  (default: tests corpus races symmetric trace bench; bench
 #                                  includes recording: issue 14's figures from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
@@ -45,6 +45,16 @@ bench() {
   report "== bench_$name rc=$?" "$(tail -n 30 "$out/bench_$name.txt")"
 }
 
+# The _cprr module for the Python there (build_python.sh), once per run; says why when it fails.
+python_module() {
+  [ -n "${python_built:-}" ] && return 0
+  if ! tools/device/build_python.sh >"$out/build_python.log" 2>&1; then
+    report "python: build failed: $(tail -n 5 "$out/build_python.log")"
+    return 1
+  fi
+  python_built=1
+}
+
 nvidia-smi -L >"$out/gpus.txt" 2>&1
 gpus=$(grep -c '^GPU' "$out/gpus.txt")
 nvidia-smi topo -m >>"$out/gpus.txt" 2>&1
@@ -65,10 +75,7 @@ for step in "${steps[@]}"; do
     python)
       # The Python corpus (corpus/python) on cuda with the Python there (torch 2.x): the module
       # is built first (build_python.sh); each bug's verdict and its replay's, beside the twins'.
-      if ! tools/device/build_python.sh >"$out/build_python.log" 2>&1; then
-        report "python: build failed: $(tail -n 5 "$out/build_python.log")"
-        continue
-      fi
+      python_module || continue
       start=$(date +%s%N)
       timeout 500 "$b/tools/cprecord" --python corpus/python --backend cuda --mode both --json \
         --db "$out/python_cuda.db" --filter "${CPRR_PYTHON_FILTER:-.}" \
@@ -235,12 +242,20 @@ for step in "${steps[@]}"; do
       # without standby worlds come from bench_gpu above, recording overhead from here.
       bench recording 300 --backend cuda --runs 20
       ;;
+    pybench)
+      # Issue 26: a Python case's cost fresh (forked from the template / spawned / standby),
+      # pooled, and one torchrun per case, ranks sharing the GPUs there are.
+      python_module || continue
+      bench python 560 --backend cuda --cases "${CPRR_BENCH_CASES:-10}" \
+        --case-file tools/bench/python_bench_cases.py \
+        --torch-script tools/bench/torch_allreduce.py --torch-runs "${CPRR_TORCH_RUNS:-3}"
+      ;;
     recording)
       # Issue 14: recording overhead on cuda, cp_ring with 256 MiB captures and 1000 small ones,
       # with its breakdown (hash, transfer, decode, store).
       bench recording 400 --backend cuda --runs 20
       ;;
-    *) echo "unknown step '$step' (tests, corpus, races, symmetric, trace, bench, recording, standby, launcher, examples, triage)" >&2; exit 2 ;;
+    *) echo "unknown step '$step' (tests, corpus, races, symmetric, trace, bench, recording, standby, launcher, examples, triage, python, pybench)" >&2; exit 2 ;;
   esac
 done
 

@@ -1,0 +1,188 @@
+"""cprr._collectives: torch.distributed calls fingerprinted into the running case's native context.
+
+A real gloo process group of world size 1; the native context is a fake that records
+enter_collective (returning its own sequence numbers) and complete_collective.
+"""
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from cprr import _collectives, _uninit
+
+
+class FakeNative:
+    def __init__(self, first_seq=100):
+        self.events = []  # ("enter", seq, fingerprint) / ("complete", seq) / ("p2p", ...)
+        self._next = first_seq
+
+    def enter_collective(self, kind, dtype, size, root, op):
+        seq = self._next
+        self._next += 7  # not 0, 1, 2...: the wrapper must hand back what it got
+        self.events.append(("enter", seq, (kind, dtype, size, root, op)))
+        return seq
+
+    def complete_collective(self, seq):
+        self.events.append(("complete", seq))
+
+    def note_p2p(self, kind, peer, dtype, size):
+        self.events.append(("p2p", kind, peer, dtype, size))
+
+    def fingerprints(self):
+        return [e[2] for e in self.events if e[0] == "enter"]
+
+
+@pytest.fixture(scope="module")
+def group(tmp_path_factory):
+    store = tmp_path_factory.mktemp("gloo") / "store"
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+    _collectives.install()
+    yield dist.group.WORLD
+    dist.destroy_process_group()
+
+
+def record(fn, first_seq=100):
+    native = FakeNative(first_seq)
+    with _collectives.running(native):
+        fn()
+    return native
+
+
+def test_install_wraps_the_package_and_c10d(group):
+    from torch.distributed import distributed_c10d as c10d
+
+    for name in ("all_reduce", "broadcast", "all_gather", "barrier", "send", "recv"):
+        assert hasattr(getattr(dist, name), "__cprr_wrapped__"), name
+        assert getattr(c10d, name) is getattr(dist, name), name
+    before = dist.all_reduce
+    _collectives.install()  # a second install wraps nothing twice
+    assert dist.all_reduce is before
+
+
+def test_all_reduce_sum_f32(group):
+    t = torch.ones(10)
+    native = record(lambda: dist.all_reduce(t))
+    assert native.events == [("enter", 100, ("all_reduce", "f32", 40, -1, "sum")),
+                             ("complete", 100)]
+    assert torch.equal(t, torch.ones(10))  # the call itself still happened (world of one)
+
+
+def test_all_reduce_max_i64(group):
+    t = torch.arange(3, dtype=torch.int64)
+    native = record(lambda: dist.all_reduce(t, op=dist.ReduceOp.MAX))
+    assert native.fingerprints() == [("all_reduce", "i64", 24, -1, "max")]
+
+
+def test_all_reduce_min_by_keyword_and_position(group):
+    t = torch.ones(2, dtype=torch.float64)
+    native = record(lambda: (dist.all_reduce(t, dist.ReduceOp.MIN),
+                             dist.all_reduce(tensor=t, op=dist.ReduceOp.MIN)))
+    assert native.fingerprints() == [("all_reduce", "f64", 16, -1, "min")] * 2
+
+
+def test_all_reduce_product_is_told_apart_by_its_kind(group):
+    # torch 1.13's str(ReduceOp.PRODUCT) is '<... ReduceOp object at 0x...>': the kind must come
+    # from the op's name, never from an address that differs between ranks.
+    t = torch.ones(4)
+    native = record(lambda: dist.all_reduce(t, op=dist.ReduceOp.PRODUCT))
+    assert native.fingerprints() == [("all_reduce(product)", "f32", 16, -1, "sum")]
+
+
+def test_all_reduce_with_a_red_op_type(group):
+    red = getattr(dist.ReduceOp, "RedOpType", None)
+    if red is None:
+        pytest.skip("this torch has no ReduceOp.RedOpType")
+    t = torch.ones(4)
+    native = record(lambda: (dist.all_reduce(t, op=red.MAX), dist.all_reduce(t, op=red.PRODUCT)))
+    assert native.fingerprints() == [("all_reduce", "f32", 16, -1, "max"),
+                                     ("all_reduce(product)", "f32", 16, -1, "sum")]
+
+
+def test_broadcast_root_is_src(group):
+    t = torch.zeros(5, dtype=torch.int32)
+    native = record(lambda: dist.broadcast(t, src=0))
+    assert native.fingerprints() == [("broadcast", "i32", 20, 0, "sum")]
+
+
+def test_all_gather_counts_the_input_bytes(group):
+    inp = torch.ones(5, dtype=torch.float64)
+    out = [torch.empty(5, dtype=torch.float64)]
+    native = record(lambda: dist.all_gather(out, inp))
+    assert native.fingerprints() == [("all_gather", "f64", 40, -1, "sum")]
+    assert torch.equal(out[0], inp)
+
+
+def test_barrier(group):
+    native = record(lambda: dist.barrier())
+    assert native.fingerprints() == [("barrier", "u8", 0, -1, "sum")]
+
+
+def test_each_call_enters_then_completes_with_its_own_seq(group):
+    t = torch.ones(2)
+    native = record(lambda: (dist.all_reduce(t), dist.barrier(), dist.broadcast(t, 0)), 5)
+    assert [e[:2] for e in native.events] == [("enter", 5), ("complete", 5), ("enter", 12),
+                                              ("complete", 12), ("enter", 19), ("complete", 19)]
+
+
+def test_an_async_call_is_recorded_when_issued(group):
+    t = torch.ones(2)
+    native = FakeNative()
+    with _collectives.running(native):
+        work = dist.all_reduce(t, async_op=True)
+    work.wait()
+    assert [e[0] for e in native.events] == ["enter", "complete"]
+
+
+def test_calls_outside_running_are_not_recorded(group):
+    native = FakeNative()
+    with _collectives.running(native):
+        pass
+    dist.all_reduce(torch.ones(2))
+    dist.barrier()
+    assert native.events == []
+    assert _collectives.current() is None
+
+
+def test_running_sets_and_clears_the_current_context_even_on_error(group):
+    native = FakeNative()
+    with pytest.raises(RuntimeError):
+        with _collectives.running(native):
+            assert _collectives.current() is native
+            raise RuntimeError("case failed")
+    assert _collectives.current() is None
+    assert _collectives.tracker() is None
+
+
+def test_a_subgroup_call_is_not_recorded(group):
+    sub = dist.new_group([0])
+    assert sub is not dist.group.WORLD
+    t = torch.ones(3)
+    native = record(lambda: (dist.all_reduce(t, group=sub), dist.barrier(group=sub),
+                             dist.all_reduce(t, group=group)))
+    # Only the default group's call, explicitly given.
+    assert native.fingerprints() == [("all_reduce", "f32", 12, -1, "sum")]
+
+
+def test_a_collective_on_a_tracked_tensor_is_noted_to_the_tracker(group):
+    class Native(FakeNative):
+        def __init__(self):
+            super().__init__()
+            self.tracks, self.ops = [], []
+
+        def track(self, label, address, size, is_cuda, stream):
+            self.tracks.append(label)
+            return len(self.tracks)
+
+        def library_op(self, name, reads, writes):
+            self.ops.append((name.split(" at ")[0], reads, writes))
+
+    native = Native()
+    tracker = _uninit.Tracker(native)
+    with tracker:
+        acc = torch.empty(8)
+    with _collectives.running(native, tracker):
+        assert _collectives.tracker() is tracker
+        dist.all_reduce(acc)
+        dist.all_reduce(torch.ones(8))  # untracked: nothing noted
+    assert native.ops == [("dist.all_reduce", [(1, 0, 32)], [(1, 0, 32)])]
+    assert native.fingerprints() == [("all_reduce", "f32", 32, -1, "sum")] * 2

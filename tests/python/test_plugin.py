@@ -1,0 +1,134 @@
+"""cprr.pytest_plugin end to end: pytest in a subprocess, its cases recorded by the real cprecord
+(cpu backend, world size 1, so it takes seconds)."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import cprr
+
+# The directory holding the cprr package this test imports (build/python), and the cprecord
+# beside it in the build tree unless CPRR_CPRECORD names one (ctest sets it).
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(cprr.__file__)))
+CPRECORD = os.environ.get("CPRR_CPRECORD") or os.path.join(
+    os.path.dirname(PACKAGE_ROOT), "tools", "cprecord")
+
+CASES = textwrap.dedent('''
+    import torch
+    import torch.distributed as dist
+
+    import cprr
+
+
+    @cprr.case(name="demo/passes", world_sizes=[1])
+    def passes(ctx):
+        x = torch.ones(4)
+        dist.all_reduce(x)
+        assert torch.all(x == ctx.world_size)
+        ctx.output("x", x)
+
+
+    @cprr.case(name="demo/fails", world_sizes=[1])
+    def fails(ctx):
+        assert ctx.rank == 99, "the planted failure"
+
+
+    def test_plain():
+        assert 1 + 1 == 2
+''')
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = PACKAGE_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env["CPRR_CPRECORD"] = CPRECORD
+    return env
+
+
+@pytest.fixture(scope="module")
+def cprecord():
+    if not os.access(CPRECORD, os.X_OK):
+        pytest.fail(f"no cprecord at {CPRECORD}: set CPRR_CPRECORD")
+    return CPRECORD
+
+
+def _pytest(cwd, *args):
+    cmd = [sys.executable, "-m", "pytest", "-p", "cprr.pytest_plugin", "-p", "no:cacheprovider",
+           "--cprr-backend", "cpu", "-v", *args]
+    return subprocess.run(cmd, cwd=cwd, env=_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=300)
+
+
+def test_cases_become_items_judged_by_cprecord(tmp_path, cprecord):
+    (tmp_path / "test_demo.py").write_text(CASES)
+    db = tmp_path / "run.db"
+    run = _pytest(tmp_path, "--cprr-db", str(db), "test_demo.py")
+    out = run.stdout
+    assert run.returncode == 1, out  # 1: some tests failed
+    assert re.search(r"^test_demo\.py::demo/passes@1 PASSED", out, re.M), out
+    assert re.search(r"^test_demo\.py::demo/fails@1 FAILED", out, re.M), out
+    assert re.search(r"^test_demo\.py::test_plain PASSED", out, re.M), out
+    assert re.search(r"\b1 failed, 2 passed\b", out), out
+    # The failure names the case, what went wrong in its body, and how to replay it.
+    failure = out[out.index("= FAILURES ="):]
+    assert "demo/fails@1: status fail" in failure, failure
+    assert "the planted failure" in failure, failure
+    m = re.search(r"replay: cpreplay --db (\S+) --case (\d+)", failure)
+    assert m, failure
+    assert m.group(1) == str(db)
+    assert db.exists()
+    assert "demo/passes@1" not in failure
+
+
+def test_only_the_selected_cases_are_recorded(tmp_path, cprecord):
+    (tmp_path / "test_demo.py").write_text(CASES)
+    db = tmp_path / "run.db"
+    run = _pytest(tmp_path, "--cprr-db", str(db), "-k", "passes or plain", "test_demo.py")
+    assert run.returncode == 0, run.stdout
+    assert re.search(r"\b2 passed, 1 deselected\b", run.stdout), run.stdout
+    listed = subprocess.run(
+        [os.path.join(os.path.dirname(CPRECORD), "cpreplay"), "--db", str(db), "--list",
+         "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    if listed.returncode != 0:
+        pytest.fail(f"cpreplay --list failed: {listed.stderr}")
+    assert "demo/passes@1" in listed.stdout
+    assert "demo/fails" not in listed.stdout  # deselected: never recorded
+
+
+def test_labels_of_agrees_with_cprecords_plan(tmp_path, cprecord):
+    """The plugin names its items by labels it computes itself; cprecord's plan must give the
+    same labels, or every item would find 'no such case'."""
+    (tmp_path / "test_grid.py").write_text(textwrap.dedent('''
+        import cprr
+
+        @cprr.case(name="demo/grid", world_sizes=[1, 2], grid={"zeta": [1, 20], "alpha": ["x"]})
+        def grid(ctx):
+            pass
+
+        @cprr.case(world_sizes=[2])
+        def default_named(ctx):
+            pass
+    '''))
+    listed = subprocess.run(
+        [CPRECORD, "--python", str(tmp_path / "test_grid.py"), "--backend", "cpu", "--list",
+         "--json"], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    planned = sorted(c["label"] for c in json.loads(listed.stdout)["plan"])
+
+    code = compile((tmp_path / "test_grid.py").read_text(), str(tmp_path / "test_grid.py"),
+                   "exec")
+    namespace = {"__name__": "test_grid"}
+    exec(code, namespace)
+    from cprr import pytest_plugin
+
+    ours = sorted(label for fn in ("grid", "default_named")
+                  for label in pytest_plugin.labels_of(namespace[fn].__cprr_case__))
+    assert ours == planned
+    assert "demo/grid{alpha=x,zeta=20}@2" in ours
+    assert "test_grid/default_named@2" in ours
