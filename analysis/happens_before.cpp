@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "analysis/happens_before_clocks.h"
+#include "analysis/race_fix.h"
 
 namespace cprr {
 
@@ -106,6 +107,17 @@ std::string thread_text(int32_t stream) {
   return stream < 0 ? std::string("the host") : fmt::format("stream {}", stream);
 }
 
+// What `b`'s thread waits for so that it follows `a`, as a clause of a fix with several edges.
+std::string wait_clause(const RaceOp& a, const RaceOp& b) {
+  if (a.rank != b.rank) {
+    return fmt::format("a signal that rank {} sends after its {} on {}", a.rank, op_text(a),
+                       thread_text(a.stream));
+  }
+  if (b.stream < 0)
+    return fmt::format("{} synchronized after {}", thread_text(a.stream), op_text(a));
+  return fmt::format("an event recorded after {} on {}", op_text(a), thread_text(a.stream));
+}
+
 // The edge whose absence is the race: the second op's thread must wait for the first op.
 std::string fix_text(const RaceOp& a, const RaceOp& b) {
   if (a.rank != b.rank) {
@@ -122,6 +134,17 @@ std::string fix_text(const RaceOp& a, const RaceOp& b) {
                      thread_text(b.stream), op_text(a), thread_text(a.stream), op_text(b));
 }
 
+// The fix of a group: one edge reads as before; several are one instruction with a clause each.
+std::string fix_text(const std::vector<RaceOp>& after, const RaceOp& b) {
+  if (after.size() == 1) return fix_text(after.front(), b);
+  std::string clauses;
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    clauses += (i == 0 ? "" : i + 1 == after.size() ? " and " : ", ") + wait_clause(after[i], b);
+  }
+  return fmt::format("on rank {}, {} must wait for {}, before {}", b.rank, thread_text(b.stream),
+                     clauses, op_text(b));
+}
+
 void sort_overlaps(std::vector<RaceOverlap>& v) {
   auto key = [](const RaceOverlap& o) {
     return std::tie(o.memory_rank, o.pool, o.begin, o.end, o.first_buffer, o.second_buffer,
@@ -135,10 +158,25 @@ void sort_overlaps(std::vector<RaceOverlap>& v) {
 
 // Across ranks the intended order is not in any one issue order; a write before a read is the
 // usual intent (a put lands before the peer reads it), so the writer goes first.
+bool swapped(const PairKey& key, const PairFinding& finding) {
+  return std::get<0>(key) != std::get<2>(key) && finding.hi_writes && !finding.lo_writes;
+}
+
+OrientedPair orient(const PairKey& key, const PairFinding& finding) {
+  const OpId lo{std::get<0>(key), std::get<1>(key)};
+  const OpId hi{std::get<2>(key), std::get<3>(key)};
+  const bool swap = swapped(key, finding);
+  OrientedPair p{swap ? hi : lo, swap ? lo : hi, {}};
+  for (const RaceOverlap& o : finding.overlaps) {
+    p.second_buffers.push_back(swap ? o.first_buffer : o.second_buffer);
+  }
+  return p;
+}
+
 Race make_race(const std::vector<RankOps>& ranks, const PairKey& key, PairFinding finding) {
   const OpId lo{std::get<0>(key), std::get<1>(key)};
   const OpId hi{std::get<2>(key), std::get<3>(key)};
-  const bool swap = lo.rank != hi.rank && finding.hi_writes && !finding.lo_writes;
+  const bool swap = swapped(key, finding);
   Race race;
   race.first = race_op(ranks, swap ? hi : lo);
   race.second = race_op(ranks, swap ? lo : hi);
@@ -152,6 +190,17 @@ Race make_race(const std::vector<RankOps>& ranks, const PairKey& key, PairFindin
   sort_overlaps(race.overlaps);
   race.fix = fix_text(race.first, race.second);
   return race;
+}
+
+// The group's fix (race_fix.h) in place of the single pair's.
+void fix_group(const std::vector<RankOps>& ranks, const std::vector<OrientedPair>& oriented,
+               const OrientedPair& pair, Race& race) {
+  const FixPlan plan = plan_fix(ranks, oriented, pair.second, race.overlaps.front().second_buffer);
+  race.group_pairs = plan.group_pairs;
+  race.fix_verified = plan.verified;
+  race.fix_after.clear();
+  for (OpId x : plan.after) race.fix_after.push_back(race_op(ranks, x));
+  if (!race.fix_after.empty()) race.fix = fix_text(race.fix_after, race.second);
 }
 
 }  // namespace
@@ -168,9 +217,14 @@ HbResult check_happens_before(const std::vector<RankOps>& ranks, const HbOptions
   HbResult result;
   result.race_count = pairs.size();
   result.notes = clocks.notes();
+  std::vector<OrientedPair> oriented;
+  for (const auto& [key, finding] : pairs) oriented.push_back(orient(key, finding));
+  std::size_t n = 0;
   for (auto& [key, finding] : pairs) {
     if (result.races.size() >= options.max_races) break;
+    const OrientedPair& pair = oriented[n++];
     result.races.push_back(make_race(ranks, key, std::move(finding)));
+    fix_group(ranks, oriented, pair, result.races.back());
   }
   return result;
 }

@@ -89,9 +89,18 @@ struct Race {
   RaceOp first;
   RaceOp second;
   std::vector<RaceOverlap> overlaps;  ///< sorted by memory rank, pool and begin; never empty
-  /// The missing edge as an instruction, e.g. "stream 2 must wait for an event recorded after op
-  /// #5 (kernel 'max_logit') on stream 1, before op #9 (kernel 'maximum')".
+  /// The missing ordering as an instruction, e.g. "stream 2 must wait for an event recorded after
+  /// op #5 (kernel 'max_logit') on stream 1, before op #9 (kernel 'maximum')". It orders `second`
+  /// after every op of its group (fix_after), not only after `first`.
   std::string fix;
+  /// Racing pairs of this check that end at `second` on the buffer `second` names the first
+  /// overlap's bytes by, this one among them: the group `fix` covers (analysis/race_fix.h).
+  std::size_t group_pairs = 1;
+  /// The ops `second` must follow for none of the group to race: on each other stream or rank,
+  /// the group's latest op there (stream order covers the earlier ones).
+  std::vector<RaceOp> fix_after;
+  /// The ordering of the log with exactly those edges added orders every pair of the group.
+  bool fix_verified = false;
 };
 
 /// Limits of one check.

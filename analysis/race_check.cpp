@@ -63,6 +63,23 @@ std::optional<RaceFinding> find_race(const std::vector<const ExecutionResult*>& 
   return found;
 }
 
+std::string describe_fix(const Race& race) {
+  const std::string later = fmt::format("op #{}", race.second.seq);
+  std::string out = race.fix;
+  if (race.group_pairs > 1) {
+    out += fmt::format(" (orders all {} racing pairs that end at {} on these bytes)",
+                       race.group_pairs, later);
+  }
+  out +=
+      race.fix_verified
+          ? fmt::format(
+                "; verified against the op log: with this ordering {} races with "
+                "nothing on these bytes",
+                later)
+          : fmt::format("; NOT verified: with this ordering {} still races on these bytes", later);
+  return out;
+}
+
 std::string describe_race(const RaceFinding& f) {
   const Race& race = f.race;
   const RaceOverlap& o = race.overlaps.front();

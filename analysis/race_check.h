@@ -33,6 +33,10 @@ struct RaceFinding {
 std::optional<RaceFinding> find_race(const std::vector<const ExecutionResult*>& executions,
                                      std::vector<std::string>* notes = nullptr);
 
+/// The race's fix as a report prints it: the instruction, how many racing pairs it orders when
+/// more than this one, and whether re-checking the op log with it found them all ordered.
+std::string describe_fix(const Race& race);
+
 /// One line: "rank 0 stream 1 op #5 (kernel 'w') and rank 0 stream 0 op #9 (kernel 'r') race on
 /// bytes [64, 128) of 'max_logit' (device pool of rank 0)".
 std::string describe_race(const RaceFinding& finding);

@@ -263,7 +263,7 @@ void write_junit(std::ostream& out, const std::vector<CaseOutcome>& outcomes,
       if (o.race && o.race->execution == res.id) {
         sysout +=
             fmt::format("stream race, as the seeded bug should: {}; fix: {}; replay: {}\n",
-                        describe_race(*o.race), o.race->race.fix, replay_hint(info, o.case_id));
+                        describe_race(*o.race), describe_fix(o.race->race), replay_hint(info, o.case_id));
       }
       if (!res.note.empty()) sysout += fmt::format("note: {}\n", res.note);
       if (!sysout.empty())

@@ -135,6 +135,8 @@ nlohmann::json race_json(const RaceFinding& f, const std::vector<std::string>& c
   if (o.second_buffer_name != o.first_buffer_name || o.second_buffer != o.first_buffer) {
     buffers.push_back(o.second_buffer_name);
   }
+  nlohmann::json fix_after = nlohmann::json::array();
+  for (const RaceOp& op : r.fix_after) fix_after.push_back(race_op_json(op));
   return {{"first", race_op_json(r.first)},
           {"second", race_op_json(r.second)},
           {"buffer", o.first_buffer_name},
@@ -145,6 +147,9 @@ nlohmann::json race_json(const RaceFinding& f, const std::vector<std::string>& c
           {"streams", {r.first.stream, r.second.stream}},
           {"ranks", {r.first.rank, r.second.rank}},
           {"fix", r.fix},
+          {"fix_after", fix_after},
+          {"fix_verified", r.fix_verified},
+          {"group_pairs", r.group_pairs},
           {"execution", f.execution},
           {"mode", mode_name(f.mode)},
           {"race_count", f.race_count},
@@ -182,7 +187,7 @@ std::optional<std::string> against_text(const CaseOutcome& o, const ExecutionRes
                          o.case_id, mode_name(e.mode), replay_hint(info, o.case_id));
     case Against::race:
       return fmt::format("case {}: stream race: {}; fix: {}; replay: {}", o.case_id,
-                         o.race ? describe_race(*o.race) : "?", o.race ? o.race->race.fix : "?",
+                         o.race ? describe_race(*o.race) : "?", o.race ? describe_fix(o.race->race) : "?",
                          replay_hint(info, o.case_id));
     case Against::seeded_missed:
       return fmt::format(

@@ -202,7 +202,8 @@ class TraceBuilder {
                 {"second", race.second.describe()},
                 {"bytes", fmt::format("[{}, {}) of rank {}'s {} pool", o.begin, o.end,
                                       o.memory_rank, mem_pool_name(static_cast<MemPool>(o.pool)))},
-                {"fix", race.fix}});
+                {"fix", race.fix},
+                {"fix_verified", race.fix_verified}});
     }
   }
 

@@ -177,7 +177,7 @@ void confirm_races(const std::vector<const ExecutionResult*>& all, const CaseIns
   for (const ExecutionResult* e : all) {
     if (e->mode == Mode::fresh) unperturbed_fresh.push_back(e);
   }
-  say("stream race in the op log: " + describe_race(*rep.race) + "; fix: " + rep.race->race.fix);
+  say("stream race in the op log: " + describe_race(*rep.race) + "; fix: " + describe_fix(rep.race->race));
   uint64_t ops_on_rank = 0;
   for (const ExecutionResult* e : all) {
     const auto r = static_cast<std::size_t>(rep.race->race.second.rank);

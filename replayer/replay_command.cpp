@@ -133,7 +133,7 @@ void print_replay_text(std::ostream& out, const ReplayReport& r) {
   }
   if (r.race) {
     out << "  race: " << describe_race(*r.race) << '\n';
-    out << "  fix: " << r.race->race.fix << '\n';
+    out << "  fix: " << describe_fix(r.race->race) << '\n';
   }
   if (r.confirmation) {
     const RaceConfirmation& c = *r.confirmation;

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "analysis/race_fix.h"
+
 namespace cprr {
 namespace {
 
@@ -341,6 +343,127 @@ TEST(HappensBefore, CrossRankWriterGoesFirstEvenFromAHigherRank) {
   EXPECT_EQ(r.races[0].fix,
             "on rank 0, stream 0 must wait for a signal that rank 1 sends after its op #0 (copy "
             "'put') on stream 2, before op #0 (kernel 'consume')");
+}
+
+// ---- fixes: ordered after the group's latest op on each thread, and verified ----
+
+TEST(HappensBeforeFix, TwoWritersOnOneStreamThenAnUnorderedReaderWaitsForTheSecond) {
+  Log l;
+  l.kernel(1, "fill", {}, {kX});
+  l.kernel(1, "scale", {}, {kX});
+  l.kernel(0, "consume", {kX}, {});
+  const HbResult r = check({l});
+  ASSERT_EQ(r.race_count, 2u);
+  const Race& race = r.races[0];
+  EXPECT_EQ(pair_of(race), Pair("0:0", "0:2"));  // the first pair is still the one reported
+  EXPECT_EQ(race.group_pairs, 2u);
+  ASSERT_EQ(race.fix_after.size(), 1u);
+  EXPECT_EQ(race.fix_after[0].seq, 1u);
+  EXPECT_TRUE(race.fix_verified);
+  // Waiting for an event after "fill" would leave "scale" racing with "consume".
+  EXPECT_EQ(race.fix,
+            "stream 0 must wait for an event recorded after op #1 (kernel 'scale') on stream 1, "
+            "before op #2 (kernel 'consume')");
+}
+
+TEST(HappensBeforeFix, AReaderWaitingForTheFirstWriterOnlyIsToldToWaitForTheSecond) {
+  Log l;
+  l.kernel(1, "fill", {}, {kX});
+  l.record(1, 0);
+  l.kernel(1, "scale", {}, {kX});
+  l.wait(0, 0);
+  l.kernel(0, "consume", {kX}, {});
+  const HbResult r = check({l});
+  ASSERT_EQ(r.races.size(), 1u);
+  EXPECT_EQ(pair_of(r.races[0]), Pair("0:2", "0:4"));
+  EXPECT_EQ(r.races[0].group_pairs, 1u);
+  EXPECT_TRUE(r.races[0].fix_verified);
+  EXPECT_EQ(r.races[0].fix,
+            "stream 0 must wait for an event recorded after op #2 (kernel 'scale') on stream 1, "
+            "before op #4 (kernel 'consume')");
+}
+
+TEST(HappensBeforeFix, BytesFilledReadFreedAndReusedOnAnotherStreamWaitForTheLastReader) {
+  // Stream 1 fills 'a' and reads it; 'a' is freed and its bytes become 'b', written on stream 2
+  // with no ordering: both the fill and the read race with the write.
+  const ByteRange a = bytes(1, "a", 0, 64), b = bytes(2, "b", 0, 64);
+  Log l;
+  l.kernel(1, "fill a", {}, {a});
+  l.kernel(1, "read a", {a}, {kY});
+  l.kernel(2, "write b", {}, {b});
+  const HbResult r = check({l});
+  ASSERT_EQ(r.race_count, 2u);
+  const Race& race = r.races[0];
+  EXPECT_EQ(race.overlaps[0].first_buffer_name, "a");
+  EXPECT_EQ(race.overlaps[0].second_buffer_name, "b");
+  EXPECT_EQ(race.group_pairs, 2u);
+  EXPECT_TRUE(race.fix_verified);
+  EXPECT_EQ(race.fix,
+            "stream 2 must wait for an event recorded after op #1 (kernel 'read a') on stream 1, "
+            "before op #2 (kernel 'write b')");
+}
+
+TEST(HappensBeforeFix, ConflictsOnTwoStreamsNeedAnEdgeFromEach) {
+  Log l;
+  l.kernel(1, "low half", {}, {bytes(1, "x", 0, 32)});
+  l.kernel(2, "high half", {}, {bytes(1, "x", 32, 64)});
+  l.kernel(0, "consume", {kX}, {});
+  const HbResult r = check({l});
+  ASSERT_EQ(r.race_count, 2u);
+  const Race& race = r.races[0];
+  EXPECT_EQ(race.group_pairs, 2u);
+  ASSERT_EQ(race.fix_after.size(), 2u);
+  EXPECT_TRUE(race.fix_verified);
+  EXPECT_EQ(race.fix,
+            "on rank 0, stream 0 must wait for an event recorded after op #0 (kernel 'low half') "
+            "on stream 1 and an event recorded after op #1 (kernel 'high half') on stream 2, "
+            "before op #2 (kernel 'consume')");
+}
+
+TEST(HappensBeforeFix, AHostReadSynchronizesTheStreamAfterItsLastWriter) {
+  Log l;
+  l.copy(1, "stage 1", {}, {kX});
+  l.copy(1, "stage 2", {}, {kX});
+  l.host("inspect", {kX}, {});
+  const HbResult r = check({l});
+  ASSERT_EQ(r.race_count, 2u);
+  EXPECT_TRUE(r.races[0].fix_verified);
+  EXPECT_EQ(r.races[0].fix,
+            "the host must synchronize stream 1 after op #1 (copy 'stage 2') before op #2 (host "
+            "'inspect')");
+}
+
+TEST(HappensBeforeFix, TwoPutsIntoAPeersWindowNeedTheSignalAfterTheSecond) {
+  Log r0, r1;
+  r0.copy(1, "put", {bytes(2, "send src", 0, 64)}, {kPutIntoRank1});
+  r0.copy(1, "put again", {bytes(2, "send src", 0, 64)}, {kPutIntoRank1});
+  r1.kernel(0, "consume", {kWindow}, {});
+  const HbResult r = check({r0, r1});
+  ASSERT_EQ(r.race_count, 2u);
+  const Race& race = r.races[0];
+  EXPECT_EQ(race.group_pairs, 2u);
+  EXPECT_TRUE(race.fix_verified);
+  EXPECT_EQ(race.fix,
+            "on rank 1, stream 0 must wait for a signal that rank 0 sends after its op #1 (copy "
+            "'put again') on stream 1, before op #0 (kernel 'consume')");
+}
+
+TEST(HappensBeforeFix, AnOrderingTheLogCannotHaveIsNotVerified) {
+  // plan_fix on a "group" whose first op is issued after the later op on the later op's own
+  // stream: a wait before the later op cannot see an event recorded after it, and the
+  // verification says so instead of trusting the plan.
+  Log l;
+  l.kernel(0, "later", {kX}, {});
+  l.kernel(1, "first", {}, {kX});
+  const std::vector<RankOps> ranks{l.ops};
+  const std::vector<OrientedPair> pairs{{OpId{0, 1}, OpId{0, 0}, {1}}};
+  const FixPlan plan = plan_fix(ranks, pairs, OpId{0, 0}, 1);
+  EXPECT_EQ(plan.group_pairs, 1u);
+  ASSERT_EQ(plan.after.size(), 1u);
+  EXPECT_FALSE(plan.verified);
+  // The same pair the right way round is verified.
+  const std::vector<OrientedPair> real{{OpId{0, 0}, OpId{0, 1}, {1}}};
+  EXPECT_TRUE(plan_fix(ranks, real, OpId{0, 1}, 1).verified);
 }
 
 // ---- reporting ----

@@ -84,6 +84,13 @@ TEST_F(RaceCli, RecordNamesEveryRaceAndFindsNoneInTheTwins) {
     EXPECT_EQ(race["ranks"][0] != race["ranks"][1], want.cross_rank) << name;
     EXPECT_EQ(race["executions_with_race"], 4) << name << ": every execution's log shows it";
     EXPECT_TRUE(race["confirmed_by"].empty()) << "record time confirms nothing dynamically";
+    // The fix orders the later op after its group's latest op per thread, checked on the log.
+    EXPECT_TRUE(race["fix_verified"].get<bool>()) << name << ": " << race["fix"];
+    EXPECT_GE(race["group_pairs"].get<int>(), 1) << name;
+    ASSERT_FALSE(race["fix_after"].empty()) << name;
+    const std::string after = "op #" + race["fix_after"].back()["op"].dump() + " ";
+    EXPECT_NE(race["fix"].get<std::string>().find(after), std::string::npos)
+        << name << ": " << race["fix"] << " names no " << after;
     EXPECT_TRUE(c["as_expected"].get<bool>()) << name;
   }
   EXPECT_EQ(bugs, 4);
