@@ -124,6 +124,20 @@ std::optional<CollectiveMismatch> check_collective_logs(
   return std::nullopt;
 }
 
+std::optional<CollectiveMismatch> blocked_mismatch(
+    const std::vector<const std::vector<CollectiveRecord>*>& logs) {
+  if (logs.size() < 2) return std::nullopt;
+  std::vector<std::vector<CollectiveRecord>> last;
+  for (const std::vector<CollectiveRecord>* log : logs) {
+    if (log == nullptr || log->empty()) return std::nullopt;
+    if (!last.empty() && log->back().seq != last.front().front().seq) return std::nullopt;
+    last.push_back({log->back()});
+  }
+  std::vector<const std::vector<CollectiveRecord>*> calls;
+  for (const auto& l : last) calls.push_back(&l);
+  return check_collective_logs(calls, /*complete=*/false);
+}
+
 std::optional<CollectiveMismatch> check_collectives(const std::vector<const CaseCapture*>& ranks) {
   std::vector<const std::vector<CollectiveRecord>*> logs;
   for (const CaseCapture* c : ranks) logs.push_back(c ? &c->collectives : nullptr);

@@ -56,6 +56,12 @@ struct CollectiveMismatch {
 /// compared only as far as it goes.
 std::optional<CollectiveMismatch> check_collective_logs(
     const std::vector<const std::vector<CollectiveRecord>*>& logs, bool complete);
+/// The collective a world is stuck in, named while it runs: every rank's flight log (index =
+/// rank, oldest first; null or empty: no decision) ends at the same collective #k, and their calls
+/// of #k conflict (check_collective_logs on those calls alone). A rank still on its way to #k, or
+/// past it, makes no decision: a slow rank that enters #k with the same call is never a finding.
+std::optional<CollectiveMismatch> blocked_mismatch(
+    const std::vector<const std::vector<CollectiveRecord>*>& logs);
 /// check_collective_logs over completed ranks' captures (index = rank; null: no log).
 std::optional<CollectiveMismatch> check_collectives(const std::vector<const CaseCapture*>& ranks);
 /// Any execution: a rank that reported contributes its capture's log, a rank that did not the

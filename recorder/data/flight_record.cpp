@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string_view>
 
@@ -36,8 +37,9 @@ struct FlightEntry {
   uint8_t dtype;
   uint8_t op;
   uint8_t pad[5];
+  int64_t entered_ns;  ///< steady clock when the rank entered it
 };
-static_assert(sizeof(FlightEntry) == 32);
+static_assert(sizeof(FlightEntry) == 40);
 
 constexpr std::array<std::string_view, 5> kKinds{"all_reduce", "all_gather", "all_to_all_v",
                                                  "broadcast", "barrier"};
@@ -95,13 +97,22 @@ void FlightRecorder::enter(const CollectiveRecord& c) {
                   kind_code(c.kind),
                   static_cast<uint8_t>(c.dtype),
                   static_cast<uint8_t>(c.op),
-                  {}};
+                  {},
+                  std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count()};
   // Published after the entry: a reader that sees the count sees the entry.
   h.entered.store(n + 1, std::memory_order_release);
 }
 
 std::optional<std::vector<CollectiveRecord>> read_flight_record(const std::string& path,
                                                                 uint64_t execution) {
+  std::optional<FlightLog> log = read_flight_log(path, execution);
+  if (!log) return std::nullopt;
+  return std::move(log->entered);
+}
+
+std::optional<FlightLog> read_flight_log(const std::string& path, uint64_t execution) {
   const UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
   struct stat st {};
   if (!fd || ::fstat(fd.get(), &st) != 0 || static_cast<uint64_t>(st.st_size) != kFileBytes) {
@@ -114,7 +125,7 @@ std::optional<std::vector<CollectiveRecord>> read_flight_record(const std::strin
     return std::nullopt;
   }
   const uint64_t n = h.entered.load(std::memory_order_acquire);
-  std::vector<CollectiveRecord> out;
+  FlightLog out;
   for (uint64_t i = n > kFlightSlots ? n - kFlightSlots : 0; i < n; ++i) {
     const FlightEntry& e = entries(map)[i % kFlightSlots];
     if (e.dtype > static_cast<uint8_t>(kLastDType) || e.op > static_cast<uint8_t>(ReduceOp::min)) {
@@ -128,7 +139,8 @@ std::optional<std::vector<CollectiveRecord>> read_flight_record(const std::strin
     c.kind = e.kind < kKinds.size() ? std::string(kKinds[e.kind]) : std::string("?");
     c.dtype = static_cast<DType>(e.dtype);
     c.op = static_cast<ReduceOp>(e.op);
-    out.push_back(std::move(c));
+    out.entered.push_back(std::move(c));
+    out.entered_ns.push_back(e.entered_ns);
   }
   return out;
 }

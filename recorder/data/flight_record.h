@@ -23,7 +23,8 @@ class MappedRegion;
 
 inline constexpr uint32_t kFlightMagic = 0x544c4643;  // "CFLT" read as little-endian bytes
 /// Bump when FlightHeader or the entry layout changes (the reader ignores other versions).
-inline constexpr uint32_t kFlightVersion = 1;
+/// 2: each entry holds when it was entered.
+inline constexpr uint32_t kFlightVersion = 2;
 /// The ring keeps the last this many collectives of an execution.
 inline constexpr uint64_t kFlightSlots = 1024;
 
@@ -48,9 +49,19 @@ class FlightRecorder {
   std::unique_ptr<MappedRegion> map_;
 };
 
-/// The collectives the record at `path` holds for `execution`, oldest first (at most the last
-/// kFlightSlots); nullopt when there is no such file, it is not a flight record of this version,
-/// or it records another execution (the rank never started this one).
+/// A flight record as read: the collectives entered, oldest first, and when each was entered
+/// (steady-clock nanoseconds, system-wide on Linux: comparable across a host's processes).
+struct FlightLog {
+  std::vector<CollectiveRecord> entered;
+  std::vector<int64_t> entered_ns;
+};
+
+/// The collectives the record at `path` holds for `execution` (at most the last kFlightSlots);
+/// nullopt when there is no such file, it is not a flight record of this version, or it records
+/// another execution (the rank never started this one). Safe while the rank writes it.
+std::optional<FlightLog> read_flight_log(const std::string& path, uint64_t execution);
+
+/// read_flight_log's collectives alone.
 std::optional<std::vector<CollectiveRecord>> read_flight_record(const std::string& path,
                                                                 uint64_t execution);
 

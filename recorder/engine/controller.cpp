@@ -217,6 +217,9 @@ ExecutionResult Controller::run(const CaseInstance& inst, Mode mode, Placement p
     world.start(RunCase{res.id, inst.info.name, inst.params, inst.seed, placement, perturbation,
                         config_.timeline});
     res.ranks = world.collect(res.id, config_.now() + deadline_for(inst), config_.after_death);
+    if (const std::string why = world.stopped_early(); !why.empty()) {
+      res.note += (res.note.empty() ? "" : "; ") + why;
+    }
     classify(res, world);
     if (mode == Mode::pool && !world.reusable()) pools_.erase(inst.world_size);
   } catch (const Interrupted& e) {

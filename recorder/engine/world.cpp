@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <functional>
 
+#include "analysis/layout_check.h"
 #include "recorder/data/flight_record.h"
 #include "recorder/data/text_forms.h"
 #include "recorder/engine/transport_choice.h"
@@ -41,6 +42,9 @@ int ms_until(Clock::time_point deadline) {
 }
 
 constexpr std::string_view kWorldDirPrefix = "cprr-world-";
+// How often collect() looks for ranks stuck in a collective they called differently: the bound
+// on how late such a mismatch is named (reading W small files each time).
+constexpr std::chrono::milliseconds kLiveCheckInterval{20};
 
 // The owner's pid in a per-world directory's name ("cprr-world-<pid>-XXXXXX"), or 0 when the name
 // is not one of ours (older names without a pid included: their owner cannot be told).
@@ -602,6 +606,8 @@ bool World::pump(int r, uint64_t execution, RankReport& report) {
 std::vector<RankReport> World::collect(uint64_t execution, Clock::time_point deadline,
                                        std::chrono::milliseconds after_death) {
   std::vector<RankReport> reports(ranks_.size());
+  stopped_early_.clear();
+  auto next_check = Clock::now() + kLiveCheckInterval;
   for (;;) {
     std::vector<pollfd> fds;
     std::vector<int> idx;
@@ -614,8 +620,14 @@ std::vector<RankReport> World::collect(uint64_t execution, Clock::time_point dea
     }
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
     if (fds.empty() || left.count() <= 0 || stop_requested()) break;
+    if (size() > 1 && Clock::now() >= next_check) {
+      if (blocked_in_mismatch(execution, reports)) break;
+      next_check = Clock::now() + kLiveCheckInterval;
+    }
     if (stop_fd_ >= 0) fds.push_back(pollfd{stop_fd_, POLLIN, 0});  // last: no rank index
-    if (::poll(fds.data(), fds.size(), static_cast<int>(left.count())) <= 0) continue;
+    // Woken at the next live check when the world has several ranks.
+    const auto wait = size() > 1 ? std::min(left, kLiveCheckInterval) : left;
+    if (::poll(fds.data(), fds.size(), static_cast<int>(wait.count())) <= 0) continue;
     for (std::size_t k = 0; k < idx.size(); ++k) {
       if (fds[k].revents == 0) continue;
       const int r = idx[k];
@@ -626,6 +638,30 @@ std::vector<RankReport> World::collect(uint64_t execution, Clock::time_point dea
     }
   }
   return reports;
+}
+
+bool World::blocked_in_mismatch(uint64_t execution, const std::vector<RankReport>& reports) {
+  std::vector<FlightLog> logs;
+  for (int r = 0; r < size(); ++r) {
+    if (reports[r].done || ranks_[r].eof) return false;  // not every rank is stuck
+    std::optional<FlightLog> log = read_flight_log(flight_record_path(rendezvous_, r), execution);
+    if (!log || log->entered.empty()) return false;
+    logs.push_back(std::move(*log));
+  }
+  std::vector<const std::vector<CollectiveRecord>*> calls;
+  for (const FlightLog& l : logs) calls.push_back(&l.entered);
+  const std::optional<CollectiveMismatch> m = blocked_mismatch(calls);
+  if (!m) return false;
+  int64_t last_ns = 0;
+  for (const FlightLog& l : logs) last_ns = std::max(last_ns, l.entered_ns.back());
+  const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::steady_clock::now().time_since_epoch())
+                             .count();
+  stopped_early_ = fmt::format(
+      "stopped {:.1f} ms after the last rank entered collective #{}, which the ranks called "
+      "differently ({}), instead of waiting out the deadline",
+      static_cast<double>(now_ns - last_ns) / 1e6, m->seq, m->describe());
+  return true;
 }
 
 void World::on_eof(int r, RankReport& report) {

@@ -75,6 +75,10 @@ class World : public WorldHandle {
   /// running, when the stop descriptor fires (stop_requested()).
   std::vector<RankReport> collect(uint64_t execution, Clock::time_point deadline,
                                   std::chrono::milliseconds after_death) override;
+  /// Also returns early when every rank is stuck in the same collective and their calls of it
+  /// conflict (blocked_mismatch over the flight records, read every kLiveCheckInterval): the
+  /// mismatch is named at once instead of after the deadline. stopped_early() says so.
+  std::string stopped_early() const override { return stopped_early_; }
   /// Asks ranks without a result for their watchdog status and waits for all of them together, at
   /// most `grace`: a rank that cannot answer (stopped, stuck with its watchdog) costs the others
   /// nothing, and every answer already sent is read.
@@ -98,6 +102,9 @@ class World : public WorldHandle {
     Clock::time_point spawned_at{};
   };
   void spawn_rank(int rank, const WorldConfig& config, RankSpawner& spawner);
+  /// The live collective check of collect(): true (and stopped_early_ set) when every rank is
+  /// blocked in one collective they called differently.
+  bool blocked_in_mismatch(uint64_t execution, const std::vector<RankReport>& reports);
   /// Starts the launcher job and takes its ranks' connections from `listener`; the job's output
   /// is drained after the ranks' (log indices 2W and 2W+1).
   void launch_ranks(const WorldConfig& config, RankListener& listener);
@@ -130,6 +137,7 @@ class World : public WorldHandle {
   UniqueFd job_err_;                 ///< its stderr, until handed to logs_
   std::string job_err_text_;         ///< its stderr read before logs_ took the pipe
   std::string launcher_;             ///< describe(config.launch), for messages
+  std::string stopped_early_;  ///< collect()'s early return, when it made one
   std::string symmetric_pool_;       ///< the ranks' Connected::symmetric_pool, summarized at start
   std::string collectives_;          ///< the transport chosen at start (transport_choice.h)
   std::string rank_gpus_;            ///< each rank's GPU, from the hellos

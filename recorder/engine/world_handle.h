@@ -89,6 +89,10 @@ class WorldHandle {
   /// the others get at most `after_death` more.
   virtual std::vector<RankReport> collect(uint64_t execution, Clock::time_point deadline,
                                           std::chrono::milliseconds after_death) = 0;
+  /// Why the last collect() returned before its deadline with ranks still running, other than
+  /// the stop descriptor (its ranks stuck in a collective they called differently); empty: it
+  /// did not.
+  virtual std::string stopped_early() const { return {}; }
   /// Fills the watchdog answers of ranks without a result, waiting at most `grace` for all.
   virtual void query_status(uint64_t execution, std::vector<RankReport>& reports,
                             std::chrono::milliseconds grace) = 0;

@@ -90,6 +90,39 @@ TEST(CollectiveCheck, ADifferentSizeDtypeRootKindOrCountIsReported) {
   EXPECT_EQ(m->describe(), "rank 0 made 2 collective(s), rank 1 made 1");
 }
 
+using Log = std::vector<CollectiveRecord>;
+
+TEST(BlockedMismatch, EveryRankInTheSameCollectiveCalledDifferentlyIsNamed) {
+  const Log r0{coll(0, "all_reduce", 64), coll(1, "all_reduce", 128)};
+  const Log r1{coll(0, "all_reduce", 64), coll(1, "all_reduce", 96)};
+  const Log r2{coll(0, "all_reduce", 64), coll(1, "all_reduce", 128)};
+  const auto m = blocked_mismatch({&r0, &r1, &r2});
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->seq, 1u);
+  EXPECT_EQ(m->describe(), "collective #1 (all_reduce): rank 0 has bytes 128, rank 1 has bytes 96");
+}
+
+TEST(BlockedMismatch, ARankNotYetThereOrAlreadyPastMakesNoDecision) {
+  const Log r0{coll(0, "all_reduce", 64), coll(1, "barrier", 0)};
+  const Log behind{coll(0, "all_reduce", 64)};  // slow: it may still call barrier
+  EXPECT_FALSE(blocked_mismatch({&r0, &behind}).has_value());
+  const Log none;  // it has entered nothing yet
+  EXPECT_FALSE(blocked_mismatch({&r0, &none}).has_value());
+  EXPECT_FALSE(blocked_mismatch({&r0, nullptr}).has_value());
+  const Log ahead{coll(0, "all_reduce", 64), coll(1, "barrier", 0), coll(2, "broadcast", 8)};
+  EXPECT_FALSE(blocked_mismatch({&r0, &ahead}).has_value());
+  EXPECT_FALSE(blocked_mismatch({&r0}).has_value()) << "one rank waits for no one";
+}
+
+TEST(BlockedMismatch, TheSameCallEverywhereIsNoFindingWhateverCameBefore) {
+  // An earlier difference is the post-mortem check's to report; the ranks are not stuck on it.
+  const Log r0{coll(0, "all_reduce", 64), coll(1, "barrier", 0)};
+  const Log r1{coll(0, "all_reduce", 32), coll(1, "barrier", 0)};
+  EXPECT_FALSE(blocked_mismatch({&r0, &r1}).has_value());
+  const Log k0{coll(3, "all_to_all_v", 100)}, k1{coll(3, "all_to_all_v", 300)};
+  EXPECT_FALSE(blocked_mismatch({&k0, &k1}).has_value()) << "all-to-all-v sizes differ by design";
+}
+
 TEST(CollectiveCheck, AllReducesWithDifferentReductionsDiffer) {
   CaseCapture r0, r1;
   r0.collectives = {coll(0, "all_reduce", 64), coll(1, "broadcast", 64, DType::f32, 0)};

@@ -199,6 +199,37 @@ TEST_P(EngineByWorldSize, HangIsDiagnosedWithinTheDeadline) {
   EXPECT_EQ(next.pool_position, 1u);
 }
 
+// ---- live collective mismatch ----
+
+TEST(Engine, RanksStuckInACollectiveTheyCalledDifferentlyAreStoppedBeforeTheDeadline) {
+  Controller c(config(kFixture));
+  for (const char* label : {"test/blocking_mismatch{ms=50}@2", "test/blocking_mismatch{ms=50}@3"}) {
+    const CaseInstance mismatch = inst(kFixture, label);
+    ASSERT_EQ(mismatch.info.options.timeout_s, 20);
+    for (Mode mode : {Mode::pool, Mode::fresh}) {
+      const ExecutionResult r = c.run(mismatch, mode);
+      EXPECT_EQ(r.status, ExecStatus::hang) << label << ": " << r.summary;
+      EXPECT_LT(r.wall_ms, 20000) << label << ": named only at the deadline";
+      EXPECT_THAT(r.note, HasSubstr("after the last rank entered collective #0")) << label;
+      EXPECT_THAT(r.note, HasSubstr("has kind barrier")) << label;
+      EXPECT_THAT(r.summary, HasSubstr("the ranks called a collective differently")) << label;
+    }
+  }
+  // The stuck pooled world was replaced, not reused.
+  expect_pass(c.run(inst(kFixture, "test/ok@2"), Mode::pool));
+}
+
+TEST(Engine, ARankEnteringTheSameCollectiveLateIsNeverStopped) {
+  Controller c(config(kFixture));
+  for (const char* label : {"test/slow_matching{ms=300}@2", "test/slow_matching{ms=300}@3"}) {
+    for (Mode mode : {Mode::pool, Mode::fresh}) {
+      const ExecutionResult r = c.run(inst(kFixture, label), mode);
+      expect_pass(r);
+      EXPECT_EQ(r.note.find("stopped"), std::string::npos) << label << ": " << r.note;
+    }
+  }
+}
+
 TEST(Engine, StandbyWorldsStartOnStarterThreadsAndStayFresh) {
   ControllerConfig cfg = config(kWorker);
   cfg.standby = 2;

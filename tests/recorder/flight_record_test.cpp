@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -65,6 +66,27 @@ TEST_F(FlightRecordTest, WhatWasEnteredReadsBackForItsExecutionOnly) {
   ASSERT_TRUE(read_flight_record(path_, 8).has_value());
   EXPECT_TRUE(read_flight_record(path_, 8)->empty());
   EXPECT_FALSE(read_flight_record(path_, 7).has_value());
+}
+
+TEST_F(FlightRecordTest, EachEntryHoldsWhenItWasEnteredOnTheSteadyClock) {
+  const auto now_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  FlightRecorder rec(path_);
+  rec.begin(3);
+  const int64_t before = now_ns();
+  rec.enter(call(0, "all_reduce", 64));
+  rec.enter(call(1, "barrier", 0));
+  const int64_t after = now_ns();
+  const auto log = read_flight_log(path_, 3);
+  ASSERT_TRUE(log.has_value());
+  ASSERT_EQ(log->entered.size(), 2u);
+  ASSERT_EQ(log->entered_ns.size(), 2u);
+  EXPECT_GE(log->entered_ns[0], before);
+  EXPECT_LE(log->entered_ns[0], log->entered_ns[1]);
+  EXPECT_LE(log->entered_ns[1], after);
 }
 
 TEST_F(FlightRecordTest, TheRingKeepsTheLastCollectives) {

@@ -23,4 +23,25 @@ CPRR_CASE(small_captures, "bench/small_captures",
   ctx.output("x", x, DType::f32, {}, s);
 }
 
+// A pipeline schedule bug: the last stage calls the step's barrier while the others still call
+// the gradient all-reduce. Neither completes; cprr_bench_mismatch times how soon it is named
+// (mismatch=1) against the same calls in the right order (mismatch=0).
+CPRR_CASE(schedule_mismatch, "bench/schedule_mismatch",
+          {.world_sizes = {2, 4},
+           .grid = {{"mismatch", {"1"}}},
+           .expect = Expect::hang,
+           .timeout_s = 30,
+           .description = "the last rank calls barrier where the others call all_reduce",
+           .seeded_bug = "collective_mismatch"}) {
+  const Stream s = ctx.stream();
+  const Buffer grads = ctx.alloc("grads", 4096 * 4, MemPool::device, s);
+  ctx.launch(s, "fill_grads", 4096, kernels::FillConst<float>{grads.as<float>(), 1.0f},
+             Access{{}, {grads}});
+  const bool skips = ctx.param_int("mismatch") != 0 && ctx.rank() == ctx.world_size() - 1;
+  if (!skips) ctx.all_reduce(s, grads, DType::f32);
+  ctx.barrier(s);
+  if (skips) ctx.all_reduce(s, grads, DType::f32);
+  ctx.synchronize();
+}
+
 }  // namespace cprr

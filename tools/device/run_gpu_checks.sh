@@ -6,6 +6,7 @@
 #
 #   tools/device/run_gpu_checks.sh [tests] [corpus] [races] [symmetric] [trace] [bench] [recording]
 #                                  [standby] [launcher] [examples] [triage] [python] [pybench]
+#                                  [mismatch]
 #                                  (default: tests corpus races symmetric trace bench; bench
 #                                  includes recording: issue 14's figures from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
@@ -71,6 +72,15 @@ for step in "${steps[@]}"; do
         skip=$(grep -c '^\[  SKIPPED \].*(' "$out/$name.log")
         report "$(printf '%-32s rc=%-3s %3s passed %3s failed %3s skipped' "$name" "$rc" "$pass" "$fail" "$skip")"
       done
+      ;;
+    mismatch)
+      # Issue 25: the live collective check on cuda (ranks sharing the GPU): its GPU tests, then
+      # how soon a stuck mismatch is named (cprr_bench_mismatch).
+      t="$b/tests/cprr_recorder_gpu_tests"
+      timeout 200 "$t" --gtest_filter='LiveMismatchGpu.*' >"$out/live_mismatch.log" 2>&1
+      report "live mismatch gpu tests rc=$? $(grep -cE '^\[       OK \]' "$out/live_mismatch.log") passed" \
+        "$(grep -E '^\[  (FAILED|SKIPPED) \].*\(' "$out/live_mismatch.log")"
+      bench mismatch 300 --backend cuda --runs "${CPRR_BENCH_RUNS:-5}"
       ;;
     python)
       # The Python corpus (corpus/python) on cuda with the Python there (torch 2.x): the module
@@ -255,7 +265,7 @@ for step in "${steps[@]}"; do
       # with its breakdown (hash, transfer, decode, store).
       bench recording 400 --backend cuda --runs 20
       ;;
-    *) echo "unknown step '$step' (tests, corpus, races, symmetric, trace, bench, recording, standby, launcher, examples, triage, python, pybench)" >&2; exit 2 ;;
+    *) echo "unknown step '$step' (tests, corpus, races, symmetric, trace, bench, recording, standby, launcher, examples, triage, python, pybench, mismatch)" >&2; exit 2 ;;
   esac
 done
 

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -145,9 +146,23 @@ TEST(TemplateWorld, AChildOutlivingItsRankIsReapedBeforeTheControllerEnds) {
   std::ifstream in(orphans);
   pid_t orphan = 0;
   ASSERT_TRUE(in >> orphan);
-  // Its rank is gone: the orphan is this process's child now (the subreaper's), and ends.
-  ASSERT_TRUE(eventually([&] { return !zombie_children().empty(); }))
-      << "the orphan " << orphan << " did not end as this process's child";
+  // Once its rank is gone (the fresh world ends in the background), the orphan is this
+  // process's child, the subreaper's, not init's.
+  const auto parent = [&]() -> pid_t {
+    for (const Proc& p : processes()) {
+      if (p.pid == orphan) return p.ppid;
+    }
+    return -1;
+  };
+  ASSERT_TRUE(eventually([&] { return parent() == ::getpid(); }, 60000))
+      << "the orphan " << orphan << " has parent " << parent() << ", not this process";
+  // Let it end: nothing reaps it until the next world, so it waits as this process's zombie.
+  std::ofstream(orphans.string() + ".release") << "go";
+  ASSERT_TRUE(eventually([&] {
+    const std::vector<pid_t> z = zombie_children();
+    return std::find(z.begin(), z.end(), orphan) != z.end();
+  })) << "the orphan "
+      << orphan << " did not end as this process's child";
   // The next world reaps it (at its first case, at its end), long before the controller ends.
   EXPECT_EQ(c.run(instance(cc, "tmpl/all_reduce@2"), Mode::fresh).status, ExecStatus::pass);
   EXPECT_TRUE(zombie_children().empty());

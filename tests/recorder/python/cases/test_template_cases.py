@@ -92,10 +92,14 @@ def hang(ctx):
 @cprr.case(name="tmpl/orphan", world_sizes=[1])
 def orphan(ctx):
     """Leaves a child behind that ends after its rank: the controller inherits it (it is a child
-    subreaper) and must reap it. Its pid goes to the file CPRR_TEST_ORPHANS names."""
+    subreaper) and must reap it. Its pid goes to the file CPRR_TEST_ORPHANS names; it ends once
+    that file's name with ".release" exists (the test says when), or after a minute."""
     pid = os.fork()
     if pid == 0:
-        time.sleep(0.5)
+        release = os.environ.get("CPRR_TEST_ORPHANS", "") + ".release"
+        deadline = time.monotonic() + 60
+        while not os.path.exists(release) and time.monotonic() < deadline:
+            time.sleep(0.01)
         os._exit(0)
     if "CPRR_TEST_ORPHANS" in os.environ:
         with open(os.environ["CPRR_TEST_ORPHANS"], "a") as f:
