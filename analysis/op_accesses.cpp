@@ -57,8 +57,10 @@ std::vector<ByteRange> ranges_of(const Allocations& allocs, const OpRecord& op,
 }
 
 SyncRole role_of(const OpRecord& op) {
+  // A "native" op is a user's own work run through Context::native(); a "handle" op says the case
+  // took a native handle (it touches nothing, and orders nothing).
   if (op.kind == "kernel" || op.kind == "probe" || op.kind == "output" || op.kind == "host" ||
-      op.kind == "put") {
+      op.kind == "put" || op.kind == "native" || op.kind == "handle") {
     return SyncRole::none;
   }
   if (op.kind == "copy") return op.name == kReadBackOpName ? SyncRole::host_join : SyncRole::none;

@@ -51,7 +51,7 @@ const std::string& CaseContext::case_name() const { return ctx_.case_name(); }
 std::map<std::string, std::string> CaseContext::params() const { return ctx_.params(); }
 int CaseContext::device_index() const { return ctx_.device_index(); }
 std::string CaseContext::backend() const { return std::string(ctx_.backend_name()); }
-bool CaseContext::nccl() const { return ctx_.native_comm() != nullptr; }
+bool CaseContext::nccl() const { return ctx_.has_native_comm(); }
 
 void CaseContext::capture(bool is_output, const std::string& name, uint64_t address, uint64_t bytes,
                           const std::string& dtype, std::vector<int64_t> shape,

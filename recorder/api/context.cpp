@@ -244,6 +244,28 @@ void Context::read_bytes(Stream s, const Buffer& b, void* dst, uint64_t bytes) {
   state_.backend->synchronize(s.id);
 }
 
+void Context::native(Stream s, std::string name, const Access& access,
+                     const std::function<void(void*)>& fn) {
+  log_op(s.id, "native", name, access);
+  if (state_.backend->device_kernels()) {
+    fn(state_.backend->native_stream(s.id));
+    state_.backend->note_launch(s.id, "native " + name);
+  } else {
+    state_.backend->enqueue_host(s.id, "native " + name, [fn] { fn(nullptr); });
+  }
+  issued();
+}
+
+void* Context::native_stream(Stream s) {
+  log_op(-1, "handle", fmt::format("native_stream(stream {})", s.id), Access{});
+  return state_.backend->native_stream(s.id);
+}
+
+void* Context::native_comm() {
+  log_op(-1, "handle", "native_comm()", Access{});
+  return state_.backend->native_comm();
+}
+
 void Context::host_access(std::string name, const Access& access) {
   log_op(-1, "host", std::move(name), access);
   issued();

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -205,15 +206,30 @@ class Context {
   /// so the next wait returns on an old signal: the race the op log then shows.
   void wait_signal(Stream s, int peer, Semaphore sem);
 
-  // ---- native handles, for real code (what they do is not captured) ----
-  /// The cudaStream_t behind `s`, or nullptr on the CPU backend.
-  void* native_stream(Stream s) { return state_.backend->native_stream(s.id); }
+  // ---- native work: a user's own kernels, library calls and NCCL calls, in the op log ----
+  /// Runs `fn` with the native stream behind `s` and logs it as an op of `s` ("native") that
+  /// reads and writes what `access` declares, so a user's own CUDA kernel, cuBLAS call or NCCL
+  /// call takes part in the race, uninitialized-read and layout checks like cprr's own ops. On
+  /// cuda `fn` gets the cudaStream_t, is called now and must only enqueue work on that stream;
+  /// on the CPU backend it gets nullptr and runs as a host callback in `s`'s order.
+  void native(Stream s, std::string name, const Access& access,
+              const std::function<void(void* native_stream)>& fn);
+
+  // ---- native handles, for real code (work issued on them directly is not in the op log) ----
+  /// The cudaStream_t behind `s`, or nullptr on the CPU backend. Taking it is logged (a
+  /// "handle" op that orders nothing), so the report can say the case issued work cprr did not
+  /// see: use native() to have it checked.
+  void* native_stream(Stream s);
   /// The GPU this rank runs on (its index among the visible ones); -1 on the CPU backend.
   int device_index() const { return state_.backend->device_index(); }
   /// The backend's name: "cpu" | "cuda".
   std::string_view backend_name() const { return state_.backend->name(); }
   /// The ncclComm_t of the world, or nullptr on the CPU backend (and where ranks share a GPU).
-  void* native_comm() { return state_.backend->native_comm(); }
+  /// Logged like native_stream().
+  void* native_comm();
+  /// Whether the world's collectives go through NCCL (native_comm() would not be null); a query,
+  /// not logged.
+  bool has_native_comm() const { return state_.backend->native_comm() != nullptr; }
 
   // ---- what a case's own library does (a Python case's tensors and torch.distributed) ----
   /// Hashes `bytes` at `data` (memory the case did not get from alloc: a tensor) as an output or

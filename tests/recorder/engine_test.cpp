@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "analysis/race_check.h"
 #include "recorder/engine/controller.h"
 #include "recorder/engine/plan.h"
 #include "runtime/error.h"
@@ -197,6 +198,37 @@ TEST_P(EngineByWorldSize, HangIsDiagnosedWithinTheDeadline) {
   expect_pass(next);
   EXPECT_NE(next.world_id, r.world_id) << "a hung world was reused";
   EXPECT_EQ(next.pool_position, 1u);
+}
+
+// ---- a user's own work (Context::native) ----
+
+TEST(Engine, NativeOpsOnTwoStreamsRaceWithoutAnEventAndNotWithOne) {
+  Controller c(config(kFixture));
+  const ExecutionResult racy = c.run(inst(kFixture, "test/native_ops{ordered=0}@2"), Mode::fresh);
+  expect_pass(racy);
+  std::vector<std::string> notes;
+  const std::optional<RaceFinding> race = find_race({&racy}, &notes);
+  ASSERT_TRUE(race.has_value());
+  EXPECT_EQ(race->race.first.kind, "native");
+  EXPECT_EQ(race->race.first.name, "my_fill");
+  EXPECT_EQ(race->race.second.name, "my_use");
+  EXPECT_THAT(race->race.fix, HasSubstr("must wait for an event recorded after op"));
+  EXPECT_TRUE(notes.empty()) << notes.front();
+
+  const ExecutionResult ordered =
+      c.run(inst(kFixture, "test/native_ops{ordered=1}@2"), Mode::fresh);
+  expect_pass(ordered);
+  EXPECT_FALSE(find_race({&ordered}).has_value());
+}
+
+TEST(Engine, ANativeHandleTakenOutsideNativeIsNotedAsUnchecked) {
+  Controller c(config(kFixture));
+  const ExecutionResult r = c.run(inst(kFixture, "test/native_handle@2"), Mode::pool);
+  expect_pass(r);
+  std::vector<std::string> notes;
+  EXPECT_FALSE(find_race({&r}, &notes).has_value());
+  ASSERT_EQ(notes.size(), 2u) << "one per rank";
+  EXPECT_THAT(notes[0], HasSubstr("rank 0 took native_stream(stream 0) outside Context::native()"));
 }
 
 // ---- live collective mismatch ----
