@@ -44,7 +44,10 @@ nlohmann::json rank_json(int r, const RankReport& rep) {
   return j;
 }
 
-nlohmann::json execution_json(const ExecutionResult& e, bool as_expected) {
+// `as_expected` means what the store's execution.as_expected means (its status meets the case's
+// expect); `counts_against_run` whether the run's judgement held it against the exit status (a
+// pooled execution that passed yet diverged from the fresh one does).
+nlohmann::json execution_json(const ExecutionResult& e, bool counts_against_run) {
   nlohmann::json ranks = nlohmann::json::array();
   for (std::size_t r = 0; r < e.ranks.size(); ++r)
     ranks.push_back(rank_json(static_cast<int>(r), e.ranks[r]));
@@ -57,7 +60,8 @@ nlohmann::json execution_json(const ExecutionResult& e, bool as_expected) {
           {"world", e.world_id},
           {"position", e.pool_position},
           {"status", status_name(e.status)},
-          {"as_expected", as_expected},
+          {"as_expected", e.as_expected},
+          {"counts_against_run", counts_against_run},
           {"summary", e.summary},
           {"note", e.note},
           {"wall_ms", e.wall_ms},
@@ -220,7 +224,7 @@ void print_json(std::ostream& out, const std::vector<CaseOutcome>& outcomes, con
     const CaseInstance& inst = *o.instance;
     nlohmann::json execs = nlohmann::json::array();
     for (const ExecutionResult* e : o.executions) {
-      nlohmann::json ej = execution_json(*e, o.against.count(e->id) == 0);
+      nlohmann::json ej = execution_json(*e, o.against.count(e->id) != 0);
       if (const auto why = against_text(o, *e, info)) ej["unexpected"] = *why;
       execs.push_back(std::move(ej));
     }
