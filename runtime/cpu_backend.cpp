@@ -184,6 +184,8 @@ void CpuBackend::run_collective(const CollectiveCall& c) {
     }
   } else if (c.kind == "all_reduce" && in_window(c.out, c.count * elem)) {
     symmetric_all_reduce(c, tag);
+  } else if (c.kind == "all_gather" && in_window(c.out, c.count * elem * world_size_)) {
+    symmetric_all_gather(c, tag);
   } else if (c.kind == "all_reduce") {
     comm_->all_reduce(c.out, c.count, c.dtype, c.op, tag);
   } else if (c.kind == "all_gather") {
@@ -226,6 +228,24 @@ void CpuBackend::symmetric_all_reduce(const CollectiveCall& c, uint32_t tag) {
   std::memcpy(c.out, acc.data(), bytes);
 }
 
+// The all-gather counterpart: each rank writes its chunk into every rank's window at *its own*
+// offset of the output (chunk r at offset + r * bytes), as NCCL's symmetric kernels address peers.
+// With the same layout everywhere that is the all-gather; with a layout that differs, chunks land
+// where the peers' outputs are not (seed 002's wrong results, now for all-gathers too).
+void CpuBackend::symmetric_all_gather(const CollectiveCall& c, uint32_t tag) {
+  const auto offset = static_cast<uint64_t>(static_cast<std::byte*>(c.out) - window_->pool(rank_));
+  const std::size_t bytes = c.count * dtype_size(c.dtype);
+  // Its own chunk first: the input may lie in the output, where a peer's write could land.
+  const auto* in = static_cast<const std::byte*>(c.in);
+  const std::vector<std::byte> mine(in, in + bytes);
+  comm_->barrier(tag | 0x80000000u);  // every rank is in the call: its output is free to write
+  for (int r = 0; r < world_size_; ++r) {
+    std::memcpy(window_->pool(r) + offset + static_cast<uint64_t>(rank_) * bytes, mine.data(),
+                bytes);
+  }
+  comm_->barrier(tag | 0x40000000u);  // every chunk has landed
+}
+
 int CpuBackend::create_event() {
   events_.push_back({});
   return static_cast<int>(events_.size()) - 1;
@@ -251,7 +271,7 @@ std::string CpuBackend::symmetric_pool() const {
   // What NCCL's symmetric kernels assume, in shared memory: see run_collective.
   return world_size_ == 1 ? "private memory (a world of one)"
                           : "shared-memory window of every rank; a symmetric all-reduce reads "
-                            "peers at this rank's offset";
+                            "peers at this rank's offset, a symmetric all-gather writes there";
 }
 
 void CpuBackend::put(int stream, int peer, uint64_t offset, const void* src, std::size_t bytes) {

@@ -101,6 +101,7 @@ class CpuBackend final : public Backend {
   /// True when [p, p + bytes) lies in this rank's symmetric window.
   bool in_window(const void* p, std::size_t bytes) const;
   void symmetric_all_reduce(const CollectiveCall& call, uint32_t tag);
+  void symmetric_all_gather(const CollectiveCall& call, uint32_t tag);
 
   std::array<std::unique_ptr<MappedRegion>, 3> arenas_;  // the symmetric one lives in window_
   std::unique_ptr<CpuWindow> window_;

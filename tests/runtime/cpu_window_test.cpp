@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -63,6 +64,43 @@ TEST(CpuWindow, APutLandsInThePeersPoolAndItsSignalReleasesThePeersWait) {
       for (uint64_t i = 0; i < kCount; ++i) ASSERT_EQ(mine[i], i * 7 + 1) << "element " << i;
     }
   });
+}
+
+// An all-gather into a symmetric buffer writes each rank's chunk at *its own* offset of the
+// output in every window, as NCCL's symmetric kernels do: with the same layout on both ranks it
+// gathers; with the output placed elsewhere on rank 1, rank 0's chunk misses rank 1's output.
+std::vector<std::vector<int32_t>> symmetric_gather(uint64_t rank1_offset) {
+  constexpr uint64_t kCount = 64, kOffset = 8192;
+  std::vector<std::vector<int32_t>> got(2);
+  run_pair([&](CpuBackend& b, int rank) {
+    std::byte* sym = b.arena_base(MemPool::symmetric);
+    auto* in = reinterpret_cast<int32_t*>(b.arena_base(MemPool::device));
+    for (uint64_t i = 0; i < kCount; ++i) in[i] = static_cast<int32_t>(100 * (rank + 1) + i);
+    auto* out = reinterpret_cast<int32_t*>(sym + (rank == 1 ? rank1_offset : kOffset));
+    std::fill_n(out, 2 * kCount, 0);
+    CollectiveCall call{
+        .kind = "all_gather", .dtype = DType::i32, .in = in, .out = out, .count = kCount};
+    b.collective(0, call);
+    b.synchronize_all();
+    got[rank].assign(out, out + 2 * kCount);
+  });
+  return got;
+}
+
+TEST(CpuWindow, ASymmetricAllGatherGathersWhenTheLayoutsAgreeAndNotWhenTheyDiffer) {
+  const auto same = symmetric_gather(8192);
+  for (int r = 0; r < 2; ++r) {
+    for (uint64_t i = 0; i < 64; ++i) {
+      ASSERT_EQ(same[r][i], static_cast<int32_t>(100 + i)) << "rank " << r << " element " << i;
+      ASSERT_EQ(same[r][64 + i], static_cast<int32_t>(200 + i))
+          << "rank " << r << " element " << 64 + i;
+    }
+  }
+  const auto moved = symmetric_gather(8192 + 4096);
+  EXPECT_EQ(moved[1][0], 0) << "rank 0's chunk went to rank 0's offset in rank 1's window";
+  EXPECT_EQ(moved[1][64], 200) << "rank 1 still writes its own chunk into its own output";
+  EXPECT_EQ(moved[0][0], 100);
+  EXPECT_EQ(moved[0][64], 0) << "rank 1's chunk went to rank 1's offset in rank 0's window";
 }
 
 TEST(CpuWindow, AWaitForALaterEpochIsNotReleasedByAnEarlierSignal) {
