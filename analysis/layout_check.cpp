@@ -131,7 +131,11 @@ std::optional<CollectiveMismatch> blocked_mismatch(
   for (const std::vector<CollectiveRecord>* log : logs) {
     if (log == nullptr || log->empty()) return std::nullopt;
     if (!last.empty() && log->back().seq != last.front().front().seq) return std::nullopt;
-    last.push_back({log->back()});
+    // Only what blocks is compared: dtype and reduction are made equal.
+    CollectiveRecord call = log->back();
+    call.dtype = DType::u8;
+    call.op = ReduceOp::sum;
+    last.push_back({std::move(call)});
   }
   std::vector<const std::vector<CollectiveRecord>*> calls;
   for (const auto& l : last) calls.push_back(&l);

@@ -58,8 +58,11 @@ std::optional<CollectiveMismatch> check_collective_logs(
     const std::vector<const std::vector<CollectiveRecord>*>& logs, bool complete);
 /// The collective a world is stuck in, named while it runs: every rank's flight log (index =
 /// rank, oldest first; null or empty: no decision) ends at the same collective #k, and their calls
-/// of #k conflict (check_collective_logs on those calls alone). A rank still on its way to #k, or
-/// past it, makes no decision: a slow rank that enters #k with the same call is never a finding.
+/// of #k differ in kind, bytes or root (check_collective_logs on those calls alone), which no
+/// transport completes consistently. A difference in dtype of the same size or in the reduction
+/// alone is left to the post-mortem check: such a call completes (with wrong results), and
+/// stopping it would lose the outputs. A rank still on its way to #k, or past it, makes no
+/// decision: a slow rank that enters #k with the same call is never a finding.
 std::optional<CollectiveMismatch> blocked_mismatch(
     const std::vector<const std::vector<CollectiveRecord>*>& logs);
 /// check_collective_logs over completed ranks' captures (index = rank; null: no log).

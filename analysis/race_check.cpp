@@ -89,13 +89,15 @@ std::string describe_fix(const Race& race) {
     out += fmt::format(" (orders all {} racing pairs that end at {} on these bytes)",
                        race.group_pairs, later);
   }
-  out +=
-      race.fix_verified
-          ? fmt::format(
-                "; verified against the op log: with this ordering {} races with "
-                "nothing on these bytes",
-                later)
-          : fmt::format("; NOT verified: with this ordering {} still races on these bytes", later);
+  out += race.fix_verified
+             ? fmt::format(
+                   "; verified against the op log: with this ordering no earlier op races with {} "
+                   "on these bytes",
+                   later)
+             : fmt::format(
+                   "; NOT verified: with this ordering an earlier op still races with {} on these "
+                   "bytes",
+                   later);
   return out;
 }
 

@@ -105,7 +105,7 @@ def _describe(case, results):
         if finding:
             lines.append(f"  {key}: {finding.get('detail', finding)}")
     for e in case.get("executions", []):
-        if not e.get("as_expected") and e.get("summary"):
+        if e.get("counts_against_run") and e.get("summary"):
             lines.append(f"  {e['mode']} execution {e['id']}: {e['summary']}")
     lines.append(f"  replay: cpreplay --db {results['db']} --case {case['id']}")
     return "\n".join(lines)

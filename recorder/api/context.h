@@ -211,7 +211,8 @@ class Context {
   /// reads and writes what `access` declares, so a user's own CUDA kernel, cuBLAS call or NCCL
   /// call takes part in the race, uninitialized-read and layout checks like cprr's own ops. On
   /// cuda `fn` gets the cudaStream_t, is called now and must only enqueue work on that stream;
-  /// on the CPU backend it gets nullptr and runs as a host callback in `s`'s order.
+  /// on the CPU backend it gets nullptr and runs as a host callback in `s`'s order, that is
+  /// after native() returned: capture by value what it uses, never a local by reference.
   void native(Stream s, std::string name, const Access& access,
               const std::function<void(void* native_stream)>& fn);
 

@@ -150,8 +150,7 @@ int remove_stale_world_dirs(const std::filesystem::path& dir) {
   return removed;
 }
 
-World::World(const WorldConfig& config, uint64_t id, RankSpawner& spawner,
-             RankListener* listener)
+World::World(const WorldConfig& config, uint64_t id, RankSpawner& spawner, RankListener* listener)
     : id_(id),
       rendezvous_(make_rendezvous_dir(config.launch.shared_dir)),
       stop_fd_(config.stop_fd),
@@ -228,10 +227,10 @@ void World::spawn_rank(int r, const WorldConfig& config, RankSpawner& spawner) {
   SpawnSpec spec;
   spec.argv = {config.worker};
   spec.argv.insert(spec.argv.end(), config.worker_args.begin(), config.worker_args.end());
-  for (std::string arg : {std::string("--rank"), std::to_string(r), std::string("--world-size"),
-                          std::to_string(config.world_size), std::string("--control-fd"),
-                          std::to_string(slot), std::string("--rendezvous"), rendezvous_,
-                          std::string("--backend"), config.backend}) {
+  for (std::string arg :
+       {std::string("--rank"), std::to_string(r), std::string("--world-size"),
+        std::to_string(config.world_size), std::string("--control-fd"), std::to_string(slot),
+        std::string("--rendezvous"), rendezvous_, std::string("--backend"), config.backend}) {
     spec.argv.push_back(std::move(arg));
   }
   spec.fds = {{io.devnull.get(), 0}, {io.out_w.get(), 1}, {io.err_w.get(), 2}, {child.get(), slot}};
@@ -607,6 +606,7 @@ std::vector<RankReport> World::collect(uint64_t execution, Clock::time_point dea
                                        std::chrono::milliseconds after_death) {
   std::vector<RankReport> reports(ranks_.size());
   stopped_early_.clear();
+  live_seen_.clear();
   auto next_check = Clock::now() + kLiveCheckInterval;
   for (;;) {
     std::vector<pollfd> fds;
@@ -651,16 +651,38 @@ bool World::blocked_in_mismatch(uint64_t execution, const std::vector<RankReport
   std::vector<const std::vector<CollectiveRecord>*> calls;
   for (const FlightLog& l : logs) calls.push_back(&l.entered);
   const std::optional<CollectiveMismatch> m = blocked_mismatch(calls);
-  if (!m) return false;
-  int64_t last_ns = 0;
-  for (const FlightLog& l : logs) last_ns = std::max(last_ns, l.entered_ns.back());
-  const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                             std::chrono::steady_clock::now().time_since_epoch())
-                             .count();
+  if (!m) {
+    live_seen_.clear();
+    return false;
+  }
+  // Seen once, it may be a rank that just returned from #k and works on the host: only the same
+  // picture one check later, with nothing entered since, stops the wait.
+  std::vector<std::size_t> seen;
+  for (const FlightLog& l : logs) seen.push_back(l.entered.size());
+  if (seen != live_seen_) {
+    live_seen_ = std::move(seen);
+    live_first_ = Clock::now();
+    return false;
+  }
+  std::string when;
+  if (!job_) {
+    // Local ranks share this host's steady clock, which the entries' times are on.
+    int64_t last_ns = 0;
+    for (const FlightLog& l : logs) last_ns = std::max(last_ns, l.entered_ns.back());
+    const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch())
+                               .count();
+    when = fmt::format("{:.1f} ms after the last rank entered",
+                       static_cast<double>(now_ns - last_ns) / 1e6);
+  } else {
+    when =
+        fmt::format("{:.1f} ms after every rank was first seen in",
+                    std::chrono::duration<double, std::milli>(Clock::now() - live_first_).count());
+  }
   stopped_early_ = fmt::format(
-      "stopped {:.1f} ms after the last rank entered collective #{}, which the ranks called "
-      "differently ({}), instead of waiting out the deadline",
-      static_cast<double>(now_ns - last_ns) / 1e6, m->seq, m->describe());
+      "stopped {} collective #{}, which the ranks called differently ({}), instead of waiting "
+      "out the deadline",
+      when, m->seq, m->describe());
   return true;
 }
 

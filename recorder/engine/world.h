@@ -103,7 +103,7 @@ class World : public WorldHandle {
   };
   void spawn_rank(int rank, const WorldConfig& config, RankSpawner& spawner);
   /// The live collective check of collect(): true (and stopped_early_ set) when every rank is
-  /// blocked in one collective they called differently.
+  /// blocked in one collective they called differently, the same at two checks in a row.
   bool blocked_in_mismatch(uint64_t execution, const std::vector<RankReport>& reports);
   /// Starts the launcher job and takes its ranks' connections from `listener`; the job's output
   /// is drained after the ranks' (log indices 2W and 2W+1).
@@ -138,6 +138,10 @@ class World : public WorldHandle {
   std::string job_err_text_;         ///< its stderr read before logs_ took the pipe
   std::string launcher_;             ///< describe(config.launch), for messages
   std::string stopped_early_;  ///< collect()'s early return, when it made one
+  /// The live check's last sighting of a blocking mismatch: each rank's flight-record length
+  /// (empty: none). It stops the wait only when the next check sees the same, nothing entered.
+  std::vector<std::size_t> live_seen_;
+  Clock::time_point live_first_{};  ///< when live_seen_ was first seen
   std::string symmetric_pool_;       ///< the ranks' Connected::symmetric_pool, summarized at start
   std::string collectives_;          ///< the transport chosen at start (transport_choice.h)
   std::string rank_gpus_;            ///< each rank's GPU, from the hellos

@@ -114,6 +114,19 @@ TEST(BlockedMismatch, ARankNotYetThereOrAlreadyPastMakesNoDecision) {
   EXPECT_FALSE(blocked_mismatch({&r0}).has_value()) << "one rank waits for no one";
 }
 
+TEST(BlockedMismatch, ADifferentDtypeOrReductionAloneCompletesAndIsLeftToThePostMortem) {
+  const Log r0{coll(0, "all_reduce", 64, DType::f32)};
+  Log r1{coll(0, "all_reduce", 64, DType::i32)};
+  EXPECT_FALSE(blocked_mismatch({&r0, &r1}).has_value()) << "same size, other dtype: it completes";
+  r1 = r0;
+  r1[0].op = ReduceOp::max;
+  EXPECT_FALSE(blocked_mismatch({&r0, &r1}).has_value()) << "another reduction: it completes";
+  r1 = {coll(0, "all_reduce", 32, DType::i32)};  // and a size that differs: that blocks
+  const auto m = blocked_mismatch({&r0, &r1});
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->field, "bytes");
+}
+
 TEST(BlockedMismatch, TheSameCallEverywhereIsNoFindingWhateverCameBefore) {
   // An earlier difference is the post-mortem check's to report; the ranks are not stuck on it.
   const Log r0{coll(0, "all_reduce", 64), coll(1, "barrier", 0)};
