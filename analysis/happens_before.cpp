@@ -173,13 +173,13 @@ OrientedPair orient(const PairKey& key, const PairFinding& finding) {
   return p;
 }
 
-Race make_race(const std::vector<RankOps>& ranks, const PairKey& key, PairFinding finding) {
-  const OpId lo{std::get<0>(key), std::get<1>(key)};
-  const OpId hi{std::get<2>(key), std::get<3>(key)};
-  const bool swap = swapped(key, finding);
+// The race as reported, in the order `pair` (orient's) gives it.
+Race make_race(const std::vector<RankOps>& ranks, const PairKey& key, const OrientedPair& pair,
+               PairFinding finding) {
+  const bool swap = pair.first.rank != std::get<0>(key) || pair.first.index != std::get<1>(key);
   Race race;
-  race.first = race_op(ranks, swap ? hi : lo);
-  race.second = race_op(ranks, swap ? lo : hi);
+  race.first = race_op(ranks, pair.first);
+  race.second = race_op(ranks, pair.second);
   if (swap) {
     for (RaceOverlap& o : finding.overlaps) {
       std::swap(o.first_buffer, o.second_buffer);
@@ -192,10 +192,18 @@ Race make_race(const std::vector<RankOps>& ranks, const PairKey& key, PairFindin
   return race;
 }
 
-// The group's fix (race_fix.h) in place of the single pair's.
+// The group's fix (race_fix.h) in place of the single pair's. Races of one group share their plan
+// (`plans`, by later op and buffer): each plan rebuilds the clocks once.
+using GroupKey = std::tuple<int32_t, uint32_t, uint32_t>;
 void fix_group(const std::vector<RankOps>& ranks, const std::vector<OrientedPair>& oriented,
-               const OrientedPair& pair, Race& race) {
-  const FixPlan plan = plan_fix(ranks, oriented, pair.second, race.overlaps.front().second_buffer);
+               const OrientedPair& pair, std::map<GroupKey, FixPlan>& plans, Race& race) {
+  const uint32_t buffer = race.overlaps.front().second_buffer;
+  const GroupKey group{pair.second.rank, pair.second.index, buffer};
+  auto it = plans.find(group);
+  if (it == plans.end()) {
+    it = plans.emplace(group, plan_fix(ranks, oriented, pair.second, buffer)).first;
+  }
+  const FixPlan& plan = it->second;
   race.group_pairs = plan.group_pairs;
   race.fix_verified = plan.verified;
   race.fix_after.clear();
@@ -219,12 +227,13 @@ HbResult check_happens_before(const std::vector<RankOps>& ranks, const HbOptions
   result.notes = clocks.notes();
   std::vector<OrientedPair> oriented;
   for (const auto& [key, finding] : pairs) oriented.push_back(orient(key, finding));
+  std::map<GroupKey, FixPlan> plans;
   std::size_t n = 0;
   for (auto& [key, finding] : pairs) {
     if (result.races.size() >= options.max_races) break;
     const OrientedPair& pair = oriented[n++];
-    result.races.push_back(make_race(ranks, key, std::move(finding)));
-    fix_group(ranks, oriented, pair, result.races.back());
+    result.races.push_back(make_race(ranks, key, pair, std::move(finding)));
+    fix_group(ranks, oriented, pair, plans, result.races.back());
   }
   return result;
 }

@@ -31,15 +31,14 @@ class FixedLog {
  public:
   explicit FixedLog(const std::vector<RankOps>& ranks)
       : ranks_(ranks), after_(ranks.size()), before_(ranks.size()) {
+    // Fresh ids: events are per rank, semaphores world-wide.
     for (const RankOps& ops : ranks) {
+      int64_t next_event = 0;
       for (const HbOp& op : ops) {
+        next_event = std::max(next_event, op.event + 1);
         next_semaphore_ = std::max<uint64_t>(next_semaphore_, uint64_t{op.semaphore} + 1);
       }
-    }
-    for (const RankOps& ops : ranks) {
-      int64_t next = 0;
-      for (const HbOp& op : ops) next = std::max(next, op.event + 1);
-      next_event_.push_back(next);
+      next_event_.push_back(next_event);
     }
   }
 

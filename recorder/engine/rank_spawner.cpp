@@ -10,6 +10,7 @@
 #include <cerrno>
 
 #include "recorder/engine/log_drain.h"
+#include "recorder/engine/wait_text.h"
 #include "recorder/engine/world_handle.h"
 #include "recorder/launch/fork_request.h"
 #include "recorder/protocol/protocol.h"
@@ -31,16 +32,8 @@ std::string joined(const std::vector<std::string>& argv) {
   return out;
 }
 
-std::string last_bytes(const std::string& text) {
-  if (text.empty()) return "(nothing)";
-  return text.size() <= kOutputQuotedBytes ? text
-                                           : "..." + text.substr(text.size() - kOutputQuotedBytes);
-}
-
-int ms_until(std::chrono::steady_clock::time_point deadline) {
-  const auto left = deadline - std::chrono::steady_clock::now();
-  if (left <= std::chrono::steady_clock::duration::zero()) return 0;
-  return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
+std::string quoted_output(const std::string& text) {
+  return text.empty() ? "(nothing)" : last_bytes(text, kOutputQuotedBytes);
 }
 
 }  // namespace
@@ -168,7 +161,7 @@ void TemplateSpawner::fail(const std::string& why, bool end) {
   t.output.drain_now();
   const std::string msg = fmt::format(
       "the template process (pid {}: {}) {}{}; its output:\n{}", t.process.pid(), t.command, why,
-      exit ? " (" + exit->describe() + ")" : "", last_bytes(t.output.since(0, 0)));
+      exit ? " (" + exit->describe() + ")" : "", quoted_output(t.output.since(0, 0)));
   if (end) template_.reset();  // the next start starts a new one
   CPRR_THROW("{}", msg);
 }

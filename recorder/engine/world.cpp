@@ -17,6 +17,7 @@
 #include "recorder/data/flight_record.h"
 #include "recorder/data/text_forms.h"
 #include "recorder/engine/transport_choice.h"
+#include "recorder/engine/wait_text.h"
 #include "recorder/launch/token.h"
 #include "runtime/error.h"
 
@@ -33,12 +34,6 @@ std::string summarize_pools(const std::vector<std::string>& pools) {
     out += fmt::format("{}rank {}: {}", r == 0 ? "" : "; ", r, pools[r]);
   }
   return out;
-}
-
-int ms_until(Clock::time_point deadline) {
-  const auto left = deadline - Clock::now();
-  if (left <= Clock::duration::zero()) return 0;
-  return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
 }
 
 constexpr std::string_view kWorldDirPrefix = "cprr-world-";
@@ -67,10 +62,6 @@ std::string make_rendezvous_dir(const std::string& shared_dir) {
   std::string tmpl = (tmp / fmt::format("{}{}-XXXXXX", kWorldDirPrefix, ::getpid())).string();
   if (::mkdtemp(tmpl.data()) == nullptr) throw_errno(__FILE__, __LINE__, "mkdtemp(" + tmpl + ")");
   return tmpl;
-}
-
-std::string last_lines(const std::string& text, std::size_t max_bytes) {
-  return text.size() <= max_bytes ? text : "..." + text.substr(text.size() - max_bytes);
 }
 
 // What rank r starts with on top of the controller's environment, local or launched.
@@ -312,7 +303,7 @@ void World::launch_ranks(const WorldConfig& config, RankListener& listener) {
     throw;
   } catch (const std::exception& e) {
     CPRR_THROW("world {} (size {}) failed to start: {}; the launcher's stderr:\n{}", id_,
-               config.world_size, e.what(), last_lines(job_stderr(), 2000));
+               config.world_size, e.what(), last_bytes(job_stderr(), 2000));
   }
   for (int r = 0; r < config.world_size; ++r) {
     AcceptedRank& a = accepted[r];
@@ -444,10 +435,10 @@ std::string World::startup_failure(int rank, const std::string& why) {
   if (!exit && !p.lost().empty()) how = " (" + p.lost() + ")";
   std::string msg =
       fmt::format("world {} (size {}): rank {} failed to start: {}{}; its stderr:\n{}", id_, size(),
-                  rank, why, how, last_lines(logs_.since(2 * rank + 1, 0), 2000));
+                  rank, why, how, last_bytes(logs_.since(2 * rank + 1, 0), 2000));
   if (job_)
     msg +=
-        fmt::format("\nthe launcher's ({}) stderr:\n{}", launcher_, last_lines(job_stderr(), 2000));
+        fmt::format("\nthe launcher's ({}) stderr:\n{}", launcher_, last_bytes(job_stderr(), 2000));
   return msg;
 }
 
