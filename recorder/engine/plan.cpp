@@ -102,14 +102,14 @@ namespace {
 
 // Kills whatever is left of the catalog run's process group (a worker that forked leaves its
 // children there) and reaps the worker, on every way out of fetch_catalog. The group is killed
-// before the worker (its leader) is reaped where possible: an unreaped leader keeps its pid, and so
-// the group's id, from being reused.
+// before the worker (its leader) is reaped: an unreaped leader keeps its pid, and so the group's
+// id, from being reused.
 class CatalogRun {
  public:
   explicit CatalogRun(const SpawnSpec& spec) : proc_(ChildProcess::spawn(spec)) {}
   ~CatalogRun() {
     try {
-      signal_group(proc_.pid(), SIGKILL);
+      proc_.signal_group(SIGKILL);
     } catch (const std::exception&) {
     }
     proc_.wait(-1);

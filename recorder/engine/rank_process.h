@@ -23,6 +23,9 @@ class RankProcess {
   virtual const std::optional<ExitInfo>& wait(int timeout_ms) = 0;
   /// Sends `sig` to it and to every process it started (its process group).
   virtual void signal(int sig) = 0;
+  /// Lets go of an ended rank (a local one is reaped: its pid may be reused from then on, so
+  /// signal() does nothing after this).
+  virtual void reap() {}
   /// Why its end can never be known (the connection to its supervisor broke: its host, the
   /// launcher or the supervisor died); "" while it can.
   virtual std::string lost() const { return {}; }
@@ -31,13 +34,17 @@ class RankProcess {
 };
 
 /// A rank spawned by the controller. Every rank of a local world is in rank 0's process group,
-/// so signal() reaches the whole world, as the group signal always did.
+/// so signal() reaches the whole world, as the group signal always did; but only while this rank
+/// is unreaped: its membership then keeps the group's id from being reused (ChildProcess::held).
 class LocalRank : public RankProcess {
  public:
   LocalRank(ChildProcess child, pid_t group) : child_(std::move(child)), group_(group) {}
   const std::optional<ExitInfo>& poll() override { return child_.poll(); }
   const std::optional<ExitInfo>& wait(int timeout_ms) override { return child_.wait(timeout_ms); }
-  void signal(int sig) override { signal_group(group_, sig); }
+  void signal(int sig) override {
+    if (child_.held()) signal_group(group_, sig);
+  }
+  void reap() override { child_.reap(); }
 
  private:
   ChildProcess child_;

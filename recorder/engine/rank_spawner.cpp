@@ -60,7 +60,7 @@ struct TemplateSpawner::Template {
     process.wait(200);
     if (process.running()) {
       try {
-        signal_group(process.pid(), SIGKILL);
+        process.signal_group(SIGKILL);
       } catch (const std::exception&) {
       }
     }

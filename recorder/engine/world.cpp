@@ -338,9 +338,9 @@ void World::end_job(std::chrono::milliseconds grace) {
   const bool started = !ranks_.empty();
   if (started) job_->wait(static_cast<int>(std::max<int64_t>(grace.count(), 2000)));
   if (!job_->running()) return;
-  signal_group(job_->pid(), SIGTERM);
+  job_->signal_group(SIGTERM);
   job_->wait(static_cast<int>(grace.count()));
-  if (job_->running()) signal_group(job_->pid(), SIGKILL);
+  if (job_->running()) job_->signal_group(SIGKILL);
   job_->wait(5000);
 }
 
@@ -487,6 +487,8 @@ void World::kill(std::chrono::milliseconds grace) {
     for (Rank& r : ranks_) r.process->signal(SIGKILL);
   }
   for (Rank& r : ranks_) r.process->wait(5000);
+  // Only now: an unreaped rank kept the group's id from being reused while it was signalled.
+  for (Rank& r : ranks_) r.process->reap();
   end_job(grace);
   logs_.wait_eof(500);
 }

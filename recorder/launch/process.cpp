@@ -94,12 +94,12 @@ void close_unmapped(FileActions& fa, const SpawnSpec& spec, int top) {
   CPRR_CHECK_RC(posix_spawn_file_actions_addclosefrom_np(&fa.fa, top + 1));
 }
 
-ExitInfo decode(int status) {
+ExitInfo decode(const siginfo_t& child) {
   ExitInfo info;
-  if (WIFSIGNALED(status)) {
-    info.signal = WTERMSIG(status);
+  if (child.si_code == CLD_KILLED || child.si_code == CLD_DUMPED) {
+    info.signal = child.si_status;
   } else {
-    info.exit_code = WEXITSTATUS(status);
+    info.exit_code = child.si_status;
   }
   return info;
 }
@@ -150,13 +150,16 @@ ChildProcess ChildProcess::spawn(const SpawnSpec& spec) {
 }
 
 ChildProcess::ChildProcess(ChildProcess&& other) noexcept
-    : pid_(std::exchange(other.pid_, -1)), exit_(std::move(other.exit_)) {}
+    : pid_(std::exchange(other.pid_, -1)),
+      exit_(std::move(other.exit_)),
+      reaped_(std::exchange(other.reaped_, false)) {}
 
 ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
   if (this != &other) {
     this->~ChildProcess();
     pid_ = std::exchange(other.pid_, -1);
     exit_ = std::move(other.exit_);
+    reaped_ = std::exchange(other.reaped_, false);
   }
   return *this;
 }
@@ -166,22 +169,43 @@ ChildProcess::~ChildProcess() {
     ::kill(pid_, SIGKILL);
     wait(-1);
   }
+  reap();
 }
 
 const std::optional<ExitInfo>& ChildProcess::poll() {
   if (!running()) return exit_;
+  // WNOWAIT: learn of the end but leave the zombie, which keeps the pid, and so the id of the
+  // group it leads, from being reused until reap().
+  siginfo_t child{};
+  int r;
+  do {
+    r = ::waitid(P_PID, static_cast<id_t>(pid_), &child, WEXITED | WNOHANG | WNOWAIT);
+  } while (r < 0 && errno == EINTR);
+  if (r == 0 && child.si_pid == pid_) exit_ = decode(child);
+  if (r < 0 && errno == ECHILD) {  // reaped elsewhere; nothing more to learn, nothing held
+    exit_ = ExitInfo{};
+    Children& c = children();
+    std::lock_guard lock(c.mu);
+    c.owned.erase(pid_);
+    reaped_ = true;
+  }
+  return exit_;
+}
+
+void ChildProcess::reap() {
+  if (pid_ <= 0 || reaped_ || !poll()) return;
   Children& c = children();
   // Reaped and struck off together: once reaped, the pid may be a new child's at once.
   std::lock_guard lock(c.mu);
   int status = 0;
-  pid_t r;
-  do {
-    r = ::waitpid(pid_, &status, WNOHANG);
-  } while (r < 0 && errno == EINTR);
-  if (r == pid_) exit_ = decode(status);
-  if (r < 0 && errno == ECHILD) exit_ = ExitInfo{};  // reaped elsewhere; nothing more to learn
-  if (exit_) c.owned.erase(pid_);
-  return exit_;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  c.owned.erase(pid_);
+  reaped_ = true;
+}
+
+void ChildProcess::signal_group(int sig) {
+  if (held()) cprr::signal_group(pid_, sig);
 }
 
 const std::optional<ExitInfo>& ChildProcess::wait(int timeout_ms) {

@@ -33,7 +33,9 @@ std::vector<std::string> child_environment(const SpawnSpec& spec);
 
 class ChildArrival;
 
-/// An owned child process. Destruction kills (SIGKILL) and reaps it if it still runs.
+/// An owned child process. Destruction kills (SIGKILL) and reaps it if it still runs. An ended
+/// child stays a zombie until reap() or destruction: its pid, and so the id of the process group
+/// it leads, cannot be reused meanwhile, so signalling that group never reaches a stranger.
 class ChildProcess {
  public:
   ChildProcess() = default;
@@ -44,13 +46,20 @@ class ChildProcess {
   ~ChildProcess();
 
   pid_t pid() const { return pid_; }
+  /// It has not ended (or its end is not known yet).
   bool running() const { return pid_ > 0 && !exit_; }
-  /// Non-blocking reap; the exit info once the child has ended.
+  /// It is not reaped: running or a zombie, it holds its pid and its group's id.
+  bool held() const { return pid_ > 0 && !reaped_; }
+  /// Non-blocking; the exit info once the child has ended (it is not reaped).
   const std::optional<ExitInfo>& poll();
-  /// Reaps, waiting at most `timeout_ms` (-1: forever).
+  /// Waits at most `timeout_ms` (-1: forever) for its end (it is not reaped).
   const std::optional<ExitInfo>& wait(int timeout_ms);
-  /// The exit info if reaped.
+  /// The exit info if it has ended.
   const std::optional<ExitInfo>& exit() const { return exit_; }
+  /// Reaps it if it has ended (its pid is free from then on); a no-op while it runs.
+  void reap();
+  /// Sends `sig` to the process group this child leads, while it is held(); a no-op after.
+  void signal_group(int sig);
 
  private:
   friend class ChildArrival;
@@ -59,12 +68,9 @@ class ChildProcess {
 
   pid_t pid_ = -1;
   std::optional<ExitInfo> exit_;
+  bool reaped_ = false;
 };
 
-/// A child on its way to a ChildProcess: from before it exists until take() hands it over,
-/// reap_orphans() reaps nothing, so no child is taken for an orphan before its owner can wait for
-/// it. Spawning holds one; so does a request to a template process, whose rank becomes a child of
-/// this process (reparented: become_subreaper) before its pid arrives in the reply.
 class ChildArrival {
  public:
   ChildArrival();
@@ -92,7 +98,8 @@ void become_subreaper();
 /// Returns how many it reaped.
 int reap_orphans();
 
-/// Sends `sig` to every process of group `pgid` (ESRCH is not an error).
+/// Sends `sig` to every process of group `pgid` (ESRCH is not an error). Only while a member of
+/// it is known to be unreaped (ChildProcess::held): else the id may be a stranger's group by now.
 void signal_group(pid_t pgid, int sig);
 
 }  // namespace cprr

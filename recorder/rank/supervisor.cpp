@@ -71,9 +71,10 @@ Link open_channel(const SupervisorArgs& a, int rank, Channel ch, const std::stri
 
 // Ends the rank's whole process group (what the case spawned included) and reaps the rank.
 void end_group(ChildProcess& child) {
-  // The group outlives a reaped leader while a process the case spawned is still in it.
-  signal_group(child.pid(), SIGKILL);
+  // The rank, unreaped until after this, keeps the group's id its own.
+  child.signal_group(SIGKILL);
   child.wait(5000);
+  child.reap();
 }
 
 }  // namespace
@@ -159,7 +160,7 @@ int supervise(const SupervisorArgs& a) {
     }
     while (auto frame = reader.next()) {
       const SignalRank sig = decode_signal_rank(*frame);
-      signal_group(child.pid(), sig.signal);
+      child.signal_group(sig.signal);
     }
   }
 }

@@ -6,15 +6,14 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <string_view>
 
 #include "recorder/data/flight_record.h"
 #include "recorder/rank/case_runner.h"
+#include "recorder/rank/descriptors.h"
 #include "recorder/rank/rank_channel.h"
 #include "recorder/rank/supervisor.h"
 #include "runtime/error.h"
@@ -117,27 +116,6 @@ UniqueFd adopt_control_fd(int fd) {
 }
 
 // The descriptors open now (not counting the one that listed them).
-std::vector<int> open_descriptors() {
-  std::vector<int> listed;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
-    listed.push_back(std::stoi(e.path().filename().string()));
-  }
-  std::erase_if(listed, [](int fd) { return ::fcntl(fd, F_GETFD) < 0; });
-  return listed;
-}
-
-// Makes every descriptor opened since `before` close-on-exec: the backend's, which Gloo (its
-// epoll instance and sockets) opens without the flag. Taken once, after the backend connected,
-// so what case code opens later is its own business.
-void close_on_exec_since(const std::vector<int>& before) {
-  for (int fd : open_descriptors()) {
-    if (std::find(before.begin(), before.end(), fd) != before.end()) continue;
-    const int flags = ::fcntl(fd, F_GETFD);
-    if (flags >= 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
-  }
-}
-
 RankState make_state(const WorkerArgs& a) {
   RankState state;
   state.rank = a.rank;
@@ -189,7 +167,7 @@ int serve(const WorkerArgs& a, UniqueFd control) {
   const Registry& reg = registry();
   for (Hook init : reg.worker_inits()) init();
   EnvironmentSnapshot env = EnvironmentSnapshot::capture();
-  const std::vector<int> before_backend = open_descriptors();
+  const InheritedDescriptors inherited = InheritedDescriptors::capture();
   clock.lap("rank set-up");
   RankState state = make_state(a);
   std::vector<StartupPhase> phases = clock.take();
@@ -231,12 +209,14 @@ int serve(const WorkerArgs& a, UniqueFd control) {
         channel.send(FromRank{Connected{e.what()}});  // the controller reports it as start-up
         return 2;
       }
-      close_on_exec_since(before_backend);
+      inherited.close_on_exec_rest();
       channel.send(
           FromRank{Connected{{}, backend.symmetric_pool(), backend.take_startup_phases()}});
     }
     if (const auto* run = std::get_if<RunCase>(&msg)) {
       CaseDone done = runner.run(*run);
+      // NCCL opens sockets lazily, at the collective that first needs a connection.
+      inherited.close_on_exec_rest();
       // Buffered stdio output belongs to this case: flush it before reporting, so the
       // controller's drain after the report attributes it here and not to the next case.
       std::fflush(nullptr);

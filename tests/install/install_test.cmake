@@ -33,10 +33,12 @@ run("configuring the cprr_add_worker project" ${CMAKE_COMMAND} -S ${CMAKE_CURREN
     -B ${WORK_DIR}/add_worker ${configure_args})
 run("building the cprr_add_worker project" ${CMAKE_COMMAND} --build ${WORK_DIR}/add_worker -j2)
 
-# The example's cases, each expected to pass, fresh and pooled.
+# The example's cases, fresh and pooled: each passes, and the race planted in the one pipeline
+# without its event (two native kernels on two streams) is named.
 run("cprecord on examples/" ${prefix}/bin/cprecord --worker ${WORK_DIR}/examples/my_cases
     --backend cpu --mode both --db ${WORK_DIR}/examples.db --json)
-set(names example/gradient_average example/parameter_broadcast example/overlapped_buckets)
+set(names example/gradient_average example/parameter_broadcast example/overlapped_buckets
+          example/own_functor example/native_pipeline example/native_pipeline_race)
 string(JSON n LENGTH "${out}" cases)
 if(n EQUAL 0)
   message(FATAL_ERROR "the example worker's run recorded no case:\n${out}")
@@ -46,12 +48,21 @@ foreach(i RANGE ${last})
   string(JSON name GET "${out}" cases ${i} name)
   string(JSON label GET "${out}" cases ${i} label)
   string(JSON status GET "${out}" cases ${i} status)
+  string(JSON verdict GET "${out}" cases ${i} verdict)
   string(JSON runs LENGTH "${out}" cases ${i} executions)
   if(NOT name IN_LIST names)
     message(FATAL_ERROR "unexpected case ${label} in the example worker's run")
   endif()
-  if(NOT status STREQUAL "pass" OR NOT runs EQUAL 2)
-    message(FATAL_ERROR "${label}: ${status} (${runs} executions)\n${out}")
+  set(want_verdict "")  # JSON null
+  if(name STREQUAL "example/native_pipeline_race")
+    set(want_verdict "stream_race")
+    string(JSON between GET "${out}" cases ${i} race detail)
+    if(NOT between MATCHES "native 'square_x'.*native 'square_x2'.*'x2'")
+      message(FATAL_ERROR "${label}: the race is not the one between the native kernels: ${between}")
+    endif()
+  endif()
+  if(NOT status STREQUAL "pass" OR NOT runs EQUAL 2 OR NOT verdict STREQUAL want_verdict)
+    message(FATAL_ERROR "${label}: ${status}, verdict ${verdict} (${runs} executions)\n${out}")
   endif()
   list(APPEND seen ${name})
 endforeach()

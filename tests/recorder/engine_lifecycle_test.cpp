@@ -111,6 +111,7 @@ TEST(EngineLifecycle, StaleWorldDirectoriesOfDeadRecordersAreRemoved) {
   ChildProcess gone = ChildProcess::spawn(SpawnSpec{.argv = {"/bin/true"}});
   const pid_t dead = gone.pid();
   ASSERT_TRUE(gone.wait(5000).has_value());
+  gone.reap();
   ChildProcess alive = ChildProcess::spawn(SpawnSpec{.argv = {"/bin/sleep", "60"}});
   const fs::path tmp = fs::temp_directory_path();
   const fs::path stale = tmp / ("cprr-world-" + std::to_string(dead) + "-stale1");

@@ -231,6 +231,17 @@ TEST(Engine, ANativeHandleTakenOutsideNativeIsNotedAsUnchecked) {
   EXPECT_THAT(notes[0], HasSubstr("rank 0 took native_stream(stream 0) outside Context::native()"));
 }
 
+TEST(Engine, ADescriptorALibraryOpenedDuringACaseIsNotInheritedByALaterExec) {
+  Controller c(config(kFixture));
+  for (const char* w : {"1", "2"}) {
+    SCOPED_TRACE(w);
+    expect_pass(c.run(inst(kFixture, fmt::format("test/lazy_descriptor@{}", w)), Mode::pool));
+    expect_pass(
+        c.run(inst(kFixture, fmt::format("test/inheritable_descriptors{{all_reduce=0}}@{}", w)),
+              Mode::pool));
+  }
+}
+
 // ---- live collective mismatch ----
 
 TEST(Engine, RanksStuckInACollectiveTheyCalledDifferentlyAreStoppedBeforeTheDeadline) {

@@ -1,0 +1,50 @@
+// Descriptors on the cuda backend (issue 25 item 4): whatever CUDA and NCCL opened during a case
+// (NCCL opens its sockets at the collective that first needs one) is close-on-exec before the
+// next case, so a program a case execs holds none of the rank's sockets. One rank alone (NCCL)
+// and two ranks sharing GPU 0 (Gloo, staged); each first execution prints what its all_reduce
+// left inheritable. Skips without a GPU.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <string>
+
+#include "recorder/engine/controller.h"
+#include "recorder/engine/plan.h"
+#include "runtime/backend.h"
+
+namespace cprr {
+namespace {
+
+CaseInstance fixture_case(const std::string& label) {
+  for (const CaseInstance& i : expand(fetch_catalog(CPRR_FIXTURE_WORKER_PATH), {})) {
+    if (i.label() == label) return i;
+  }
+  ADD_FAILURE() << "no fixture case " << label;
+  return {};
+}
+
+TEST(DescriptorsGpu, WhatACollectiveOpenedIsNotInheritedByALaterExec) {
+  std::string why;
+  if (visible_gpus(&why) < 1) GTEST_SKIP() << "no GPU: " << why;
+  ControllerConfig config;
+  config.worker = CPRR_FIXTURE_WORKER_PATH;
+  config.backend = "cuda";
+  config.env = {{"CUDA_VISIBLE_DEVICES", "0"}};
+  Controller c(config);
+  for (const char* label : {"test/inheritable_descriptors{all_reduce=1}@1",
+                            "test/inheritable_descriptors{all_reduce=1}@2"}) {
+    const CaseInstance inst = fixture_case(label);
+    for (int round = 0; round < 2; ++round) {
+      const ExecutionResult r = c.run(inst, Mode::pool);
+      EXPECT_EQ(r.status, ExecStatus::pass) << label << " round " << round << ": " << r.summary;
+      for (const RankReport& rank : r.ranks) {
+        std::cout << label << " round " << round << " (" << r.collectives
+                  << "): " << rank.stderr_tail;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cprr
