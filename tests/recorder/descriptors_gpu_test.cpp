@@ -1,8 +1,8 @@
 // Descriptors on the cuda backend (issue 25 item 4): whatever CUDA and NCCL opened during a case
 // (NCCL opens its sockets at the collective that first needs one) is close-on-exec before the
 // next case, so a program a case execs holds none of the rank's sockets. One rank alone (NCCL)
-// and two ranks sharing GPU 0 (Gloo, staged); each first execution prints what its all_reduce
-// left inheritable. Skips without a GPU.
+// and two ranks (NCCL with two GPUs, Gloo staged on one); each first execution prints what its
+// all_reduce left inheritable. Skips without a GPU.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -30,7 +30,6 @@ TEST(DescriptorsGpu, WhatACollectiveOpenedIsNotInheritedByALaterExec) {
   ControllerConfig config;
   config.worker = CPRR_FIXTURE_WORKER_PATH;
   config.backend = "cuda";
-  config.env = {{"CUDA_VISIBLE_DEVICES", "0"}};
   Controller c(config);
   for (const char* label : {"test/inheritable_descriptors{all_reduce=1}@1",
                             "test/inheritable_descriptors{all_reduce=1}@2"}) {

@@ -6,7 +6,7 @@
 #
 #   tools/device/run_gpu_checks.sh [tests] [corpus] [races] [symmetric] [trace] [bench] [recording]
 #                                  [standby] [launcher] [examples] [triage] [python] [pybench]
-#                                  [mismatch]
+#                                  [mismatch] [descriptors]
 #                                  (default: tests corpus races symmetric trace bench; bench
 #                                  includes recording: issue 14's figures from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
@@ -82,6 +82,14 @@ for step in "${steps[@]}"; do
         "$(grep -E '^\[  (FAILED|SKIPPED) \].*\(' "$out/live_mismatch.log")"
       bench mismatch 300 --backend cuda --runs "${CPRR_BENCH_RUNS:-5}"
       ;;
+    descriptors)
+      # Issue 25: what CUDA and NCCL leave inheritable during a case (each first execution prints
+      # it) is close-on-exec before the next case; one rank alone (NCCL) and two sharing the GPU.
+      t="$b/tests/cprr_recorder_gpu_tests"
+      timeout 200 "$t" --gtest_filter='DescriptorsGpu.*' >"$out/descriptors.log" 2>&1
+      report "descriptors gpu test rc=$? $(grep -cE '^\[       OK \]' "$out/descriptors.log") passed" \
+        "$(grep -E 'all_reduce left|^\[  (FAILED|SKIPPED) \].*\(' "$out/descriptors.log")"
+      ;;
     python)
       # The Python corpus (corpus/python) on cuda with the Python there (torch 2.x): the module
       # is built first (build_python.sh); each bug's verdict and its replay's, beside the twins'.
@@ -156,7 +164,8 @@ for step in "${steps[@]}"; do
       ;;
     examples)
       # examples/, built against the installed package (tools/device/build.sh), on cuda in both
-      # modes: every example case passes, fresh and pooled.
+      # modes: every example case as expected (a pass; the native-kernel race named), fresh and
+      # pooled, with the race and its fix printed.
       timeout 250 "$b/tools/cprecord" --worker "$b/examples-installed/my_cases" --backend cuda \
         --mode both --json --db "$out/examples.db" >"$out/examples.json" 2>"$out/examples.err"
       rc=$?
@@ -265,7 +274,7 @@ for step in "${steps[@]}"; do
       # with its breakdown (hash, transfer, decode, store).
       bench recording 400 --backend cuda --runs 20
       ;;
-    *) echo "unknown step '$step' (tests, corpus, races, symmetric, trace, bench, recording, standby, launcher, examples, triage, python, pybench, mismatch)" >&2; exit 2 ;;
+    *) echo "unknown step '$step' (tests, corpus, races, symmetric, trace, bench, recording, standby, launcher, examples, triage, python, pybench, mismatch, descriptors)" >&2; exit 2 ;;
   esac
 done
 
