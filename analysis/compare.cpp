@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "recorder/data/text_forms.h"
+#include "data/text_forms.h"
 
 namespace cprr {
 

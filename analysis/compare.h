@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "analysis/divergence.h"
-#include "recorder/data/execution.h"
+#include "data/execution.h"
 
 namespace cprr {
 

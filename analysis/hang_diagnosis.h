@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "recorder/data/execution.h"
+#include "data/execution.h"
 
 namespace cprr {
 

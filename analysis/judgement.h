@@ -11,8 +11,8 @@
 #include "analysis/layout_check.h"
 #include "analysis/race_check.h"
 #include "analysis/verdict.h"
-#include "recorder/data/case_info.h"
-#include "recorder/data/execution.h"
+#include "data/case_info.h"
+#include "data/execution.h"
 
 namespace cprr {
 

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "analysis/uninit_check.h"
-#include "recorder/data/capture.h"
-#include "recorder/data/execution.h"
+#include "data/capture.h"
+#include "data/execution.h"
 
 namespace cprr {
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "analysis/happens_before.h"
-#include "recorder/data/capture.h"
+#include "data/capture.h"
 
 namespace cprr {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "analysis/happens_before.h"
-#include "recorder/data/execution.h"
+#include "data/execution.h"
 
 namespace cprr {
 

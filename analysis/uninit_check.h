@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "recorder/data/capture.h"
+#include "data/capture.h"
 
 namespace cprr {
 

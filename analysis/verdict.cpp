@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "analysis/compare.h"
-#include "recorder/data/text_forms.h"
+#include "data/text_forms.h"
 
 namespace cprr {
 namespace {

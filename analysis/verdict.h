@@ -9,7 +9,7 @@
 #include "analysis/divergence.h"
 #include "analysis/layout_check.h"
 #include "analysis/race_check.h"
-#include "recorder/data/execution.h"
+#include "data/execution.h"
 
 namespace cprr {
 

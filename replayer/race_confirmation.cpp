@@ -6,7 +6,7 @@
 #include <bit>
 
 #include "analysis/compare.h"
-#include "recorder/data/text_forms.h"
+#include "data/text_forms.h"
 
 namespace cprr {
 namespace {

@@ -1,6 +1,6 @@
 #pragma once
 // Confirming a stream race the happens-before check named (analysis/race_check.h) by running the
-// case again, perturbed (recorder/data/perturbation.h):
+// case again, perturbed (data/perturbation.h):
 // - serialization: every stream of the case folded into one, in issue order; its outputs are the
 //   reference, and an earlier run whose outputs differ from it confirms the race;
 // - amplification: seeded random delays before stream ops, and a long one before the race's
@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "analysis/race_check.h"
-#include "recorder/data/execution.h"
-#include "recorder/data/perturbation.h"
+#include "data/execution.h"
+#include "data/perturbation.h"
 
 namespace cprr {
 

@@ -7,12 +7,12 @@
 #include <functional>
 
 #include "analysis/compare.h"
-#include "recorder/cli_options.h"
+#include "cli/cli_options.h"
 #include "recorder/engine/controller.h"
 #include "recorder/engine/plan.h"
 #include "recorder/engine/transport_choice.h"
 #include "recorder/engine/world.h"
-#include "recorder/trace.h"
+#include "cli/trace.h"
 #include "replayer/ddmin.h"
 #include "replayer/race_confirmation.h"
 #include "runtime/error.h"

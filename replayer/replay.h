@@ -11,7 +11,7 @@
 #include "analysis/divergence.h"
 #include "analysis/race_check.h"
 #include "analysis/verdict.h"
-#include "recorder/data/text_forms.h"
+#include "data/text_forms.h"
 #include "recorder/engine/world_handle.h"
 #include "replayer/race_confirmation.h"
 #include "runtime/placement.h"
@@ -29,7 +29,7 @@ struct ReplayOptions {
   /// it throws Interrupted.
   int stop_fd = -1;
   /// Non-empty: replays time every op, and the first replay of the case (fresh, else pooled) is
-  /// written here as a Chrome trace (recorder/trace.h).
+  /// written here as a Chrome trace (cli/trace.h).
   std::string trace;
   /// --launcher and its options; nullopt: start the ranks the way the run did (run.launcher).
   std::optional<LaunchOptions> launch;

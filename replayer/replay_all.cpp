@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/judgement.h"
-#include "recorder/data/text_forms.h"
+#include "data/text_forms.h"
 #include "runtime/error.h"
 #include "schema/record_reader.h"
 

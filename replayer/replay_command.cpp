@@ -7,11 +7,11 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "recorder/cli_options.h"
+#include "cli/cli_options.h"
 #include "recorder/engine/controller.h"
 #include "recorder/engine/interrupt.h"
 #include "recorder/engine/world.h"
-#include "recorder/report.h"
+#include "cli/report.h"
 #include "replayer/replay.h"
 #include "replayer/replay_all.h"
 #include "replayer/replay_list.h"

@@ -1,12 +1,12 @@
 #pragma once
 // The cpreplay verb: list what a database holds, or replay one case and say what kind of bug it
-// is and where. Mirrors recorder/record_command.h.
+// is and where. Mirrors cli/record_command.h.
 #include <cstdint>
 #include <optional>
 #include <ostream>
 #include <string>
 
-#include "recorder/data/launch_options.h"
+#include "data/launch_options.h"
 
 namespace cprr {
 

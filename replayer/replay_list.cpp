@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "analysis/judgement.h"
-#include "recorder/data/text_forms.h"
+#include "data/text_forms.h"
 #include "recorder/engine/launcher.h"
 #include "schema/record_reader.h"
 

@@ -1,6 +1,6 @@
 #pragma once
 // The store's own record vocabulary, shared by schema/record_writer.h and schema/record_reader.h:
-// what the codec writes and reads back that recorder/data/ has no type or text form for.
+// what the codec writes and reads back that data/ has no type or text form for.
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -21,7 +21,7 @@
 #include <mutex>
 #include <thread>
 
-#include "recorder/data/execution.h"
+#include "data/execution.h"
 
 namespace cprr {
 

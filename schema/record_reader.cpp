@@ -4,7 +4,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "recorder/data/text_forms.h"
+#include "data/text_forms.h"
 #include "runtime/error.h"
 #include "runtime/host_info.h"
 

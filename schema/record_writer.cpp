@@ -7,7 +7,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
-#include "recorder/data/text_forms.h"
+#include "data/text_forms.h"
 #include "runtime/backend.h"
 #include "runtime/error.h"
 #include "runtime/host_info.h"
@@ -157,7 +157,7 @@ std::vector<int64_t> RecordWriter::add_cases(const std::vector<CaseInstance>& pl
   std::vector<int64_t> ids;
   for (const CaseInstance& inst : plan) {
     CPRR_CHECK(inst.seed <= kMaxSeed,
-               "case {}: seed {} is above 2^53 (recorder/data/case_info.h: kMaxSeed)", inst.label(),
+               "case {}: seed {} is above 2^53 (data/case_info.h: kMaxSeed)", inst.label(),
                inst.seed);
     st.bind(1, run_id_).bind(2, int64_t{inst.id}).bind(3, inst.info.name).bind(4, inst.label());
     st.bind(5, nlohmann::json(inst.params).dump()).bind(6, int64_t{inst.world_size});

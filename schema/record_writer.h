@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "recorder/data/case_info.h"
-#include "recorder/data/execution.h"
-#include "recorder/data/launch_options.h"
+#include "data/case_info.h"
+#include "data/execution.h"
+#include "data/launch_options.h"
 #include "schema/record.h"
 #include "schema/store.h"
 

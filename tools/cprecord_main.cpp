@@ -1,3 +1,3 @@
-#include "recorder/record_command.h"
+#include "cli/record_command.h"
 
 int main(int argc, char** argv) { return cprr::record_main(argc, argv); }

@@ -41,7 +41,7 @@ def pytest_addoption(parser):
 
 def labels_of(definition):
     """The labels cprecord's plan gives this case: 'name{k=v,k2=v2}@w' per grid point and world
-    size, parameters ordered by name (recorder/data/case_info.h)."""
+    size, parameters ordered by name (data/case_info.h)."""
     axes = sorted(definition.grid_text())
     points = itertools.product(*[[(axis, v) for v in values] for axis, values in axes])
     out = []

@@ -21,7 +21,7 @@ class Context;
 
 namespace cprr::python {
 
-/// What `@cprr.case` declares (recorder/data/case_info.h's CaseOptions, in plain types).
+/// What `@cprr.case` declares (data/case_info.h's CaseOptions, in plain types).
 struct CaseSpec {
   std::string name;
   std::vector<int> world_sizes;

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "recorder/data/capture.h"
+#include "data/capture.h"
 #include "runtime/backend.h"
 
 namespace cprr {

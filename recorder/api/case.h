@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "recorder/api/context.h"
-#include "recorder/data/case_info.h"
+#include "data/case_info.h"
 
 namespace cprr {
 

@@ -17,10 +17,10 @@
 #include "kernels/device_launch.h"
 #include "kernels/rng.h"
 #include "recorder/api/capture_hasher.h"
-#include "recorder/data/capture.h"
-#include "recorder/data/case_info.h"
-#include "recorder/data/flight_record.h"
-#include "recorder/data/perturbation.h"
+#include "data/capture.h"
+#include "data/case_info.h"
+#include "data/flight_record.h"
+#include "data/perturbation.h"
 #include "runtime/backend.h"
 #include "runtime/error.h"
 #include "runtime/placement.h"
@@ -98,7 +98,7 @@ struct RankState {
   /// False when the worker runs with CPRR_CAPTURE=off: probes and outputs are logged but not
   /// hashed. Only for measuring what recording costs (tools/bench); replay needs the hashes.
   bool capture = true;
-  /// Where the rank records each collective before entering it (recorder/data/flight_record.h),
+  /// Where the rank records each collective before entering it (data/flight_record.h),
   /// so a call that then aborts or hangs is still known; null when nobody reads it (tests).
   std::unique_ptr<FlightRecorder> flight;
   /// Behind a pointer: its mutex does not move, and RankState does.
@@ -110,7 +110,7 @@ class Context {
  public:
   /// `execution` is the controller's id for this execution (the same on every rank, increasing
   /// over a world's life): it keeps one case's semaphore values apart from an earlier case's.
-  /// `perturbation` is what a replay changes to confirm a race (recorder/data/perturbation.h).
+  /// `perturbation` is what a replay changes to confirm a race (data/perturbation.h).
   /// `timeline`: time every op and allocation (CaseCapture::timeline) for a trace.
   Context(RankState& state, std::string case_name, Params params, uint64_t seed,
           Placement placement, uint64_t execution = 0, Perturbation perturbation = {},

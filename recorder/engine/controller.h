@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
-#include "recorder/data/execution.h"
-#include "recorder/data/perturbation.h"
-#include "recorder/data/text_forms.h"
+#include "data/execution.h"
+#include "data/perturbation.h"
+#include "data/text_forms.h"
 #include "recorder/engine/plan.h"
 #include "recorder/engine/world_handle.h"
 

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "recorder/data/text_forms.h"
+#include "data/text_forms.h"
 #include "recorder/launch/token.h"
 
 namespace cprr {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "recorder/data/launch_options.h"
+#include "data/launch_options.h"
 
 namespace cprr {
 

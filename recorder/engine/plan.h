@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "recorder/data/capture.h"
-#include "recorder/data/case_info.h"
+#include "data/capture.h"
+#include "data/case_info.h"
 #include "recorder/protocol/protocol.h"
 
 namespace cprr {

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "recorder/data/execution.h"
+#include "data/execution.h"
 #include "recorder/launch/process.h"
 #include "recorder/protocol/protocol.h"
 #include "runtime/fd.h"

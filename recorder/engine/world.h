@@ -84,7 +84,7 @@ class World : public WorldHandle {
   /// nothing, and every answer already sent is read.
   void query_status(uint64_t execution, std::vector<RankReport>& reports,
                     std::chrono::milliseconds grace) override;
-  /// Reads the flight-<rank> files of the world directory (recorder/data/flight_record.h).
+  /// Reads the flight-<rank> files of the world directory (data/flight_record.h).
   void read_flight_records(uint64_t execution, std::vector<RankReport>& reports) override;
   /// TERM, then KILL after `grace`, to the whole group; reaps all ranks; marks not reusable.
   void kill(std::chrono::milliseconds grace) override;

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "recorder/data/execution.h"
+#include "data/execution.h"
 #include "recorder/engine/launcher.h"
 #include "recorder/protocol/protocol.h"
 #include "runtime/error.h"

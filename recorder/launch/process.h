@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "recorder/data/execution.h"
+#include "data/execution.h"
 
 namespace cprr {
 

@@ -15,10 +15,10 @@
 #include <variant>
 #include <vector>
 
-#include "recorder/data/capture.h"
-#include "recorder/data/case_info.h"
-#include "recorder/data/execution.h"
-#include "recorder/data/perturbation.h"
+#include "data/capture.h"
+#include "data/case_info.h"
+#include "data/execution.h"
+#include "data/perturbation.h"
 #include "runtime/placement.h"
 #include "runtime/startup_phases.h"
 
@@ -122,7 +122,7 @@ using ToRank = std::variant<RunCase, StatusQuery, Shutdown, Bootstrap, Abort>;
 // ---- rank -> controller ----
 
 /// A rank's result for one execution: the wire form of the plain RankResult
-/// (recorder/data/execution.h), which is what the controller keeps.
+/// (data/execution.h), which is what the controller keeps.
 struct CaseDone : RankResult {};
 
 /// The worker's registered cases (sent instead of running cases when started with --catalog).

@@ -11,7 +11,7 @@
 #include <iostream>
 #include <string_view>
 
-#include "recorder/data/flight_record.h"
+#include "data/flight_record.h"
 #include "recorder/rank/case_runner.h"
 #include "recorder/rank/descriptors.h"
 #include "recorder/rank/rank_channel.h"

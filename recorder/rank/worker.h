@@ -1,6 +1,7 @@
 #pragma once
 // The worker binary's entry point: one rank process of a world. A user's own case library links
-// cprr_recorder plus its cases and calls worker_main from a one-line main, like tools/cpworker.
+// cprr::cases (cprr_rank) plus its cases and calls worker_main from a one-line main, like
+// tools/cpworker.
 
 namespace cprr {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kernels/hash.h"
-#include "recorder/data/execution.h"
+#include "data/execution.h"
 
 namespace cprr::test {
 

@@ -8,7 +8,7 @@
 
 #include <ostream>
 
-#include "recorder/data/text_forms.h"
+#include "data/text_forms.h"
 #include "tests/analysis/rank_reports.h"
 
 namespace cprr {

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "recorder/data/execution.h"
+#include "data/execution.h"
 
 namespace cprr::rank_reports {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "recorder/data/case_info.h"
-#include "recorder/data/execution.h"
+#include "data/case_info.h"
+#include "data/execution.h"
 #include "schema/record.h"
 
 namespace cprr::samples {

@@ -91,7 +91,7 @@ TEST(TemplateWorld, PooledAndStandbyWorldsForkFromOneTemplate) {
   const CaseInstance inst = instance(cc, "tmpl/all_reduce@2");
   const std::vector<int> sizes(4, 2);
   for (std::size_t k = 0; k < sizes.size(); ++k) {
-    // As cprecord's execute() does: this run's world and the next standby ones start now.
+    // As cprecord's run_plan() does: this run's world and the next standby ones start now.
     c.foresee(std::vector<int>(sizes.begin() + static_cast<long>(k), sizes.end()), true);
     const ExecutionResult r = c.run(inst, Mode::fresh);
     EXPECT_EQ(r.status, ExecStatus::pass) << r.summary;

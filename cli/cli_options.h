@@ -1,0 +1,59 @@
+#pragma once
+// Command-line pieces cprecord and cpreplay share, so both tools reject bad values with the same
+// words and both answer --version.
+#include <CLI/CLI.hpp>
+#include <string>
+#include <string_view>
+
+#include "data/launch_options.h"
+
+namespace cprr {
+
+/// --timeout: a finite number of seconds in (0, kMaxTimeoutS]; NaN, infinities, zero and
+/// negatives are refused with "must be a positive number of seconds".
+CLI::Validator seconds_validator();
+
+/// --repeat and similar counts: a whole number of at least 1.
+CLI::Validator positive_count_validator();
+
+/// The most worlds --standby may start ahead.
+inline constexpr int kMaxStandby = 64;
+
+/// --standby N, cprecord's and cpreplay's: start the worlds of the next N fresh executions while
+/// earlier ones run (ControllerConfig::standby, Controller::foresee); 0, the default, is off.
+/// `which` says which executions come next: each tool knows different ones in advance.
+void add_standby_option(CLI::App& app, int& standby, std::string_view which);
+/// Throws UsageError naming --standby when N is out of [0, kMaxStandby], or when N > 0 and the
+/// worlds start through a launcher (its ranks connect back one world at a time).
+void check_standby(int standby, LauncherKind launcher);
+
+/// --collectives auto|nccl|gloo, cprecord's and cpreplay's (ControllerConfig::collectives);
+/// `unset` says what leaving it out means.
+void add_collectives_option(CLI::App& app, std::string& collectives, std::string_view unset);
+
+/// The launcher options as parsed; finish_launch_options checks them together.
+struct LaunchFlags {
+  std::string launcher = "local";  ///< --launcher
+  LaunchOptions options;           ///< every other launcher option
+  CLI::Option* launcher_given = nullptr;
+  std::vector<CLI::Option*> others;  ///< the options that need --launcher mpirun|srun
+};
+
+/// --launcher, --launcher-path, --hosts, --partition, --gpus-per-node, --launcher-arg, --listen,
+/// --advertise, --shared-dir, in an option group of their own ("Launcher").
+void add_launch_options(CLI::App& app, LaunchFlags& flags);
+/// The options as one LaunchOptions; throws UsageError naming the option that does not fit
+/// (launcher options without a launcher, --partition with mpirun, a bad --listen or --shared-dir).
+LaunchOptions finish_launch_options(const LaunchFlags& flags);
+
+/// The environment variable that turns the Python worker's template process off.
+inline constexpr std::string_view kPythonTemplateEnv = "CPRR_PYTHON_TEMPLATE";
+/// Whether a Python worker's ranks are forked from a template process that imported torch and
+/// the case files once (ControllerConfig::fork_from_template): CPRR_PYTHON_TEMPLATE unset, empty
+/// or "on" says yes, "off" starts every rank afresh. Throws UsageError for any other value.
+bool python_template_from_env();
+
+/// `--version`: prints "<tool> <version>" and exits 0; shows every option's default in --help.
+void add_common_flags(CLI::App& app, std::string_view tool);
+
+}  // namespace cprr

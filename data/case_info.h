@@ -1,0 +1,76 @@
+#pragma once
+// A registered case's metadata: what the controller needs to plan executions without running
+// any case code (it travels in the worker's catalog).
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cprr {
+
+/// The outcome a case is written to have. Fault fixtures (a rank that segfaults, a rank that
+/// skips a collective) expect crash/hang; cprecord counts an execution as failing only when its
+/// status differs from the expectation, so the corpus run is green exactly when the harness
+/// classified every fixture right.
+enum class Expect : uint8_t { pass, fail, crash, hang };
+
+/// One parameter axis of a case's grid; executions cover the cross product of all axes.
+struct GridAxis {
+  std::string name;
+  std::vector<std::string> values;
+
+  template <class A>
+  void serialize(A& a) {
+    a(name, values);
+  }
+};
+
+/// Options a case author gives at registration (designated initializers in CPRR_CASE).
+struct CaseOptions {
+  std::vector<int> world_sizes{2, 4};
+  std::vector<GridAxis> grid;
+  Expect expect = Expect::pass;
+  double timeout_s = 0;      ///< per-case deadline; 0 means cprecord's --timeout
+  std::string description;
+  /// For a seeded bug: the verdict the harness must reach (e.g. "state_leak"). Its executions
+  /// only have to run to completion (a seeded collective mismatch may also abort or hang), and
+  /// what they show is not held against the run; a bug a record-time check names (stream_race,
+  /// allocator_order, uninitialized_read, collective_mismatch) counts against it when that check
+  /// misses it (analysis/judgement.cpp). A state leak is named by cpreplay's replays.
+  std::string seeded_bug;
+};
+
+/// A case as the catalog lists it.
+struct CaseInfo {
+  std::string name;
+  CaseOptions options;
+
+  template <class A>
+  void serialize(A& a) {
+    a(name, options.world_sizes, options.grid, options.expect, options.timeout_s,
+      options.description, options.seeded_bug);
+  }
+};
+
+/// A case's parameters (one value per grid axis), ordered by name so their text form is canonical.
+using Params = std::map<std::string, std::string>;
+
+/// Seeds stay below 2^53: JSON consumers (jq, JavaScript) read numbers as doubles, and the store's
+/// INTEGER column then holds them as plain positive numbers.
+inline constexpr uint64_t kMaxSeed = (uint64_t{1} << 53) - 1;
+
+/// One planned execution unit: a case at one grid point and world size. What cprecord runs and
+/// the store keeps as a "case".
+struct CaseInstance {
+  uint32_t id = 0;        ///< 1-based position in the plan
+  CaseInfo info;
+  Params params;
+  int world_size = 1;
+  uint64_t seed = 0;      ///< from the label: stable across runs and machines; <= kMaxSeed
+  /// "name{k=v,k2=v2}@w" (the braces only when there are parameters). Filters match this.
+  std::string label() const;
+};
+
+}  // namespace cprr

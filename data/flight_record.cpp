@@ -1,0 +1,148 @@
+#include "data/flight_record.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string_view>
+
+#include "runtime/cpu_backend.h"
+#include "runtime/error.h"
+#include "runtime/fd.h"
+
+namespace cprr {
+namespace {
+
+// Both processes map the file; the counters are atomics in shared memory, lock-free on every
+// platform cprr builds for (checked below), so they work across processes.
+struct FlightHeader {
+  uint32_t magic;
+  uint32_t version;
+  std::atomic<uint64_t> execution;
+  std::atomic<uint64_t> entered;  ///< collectives entered so far in `execution`
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+struct FlightEntry {
+  uint64_t seq;
+  uint64_t bytes;
+  int32_t stream;
+  int32_t root;
+  uint8_t kind;  ///< index into kKinds
+  uint8_t dtype;
+  uint8_t op;
+  uint8_t pad[5];
+  int64_t entered_ns;  ///< steady clock when the rank entered it
+};
+static_assert(sizeof(FlightEntry) == 40);
+
+constexpr std::array<std::string_view, 5> kKinds{"all_reduce", "all_gather", "all_to_all_v",
+                                                 "broadcast", "barrier"};
+constexpr uint8_t kUnknownKind = 0xff;
+
+constexpr uint64_t kFileBytes = sizeof(FlightHeader) + kFlightSlots * sizeof(FlightEntry);
+
+FlightHeader& header(const MappedRegion& m) { return *reinterpret_cast<FlightHeader*>(m.data()); }
+
+FlightEntry* entries(const MappedRegion& m) {
+  return reinterpret_cast<FlightEntry*>(m.data() + sizeof(FlightHeader));
+}
+
+uint8_t kind_code(const std::string& kind) {
+  const auto it = std::find(kKinds.begin(), kKinds.end(), kind);
+  return it == kKinds.end() ? kUnknownKind : static_cast<uint8_t>(it - kKinds.begin());
+}
+
+}  // namespace
+
+std::string flight_record_path(const std::string& dir, int rank) {
+  return fmt::format("{}/flight-{}", dir, rank);
+}
+
+FlightRecorder::FlightRecorder(const std::string& path) {
+  const UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!fd) throw_errno(__FILE__, __LINE__, fmt::format("open flight record {}", path));
+  if (::ftruncate(fd.get(), static_cast<off_t>(kFileBytes)) != 0) {
+    throw_errno(__FILE__, __LINE__, fmt::format("ftruncate flight record {}", path));
+  }
+  map_ = std::make_unique<MappedRegion>(fd.get(), kFileBytes);
+  FlightHeader& h = header(*map_);
+  h.magic = kFlightMagic;
+  h.version = kFlightVersion;
+  h.execution.store(0, std::memory_order_relaxed);
+  h.entered.store(0, std::memory_order_release);
+}
+
+FlightRecorder::~FlightRecorder() = default;
+
+void FlightRecorder::begin(uint64_t execution) {
+  FlightHeader& h = header(*map_);
+  h.entered.store(0, std::memory_order_relaxed);
+  h.execution.store(execution, std::memory_order_release);
+}
+
+void FlightRecorder::enter(const CollectiveRecord& c) {
+  FlightHeader& h = header(*map_);
+  const uint64_t n = h.entered.load(std::memory_order_relaxed);
+  FlightEntry& e = entries(*map_)[n % kFlightSlots];
+  e = FlightEntry{c.seq,
+                  c.bytes,
+                  c.stream,
+                  c.root,
+                  kind_code(c.kind),
+                  static_cast<uint8_t>(c.dtype),
+                  static_cast<uint8_t>(c.op),
+                  {},
+                  std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count()};
+  // Published after the entry: a reader that sees the count sees the entry.
+  h.entered.store(n + 1, std::memory_order_release);
+}
+
+std::optional<std::vector<CollectiveRecord>> read_flight_record(const std::string& path,
+                                                                uint64_t execution) {
+  std::optional<FlightLog> log = read_flight_log(path, execution);
+  if (!log) return std::nullopt;
+  return std::move(log->entered);
+}
+
+std::optional<FlightLog> read_flight_log(const std::string& path, uint64_t execution) {
+  const UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0 || static_cast<uint64_t>(st.st_size) != kFileBytes) {
+    return std::nullopt;
+  }
+  const MappedRegion map(fd.get(), kFileBytes);
+  const FlightHeader& h = header(map);
+  if (h.magic != kFlightMagic || h.version != kFlightVersion ||
+      h.execution.load(std::memory_order_acquire) != execution) {
+    return std::nullopt;
+  }
+  const uint64_t n = h.entered.load(std::memory_order_acquire);
+  FlightLog out;
+  for (uint64_t i = n > kFlightSlots ? n - kFlightSlots : 0; i < n; ++i) {
+    const FlightEntry& e = entries(map)[i % kFlightSlots];
+    if (e.dtype > static_cast<uint8_t>(kLastDType) || e.op > static_cast<uint8_t>(ReduceOp::min)) {
+      return std::nullopt;  // not written by FlightRecorder::enter
+    }
+    CollectiveRecord c;
+    c.seq = e.seq;
+    c.bytes = e.bytes;
+    c.stream = e.stream;
+    c.root = e.root;
+    c.kind = e.kind < kKinds.size() ? std::string(kKinds[e.kind]) : std::string("?");
+    c.dtype = static_cast<DType>(e.dtype);
+    c.op = static_cast<ReduceOp>(e.op);
+    out.entered.push_back(std::move(c));
+    out.entered_ns.push_back(e.entered_ns);
+  }
+  return out;
+}
+
+}  // namespace cprr

@@ -1,0 +1,44 @@
+// cprecord --json (print_json) on a hand-judged case: each execution's transport and GPUs, and a
+// fresh-vs-pooled divergence across transports flagged as such and not counted against the run.
+#include "cli/report.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "tests/analysis/analysis_support.h"
+
+namespace cprr {
+namespace {
+
+TEST(Report, JsonCarriesEachExecutionsTransportAndFlagsADivergenceAcrossThem) {
+  CaseInstance inst;
+  inst.id = 1;
+  inst.info.name = "t/case";
+  inst.world_size = 2;
+  ExecutionResult f = test::through(test::execution(1, Mode::fresh, ExecStatus::pass, {"a", "b"}),
+                                    kCollectivesNccl);
+  f.rank_gpus = "0,1";
+  ExecutionResult p = test::through(test::execution(2, Mode::pool, ExecStatus::pass, {"a", "X"}),
+                                    kCollectivesGlooStaged);
+  p.rank_gpus = "0,0";
+  std::ostringstream out;
+  print_json(out, {judge_case(inst, 7, {&f, &p})}, RunInfo{});
+  const auto doc = nlohmann::json::parse(out.str());
+  const auto& c = doc["cases"][0];
+  EXPECT_EQ(c["executions"][0]["collectives"], "nccl");
+  EXPECT_EQ(c["executions"][0]["rank_gpus"], "0,1");
+  EXPECT_EQ(c["executions"][1]["collectives"], "gloo_staged");
+  EXPECT_EQ(c["executions"][1]["rank_gpus"], "0,0");
+  EXPECT_TRUE(c["fresh_vs_pool"]["across_transports"].get<bool>());
+  EXPECT_NE(c["fresh_vs_pool"]["detail"].get<std::string>().find(
+                "across transports (expected nccl, got gloo_staged)"),
+            std::string::npos)
+      << c["fresh_vs_pool"];
+  EXPECT_TRUE(c["as_expected"].get<bool>());
+  EXPECT_FALSE(c["executions"][1].contains("unexpected"));
+  EXPECT_EQ(doc["unexpected"], 0);
+}
+
+}  // namespace
+}  // namespace cprr
