@@ -1,5 +1,5 @@
 -- cprr store: the SQLite schema. Version 10 (schema/store.h: kSchemaVersion and its bump rule;
--- store.cpp: kMigrations). Version 2 added test_case.verdict, as_expected and fresh_vs_pool;
+-- store_open.cpp: kMigrations). Version 2 added test_case.verdict, as_expected and fresh_vs_pool;
 -- version 3 op.read_spans and write_spans; version 4 op.peer and op.epoch; version 5
 -- collective.op and execution.symmetric_pool; version 6 the views at the end of this file;
 -- version 7 run.stopped; version 8 run.shuffle_seed; version 9 run.launcher; version 10

@@ -4,7 +4,7 @@
 //
 // Bump rule: any change to schema.sql that an older cprr could misread (a new table or column,
 // a changed meaning) bumps kSchemaVersion, and comes with the migration from the version before
-// (store.cpp: kMigrations) and a test that a file of that version is migrated and read right.
+// (store_open.cpp: kMigrations) and a test that a file of that version is migrated and read right.
 // A database with a newer version than this build is refused with a clear error. An older one
 // (down to kOldestSchemaVersion) is migrated when opened read_write, and read as it is when opened
 // read_only (a reader must not write): readers ask Database::schema_version() and treat what later
