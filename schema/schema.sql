@@ -1,9 +1,9 @@
--- cprr store: the SQLite schema. Version 10 (schema/store.h: kSchemaVersion and its bump rule;
+-- cprr store: the SQLite schema. Version 11 (schema/store.h: kSchemaVersion and its bump rule;
 -- store_open.cpp: kMigrations). Version 2 added test_case.verdict, as_expected and fresh_vs_pool;
 -- version 3 op.read_spans and write_spans; version 4 op.peer and op.epoch; version 5
 -- collective.op and execution.symmetric_pool; version 6 the views at the end of this file;
 -- version 7 run.stopped; version 8 run.shuffle_seed; version 9 run.launcher; version 10
--- execution.collectives and rank_gpus.
+-- execution.collectives and rank_gpus; version 11 run.worker_args.
 --
 -- One database file holds any number of runs. The recorder writes the run row and the planned
 -- cases first, then every execution with all its per-rank rows in ONE transaction, committed
