@@ -53,8 +53,8 @@ std::vector<Step> steps_of(const RecordPlan& p) {
 
 // --standby: the world sizes of the fresh executions from step `s` on (its own first when it
 // is fresh), as many as Controller::foresee keeps: `n` besides step s's own.
-std::vector<int> fresh_sizes_from(const RecordPlan& p, const std::vector<Step>& steps, std::size_t s,
-                                  int n) {
+std::vector<int> fresh_sizes_from(const RecordPlan& p, const std::vector<Step>& steps,
+                                  std::size_t s, int n) {
   std::vector<int> sizes;
   const std::size_t most = static_cast<std::size_t>(n) + (steps[s].mode == Mode::fresh ? 1 : 0);
   for (std::size_t k = s; k < steps.size() && sizes.size() < most; ++k) {
@@ -111,8 +111,8 @@ class ProgressReport {
 // RecordQueue commits them on its own thread, so the next case starts at once). Stops at an
 // interruption: the interrupted execution says nothing about its case, so it is neither recorded
 // nor returned.
-PlanRun run_plan(const RecordPlan& p, Controller& controller, RecordWriter& writer, ProgressStyle style,
-                 std::ostream& err) {
+PlanRun run_plan(const RecordPlan& p, Controller& controller, RecordWriter& writer,
+                 ProgressStyle style, std::ostream& err) {
   PlanRun out;
   // Results stay put while the queue reads them (a deque never moves its elements).
   std::deque<ExecutionResult> results;

@@ -44,7 +44,7 @@ enum class ProgressStyle { none, tty, lines };
 // RecordQueue commits them on its own thread, so the next case starts at once). Stops at an
 // interruption: the interrupted execution says nothing about its case, so it is neither recorded
 // nor returned.
-PlanRun run_plan(const RecordPlan& p, Controller& controller, RecordWriter& writer, ProgressStyle style,
-                 std::ostream& err);
+PlanRun run_plan(const RecordPlan& p, Controller& controller, RecordWriter& writer,
+                 ProgressStyle style, std::ostream& err);
 
 }  // namespace cprr

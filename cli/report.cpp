@@ -191,8 +191,8 @@ std::optional<std::string> against_text(const CaseOutcome& o, const ExecutionRes
                          o.case_id, mode_name(e.mode), replay_hint(info, o.case_id));
     case Against::race:
       return fmt::format("case {}: stream race: {}; fix: {}; replay: {}", o.case_id,
-                         o.race ? describe_race(*o.race) : "?", o.race ? describe_fix(o.race->race) : "?",
-                         replay_hint(info, o.case_id));
+                         o.race ? describe_race(*o.race) : "?",
+                         o.race ? describe_fix(o.race->race) : "?", replay_hint(info, o.case_id));
     case Against::seeded_missed:
       return fmt::format(
           "seeded bug ({}) not found: its check found nothing in the logs of {} "

@@ -109,7 +109,8 @@ void print_table(std::ostream& out, const std::vector<ExecutionResult>& results,
       const bool seeded_race = o.instance->info.options.seeded_bug == "stream_race";
       out << fmt::format("case {} ({}): stream race{}: {}; fix: {}; {}\n", o.case_id,
                          o.instance->label(), seeded_race ? " (seeded bug, expected)" : "",
-                         describe_race(*o.race), describe_fix(o.race->race), replay_hint(info, o.case_id));
+                         describe_race(*o.race), describe_fix(o.race->race),
+                         replay_hint(info, o.case_id));
     }
     const std::string& seeded = o.instance->info.options.seeded_bug;
     if (o.allocation) {

@@ -32,7 +32,7 @@ struct CaseOptions {
   std::vector<int> world_sizes{2, 4};
   std::vector<GridAxis> grid;
   Expect expect = Expect::pass;
-  double timeout_s = 0;      ///< per-case deadline; 0 means cprecord's --timeout
+  double timeout_s = 0;  ///< per-case deadline; 0 means cprecord's --timeout
   std::string description;
   /// For a seeded bug: the verdict the harness must reach (e.g. "state_leak"). Its executions
   /// only have to run to completion (a seeded collective mismatch may also abort or hang), and
@@ -64,11 +64,11 @@ inline constexpr uint64_t kMaxSeed = (uint64_t{1} << 53) - 1;
 /// One planned execution unit: a case at one grid point and world size. What cprecord runs and
 /// the store keeps as a "case".
 struct CaseInstance {
-  uint32_t id = 0;        ///< 1-based position in the plan
+  uint32_t id = 0;  ///< 1-based position in the plan
   CaseInfo info;
   Params params;
   int world_size = 1;
-  uint64_t seed = 0;      ///< from the label: stable across runs and machines; <= kMaxSeed
+  uint64_t seed = 0;  ///< from the label: stable across runs and machines; <= kMaxSeed
   /// "name{k=v,k2=v2}@w" (the braces only when there are parameters). Filters match this.
   std::string label() const;
 };

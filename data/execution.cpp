@@ -15,10 +15,14 @@ std::string ExitInfo::describe() const {
 
 bool meets(ExecStatus s, Expect e) {
   switch (e) {
-    case Expect::pass: return s == ExecStatus::pass;
-    case Expect::fail: return s == ExecStatus::fail;
-    case Expect::crash: return s == ExecStatus::crash;
-    case Expect::hang: return s == ExecStatus::hang;
+    case Expect::pass:
+      return s == ExecStatus::pass;
+    case Expect::fail:
+      return s == ExecStatus::fail;
+    case Expect::crash:
+      return s == ExecStatus::crash;
+    case Expect::hang:
+      return s == ExecStatus::hang;
   }
   return false;
 }

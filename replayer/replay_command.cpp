@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_options.h"
+#include "cli/report.h"
 #include "recorder/engine/controller.h"
 #include "recorder/engine/interrupt.h"
 #include "recorder/engine/world.h"
-#include "cli/report.h"
 #include "replayer/replay.h"
 #include "replayer/replay_all.h"
 #include "replayer/replay_list.h"

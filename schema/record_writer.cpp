@@ -156,9 +156,8 @@ std::vector<int64_t> RecordWriter::add_cases(const std::vector<CaseInstance>& pl
                "expect, timeout_s, seeded_bug) VALUES (?,?,?,?,?,?,?,?,?,?)");
   std::vector<int64_t> ids;
   for (const CaseInstance& inst : plan) {
-    CPRR_CHECK(inst.seed <= kMaxSeed,
-               "case {}: seed {} is above 2^53 (data/case_info.h: kMaxSeed)", inst.label(),
-               inst.seed);
+    CPRR_CHECK(inst.seed <= kMaxSeed, "case {}: seed {} is above 2^53 (data/case_info.h: kMaxSeed)",
+               inst.label(), inst.seed);
     st.bind(1, run_id_).bind(2, int64_t{inst.id}).bind(3, inst.info.name).bind(4, inst.label());
     st.bind(5, nlohmann::json(inst.params).dump()).bind(6, int64_t{inst.world_size});
     st.bind(7, static_cast<int64_t>(inst.seed)).bind(8, expect_name(inst.info.options.expect));

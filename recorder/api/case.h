@@ -17,8 +17,8 @@
 #include <string_view>
 #include <vector>
 
-#include "recorder/api/context.h"
 #include "data/case_info.h"
+#include "recorder/api/context.h"
 
 namespace cprr {
 

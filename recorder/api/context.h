@@ -14,13 +14,13 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/device_launch.h"
-#include "kernels/rng.h"
-#include "recorder/api/capture_hasher.h"
 #include "data/capture.h"
 #include "data/case_info.h"
 #include "data/flight_record.h"
 #include "data/perturbation.h"
+#include "kernels/device_launch.h"
+#include "kernels/rng.h"
+#include "recorder/api/capture_hasher.h"
 #include "runtime/backend.h"
 #include "runtime/error.h"
 #include "runtime/placement.h"

@@ -23,7 +23,6 @@ constexpr std::chrono::milliseconds kLiveCheckInterval{20};
 
 }  // namespace
 
-
 bool stop_requested(int stop_fd) {
   if (stop_fd < 0) return false;
   pollfd p{stop_fd, POLLIN, 0};

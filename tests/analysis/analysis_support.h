@@ -5,8 +5,8 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/hash.h"
 #include "data/execution.h"
+#include "kernels/hash.h"
 
 namespace cprr::test {
 

@@ -194,7 +194,8 @@ RunInfo info_of(double wall_s, std::string db = "cprr.db") {
 // The document cprecord writes: results judged by summarize(), as for the exit code.
 std::string to_junit(const Executions& run, double wall_s = 12.5, std::string db = "cprr.db") {
   std::ostringstream out;
-  write_junit(out, summarize(run.plan, {}, run.results), run.results, info_of(wall_s, std::move(db)));
+  write_junit(out, summarize(run.plan, {}, run.results), run.results,
+              info_of(wall_s, std::move(db)));
   return out.str();
 }
 

@@ -1,5 +1,5 @@
-// Schema version 1 -> 2 (store_open.cpp: kMigrations). A version-1 file is what the cprr of version 1
-// wrote: its schema (kSchemaV1, schema.sql as that cprr had it) holding this cprr's rows less the
+// Schema version 1 -> 2 (store_open.cpp: kMigrations). A version-1 file is what the cprr of version
+// 1 wrote: its schema (kSchemaV1, schema.sql as that cprr had it) holding this cprr's rows less the
 // columns version 2 added. Read-only, it is read as it is; read-write, it is migrated in place to
 // exactly the schema a new file gets, in one transaction.
 #include <gmock/gmock.h>

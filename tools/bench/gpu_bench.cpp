@@ -142,18 +142,6 @@ std::vector<cprr::CaseInstance> noop_at(const std::string& worker, int w) {
   return {one};
 }
 
-// The start steps of `worlds` fresh worlds of `inst`.
-std::vector<std::vector<cprr::StartupPhase>> world_starts(const Setup& setup,
-                                                          const cprr::CaseInstance& inst,
-                                                          int worlds) {
-  cprr::Controller c(cuda_config(setup, 0));
-  std::vector<std::vector<cprr::StartupPhase>> out;
-  for (int i = 0; i < worlds; ++i) {
-    out.push_back(run_case(c, inst, cprr::Mode::fresh).startup_phases);
-  }
-  return out;
-}
-
 // Fresh mode back to back: shutdown on the path, then retired, then with each standby count.
 void print_fresh_suites(const Setup& setup, const std::vector<cprr::CaseInstance>& picked,
                         int cases, const std::vector<int>& standby) {
