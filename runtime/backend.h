@@ -124,8 +124,9 @@ class Backend {
   virtual void connect(const ConnectSpec& spec) {}
   /// The GPU this rank runs on (its index among the visible ones), -1 without one.
   virtual int device_index() const { return -1; }
-  /// What tells this rank's GPU apart from every other GPU of the world ("host/GPU-uuid"):
-  /// ranks with the same identity share a GPU. Empty without one.
+  /// What tells this rank's device apart from every other of the world: "host/GPU-uuid" on
+  /// CUDA (ranks with the same identity share a GPU), the host on the CPU backend (whose ranks
+  /// must share one).
   virtual std::string device_identity() const { return {}; }
   /// Called from the watchdog thread when the controller gives up on a hung case: ends stuck
   /// collectives (ncclCommAbort) so the rank can exit; the rank process is not reused after it.

@@ -10,6 +10,7 @@
 
 #include "runtime/error.h"
 #include "runtime/fd.h"
+#include "runtime/host_info.h"
 
 namespace cprr {
 namespace {
@@ -266,6 +267,8 @@ void CpuBackend::wait_event(int stream, int event) {
   if (ev.stream == &s) return;  // same stream: FIFO already orders it
   s.enqueue(fmt::format("wait event {}", event), [ev] { ev.stream->wait_for(ev.ticket); });
 }
+
+std::string CpuBackend::device_identity() const { return host_name(); }
 
 std::string CpuBackend::symmetric_pool() const {
   // What NCCL's symmetric kernels assume, in shared memory: see run_collective.

@@ -86,6 +86,8 @@ class CpuBackend final : public Backend {
   void reset_collective_progress() override;
   std::string one_sided_problem() const override { return {}; }
   std::string symmetric_pool() const override;
+  /// This host: a world's cpu ranks must share it (loopback Gloo, a window of shared files).
+  std::string device_identity() const override;
   void put(int stream, int peer, uint64_t offset, const void* src, std::size_t bytes) override;
   void signal(int stream, int peer, uint32_t slot, uint64_t value) override;
   void wait_signal(int stream, uint32_t slot, uint64_t value) override;

@@ -22,7 +22,22 @@ void check_collectives(const std::string& requested, const std::string& backend)
 TransportChoice choose_transport(const std::string& backend, const std::string& requested,
                                  const std::vector<RankDevice>& ranks) {
   check_collectives(requested, backend);
-  if (backend != "cuda") return {CollectiveTransport::gloo, {}};
+  if (backend != "cuda") {
+    // The cpu backend's Gloo binds loopback and its symmetric window is files every rank maps:
+    // one host only. Its ranks name their host in Hello::gpu.
+    for (std::size_t r = 1; r < ranks.size(); ++r) {
+      if (ranks[r].gpu != ranks[0].gpu) {
+        CPRR_THROW_AS(UsageError,
+                      "--backend {}: its collectives (Gloo over loopback) and its symmetric "
+                      "window (files every rank maps) join the ranks of one host only, but rank "
+                      "0 runs on {} and rank {} on {}: run it on one host (--launcher local, or "
+                      "a launcher placing every rank on one node), or use --backend cuda with a "
+                      "GPU per rank",
+                      backend, ranks[0].gpu, r, ranks[r].gpu);
+      }
+    }
+    return {CollectiveTransport::gloo, {}};
+  }
   TransportChoice choice{CollectiveTransport::nccl, {}};
   std::map<std::string, int> first_on;  // GPU identity -> the first rank on it
   std::string shared;                   // the first pair of ranks on one GPU, for messages

@@ -23,7 +23,7 @@ struct TransportChoice {
 
 /// `requested` is --collectives: auto (NCCL when every rank has a GPU of its own), nccl or gloo.
 /// Throws UsageError for an unknown value, for nccl where ranks share a GPU (naming them), and
-/// for the staged path across hosts (its Gloo connects over loopback).
+/// for the staged path or the cpu backend across hosts (their Gloo connects over loopback).
 TransportChoice choose_transport(const std::string& backend, const std::string& requested,
                                  const std::vector<RankDevice>& ranks);
 

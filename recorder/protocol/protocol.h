@@ -27,7 +27,7 @@ namespace cprr {
 inline constexpr uint32_t kProtocolMagic = 0x52525043;  // "CPRR" read as little-endian bytes
 /// Bump when any message below changes layout or meaning. Controller and worker of different
 /// versions refuse each other at the hello with a message naming both versions.
-inline constexpr uint32_t kProtocolVersion = 11;  // 2: Hello.comm_id, Bootstrap, Connected, Abort;
+inline constexpr uint32_t kProtocolVersion = 12;  // 2: Hello.comm_id, Bootstrap, Connected, Abort;
                                                   // 3: OpRecord read_spans/write_spans;
                                                   // 4: OpRecord peer/epoch, RunCase.perturbation;
                                                   // 5: Perturbation.poison;
@@ -39,6 +39,7 @@ inline constexpr uint32_t kProtocolVersion = 11;  // 2: Hello.comm_id, Bootstrap
                                                   // 9: Hello.phases, Connected.phases
                                                   // 10: Hello.device/gpu, Bootstrap.transport
                                                   // 11: DType i8, i16, f16, bf16 (Python cases)
+                                                  // 12: Hello.gpu names the host on cpu
 inline constexpr uint32_t kMaxFrameBytes = 256u << 20;
 
 /// First message of every rank: who it is.
@@ -55,7 +56,8 @@ struct Hello {
   std::vector<StartupPhase> phases;
   /// The GPU the rank runs on (Backend::device_index, -1 without one) and what tells it apart
   /// from the world's other GPUs (Backend::device_identity): ranks with one identity share a
-  /// GPU, so the controller picks their collectives' transport (Bootstrap::transport).
+  /// GPU, so the controller picks their collectives' transport (Bootstrap::transport). On the
+  /// cpu backend `gpu` is the rank's host, so a world spread over hosts is refused.
   int32_t device = -1;
   std::string gpu;
 

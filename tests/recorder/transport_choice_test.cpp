@@ -64,6 +64,21 @@ TEST(TransportChoice, TheStagedPathAcrossHostsIsRefused) {
   EXPECT_THROW(choose_transport("cuda", "gloo", {{0, "a/GPU-x"}, {0, "b/GPU-y"}}), UsageError);
 }
 
+// The cpu backend's Gloo binds loopback and its window is files every rank maps: its ranks name
+// their host, and a world spread over two hosts is refused, naming both.
+TEST(TransportChoice, TheCpuBackendAcrossHostsIsRefused) {
+  try {
+    choose_transport("cpu", "auto", {{-1, "a"}, {-1, "a"}, {-1, "b"}});
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--backend cpu"), std::string::npos) << what;
+    EXPECT_NE(what.find("rank 0 runs on a and rank 2 on b"), std::string::npos) << what;
+  }
+  EXPECT_EQ(choose_transport("cpu", "auto", {{-1, "a"}, {-1, "a"}}).transport,
+            CollectiveTransport::gloo);
+}
+
 // --collectives nccl is refused before the run when the local worlds would share GPUs.
 TEST(TransportChoice, NcclThatCannotFitIsRefusedBeforeTheRun) {
   EXPECT_THROW(check_nccl_fits("nccl", 4, 2), UsageError);

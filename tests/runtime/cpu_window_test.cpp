@@ -17,6 +17,7 @@
 
 #include "runtime/cpu_backend.h"
 #include "runtime/error.h"
+#include "runtime/host_info.h"
 
 namespace cprr {
 namespace {
@@ -101,6 +102,12 @@ TEST(CpuWindow, ASymmetricAllGatherGathersWhenTheLayoutsAgreeAndNotWhenTheyDiffe
   EXPECT_EQ(moved[1][64], 200) << "rank 1 still writes its own chunk into its own output";
   EXPECT_EQ(moved[0][0], 100);
   EXPECT_EQ(moved[0][64], 0) << "rank 1's chunk went to rank 1's offset in rank 0's window";
+}
+
+// A cpu rank names its host as its device: the controller refuses a cpu world over two hosts
+// (recorder/engine/transport_choice), since this window is files every rank maps.
+TEST(CpuWindow, EachRankNamesItsHostAsItsDevice) {
+  run_pair([&](CpuBackend& b, int) { EXPECT_EQ(b.device_identity(), host_name()); });
 }
 
 TEST(CpuWindow, AWaitForALaterEpochIsNotReleasedByAnEarlierSignal) {
