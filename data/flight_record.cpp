@@ -5,7 +5,6 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -33,17 +32,15 @@ struct FlightEntry {
   uint64_t bytes;
   int32_t stream;
   int32_t root;
-  uint8_t kind;  ///< index into kKinds
+  /// The kind as the collective log names it, NUL-padded: a Python case's kinds are open-ended
+  /// ("reduce_scatter", "all_reduce(product)"), so a name, not a code; longer ones are cut.
+  char kind[32];
   uint8_t dtype;
   uint8_t op;
-  uint8_t pad[5];
+  uint8_t pad[6];
   int64_t entered_ns;  ///< steady clock when the rank entered it
 };
-static_assert(sizeof(FlightEntry) == 40);
-
-constexpr std::array<std::string_view, 5> kKinds{"all_reduce", "all_gather", "all_to_all_v",
-                                                 "broadcast", "barrier"};
-constexpr uint8_t kUnknownKind = 0xff;
+static_assert(sizeof(FlightEntry) == 72);
 
 constexpr uint64_t kFileBytes = sizeof(FlightHeader) + kFlightSlots * sizeof(FlightEntry);
 
@@ -51,11 +48,6 @@ FlightHeader& header(const MappedRegion& m) { return *reinterpret_cast<FlightHea
 
 FlightEntry* entries(const MappedRegion& m) {
   return reinterpret_cast<FlightEntry*>(m.data() + sizeof(FlightHeader));
-}
-
-uint8_t kind_code(const std::string& kind) {
-  const auto it = std::find(kKinds.begin(), kKinds.end(), kind);
-  return it == kKinds.end() ? kUnknownKind : static_cast<uint8_t>(it - kKinds.begin());
 }
 
 }  // namespace
@@ -94,13 +86,14 @@ void FlightRecorder::enter(const CollectiveRecord& c) {
                   c.bytes,
                   c.stream,
                   c.root,
-                  kind_code(c.kind),
+                  {},
                   static_cast<uint8_t>(c.dtype),
                   static_cast<uint8_t>(c.op),
                   {},
                   std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now().time_since_epoch())
                       .count()};
+  c.kind.copy(e.kind, sizeof e.kind - 1);  // the last byte stays NUL
   // Published after the entry: a reader that sees the count sees the entry.
   h.entered.store(n + 1, std::memory_order_release);
 }
@@ -136,7 +129,7 @@ std::optional<FlightLog> read_flight_log(const std::string& path, uint64_t execu
     c.bytes = e.bytes;
     c.stream = e.stream;
     c.root = e.root;
-    c.kind = e.kind < kKinds.size() ? std::string(kKinds[e.kind]) : std::string("?");
+    c.kind.assign(e.kind, ::strnlen(e.kind, sizeof e.kind));
     c.dtype = static_cast<DType>(e.dtype);
     c.op = static_cast<ReduceOp>(e.op);
     out.entered.push_back(std::move(c));

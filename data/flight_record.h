@@ -23,8 +23,9 @@ class MappedRegion;
 
 inline constexpr uint32_t kFlightMagic = 0x544c4643;  // "CFLT" read as little-endian bytes
 /// Bump when FlightHeader or the entry layout changes (the reader ignores other versions).
-/// 2: each entry holds when it was entered.
-inline constexpr uint32_t kFlightVersion = 2;
+/// 2: each entry holds when it was entered. 3: the kind by name (any kind a Python case's
+/// collectives have), not as a code for the five C++ ones.
+inline constexpr uint32_t kFlightVersion = 3;
 /// The ring keeps the last this many collectives of an execution.
 inline constexpr uint64_t kFlightSlots = 1024;
 

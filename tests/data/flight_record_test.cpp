@@ -68,6 +68,25 @@ TEST_F(FlightRecordTest, WhatWasEnteredReadsBackForItsExecutionOnly) {
   EXPECT_FALSE(read_flight_record(path_, 7).has_value());
 }
 
+// A Python case's collectives have kinds beyond the C++ ones (and a reduction in the kind): each
+// reads back by its name, so the live check tells a reduce_scatter from an all_gather. A name
+// longer than the entry's field is cut, never run into the next field.
+TEST_F(FlightRecordTest, AnyKindReadsBackByItsName) {
+  FlightRecorder rec(path_);
+  rec.begin(3);
+  const std::vector<CollectiveRecord> calls{
+      call(0, "reduce_scatter", 64), call(1, "all_reduce(product)", 64),
+      call(2, "reduce_scatter(premul_sum)", 64), call(3, "gather", 64), call(4, "", 0)};
+  for (const auto& c : calls) rec.enter(c);
+  rec.enter(call(5, std::string(40, 'k'), 8));
+  const auto got = read_flight_record(path_, 3);
+  ASSERT_TRUE(got.has_value());
+  ASSERT_EQ(got->size(), calls.size() + 1);
+  for (std::size_t i = 0; i < calls.size(); ++i) expect_same((*got)[i], calls[i]);
+  EXPECT_EQ(got->back().kind, std::string(31, 'k'));
+  EXPECT_EQ(got->back().bytes, 8u);
+}
+
 TEST_F(FlightRecordTest, EachEntryHoldsWhenItWasEnteredOnTheSteadyClock) {
   const auto now_ns = [] {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
