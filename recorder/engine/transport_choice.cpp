@@ -7,6 +7,20 @@
 #include "runtime/error.h"
 
 namespace cprr {
+namespace {
+
+// The host part of a rank's device identity ("host/GPU-uuid" on cuda, "host" on cpu).
+std::string host_of(const std::string& gpu) { return gpu.substr(0, gpu.rfind('/')); }
+
+// The first rank on another host than rank 0, or 0 when the world is on one host.
+std::size_t rank_on_another_host(const std::vector<RankDevice>& ranks) {
+  for (std::size_t r = 1; r < ranks.size(); ++r) {
+    if (host_of(ranks[r].gpu) != host_of(ranks[0].gpu)) return r;
+  }
+  return 0;
+}
+
+}  // namespace
 
 void check_collectives(const std::string& requested, const std::string& backend) {
   if (requested != "auto" && requested != "nccl" && requested != "gloo") {
@@ -25,16 +39,13 @@ TransportChoice choose_transport(const std::string& backend, const std::string& 
   if (backend != "cuda") {
     // The cpu backend's Gloo binds loopback and its symmetric window is files every rank maps:
     // one host only. Its ranks name their host in Hello::gpu.
-    for (std::size_t r = 1; r < ranks.size(); ++r) {
-      if (ranks[r].gpu != ranks[0].gpu) {
-        CPRR_THROW_AS(UsageError,
-                      "--backend {}: its collectives (Gloo over loopback) and its symmetric "
-                      "window (files every rank maps) join the ranks of one host only, but rank "
-                      "0 runs on {} and rank {} on {}: run it on one host (--launcher local, or "
-                      "a launcher placing every rank on one node), or use --backend cuda with a "
-                      "GPU per rank",
-                      backend, ranks[0].gpu, r, ranks[r].gpu);
-      }
+    if (const std::size_t r = rank_on_another_host(ranks); r != 0) {
+      CPRR_THROW_AS(UsageError,
+                    "--backend {}: its collectives (Gloo over loopback) and its symmetric window "
+                    "(files every rank maps) join the ranks of one host only, but rank 0 runs on "
+                    "{} and rank {} on {}: run it on one host (--launcher local, or a launcher "
+                    "placing every rank on one node), or use --backend cuda with a GPU per rank",
+                    backend, host_of(ranks[0].gpu), r, host_of(ranks[r].gpu));
     }
     return {CollectiveTransport::gloo, {}};
   }
@@ -58,20 +69,14 @@ TransportChoice choose_transport(const std::string& backend, const std::string& 
   }
   if (requested == "gloo" || !shared.empty()) choice.transport = CollectiveTransport::gloo_staged;
   // Gloo's staged path connects the ranks over loopback: one host only.
-  if (choice.transport == CollectiveTransport::gloo_staged) {
-    const auto host_of = [](const std::string& gpu) { return gpu.substr(0, gpu.rfind('/')); };
-    for (std::size_t r = 1; r < ranks.size(); ++r) {
-      if (host_of(ranks[r].gpu) != host_of(ranks[0].gpu)) {
-        CPRR_THROW_AS(UsageError,
-                      "{}: collectives would go through Gloo staged through host memory, which "
-                      "joins the ranks of one host only, but rank 0 runs on {} and rank {} on "
-                      "{}: give every rank a GPU of its own (fewer ranks per node) so that NCCL "
-                      "carries them{}",
-                      shared.empty() ? "--collectives gloo" : shared, host_of(ranks[0].gpu), r,
-                      host_of(ranks[r].gpu),
-                      requested == "gloo" ? ", or use --collectives auto" : "");
-      }
-    }
+  if (const std::size_t r = rank_on_another_host(ranks);
+      choice.transport == CollectiveTransport::gloo_staged && r != 0) {
+    CPRR_THROW_AS(UsageError,
+                  "{}: collectives would go through Gloo staged through host memory, which joins "
+                  "the ranks of one host only, but rank 0 runs on {} and rank {} on {}: give "
+                  "every rank a GPU of its own (fewer ranks per node) so that NCCL carries them{}",
+                  shared.empty() ? "--collectives gloo" : shared, host_of(ranks[0].gpu), r,
+                  host_of(ranks[r].gpu), requested == "gloo" ? ", or use --collectives auto" : "");
   }
   return choice;
 }

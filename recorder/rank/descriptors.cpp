@@ -60,10 +60,4 @@ void InheritedDescriptors::close_on_exec_rest() const {
   }
 }
 
-std::vector<int> inheritable_descriptors() {
-  std::vector<int> fds = open_descriptors();
-  std::erase_if(fds, [](int fd) { return (::fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0; });
-  return fds;
-}
-
 }  // namespace cprr

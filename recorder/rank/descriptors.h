@@ -27,7 +27,4 @@ class InheritedDescriptors {
   std::vector<int> fds_;  ///< sorted
 };
 
-/// The open descriptors of this process that an exec would keep (FD_CLOEXEC clear), sorted.
-std::vector<int> inheritable_descriptors();
-
 }  // namespace cprr

@@ -26,13 +26,11 @@ TEST(InheritedDescriptors, OnlyWhatWasOpenedAfterTheCaptureIsMadeCloseOnExec) {
   ASSERT_GE(low.get(), 0);
   ASSERT_GE(high.get(), 900);
   ASSERT_TRUE(inheritable(low.get()) && inheritable(high.get()));
-  EXPECT_THAT(inheritable_descriptors(), testing::IsSupersetOf({low.get(), high.get()}));
 
   inherited.close_on_exec_rest();
   EXPECT_FALSE(inheritable(low.get()));
   EXPECT_FALSE(inheritable(high.get()));
   EXPECT_TRUE(inheritable(passed.get())) << "an inherited descriptor is left as it was";
-  EXPECT_THAT(inheritable_descriptors(), testing::Not(testing::Contains(low.get())));
   for (int fd : {0, 1, 2}) {
     if (::fcntl(fd, F_GETFD) >= 0) {
       EXPECT_TRUE(inheritable(fd)) << "stdio " << fd;
