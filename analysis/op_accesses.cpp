@@ -58,9 +58,10 @@ std::vector<ByteRange> ranges_of(const Allocations& allocs, const OpRecord& op,
 
 SyncRole role_of(const OpRecord& op) {
   // A "native" op is a user's own work run through Context::native(); a "handle" op says the case
-  // took a native handle (it touches nothing, and orders nothing).
+  // took a native handle, an "unseen" op that its library did work the log could not see (they
+  // touch nothing, and order nothing).
   if (op.kind == "kernel" || op.kind == "probe" || op.kind == "output" || op.kind == "host" ||
-      op.kind == "put" || op.kind == "native" || op.kind == "handle") {
+      op.kind == "put" || op.kind == "native" || op.kind == "handle" || op.kind == "unseen") {
     return SyncRole::none;
   }
   if (op.kind == "copy") return op.name == kReadBackOpName ? SyncRole::host_join : SyncRole::none;

@@ -41,6 +41,12 @@ void note_native_handles(const ExecutionResult& e, const Note& note) {
   for (std::size_t r = 0; r < captures.size(); ++r) {
     if (captures[r] == nullptr) continue;
     for (const OpRecord& op : captures[r]->ops) {
+      if (op.kind == "unseen") {
+        note(
+            fmt::format("rank {}: {}; no race, uninitialized-read or layout check sees that "
+                        "work",
+                        r, op.name));
+      }
       if (op.kind != "handle") continue;
       note(
           fmt::format("rank {} took {} outside Context::native(): work issued on it directly "

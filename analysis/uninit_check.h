@@ -35,7 +35,8 @@ struct UninitRead {
   std::string describe() const;
 };
 
-/// Checks every rank's logs (index = rank; null: no log).
+/// Checks every rank's logs (index = rank; null: no log). A rank whose log has an "unseen" op
+/// (its library's work outside the op log) is not checked: that work may have written the bytes.
 std::optional<UninitRead> check_uninitialized_reads(const std::vector<const CaseCapture*>& ranks);
 
 }  // namespace cprr

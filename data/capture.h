@@ -72,7 +72,8 @@ struct OpRecord {
   uint64_t seq = 0;
   int32_t stream = 0;  ///< -1 for host-side accesses (and for a sync of all streams)
   /// kernel | copy | collective | record | wait | probe | output | host | sync | put | signal |
-  /// wait_signal | native (Context::native) | handle (a native handle taken, on the host)
+  /// wait_signal | native (Context::native) | handle (a native handle taken, on the host) |
+  /// unseen (work of the case's library outside the op log, counted in its name)
   std::string kind;
   std::string name;
   std::vector<uint32_t> reads;

@@ -155,6 +155,12 @@ class Backend {
   /// (lead_native). No-ops where kernels do not run on a device.
   virtual void follow_native(int stream, void* native) {}
   virtual void lead_native(void* native, int stream) {}
+  /// In `native`'s order (a cudaStream_t of the case's library): it idles for `us` microseconds
+  /// (a replay's race amplification of a library op). No-op where kernels do not run on a device.
+  virtual void delay_native(void* native, uint32_t us) {}
+  /// The host waits for everything the device runs, the backend's streams and the library's:
+  /// where kernels do not run on a device, synchronize_all().
+  virtual void synchronize_device() { synchronize_all(); }
   /// Notes a device op launched outside the backend (a kernel) on `stream`, for running_ops().
   virtual void note_launch(int stream, std::string label) {}
   /// Empty while the device state is usable; otherwise why not (a sticky CUDA error, an NCCL

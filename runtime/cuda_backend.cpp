@@ -328,6 +328,17 @@ void CudaBackend::lead_native(void* native, int stream) {
   order_streams(static_cast<cudaStream_t>(native), at(stream).handle);
 }
 
+void CudaBackend::delay_native(void* native, uint32_t us) {
+  if (us > 0) launch_delay(uint64_t{us} * 1000, static_cast<cudaStream_t>(native));
+}
+
+void CudaBackend::synchronize_device() {
+  cudaSetDevice(device_);
+  // The library's streams are not the backend's: only a device-wide wait reaches them.
+  CPRR_CUDA(cudaDeviceSynchronize());
+  synchronize_all();
+}
+
 void CudaBackend::note_launch(int stream, std::string label) {
   StreamSlot& s = at(stream);
   std::lock_guard lock(mu_);

@@ -98,6 +98,8 @@ class CudaBackend final : public Backend {
   void* native_stream(int stream) override;
   void follow_native(int stream, void* native) override;
   void lead_native(void* native, int stream) override;
+  void delay_native(void* native, uint32_t us) override;
+  void synchronize_device() override;
   /// The NCCL communicator; nullptr where the collectives go through Gloo (ranks share a GPU).
   void* native_comm() override { return comm_ ? comm_->get() : nullptr; }
   void note_launch(int stream, std::string label) override;

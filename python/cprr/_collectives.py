@@ -25,28 +25,28 @@ def current():
     return getattr(_state, "native", None)
 
 
-def tracker():
-    """The running case's uninitialized-read tracker (cprr._uninit), or None."""
-    return getattr(_state, "tracker", None)
+def capture():
+    """The running case's op capture (cprr._op_capture.OpCapture) on this thread, or None."""
+    return getattr(_state, "capture", None)
 
 
 class running:
     """Within the block, calls on this thread are recorded into `native`, and the tensors they
-    touch noted to `tracker` (a cprr._uninit.Tracker, or None)."""
+    touch logged by `capture` (a cprr._op_capture.OpCapture, or None)."""
 
-    def __init__(self, native, tracker=None):
+    def __init__(self, native, capture=None):
         self._native = native
-        self._tracker = tracker
+        self._capture = capture
 
     def __enter__(self):
         _state.native = self._native
-        _state.tracker = self._tracker
+        _state.capture = self._capture
         _state.depth = 0
         return self
 
     def __exit__(self, *exc):
         _state.native = None
-        _state.tracker = None
+        _state.capture = None
         return False
 
 
@@ -146,11 +146,63 @@ def _tensors_of(bound, names):
     return out
 
 
-def _note_access(name, bound):
-    t = tracker()
-    if t is not None:
-        reads, writes = _ACCESS.get(name, ((), ()))
-        t.note(f"dist.{name}", _tensors_of(bound, reads), _tensors_of(bound, writes))
+class _Work:
+    """The Work of an async call: its wait() is where the case's stream (the host, for CPU
+    tensors) is ordered after the call, so that is logged; everything else is the Work's."""
+
+    def __init__(self, work, capture, name, event, device):
+        self._work = work
+        self._capture = capture
+        self._name = name
+        self._event = event
+        self._device = device
+
+    def wait(self, *args, **kwargs):
+        c = capture()
+        if c is not self._capture:  # waited for after its case ended: nothing to order
+            return self._work.wait(*args, **kwargs)
+        with c.in_op():
+            result = self._work.wait(*args, **kwargs)
+        c.order("wait", f"dist.{self._name} Work.wait()", c.stream_of(self._device)[0],
+                self._event)
+        return result
+
+    def __getattr__(self, attr):
+        return getattr(self._work, attr)
+
+
+def _issue(name, bound, call, native, what):
+    """Runs `call` (the torch call) logged on the stream it runs on: the tensors' current stream
+    (the host for CPU tensors) when it returns done, or a stream of its own when async_op=True,
+    ordered after what the caller's stream issued before and before the Work's wait()."""
+    c = capture()
+    if c is None:
+        what(0)
+        return call()
+    from cprr._op_capture import device_of
+
+    reads, writes = _ACCESS.get(name, ((), ()))
+    reads, writes = _tensors_of(bound, reads), _tensors_of(bound, writes)
+    device = device_of(reads + writes, {})
+    stream = c.stream_of(device)[0]
+    is_async = bool(bound.get("async_op", False)) or name in ("isend", "irecv")
+    if is_async:
+        event = c.streams.new_event()
+        c.order("record", f"dist.{name} issued", stream, event)
+        stream_of_call = c.streams.new_stream()
+        c.order("wait", f"dist.{name} starts after what was issued before it", stream_of_call,
+                event)
+        stream = stream_of_call
+    c.note(f"dist.{name}", reads, writes, stream=stream)
+    what(stream)
+    with c.in_op():
+        work = call()
+    if not is_async or work is None:
+        return work
+    done = c.streams.new_event()
+    c.order("record", f"dist.{name} done", stream, done)
+    c.used_by(reads + writes, stream)
+    return _Work(work, c, name, done, device)
 
 
 _P2P = {"send": ("send", "dst"), "isend": ("send", "dst"), "recv": ("recv", "src"),
@@ -172,23 +224,35 @@ def _wrap(name, original):
             return original(*args, **kwargs)
         bound = signature.bind(*args, **kwargs).arguments
         _state.depth = 1
+        call = functools.partial(original, *args, **kwargs)
         try:
-            _note_access(name, bound)
             if name in _P2P:
                 kind, peer_arg = _P2P[name]
                 tensor = bound["tensor"]
                 peer = bound.get(peer_arg)
-                if peer is not None and peer >= 0:
-                    native.note_p2p(kind, int(peer), _tensors.dtype_name(tensor),
-                                    _tensors.nbytes(tensor))
-                return original(*args, **kwargs)
+
+                def note(stream):
+                    if peer is not None and peer >= 0:
+                        native.note_p2p(kind, int(peer), _tensors.dtype_name(tensor),
+                                        _tensors.nbytes(tensor))
+
+                return _issue(name, bound, call, native, note)
             if not _on_default_group(bound):
-                return original(*args, **kwargs)
+                return _issue(name, bound, call, native, lambda stream: None)
             kind, dtype, size, root, op = _COLLECTIVES[name](bound)
-            seq = native.enter_collective(kind, dtype, int(size), int(root), op)
-            result = original(*args, **kwargs)
+            entered = []
+
+            def enter(stream):
+                entered.append(native.enter_collective(kind, dtype, int(size), int(root), op,
+                                                       stream))
+
+            if capture() is None:
+                enter(0)
+                result = call()
+            else:
+                result = _issue(name, bound, call, native, enter)
             # An async call counts as completed once issued; its Work.wait() is the case's.
-            native.complete_collective(seq)
+            native.complete_collective(entered[0])
             return result
         finally:
             _state.depth = 0

@@ -64,7 +64,13 @@ class Context:
         label = name or f"symmetric#{self._symmetric}"
         self._symmetric += 1
         a = self._native.alloc(label, size, "symmetric")
-        return _tensors.tensor_over(a.address, size, shape, dtype, self.device)
+        t = _tensors.tensor_over(a.address, size, shape, dtype, self.device)
+        from cprr import _collectives
+
+        capture = _collectives.capture()
+        if capture is not None:
+            capture.adopt(t, a.id)  # its ops are logged against the symmetric allocation
+        return t
 
     def _capture(self, is_output: bool, name: str, tensor) -> None:
         import torch
@@ -78,9 +84,9 @@ class Context:
             )
         from cprr import _collectives
 
-        tracker = _collectives.tracker()
-        if tracker is not None:
-            tracker.note(f"ctx.{'output' if is_output else 'probe'}('{name}')", reads=[tensor])
+        capture = _collectives.capture()
+        if capture is not None:
+            capture.note(f"ctx.{'output' if is_output else 'probe'}('{name}')", reads=[tensor])
         t = tensor.detach()
         if not t.is_contiguous():
             t = t.contiguous()

@@ -75,6 +75,8 @@ class _Rank:
     registers the cases with one of these still empty; each rank forked from it fills it in."""
 
     def __init__(self, argv):
+        self.gpu_hooks = False  # torch's CUDA trace hooks forward to the running case
+        self.counter = None  # counts CUDA work outside the op log (the _cprr module), or None
         self.parse(argv)
 
     def parse(self, argv):
@@ -136,19 +138,85 @@ def _flush():
             pass
 
 
+def _install_gpu_hooks(rank, native):
+    """Once per rank process, in its first cuda case (a template never touches CUDA)."""
+    if rank.gpu_hooks or native.backend != "cuda":
+        return
+    from cprr import _collectives, _gpu_hooks
+
+    rank.gpu_hooks = _gpu_hooks.install(_collectives.capture)
+
+
+def _cupti_libraries():
+    """Where CUPTI may be: the loader's path, torch's own wheels, the CUDA toolkit."""
+    import glob
+
+    import torch
+
+    found = ["libcupti.so", "libcupti.so.13", "libcupti.so.12"]
+    site = os.path.dirname(os.path.dirname(os.path.abspath(torch.__file__)))
+    for pattern in (f"{site}/nvidia/**/libcupti.so*", "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so*",
+                    "/usr/local/cuda*/lib*/libcupti.so*"):
+        found += sorted(glob.glob(pattern, recursive=True))
+    return found
+
+
+def _start_counter(rank, native):
+    """Once per rank process on cuda: counting the CUDA work no op of the op log covers
+    (native/unseen_work.h). CPRR_UNSEEN_WORK=off leaves CUPTI to a profiler of the user's."""
+    if rank.counter is not None or native.backend != "cuda":
+        return
+    from cprr import _cprr
+
+    if os.environ.get("CPRR_UNSEEN_WORK") == "off":
+        why = "CPRR_UNSEEN_WORK=off"
+    else:
+        why = _cprr.unseen_start(_cupti_libraries())
+    if why:
+        print(f"cprr: CUDA work outside the op log is not counted: {why}", file=sys.stderr)
+        rank.counter = False
+    else:
+        rank.counter = _cprr
+
+
+def _report_outside(native, capture, counter):
+    """What the case did that the op log cannot see, as one op the report names."""
+    if counter:
+        for what, n in counter.unseen_take().items():
+            capture.outside[f"{what} outside any op the dispatcher saw"] = n
+    if capture.outside:
+        what = ", ".join(f"{n} {w}" for w, n in sorted(capture.outside.items()))
+        native.note_unseen(f"{sum(capture.outside.values())} outside the op log: {what}")
+
+
 def _body(definition, rank):
-    from cprr import _collectives, _uninit
+    from cprr import _collectives, _op_capture
     from cprr._context import Context
 
     def run(native):
         try:
             device = _device(native)
             _ensure_process_group(rank, native)
+            _install_gpu_hooks(rank, native)
+            _start_counter(rank, native)
             _seed_everything(native.seed)
             ctx = Context(native, definition, device)
-            tracker = _uninit.Tracker(native)
-            with _collectives.running(native, tracker), tracker:
-                definition.body(ctx)
+            if os.environ.get("CPRR_OP_CAPTURE") == "off":  # only to measure what capture costs
+                with _collectives.running(native):
+                    definition.body(ctx)
+                return None
+            counter = rank.counter or None
+            if counter:
+                counter.unseen_take()  # what the world did before this case is not the case's
+                counter.unseen_watch(True)
+            capture = _op_capture.OpCapture(native, native.backend == "cuda", counter)
+            try:
+                with _collectives.running(native, capture), capture:
+                    definition.body(ctx)
+            finally:
+                if counter:
+                    counter.unseen_watch(False)
+                _report_outside(native, capture, counter)
             return None
         except BaseException:  # a failure of the case: its traceback is the report
             return traceback.format_exc()
@@ -188,10 +256,10 @@ def _load(cases):
     from cprr import _cprr
 
     if torch is not None:
-        from cprr import _collectives, _uninit
+        from cprr import _collectives, _op_capture
 
         _collectives.install()
-        _uninit.warm_up()  # torch's lazy imports, here rather than in the first case
+        _op_capture.warm_up()  # torch's lazy imports, here rather than in the first case
     for problem in load_cases(cases):
         _cprr.add_error(problem)
     if not cases:

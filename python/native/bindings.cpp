@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include "python/native/rank_runtime.h"
+#include "python/native/unseen_work.h"
 
 namespace py = pybind11;
 using cprr::python::Allocation;
@@ -37,7 +38,12 @@ PYBIND11_MODULE(_cprr, m) {
       .def("complete_collective", &CaseContext::complete_collective)
       .def("note_p2p", &CaseContext::note_p2p)
       .def("track", &CaseContext::track)
+      .def("untrack", &CaseContext::untrack)
       .def("library_op", &CaseContext::library_op)
+      .def("library_order", &CaseContext::library_order)
+      .def("synchronize_library", &CaseContext::synchronize_library,
+           py::call_guard<py::gil_scoped_release>())
+      .def("note_unseen", &CaseContext::note_unseen)
       .def("alloc", &CaseContext::alloc)
       .def("free", &CaseContext::free);
 
@@ -75,5 +81,12 @@ PYBIND11_MODULE(_cprr, m) {
       },
       "Runs the rank process's worker loop with these arguments (argv[0] first); returns its exit "
       "status.");
+  m.def("unseen_start", &cprr::python::start_unseen_counter,
+        "Starts counting CUDA work outside the op log (CUPTI from the first of these libraries "
+        "that opens); returns '' when counting, else why not.");
+  m.def("unseen_watch", &cprr::python::watch_this_thread);
+  m.def("seen_enter", &cprr::python::enter_seen);
+  m.def("seen_leave", &cprr::python::leave_seen);
+  m.def("unseen_take", &cprr::python::take_unseen);
   m.attr("PROTOCOL_VERSION") = cprr::python::protocol_version();
 }

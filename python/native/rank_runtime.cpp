@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 
+#include "python/native/unseen_work.h"
 #include "recorder/api/case.h"
 #include "recorder/api/context.h"
 #include "recorder/protocol/protocol.h"
@@ -56,13 +57,15 @@ bool CaseContext::nccl() const { return ctx_.has_native_comm(); }
 void CaseContext::capture(bool is_output, const std::string& name, uint64_t address, uint64_t bytes,
                           const std::string& dtype, std::vector<int64_t> shape,
                           uint64_t native_stream) {
+  const SeenScope own_work;  // the hash kernels are cprr's
   ctx_.capture_memory(is_output, name, reinterpret_cast<const std::byte*>(address), bytes,
                       dtype_of(dtype), std::move(shape), reinterpret_cast<void*>(native_stream));
 }
 
 uint64_t CaseContext::enter_collective(const std::string& kind, const std::string& dtype,
-                                       uint64_t bytes, int root, const std::string& op) {
-  return ctx_.enter_collective(kind, dtype_of(dtype), bytes, root, op_of(op));
+                                       uint64_t bytes, int root, const std::string& op,
+                                       int stream) {
+  return ctx_.enter_collective(kind, dtype_of(dtype), bytes, root, op_of(op), stream);
 }
 
 void CaseContext::complete_collective(uint64_t seq) { ctx_.complete_collective(seq); }
@@ -73,13 +76,18 @@ void CaseContext::note_p2p(const std::string& kind, int peer, const std::string&
 }
 
 uint32_t CaseContext::track(const std::string& name, uint64_t address, uint64_t bytes, bool device,
-                            uint64_t native_stream) {
+                            uint64_t native_stream, int64_t written_by) {
+  const SeenScope own_work;  // a replay's poison is cprr's
   return ctx_.track_memory(name, reinterpret_cast<std::byte*>(address), bytes, device,
-                           reinterpret_cast<void*>(native_stream));
+                           reinterpret_cast<void*>(native_stream), written_by);
 }
 
-void CaseContext::library_op(const std::string& name, const std::vector<Touch>& reads,
-                             const std::vector<Touch>& writes) {
+void CaseContext::untrack(uint32_t buffer, int stream) { ctx_.untrack_memory(buffer, stream); }
+
+std::pair<uint64_t, bool> CaseContext::library_op(const std::string& kind, const std::string& name,
+                                                  int stream, uint64_t native_stream,
+                                                  const std::vector<Touch>& reads,
+                                                  const std::vector<Touch>& writes) {
   const auto convert = [](const std::vector<Touch>& in) {
     std::vector<Context::Touch> out;
     out.reserve(in.size());
@@ -88,11 +96,27 @@ void CaseContext::library_op(const std::string& name, const std::vector<Touch>& 
     }
     return out;
   };
-  ctx_.library_op(name, convert(reads), convert(writes));
+  const SeenScope own_work;  // a replay's delay is cprr's
+  const Context::LibraryOp op = ctx_.library_op(
+      kind, name, stream, reinterpret_cast<void*>(native_stream), convert(reads), convert(writes));
+  return {op.seq, op.sync_after};
 }
+
+void CaseContext::library_order(const std::string& kind, const std::string& name, int stream,
+                                int64_t event) {
+  ctx_.library_order(kind, name, stream, event);
+}
+
+void CaseContext::synchronize_library() {
+  const SeenScope own_work;
+  ctx_.synchronize_library();
+}
+
+void CaseContext::note_unseen(const std::string& what) { ctx_.library_unseen(what); }
 
 Allocation CaseContext::alloc(const std::string& name, uint64_t bytes, const std::string& pool) {
   const MemPool p = pool_of(pool);
+  const SeenScope own_work;  // a replay's poison is cprr's
   const Buffer b = ctx_.alloc(name, bytes, p);
   const Allocation a{b.id, reinterpret_cast<uint64_t>(b.ptr), b.bytes,
                      ctx_.backend_name() != "cpu" && p != MemPool::host};

@@ -63,20 +63,31 @@ class CaseContext {
   /// cudaStream_t (0: the legacy stream) for device memory.
   void capture(bool is_output, const std::string& name, uint64_t address, uint64_t bytes,
                const std::string& dtype, std::vector<int64_t> shape, uint64_t native_stream);
-  /// Context::enter_collective; `op` is sum | max | min.
+  /// Context::enter_collective; `op` is sum | max | min; `stream` an op-log stream (library_op).
   uint64_t enter_collective(const std::string& kind, const std::string& dtype, uint64_t bytes,
-                            int root, const std::string& op);
+                            int root, const std::string& op, int stream);
   void complete_collective(uint64_t seq);
   void note_p2p(const std::string& kind, int peer, const std::string& dtype, uint64_t bytes);
 
   /// Bytes an op touches: (buffer id from track, offset in it, length).
   using Touch = std::tuple<uint32_t, uint64_t, uint64_t>;
-  /// Context::track_memory: a tensor the case's library allocated unwritten (torch.empty).
+  /// Context::track_memory: a tensor of the case; `written_by` the op (seq) that made and wrote
+  /// it, -1 for an unwritten one (torch.empty).
   uint32_t track(const std::string& name, uint64_t address, uint64_t bytes, bool device,
-                 uint64_t native_stream);
-  /// Context::library_op: a torch op's reads and writes of tracked tensors.
-  void library_op(const std::string& name, const std::vector<Touch>& reads,
-                  const std::vector<Touch>& writes);
+                 uint64_t native_stream, int64_t written_by);
+  /// Context::untrack_memory: the tensor's memory went back to its allocator.
+  void untrack(uint32_t buffer, int stream);
+  /// Context::library_op: a torch op about to be issued on op-log stream `stream` (-1: the host),
+  /// which runs on `native_stream`. Returns (its seq, whether to synchronize_library() after it).
+  std::pair<uint64_t, bool> library_op(const std::string& kind, const std::string& name, int stream,
+                                       uint64_t native_stream, const std::vector<Touch>& reads,
+                                       const std::vector<Touch>& writes);
+  /// Context::library_order: record | wait | sync.
+  void library_order(const std::string& kind, const std::string& name, int stream, int64_t event);
+  /// Context::synchronize_library.
+  void synchronize_library();
+  /// Context::library_unseen.
+  void note_unseen(const std::string& what);
 
   /// `pool`: device | symmetric | host.
   Allocation alloc(const std::string& name, uint64_t bytes, const std::string& pool);

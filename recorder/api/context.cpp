@@ -118,9 +118,9 @@ ByteSpan Context::span_of(const Buffer& b) const {
 }
 
 OpRecord& Context::log_op(int stream, std::string kind, std::string name, const Access& access,
-                          int64_t event) {
+                          int64_t event, bool library) {
   const uint64_t seq = logs_.ops.size();
-  if (stream >= 0) {
+  if (stream >= 0 && !library) {
     if (const uint32_t us = delay_before(seq); us > 0) state_.backend->delay(stream, us);
   }
   OpRecord op{seq, stream, std::move(kind), std::move(name), {}, {}, event};
@@ -135,7 +135,7 @@ OpRecord& Context::log_op(int stream, std::string kind, std::string name, const 
   if (timeline_) {
     mark_end();  // an op that issued nothing (a failed call) ends where the next one starts
     OpTime& t = logs_.timeline.ops.emplace_back();
-    if (stream >= 0 && op.kind != "sync") {
+    if (stream >= 0 && op.kind != "sync" && !library) {
       state_.backend->mark(stream);
       mark_slots_.emplace_back(seq, false);
     } else {
@@ -143,6 +143,7 @@ OpRecord& Context::log_op(int stream, std::string kind, std::string name, const 
       if (op.kind == "host") t.end_ns = t.begin_ns;  // a declaration: the host's work is around it
     }
   }
+  last_op_library_ = library;
   return logs_.ops.emplace_back(std::move(op));
 }
 
@@ -151,7 +152,7 @@ void Context::mark_end() {
   const OpRecord& op = logs_.ops.back();
   ended_ops_ = logs_.ops.size();
   OpTime& t = logs_.timeline.ops.back();
-  if (op.stream >= 0 && op.kind != "sync") {
+  if (op.stream >= 0 && op.kind != "sync" && !last_op_library_) {
     state_.backend->mark(op.stream);
     mark_slots_.emplace_back(op.seq, true);
   } else if (t.end_ns < 0) {

@@ -241,26 +241,51 @@ class Context {
                       DType dtype, std::vector<int64_t> shape, void* native = nullptr);
   /// A collective the case's library is about to call: numbered among the case's collectives,
   /// written to the flight record before the call (so a mismatch that aborts or hangs is still
-  /// named), logged, and reported by the watchdog as entered. Returns its number.
+  /// named), logged on op-log stream `stream` (the library's, see library_op), and reported by the
+  /// watchdog as entered. Returns its number.
   uint64_t enter_collective(std::string kind, DType dtype, uint64_t bytes, int32_t root,
-                            ReduceOp op);
+                            ReduceOp op, int stream = 0);
   /// The collective numbered `seq` returned (the watchdog reports it as completed).
   void complete_collective(uint64_t seq);
-  /// Memory the case's library allocated without writing it (a tensor from torch.empty): in the
-  /// allocation log as pool "tensor", its address as the offset, so the uninitialized-read check
-  /// covers it. A replay that poisons fills it with the pattern (device memory in the order of
-  /// `native`, a cudaStream_t). Returns its buffer id.
+  /// Memory the case's library allocated (a tensor): in the allocation log as pool "tensor", its
+  /// address as the offset, so the race and uninitialized-read checks cover it. `written_by`: the
+  /// library op (its seq) that made it and wrote all of it; -1 for memory nobody wrote
+  /// (torch.empty), which a replay that poisons fills with the pattern (device memory in the order
+  /// of `native`, a cudaStream_t). Returns its buffer id.
   uint32_t track_memory(std::string name, std::byte* data, uint64_t bytes, bool device,
-                        void* native = nullptr);
+                        void* native = nullptr, int64_t written_by = -1);
+  /// The library freed tracked buffer `buffer` (a free in the allocation log, on `stream`).
+  void untrack_memory(uint32_t buffer, int stream);
   /// Bytes of a tracked buffer an op touches.
   struct Touch {
     uint32_t buffer = 0;
     ByteSpan span;
   };
-  /// An op of the case's library on tracked memory (a torch op reading or writing a tensor from
-  /// track_memory): one op of stream 0 in the op log, with the bytes it reads and writes.
-  void library_op(std::string name, const std::vector<Touch>& reads,
-                  const std::vector<Touch>& writes);
+  /// What library_op tells its caller.
+  struct LibraryOp {
+    uint64_t seq = 0;  ///< the op's place in the op log
+    /// The replay asks the host to wait for the device once the op is issued: call
+    /// synchronize_library() right after issuing it.
+    bool sync_after = false;
+  };
+  /// An op of the case's library (a torch op) about to be issued: in the op log as a `kind` op
+  /// (kernel | copy | host | collective...) on `stream`, the library's stream as its caller numbers
+  /// them (0: the library's default stream; -1: the host thread itself), with the bytes of tracked
+  /// buffers it reads and writes. A replay's delay for it is enqueued first on `native` (the
+  /// cudaStream_t it will run on; nothing for host ops or without a device).
+  LibraryOp library_op(std::string kind, std::string name, int stream, void* native,
+                       const std::vector<Touch>& reads, const std::vector<Touch>& writes);
+  /// An ordering op of the case's library: `record` (event `event` captures `stream`'s position),
+  /// `wait` (`stream` waits for the event's last record; stream -1: the host does) or `sync` (the
+  /// host waits for `stream`; -1: for every stream). Events are numbered by the caller.
+  void library_order(std::string kind, std::string name, int stream, int64_t event = -1);
+  /// The host waits for all the device's work, the library's streams included (what a replay's
+  /// sync_after and one_stream ask for after a library op).
+  void synchronize_library();
+  /// Work of the case's library the op log could not see, counted (e.g. "3 outside the op log:
+  /// 3 allocation no op the dispatcher saw made"): an "unseen" op, which every report names so
+  /// a clean verdict does not claim it was checked.
+  void library_unseen(std::string what);
   /// A point-to-point op of the case's library (send/recv to `peer`): in the op log, not among
   /// the numbered collectives (each rank's differ by design; torch numbers them apart too).
   void note_p2p(std::string kind, int peer, DType dtype, uint64_t bytes);
@@ -287,9 +312,11 @@ class Context {
   };
   /// Which bytes of its allocation `b` (a buffer or a slice of one) covers.
   ByteSpan span_of(const Buffer& b) const;
-  /// Appends an op to the op log; a stream op first gets the replay's delay, if any.
+  /// Appends an op to the op log; a stream op first gets the replay's delay, if any. `library`:
+  /// an op of the case's library, on a stream the backend does not own (timed on the host; its
+  /// delay, if any, is the caller's to enqueue).
   OpRecord& log_op(int stream, std::string kind, std::string name, const Access& access,
-                   int64_t event = -1);
+                   int64_t event = -1, bool library = false);
   /// After an op is issued: the host waits for every stream when the replay asks for it there.
   void issued();
   /// The delay a replay puts before op `seq` on a stream (microseconds, 0: none).
@@ -353,7 +380,8 @@ class Context {
   bool timeline_ = false;
   /// Per backend mark, in mark() order: the op it times and whether it is the op's end.
   std::vector<std::pair<uint64_t, bool>> mark_slots_;
-  uint64_t ended_ops_ = 0;  ///< ops whose end is marked (they end in issue order)
+  uint64_t ended_ops_ = 0;        ///< ops whose end is marked (they end in issue order)
+  bool last_op_library_ = false;  ///< the last logged op is the library's (timed on the host)
 };
 
 }  // namespace cprr

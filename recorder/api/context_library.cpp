@@ -70,12 +70,12 @@ void Context::capture_memory(bool is_output, std::string name, const std::byte* 
 }
 
 uint64_t Context::enter_collective(std::string kind, DType dtype, uint64_t bytes, int32_t root,
-                                   ReduceOp op) {
+                                   ReduceOp op, int stream) {
   const uint64_t seq = next_collective_++;
-  logs_.collectives.push_back(CollectiveRecord{seq, kind, 0, dtype, bytes, root, op});
+  logs_.collectives.push_back(CollectiveRecord{seq, kind, stream, dtype, bytes, root, op});
   if (state_.flight) state_.flight->enter(logs_.collectives.back());
   state_.foreign->enter(seq, kind);
-  log_op(0, "collective", std::move(kind), Access{});
+  log_op(stream, "collective", std::move(kind), Access{}, -1, true);
   return seq;
 }
 
@@ -90,11 +90,22 @@ void Context::complete_collective(uint64_t seq) {
 }
 
 uint32_t Context::track_memory(std::string name, std::byte* data, uint64_t bytes, bool device,
-                               void* native) {
+                               void* native, int64_t written_by) {
+  if (written_by >= static_cast<int64_t>(logs_.ops.size())) {
+    CPRR_THROW_AS(CaseFailure, "'{}' is said to be written by op #{}, which is not logged yet",
+                  name, written_by);
+  }
   const uint32_t id = next_buffer_++;
   if (timeline_) logs_.timeline.allocs.push_back(steady_now_ns());
   logs_.allocs.push_back(AllocRecord{logs_.allocs.size(), false, id, std::move(name), "tensor",
                                      bytes, reinterpret_cast<uint64_t>(data), 0});
+  if (written_by >= 0) {
+    OpRecord& op = logs_.ops[static_cast<std::size_t>(written_by)];
+    op.writes.push_back(id);
+    op.write_spans.push_back(ByteSpan{0, bytes});
+    return id;
+  }
+  // Only memory nobody wrote is poisoned: the op that made a tensor has already written it.
   if (perturbation_.poison != 0 && bytes > 0) {
     if (!device) {
       kernels::poison_host(data, bytes, perturbation_.poison);
@@ -107,9 +118,29 @@ uint32_t Context::track_memory(std::string name, std::byte* data, uint64_t bytes
   return id;
 }
 
-void Context::library_op(std::string name, const std::vector<Touch>& reads,
-                         const std::vector<Touch>& writes) {
-  OpRecord& op = log_op(0, "kernel", std::move(name), Access{});
+void Context::untrack_memory(uint32_t buffer, int stream) {
+  for (auto it = logs_.allocs.rbegin(); it != logs_.allocs.rend(); ++it) {
+    if (it->buffer != buffer) continue;
+    if (it->is_free || it->pool != "tensor") break;
+    AllocRecord freed = *it;
+    freed.seq = logs_.allocs.size();
+    freed.is_free = true;
+    freed.stream = stream;
+    if (timeline_) logs_.timeline.allocs.push_back(steady_now_ns());
+    logs_.allocs.push_back(std::move(freed));
+    return;
+  }
+  CPRR_THROW_AS(CaseFailure, "buffer {} is not a tracked tensor still live in this case", buffer);
+}
+
+Context::LibraryOp Context::library_op(std::string kind, std::string name, int stream, void* native,
+                                       const std::vector<Touch>& reads,
+                                       const std::vector<Touch>& writes) {
+  const uint64_t seq = logs_.ops.size();
+  if (stream >= 0 && state_.backend->device_kernels()) {
+    if (const uint32_t us = delay_before(seq); us > 0) state_.backend->delay_native(native, us);
+  }
+  OpRecord& op = log_op(stream, std::move(kind), std::move(name), Access{}, -1, true);
   for (const Touch& t : reads) {
     op.reads.push_back(t.buffer);
     op.read_spans.push_back(t.span);
@@ -118,6 +149,31 @@ void Context::library_op(std::string name, const std::vector<Touch>& reads,
     op.writes.push_back(t.buffer);
     op.write_spans.push_back(t.span);
   }
+  bool sync = perturbation_.one_stream;
+  for (const OpSite& site : perturbation_.sync_after) {
+    sync = sync || (site.seq == seq && (site.rank == state_.rank || site.rank == -1));
+  }
+  return LibraryOp{seq, sync};
+}
+
+void Context::library_order(std::string kind, std::string name, int stream, int64_t event) {
+  if (kind != "record" && kind != "wait" && kind != "sync") {
+    CPRR_THROW_AS(CaseFailure, "library ordering op '{}' is not record, wait or sync", kind);
+  }
+  if (kind == "record" && (stream < 0 || event < 0)) {
+    CPRR_THROW_AS(CaseFailure, "a record needs a stream and an event (got stream {}, event {})",
+                  stream, event);
+  }
+  if (kind == "wait" && event < 0) CPRR_THROW_AS(CaseFailure, "a wait needs an event");
+  log_op(stream, std::move(kind), std::move(name), Access{}, event, true);
+  mark_end();
+}
+
+void Context::synchronize_library() { state_.backend->synchronize_device(); }
+
+void Context::library_unseen(std::string what) {
+  log_op(-1, "unseen", std::move(what), Access{}, -1, true);
+  mark_end();
 }
 
 void Context::note_p2p(std::string kind, int peer, DType dtype, uint64_t bytes) {

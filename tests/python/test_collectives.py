@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from cprr import _collectives, _uninit
+from cprr import _collectives, _op_capture
 
 
 class FakeNative:
@@ -16,7 +16,7 @@ class FakeNative:
         self.events = []  # ("enter", seq, fingerprint) / ("complete", seq) / ("p2p", ...)
         self._next = first_seq
 
-    def enter_collective(self, kind, dtype, size, root, op):
+    def enter_collective(self, kind, dtype, size, root, op, stream):
         seq = self._next
         self._next += 7  # not 0, 1, 2...: the wrapper must hand back what it got
         self.events.append(("enter", seq, (kind, dtype, size, root, op)))
@@ -150,7 +150,7 @@ def test_running_sets_and_clears_the_current_context_even_on_error(group):
             assert _collectives.current() is native
             raise RuntimeError("case failed")
     assert _collectives.current() is None
-    assert _collectives.tracker() is None
+    assert _collectives.capture() is None
 
 
 def test_a_subgroup_call_is_not_recorded(group):
@@ -163,26 +163,64 @@ def test_a_subgroup_call_is_not_recorded(group):
     assert native.fingerprints() == [("all_reduce", "f32", 12, -1, "sum")]
 
 
-def test_a_collective_on_a_tracked_tensor_is_noted_to_the_tracker(group):
-    class Native(FakeNative):
-        def __init__(self):
-            super().__init__()
-            self.tracks, self.ops = [], []
+class CapturingNative(FakeNative):
+    """FakeNative that also takes what an OpCapture logs: ops and orderings, in one list."""
 
-        def track(self, label, address, size, is_cuda, stream):
-            self.tracks.append(label)
-            return len(self.tracks)
+    def __init__(self):
+        super().__init__()
+        self.tracks, self.log = [], []
 
-        def library_op(self, name, reads, writes):
-            self.ops.append((name.split(" at ")[0], reads, writes))
+    def track(self, label, address, size, is_cuda, stream, written_by):
+        self.tracks.append(label)
+        if written_by >= 0:
+            self.log[written_by][3].append((len(self.tracks), 0, size))
+        return len(self.tracks)
 
-    native = Native()
-    tracker = _uninit.Tracker(native)
-    with tracker:
+    def library_op(self, kind, name, stream, handle, reads, writes):
+        self.log.append([name.split(" at ")[0], stream, list(reads), list(writes)])
+        return len(self.log) - 1, False
+
+    def library_order(self, kind, name, stream, event):
+        self.log.append([kind, stream, event])
+
+    def enter_collective(self, kind, dtype, size, root, op, stream):
+        self.log.append(["collective " + kind, stream])
+        return super().enter_collective(kind, dtype, size, root, op, stream)
+
+
+def test_a_collective_is_logged_with_its_tensors_on_their_stream(group):
+    native = CapturingNative()
+    capture = _op_capture.OpCapture(native)
+    with _collectives.running(native, capture), capture:
+        assert _collectives.capture() is capture
         acc = torch.empty(8)
-    with _collectives.running(native, tracker):
-        assert _collectives.tracker() is tracker
         dist.all_reduce(acc)
-        dist.all_reduce(torch.ones(8))  # untracked: nothing noted
-    assert native.ops == [("dist.all_reduce", [(1, 0, 32)], [(1, 0, 32)])]
-    assert native.fingerprints() == [("all_reduce", "f32", 32, -1, "sum")] * 2
+    assert native.log[1:] == [
+        ["dist.all_reduce", 0, [(1, 0, 32)], [(1, 0, 32)]],
+        ["collective all_reduce", 0],
+    ]
+    assert native.fingerprints() == [("all_reduce", "f32", 32, -1, "sum")]
+
+
+def test_an_async_collective_runs_on_its_own_stream_until_its_work_is_waited_for(group):
+    native = CapturingNative()
+    capture = _op_capture.OpCapture(native)
+    with _collectives.running(native, capture), capture:
+        t = torch.ones(4)
+        work = dist.all_reduce(t, async_op=True)
+        t.sum()  # before wait(): unordered with the collective's write
+        work.wait()
+        t.sum()  # after: ordered
+    stream = native.log[2][1]
+    assert stream > 0
+    assert native.log[1:] == [
+        ["record", 0, 0],  # what the case issued before the call...
+        ["wait", stream, 0],  # ...comes before it on its stream
+        ["dist.all_reduce", stream, [(1, 0, 16)], [(1, 0, 16)]],
+        ["collective all_reduce", stream],
+        ["record", stream, 1],  # done
+        ["aten.sum", 0, [(1, 0, 16)], [(2, 0, 4)]],
+        ["wait", 0, 1],  # Work.wait(): the case's stream waits for the call
+        ["aten.sum", 0, [(1, 0, 16)], [(3, 0, 4)]],
+    ]
+    assert native.events[-1][0] == "complete"

@@ -1,4 +1,4 @@
-"""cprr._template's refusal to fork an unsafe template, and _uninit.warm_up (what the template
+"""cprr._template's refusal to fork an unsafe template, and _op_capture.warm_up (what the template
 runs once so that no rank pays torch's lazy imports in its first case)."""
 
 import _thread
@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from cprr import _template, _uninit
+from cprr import _op_capture, _template
 
 
 def test_a_template_without_other_threads_may_fork():
@@ -40,6 +40,6 @@ def test_a_thread_running_no_python_code_does_not_refuse_the_fork():
 
 
 def test_warm_up_runs_ops_under_a_dispatch_mode_and_touches_no_gpu():
-    _uninit.warm_up()
+    _op_capture.warm_up()
     if hasattr(torch.cuda, "is_initialized"):
         assert not torch.cuda.is_initialized()

@@ -6,7 +6,7 @@
 #
 #   tools/device/run_gpu_checks.sh [tests] [corpus] [races] [symmetric] [trace] [bench] [recording]
 #                                  [standby] [launcher] [examples] [triage] [python] [pybench]
-#                                  [mismatch] [descriptors]
+#                                  [mismatch] [descriptors] [pyraces] [pycost]
 #                                  (default: tests corpus races symmetric trace bench; bench
 #                                  includes recording: issue 14's figures from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
@@ -107,6 +107,52 @@ for step in "${steps[@]}"; do
           >"$out/python_replay_$id.txt" 2>&1
         report "replay $id rc=$?: $(grep -E '^case [0-9]+ ' "$out/python_replay_$id.txt" | head -1)"
       done
+      ;;
+    pyraces)
+      # Issue 27: the stream seeds as PyTorch code (corpus/python_gpu) on cuda, ranks sharing the
+      # GPU(s): verdicts at record time, each bug replayed (its race confirmed or not), then the
+      # same cases in plain torch under PyTorch's CUDA sanitizer, with the time per case of each.
+      # Databases stay on the machine; $out gets the reports and one file of replays.
+      python_module || continue
+      work=$(mktemp -d)
+      for capture in on off; do
+        CPRR_OP_CAPTURE=$capture timeout 300 "$b/tools/cprecord" --python corpus/python_gpu \
+          --backend cuda --mode both --repeat 3 --json --db "$work/pyraces_$capture.db" \
+          >"$work/pyraces_$capture.json" 2>"$work/pyraces_$capture.err"
+        report "pyraces capture $capture rc=$?"
+      done
+      cp "$work/pyraces_on.json" "$out/pyraces_on.json"
+      report "$(python3 tools/device/python_table.py "$work/pyraces_on.json" 2>&1)" \
+        "$(python3 -c 'import json,sys; [print(c["label"], "notes:", c.get("race_notes")) for c in json.load(open(sys.argv[1]))["cases"] if c.get("race_notes")]' "$work/pyraces_on.json")"
+      for id in $(python3 tools/device/python_table.py --bug-ids "$work/pyraces_on.json"); do
+        timeout 200 "$b/tools/cpreplay" --db "$work/pyraces_on.db" --case "$id" >"$work/r.txt" 2>&1
+        rc=$?
+        cat "$work/r.txt" >>"$out/pyraces_replays.txt"
+        report "replay $id rc=$rc: $(grep -E '^case [0-9]+ ' "$work/r.txt" | head -1)" \
+          "  $(grep -E '^  confirmed by' "$work/r.txt" | head -1)"
+      done
+      timeout 300 python3 tools/device/csan_compare.py corpus/python_gpu \
+        --cprr "$work/pyraces_on.json" --cprr-off "$work/pyraces_off.json" >"$out/csan.txt" 2>&1
+      report "csan rc=$?" "$(cat "$out/csan.txt")"
+      timeout 120 python3 tools/device/capture_profile.py corpus/python_gpu \
+        bug/py_cp_max_logit_race >"$out/capture_profile.txt" 2>&1
+      report "profile rc=$?: $(head -1 "$out/capture_profile.txt")"
+      rm -rf "$work"
+      ;;
+    pycost)
+      # What the op capture costs per pooled case: corpus/python_gpu's two-rank cases, 10 pooled
+      # runs each with CPRR_OP_CAPTURE on and off, side by side (run pyraces for CSAN's column).
+      python_module || continue
+      work=$(mktemp -d)
+      for capture in on off; do
+        CPRR_OP_CAPTURE=$capture timeout 200 "$b/tools/cprecord" --python corpus/python_gpu \
+          --backend cuda --mode pool --repeat 10 --filter '@2$' --json \
+          --db "$work/$capture.db" >"$work/$capture.json" 2>"$work/$capture.err"
+        report "pycost capture $capture rc=$?"
+      done
+      report "$(python3 tools/device/csan_compare.py corpus/python_gpu --cprr-only \
+        --cprr "$work/on.json" --cprr-off "$work/off.json" 2>&1)"
+      rm -rf "$work"
       ;;
     corpus)
       # Every world size runs on any number of GPUs: with fewer GPUs than ranks they share them

@@ -1,0 +1,158 @@
+#include "python/native/unseen_work.h"
+
+#include <atomic>
+
+#if CPRR_HAVE_CUPTI
+#include <cupti.h>
+#include <dlfcn.h>
+
+#include <mutex>
+#endif
+
+namespace cprr::python {
+namespace {
+
+thread_local bool watched = false;  // the thread runs a case body: its work is counted
+thread_local int seen_depth = 0;
+// Inside a runtime API call: the driver calls it makes are the same work, counted once.
+thread_local bool in_runtime_call = false;
+
+struct Counts {
+  std::atomic<uint64_t> launches{0};
+  std::atomic<uint64_t> copies{0};
+};
+
+// CUPTI's subscription is the process's, and so are its counts: bumped from the callback on any
+// thread, read by take_unseen().
+Counts& counts() {
+  static Counts c;
+  return c;
+}
+
+#if CPRR_HAVE_CUPTI
+constexpr int kRuntimeLaunches[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
+    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+};
+constexpr int kRuntimeCopies[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
+};
+constexpr int kDriverLaunches[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+};
+constexpr int kDriverCopies[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2,
+};
+
+template <std::size_t N>
+bool among(const int (&ids)[N], CUpti_CallbackId id) {
+  for (int i : ids) {
+    if (static_cast<CUpti_CallbackId>(i) == id) return true;
+  }
+  return false;
+}
+
+void CUPTIAPI on_api(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data) {
+  const auto* call = static_cast<const CUpti_CallbackData*>(data);
+  const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
+  if (call->callbackSite == CUPTI_API_EXIT) {
+    if (runtime) in_runtime_call = false;
+    return;
+  }
+  if (runtime) in_runtime_call = true;
+  if (!watched || seen_depth > 0 || (!runtime && in_runtime_call)) return;
+  const bool launch = runtime ? among(kRuntimeLaunches, id) : among(kDriverLaunches, id);
+  (launch ? counts().launches : counts().copies).fetch_add(1, std::memory_order_relaxed);
+}
+
+struct Cupti {
+  decltype(&cuptiSubscribe) subscribe = nullptr;
+  decltype(&cuptiEnableCallback) enable = nullptr;
+  decltype(&cuptiGetResultString) describe = nullptr;
+};
+
+std::string describe(const Cupti& api, CUptiResult r) {
+  const char* text = nullptr;
+  if (api.describe && api.describe(r, &text) == CUPTI_SUCCESS && text) return text;
+  return "CUPTI error " + std::to_string(static_cast<int>(r));
+}
+
+template <std::size_t N>
+std::string enable_all(const Cupti& api, CUpti_SubscriberHandle s, CUpti_CallbackDomain domain,
+                       const int (&ids)[N]) {
+  for (int id : ids) {
+    const CUptiResult r = api.enable(1, s, domain, static_cast<CUpti_CallbackId>(id));
+    if (r != CUPTI_SUCCESS) return "cuptiEnableCallback: " + describe(api, r);
+  }
+  return "";
+}
+
+std::string start_once(const std::vector<std::string>& libraries) {
+  void* lib = nullptr;
+  for (const std::string& path : libraries) {
+    if ((lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+  }
+  if (lib == nullptr) return "no CUPTI library could be opened (libcupti.so)";
+  Cupti api;
+  api.subscribe = reinterpret_cast<decltype(api.subscribe)>(dlsym(lib, "cuptiSubscribe"));
+  api.enable = reinterpret_cast<decltype(api.enable)>(dlsym(lib, "cuptiEnableCallback"));
+  api.describe = reinterpret_cast<decltype(api.describe)>(dlsym(lib, "cuptiGetResultString"));
+  if (!api.subscribe || !api.enable) return "the CUPTI library lacks cuptiSubscribe";
+  CUpti_SubscriberHandle subscriber = nullptr;
+  if (const CUptiResult r = api.subscribe(&subscriber, on_api, nullptr); r != CUPTI_SUCCESS) {
+    return "cuptiSubscribe: " + describe(api, r);
+  }
+  // The subscription lives as long as the process: CUPTI holds the library open.
+  for (const std::string& why :
+       {enable_all(api, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeLaunches),
+        enable_all(api, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeCopies),
+        enable_all(api, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, kDriverLaunches),
+        enable_all(api, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, kDriverCopies)}) {
+    if (!why.empty()) return why;
+  }
+  return "";
+}
+#endif
+
+}  // namespace
+
+std::string start_unseen_counter(const std::vector<std::string>& libraries) {
+#if CPRR_HAVE_CUPTI
+  static std::once_flag once;
+  static std::string why;
+  std::call_once(once, [&] { why = start_once(libraries); });
+  return why;
+#else
+  (void)libraries;
+  return "this build has no CUPTI (cupti.h was not found)";
+#endif
+}
+
+void watch_this_thread(bool on) { watched = on; }
+void enter_seen() { ++seen_depth; }
+void leave_seen() { --seen_depth; }
+
+std::map<std::string, uint64_t> take_unseen() {
+  std::map<std::string, uint64_t> out;
+  if (const uint64_t n = counts().launches.exchange(0)) out["kernel launches"] = n;
+  if (const uint64_t n = counts().copies.exchange(0)) out["async copies and memsets"] = n;
+  return out;
+}
+
+}  // namespace cprr::python

@@ -1,0 +1,40 @@
+#pragma once
+// Counting the CUDA work a Python case issues that no op of its op log covers: a custom
+// extension's kernel launched past the dispatcher, a cudaMemcpyAsync called through ctypes.
+// CUPTI's callback API reports every kernel launch and async copy or memset the process makes
+// (runtime and driver API); one that a case body's thread makes outside a "seen" scope (an op
+// the dispatch mode logged, a collective cprr logs, cprr's own hashing) is counted. Other
+// threads are torch's own (Gloo's copies of a collective the log has, NCCL's watchdog): not
+// counted. CUPTI is loaded
+// with dlopen when counting starts, so nothing links it and a machine without it only loses
+// the count.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace cprr::python {
+
+/// Starts counting, once per process: loads CUPTI from the first of `libraries` that opens and
+/// subscribes to its launch and copy callbacks. Returns "" when counting, else why not (no
+/// CUPTI, no CUDA in this build, another subscriber such as a profiler).
+std::string start_unseen_counter(const std::vector<std::string>& libraries);
+/// The calling thread runs a case body (on) or stopped (off): only such threads are counted.
+void watch_this_thread(bool on);
+/// The calling thread enters / leaves work the op log covers; scopes nest.
+void enter_seen();
+void leave_seen();
+/// The counts since the last call, by what was counted ("kernel launches", "async copies and
+/// memsets"); empty when nothing was (or counting never started).
+std::map<std::string, uint64_t> take_unseen();
+
+/// enter_seen() for a scope of cprr's own work.
+class SeenScope {
+ public:
+  SeenScope() { enter_seen(); }
+  ~SeenScope() { leave_seen(); }
+  SeenScope(const SeenScope&) = delete;
+  SeenScope& operator=(const SeenScope&) = delete;
+};
+
+}  // namespace cprr::python

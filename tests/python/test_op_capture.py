@@ -1,0 +1,405 @@
+"""cprr._op_capture.OpCapture on CPU tensors (torch 1.13 in CI): which tensors it tracks, in
+which order, which byte spans each aten op reads and writes (views as their spans), on which
+stream, and how frees and record_stream order the reuse of memory.
+
+The native side is a fake that does what Context does with the calls: track() returns
+increasing buffer ids and appends a made tensor to the writes of the op that made it;
+library_op() returns the op's seq. Spans are (buffer id, byte offset, byte length).
+"""
+
+import pytest
+import torch
+
+from cprr import _op_capture
+
+F32 = 4  # bytes of a float32
+
+
+class FakeNative:
+    def __init__(self):
+        self.tracks = []  # (label, address, size, is_cuda, stream, written_by)
+        self.log = []  # dicts: kind, name, stream, reads, writes, event
+        self.freed = []  # (buffer, stream)
+
+    def track(self, label, address, size, is_cuda, stream, written_by):
+        self.tracks.append((label, address, size, is_cuda, stream, written_by))
+        buffer = len(self.tracks)  # buffer ids 1, 2, ...
+        if written_by >= 0:
+            self.log[written_by]["writes"].append((buffer, 0, size))
+        return buffer
+
+    def untrack(self, buffer, stream):
+        self.freed.append((buffer, stream))
+
+    def library_op(self, kind, name, stream, handle, reads, writes):
+        self.log.append(dict(kind=kind, name=name, stream=stream, reads=list(reads),
+                             writes=list(writes), event=-1))
+        return len(self.log) - 1, False
+
+    def library_order(self, kind, name, stream, event):
+        self.log.append(dict(kind=kind, name=name, stream=stream, reads=[], writes=[],
+                             event=event))
+
+    def synchronize_library(self):
+        pass
+
+    @property
+    def ops(self):
+        """(name, reads, writes) of the access ops, in order."""
+        return [(o["name"], o["reads"], o["writes"]) for o in self.log
+                if o["kind"] in ("kernel", "copy", "host")]
+
+
+def make(device_backend=False):
+    native = FakeNative()
+    return native, _op_capture.OpCapture(native, device_backend=device_backend)
+
+
+def op_names(native):
+    return [name.split(" at ")[0] for name, _, _ in native.ops]
+
+
+def buffer_of(native, t):
+    """The buffer id the capture tracked `t`'s memory as (the last one at its address)."""
+    ids = [i + 1 for i, tr in enumerate(native.tracks) if tr[1] == t.data_ptr()]
+    return ids[-1]
+
+
+# ---- what is tracked, and in which order --------------------------------------------------
+
+
+def test_every_tensor_an_op_makes_is_tracked_in_order_and_written_by_it():
+    native, capture = make()
+    with capture:
+        a = torch.ones(4)
+        b = torch.empty(6)
+        c = a * 2
+    labels = [t[0].split(" at ")[0] for t in native.tracks]
+    assert labels == ["torch.ones(4,)", "torch.empty(6,)", "torch.mul(4,)"]
+    assert [t[1] for t in native.tracks] == [a.data_ptr(), b.data_ptr(), c.data_ptr()]
+    assert [t[2] for t in native.tracks] == [4 * F32, 6 * F32, 4 * F32]
+    assert op_names(native) == ["aten.ones", "aten.empty", "aten.mul"]
+    # ones and mul write what they made; empty writes nothing (its tensor is unwritten).
+    assert [t[5] for t in native.tracks] == [0, -1, 2]
+    assert native.ops[0][2] == [(1, 0, 4 * F32)]
+    assert native.ops[1][2] == []
+    assert native.ops[2] == (native.ops[2][0], [(1, 0, 4 * F32)], [(3, 0, 4 * F32)])
+    assert native.tracks[0][0].split(" at ")[1].startswith("test_op_capture.py:")
+
+
+def test_empty_then_accumulate_reads_the_whole_span():
+    native, capture = make()
+    with capture:
+        acc = torch.empty(16)
+        x = torch.ones(16)
+        acc += x
+    _, reads, writes = native.ops[-1]
+    assert native.ops[-1][0].startswith("aten.add_ at test_op_capture.py:")
+    assert reads == [(1, 0, 16 * F32), (2, 0, 16 * F32)]  # acc += x reads acc and x
+    assert writes == [(1, 0, 16 * F32)]
+
+
+def test_partial_write_then_whole_read_spans():
+    native, capture = make()
+    with capture:
+        e = torch.empty(10)
+        e[2:5].fill_(1.0)
+        e.sum()
+    assert op_names(native) == ["aten.empty", "aten.fill_", "aten.sum"]
+    _, fill_reads, fill_writes = native.ops[1]
+    assert fill_reads == []
+    assert fill_writes == [(1, 2 * F32, 3 * F32)]  # only the slice: bytes 8..20
+    _, sum_reads, sum_writes = native.ops[2]
+    assert sum_reads == [(1, 0, 10 * F32)]
+    assert sum_writes == [(2, 0, F32)]  # the 0-d result sum made
+
+
+def test_reading_through_a_view_reads_only_its_span():
+    native, capture = make()
+    with capture:
+        e = torch.empty(8)
+        e[3:7].sum()
+    assert native.ops[-1][1] == [(1, 3 * F32, 4 * F32)]
+
+
+def test_a_strided_view_spans_from_its_first_to_its_last_element():
+    native, capture = make()
+    with capture:
+        m = torch.zeros(4, 4)
+        m[:, 1].sum()  # elements 1, 5, 9, 13
+    assert native.ops[-1][1] == [(1, 1 * F32, 13 * F32)]
+
+
+def test_out_argument_is_written_not_read():
+    native, capture = make()
+    with capture:
+        out = torch.empty(4)
+        x = torch.ones(4)
+        torch.add(x, x, out=out)
+    _, reads, writes = native.ops[-1]
+    assert reads == [(2, 0, 4 * F32), (2, 0, 4 * F32)]
+    assert writes == [(1, 0, 4 * F32)]
+
+
+def test_overwriting_inplace_ops_write_without_reading_the_target():
+    native, capture = make()
+    with capture:
+        a = torch.empty(4)
+        a.fill_(0.0)
+        a.copy_(torch.ones(4))
+        a.masked_fill_(torch.tensor([True, False, True, False]), 3.0)
+    ops = [o for o in native.ops if o[0].split(" at ")[0] in ("aten.fill_", "aten.copy_",
+                                                             "aten.masked_fill_")]
+    assert [o[0].split(" at ")[0] for o in ops] == ["aten.fill_", "aten.copy_",
+                                                    "aten.masked_fill_"]
+    for name, reads, writes in ops:
+        assert (1, 0, 4 * F32) not in reads, name
+        assert writes == [(1, 0, 4 * F32)], name
+
+
+def test_arithmetic_inplace_reads_its_target():
+    native, capture = make()
+    with capture:
+        a = torch.empty(4)
+        a.mul_(2.0)
+        a.clamp_(0.0, 1.0)
+    assert op_names(native)[1:] == ["aten.mul_", "aten.clamp_"]
+    for _, reads, writes in native.ops[1:]:
+        assert reads == [(1, 0, 4 * F32)]
+        assert writes == [(1, 0, 4 * F32)]
+
+
+def test_views_log_nothing_by_themselves():
+    native, capture = make()
+    with capture:
+        v = torch.empty(8)
+        before = len(native.log)
+        a = v[2:6]
+        b = v.detach()
+        c = v.view(2, 4)
+        d = c.t().unsqueeze(0)
+        assert len(native.log) == before
+        c.sum()  # a read through a view is still logged, as the view's span
+    assert native.ops[-1][1] == [(1, 0, 8 * F32)]
+    assert len([t for t in native.tracks if t[5] == -1]) == 1
+    del a, b, d
+
+
+def test_new_empty_and_empty_like_track_the_new_tensor_without_reading_the_source():
+    native, capture = make()
+    with capture:
+        src = torch.empty(8)
+        n = src.new_empty(3)
+        like = torch.empty_like(src)
+    assert all(reads == [] for _, reads, _ in native.ops)  # neither reads src
+    assert [t[0].split(" at ")[0] for t in native.tracks] == [
+        "torch.empty(8,)", "torch.new_empty(3,)", "torch.empty_like(8,)"]
+    assert [t[2] for t in native.tracks] == [8 * F32, 3 * F32, 8 * F32]
+    assert [t[5] for t in native.tracks] == [-1, -1, -1]
+    with capture:
+        n.sum()
+        like.sum()
+    assert [r for _, r, _ in native.ops[-2:]] == [[(2, 0, 3 * F32)], [(3, 0, 8 * F32)]]
+
+
+def test_empty_strided_spans_from_first_to_last_element():
+    native, capture = make()
+    with capture:
+        t = torch.empty_strided((2, 3), (1, 2))  # elements at 0..5: 6 floats
+        gaps = torch.empty_strided((3,), (2,))  # elements at 0, 2, 4: 5 floats of storage
+    assert [x[2] for x in native.tracks] == [6 * F32, 5 * F32]
+    del t, gaps
+
+
+def test_an_op_returning_several_tensors_tracks_each():
+    native, capture = make()
+    with capture:
+        x = torch.tensor([3.0, 1.0, 2.0])
+        values, indices = torch.sort(x)
+    made = native.tracks[-2:]
+    assert [t[1] for t in made] == [values.data_ptr(), indices.data_ptr()]
+    assert [t[2] for t in made] == [3 * F32, 3 * 8]  # float32 values, int64 indices
+    first = len(native.tracks) - 1
+    assert native.ops[-1][2] == [(first, 0, 3 * F32), (first + 1, 0, 3 * 8)]
+
+
+# ---- streams -------------------------------------------------------------------------------
+
+
+def test_on_the_cpu_backend_every_op_is_on_stream_0():
+    native, capture = make(device_backend=False)
+    with capture:
+        a = torch.ones(4)
+        a.add_(1.0)
+    assert {o["stream"] for o in native.log} == {0}
+    assert {o["kind"] for o in native.log} == {"kernel"}
+
+
+def test_on_a_device_backend_cpu_tensors_are_the_hosts():
+    native, capture = make(device_backend=True)
+    with capture:
+        a = torch.ones(4)
+        a.add_(1.0)
+    assert {o["stream"] for o in native.log} == {-1}
+    assert {o["kind"] for o in native.log} == {"host"}
+
+
+def test_streams_and_events_are_numbered_as_they_appear():
+    s = _op_capture.Streams()
+    assert s.stream(0) == 0  # the legacy default stream
+    assert [s.stream(0x700), s.stream(0x500), s.stream(0x700)] == [1, 2, 1]
+    assert s.new_stream() == 3
+    assert [s.event(0x10), s.event(0x20), s.event(0x10)] == [0, 1, 0]
+    s.forget_event(0x10)  # destroyed: a new event may get its handle
+    assert s.event(0x10) == 2
+    assert s.new_event() == 3
+
+
+# ---- frees, reuse and record_stream ---------------------------------------------------------
+
+
+def test_a_freed_address_made_anew_is_another_buffer():
+    native, capture = make()
+    reused = False
+    for _ in range(200):
+        with capture:
+            e = torch.empty(1024)
+            address = e.data_ptr()
+            first = buffer_of(native, e)
+            del e
+            z = torch.zeros(1024)
+            z.add_(1.0)
+        if z.data_ptr() == address:
+            reused = True
+            second = buffer_of(native, z)
+            assert second != first
+            assert native.ops[-1][1] == [(second, 0, 1024 * F32)]
+            break
+    if not reused:
+        pytest.skip("the allocator never gave a freed tensor's address to the next one")
+
+
+class _Tracked:
+    """A stand-in for a CUDA tensor's key and stream, without a GPU."""
+
+
+def test_a_free_orders_its_reuse_after_the_streams_record_stream_named():
+    native, capture = make(device_backend=True)
+    key = ("cuda", 0, 0x1000)
+    capture._tracked[key] = _op_capture._Tensor(buffer=7, stream=0)
+    capture._tracked[key].uses.update({2, 1})
+    capture.freed(0, 0x1000)
+    orders = [(o["kind"], o["stream"], o["event"]) for o in native.log]
+    # One event per using stream, recorded there; the allocating stream waits for each.
+    assert orders == [("record", 1, 0), ("wait", 0, 0), ("record", 2, 1), ("wait", 0, 1)]
+    assert native.freed == [(7, 0)]
+    assert key not in capture._tracked
+    capture.freed(0, 0x1000)  # freed once: a second free of the address is not ours
+    assert len(native.log) == 4
+
+
+def test_a_free_without_record_stream_orders_nothing():
+    native, capture = make(device_backend=True)
+    capture._tracked[("cuda", 0, 0x2000)] = _op_capture._Tensor(buffer=3, stream=1)
+    capture.freed(0, 0x2000)
+    assert native.log == []
+    assert native.freed == [(3, 1)]
+    capture.freed(1, 0x2000)  # another device's address: not tracked
+    assert native.freed == [(3, 1)]
+
+
+def test_used_by_adds_a_use_only_for_other_streams_of_cuda_tensors():
+    native, capture = make(device_backend=True)
+    with capture:
+        cpu = torch.ones(4)
+    capture.used_by([cpu], 3)  # CPU memory: the host allocator, no stream uses
+    assert all(not t.uses for t in capture._tracked.values())
+
+
+# ---- calls outside aten ---------------------------------------------------------------------
+
+
+def test_note_logs_the_tensors_it_touches_on_their_stream():
+    native, capture = make()
+    with capture:
+        tracked = torch.empty(6)
+    untracked = torch.zeros(6)  # made outside the capture
+    capture.note("ctx.output('x')", reads=[untracked])
+    assert len(native.log) == 1
+    capture.note("ctx.output('x')", reads=[tracked])
+    capture.note("ctx.probe('part')", reads=[tracked[1:3]])
+    capture.note("dist.recv", writes=[tracked], stream=5)
+    name, reads, writes = native.ops[1]
+    assert name.startswith("ctx.output('x') at test_op_capture.py:")
+    assert (reads, writes) == ([(1, 0, 6 * F32)], [])
+    assert native.ops[2][1:] == ([(1, 1 * F32, 2 * F32)], [])
+    assert native.ops[3][1:] == ([], [(1, 0, 6 * F32)])
+    assert [o["stream"] for o in native.log[1:]] == [0, 0, 5]
+
+
+def test_note_ignores_empty_tensors():
+    native, capture = make()
+    with capture:
+        t = torch.empty(4)
+    capture.note("ctx.output('e')", reads=[t[0:0]])
+    assert len(native.log) == 1
+
+
+def test_adopt_logs_ops_against_the_given_allocation():
+    native, capture = make()
+    memory = torch.zeros(8)  # as ctx.symmetric_empty's tensor over cprr's arena
+    capture.adopt(memory, 42)
+    with capture:
+        memory[4:].fill_(1.0)
+    assert native.ops[-1][2] == [(42, 4 * F32, 4 * F32)]
+
+
+def test_warm_up_runs_under_a_capture_that_logs_nothing():
+    _op_capture.warm_up()
+
+
+class _FakeOp:
+    """Stands in for an aten overload: `name`'s schema, returning `result` when called."""
+
+    def __init__(self, overload, result):
+        self._schema = overload._schema
+        self.overloadpacket = overload.overloadpacket
+        self._result = result
+
+    def __call__(self, *args, **kwargs):
+        return self._result
+
+
+def test_pinned_memory_made_anew_waits_for_the_copies_that_used_it():
+    """torch's host allocator hands pinned memory out again only once the non_blocking copies
+    that used it completed: the reuse is logged as host waits for their events, before the op
+    that writes the new tensor."""
+    native, capture = make(device_backend=True)
+    reused = torch.zeros(4)  # stands for pinned memory handed out again
+    capture._pinned_uses[_op_capture._key(reused)] = [5, 6]
+    made = capture.__torch_dispatch__(_FakeOp(torch.ops.aten.ones.default, reused), (), ([4],),
+                                      {})
+    assert made is reused
+    steps = [(o["kind"], o["stream"], o["event"], o["writes"]) for o in native.log]
+    assert steps == [
+        ("host", -1, -1, []),  # aten.ones, logged before it ran: not its write any more
+        ("wait", -1, 5, []),
+        ("wait", -1, 6, []),
+        ("host", -1, -1, [(1, 0, 4 * F32)]),  # the write of the reused memory, after the waits
+    ]
+    assert native.tracks[0][5] == 3
+    assert _op_capture._key(reused) not in capture._pinned_uses
+
+
+def test_an_op_returning_its_input_memory_makes_nothing():
+    """_unsafe_view (what matmul reshapes with) returns a tensor over its input's memory though
+    its schema says it aliases nothing: it is not a new tensor, and writes nothing."""
+    native, capture = make()
+    with capture:
+        x = torch.ones(4)
+    before = len(native.tracks)
+    out = capture.__torch_dispatch__(_FakeOp(torch.ops.aten._unsafe_view.default, x), (),
+                                     (x, [2, 2]), {})
+    assert out is x
+    assert len(native.tracks) == before
+    assert native.log[-1]["writes"] == []
