@@ -81,6 +81,12 @@ def _extent(t):
     return (last + 1) * t.element_size()
 
 
+def _storage_bytes(t):
+    """The bytes of the tensor's whole storage (torch 2.x: untyped_storage; 1.13: storage)."""
+    storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    return storage.nbytes()
+
+
 def _key(t):
     base = t.data_ptr() - t.storage_offset() * t.element_size()
     return (t.device.type, t.device.index, base)
@@ -172,14 +178,31 @@ class OpCapture(TorchDispatchMode):
     # ---- tensors the case's other calls (captures, collectives, symmetric memory) touch ------
 
     def touches(self, tensors):
+        """(buffer, byte offset, bytes) of each tensor, a tensor never seen before included."""
         out = []
         for t in tensors:
             if t.numel() == 0:
                 continue
-            tracked = self._tracked.get(_key(t))
-            if tracked is not None:
-                out.append((tracked.buffer, t.storage_offset() * t.element_size(), _extent(t)))
+            key = _key(t)
+            tracked = self._tracked.get(key)
+            if tracked is None:
+                if t.device.type not in ("cpu", "cuda"):
+                    continue
+                tracked = self._found(t, key)
+            out.append((tracked.buffer, t.storage_offset() * t.element_size(), _extent(t)))
         return out
+
+    def _found(self, t, key):
+        """A tensor whose making the capture did not see (made before the case, a module's
+        buffer, or past the dispatcher): tracked from its first use on, as memory the host wrote
+        before that use, so neither check blames the case for what came before it."""
+        size = _storage_bytes(t)
+        what = f"{t.device.type} tensor memory ({size} bytes) from before the case"
+        seq = self._native.library_op("host", f"{what}, first used at {_caller()}", self.host, 0,
+                                      [], [])[0]
+        buffer = self._native.track(what, key[2], size, t.is_cuda, 0, seq)
+        tracked = self._tracked[key] = _Tensor(buffer, self.stream_of(t.device)[0])
+        return tracked
 
     def adopt(self, tensor, buffer):
         """`tensor` is over cprr's allocation `buffer` (ctx.symmetric_empty): its ops are logged
@@ -293,14 +316,14 @@ class OpCapture(TorchDispatchMode):
         kwargs = kwargs or {}
         plan = _plan(func)
         if plan is None:
-            return func(*args, **kwargs)  # not aten (c10d's collectives: cprr._collectives)
+            return self._run(func, args, kwargs)  # not aten (c10d's: cprr._collectives)
         if plan.name == "record_stream":
             self._record_stream(args[0], args[1])
-            return func(*args, **kwargs)
+            return self._run(func, args, kwargs)
         reads, writes, every = self._accesses(plan, args, kwargs)
         r, w = self.touches(reads), self.touches(writes)
         if not (r or w or plan.makes):
-            return func(*args, **kwargs)
+            return self._run(func, args, kwargs)
         device = device_of(every, kwargs)
         stream, handle = self.stream_of(device)
         copy = stream >= 0 and plan.copy and _crosses(every, kwargs)
@@ -323,6 +346,17 @@ class OpCapture(TorchDispatchMode):
         if sync_after:
             self._native.synchronize_library()
         return result
+
+    def _run(self, func, args, kwargs):
+        """An op the dispatcher saw that the log needs no entry for: its CUDA work is not
+        work outside the op log."""
+        if self._counter is None:
+            return func(*args, **kwargs)
+        self._counter.seen_enter()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            self._counter.seen_leave()
 
     def _pinned_in_use(self, tensors, stream):
         """A non_blocking copy reads or writes pinned host memory: torch's host allocator records

@@ -323,9 +323,6 @@ def test_note_logs_the_tensors_it_touches_on_their_stream():
     native, capture = make()
     with capture:
         tracked = torch.empty(6)
-    untracked = torch.zeros(6)  # made outside the capture
-    capture.note("ctx.output('x')", reads=[untracked])
-    assert len(native.log) == 1
     capture.note("ctx.output('x')", reads=[tracked])
     capture.note("ctx.probe('part')", reads=[tracked[1:3]])
     capture.note("dist.recv", writes=[tracked], stream=5)
@@ -335,6 +332,26 @@ def test_note_logs_the_tensors_it_touches_on_their_stream():
     assert native.ops[2][1:] == ([(1, 1 * F32, 2 * F32)], [])
     assert native.ops[3][1:] == ([], [(1, 0, 6 * F32)])
     assert [o["stream"] for o in native.log[1:]] == [0, 0, 5]
+
+
+def test_a_tensor_from_before_the_case_is_tracked_at_its_first_use_as_written_before_it():
+    """A module's buffer made before the case: its whole storage is tracked from its first use,
+    written by a host op just before it, so reading it is no uninitialized read and its later
+    uses are checked like any tensor's."""
+    native, capture = make(device_backend=True)
+    buffer = torch.zeros(8)  # made outside the capture
+    with capture:
+        buffer[2:4].sum()
+        buffer.add_(1.0)
+    found = native.log[0]
+    assert (found["kind"], found["stream"]) == ("host", -1)
+    assert found["name"].startswith(
+        "cpu tensor memory (32 bytes) from before the case, first used at test_op_capture.py:")
+    assert native.tracks[0][1:3] == (buffer.data_ptr(), 8 * F32)
+    assert native.tracks[0][5] == 0  # written by that host op
+    assert found["writes"] == [(1, 0, 8 * F32)]
+    assert native.ops[1][1] == [(1, 2 * F32, 2 * F32)]  # the sum reads its view's bytes
+    assert native.ops[-1][2] == [(1, 0, 8 * F32)]  # add_ writes the same buffer: found once
 
 
 def test_note_ignores_empty_tensors():
