@@ -44,6 +44,8 @@ _READ_MODIFY = {
 }
 # Ops that move bytes between host and device memory when their tensors are on both.
 _COPIES = {"copy_", "_to_copy", "to", "_copy_from", "_copy_from_and_resize"}
+# _cprr.NO_NATIVE_STREAM: a stream the capture models with no cudaStream_t behind it.
+NO_NATIVE_STREAM = (1 << 64) - 1
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _TORCH = os.path.dirname(os.path.abspath(torch.__file__))
 
@@ -226,7 +228,7 @@ class OpCapture(TorchDispatchMode):
         if stream is None:
             stream, handle = self.stream_of(device_of(list(reads) + list(writes), {}))
         else:
-            handle = 0
+            handle = NO_NATIVE_STREAM  # a stream cprr models (an async collective's): no delay
         self._native.library_op("kernel" if stream >= 0 else "host", f"{what} at {_caller()}",
                                 stream, handle, r, w)
 

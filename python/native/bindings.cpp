@@ -21,6 +21,7 @@ PYBIND11_MODULE(_cprr, m) {
       .def_readonly("address", &Allocation::address)
       .def_readonly("bytes", &Allocation::bytes)
       .def_readonly("device", &Allocation::device);
+  m.attr("NO_NATIVE_STREAM") = CaseContext::kNoNativeStream;
 
   py::class_<CaseContext>(m, "CaseContext")
       .def_property_readonly("rank", &CaseContext::rank)

@@ -97,8 +97,10 @@ std::pair<uint64_t, bool> CaseContext::library_op(const std::string& kind, const
     return out;
   };
   const SeenScope own_work;  // a replay's delay is cprr's
-  const Context::LibraryOp op = ctx_.library_op(
-      kind, name, stream, reinterpret_cast<void*>(native_stream), convert(reads), convert(writes));
+  std::optional<void*> native;
+  if (native_stream != kNoNativeStream) native = reinterpret_cast<void*>(native_stream);
+  const Context::LibraryOp op =
+      ctx_.library_op(kind, name, stream, native, convert(reads), convert(writes));
   return {op.seq, op.sync_after};
 }
 

@@ -71,6 +71,8 @@ class CaseContext {
 
   /// Bytes an op touches: (buffer id from track, offset in it, length).
   using Touch = std::tuple<uint32_t, uint64_t, uint64_t>;
+  /// A native_stream value that is no cudaStream_t (0 is the legacy stream).
+  static constexpr uint64_t kNoNativeStream = ~uint64_t{0};
   /// Context::track_memory: a tensor of the case; `written_by` the op (seq) that made and wrote
   /// it, -1 for an unwritten one (torch.empty).
   uint32_t track(const std::string& name, uint64_t address, uint64_t bytes, bool device,
@@ -78,7 +80,8 @@ class CaseContext {
   /// Context::untrack_memory: the tensor's memory went back to its allocator.
   void untrack(uint32_t buffer, int stream);
   /// Context::library_op: a torch op about to be issued on op-log stream `stream` (-1: the host),
-  /// which runs on `native_stream`. Returns (its seq, whether to synchronize_library() after it).
+  /// which runs on `native_stream` (kNoNativeStream: a stream the caller models, with none
+  /// behind it). Returns (its seq, whether to synchronize_library() after it).
   std::pair<uint64_t, bool> library_op(const std::string& kind, const std::string& name, int stream,
                                        uint64_t native_stream, const std::vector<Touch>& reads,
                                        const std::vector<Touch>& writes);

@@ -272,8 +272,9 @@ class Context {
   /// (kernel | copy | host | collective...) on `stream`, the library's stream as its caller numbers
   /// them (0: the library's default stream; -1: the host thread itself), with the bytes of tracked
   /// buffers it reads and writes. A replay's delay for it is enqueued first on `native` (the
-  /// cudaStream_t it will run on; nothing for host ops or without a device).
-  LibraryOp library_op(std::string kind, std::string name, int stream, void* native,
+  /// cudaStream_t it will run on, nullptr the legacy stream; nothing for host ops, without a
+  /// device, or for nullopt: a stream the caller models with no native one behind it).
+  LibraryOp library_op(std::string kind, std::string name, int stream, std::optional<void*> native,
                        const std::vector<Touch>& reads, const std::vector<Touch>& writes);
   /// An ordering op of the case's library: `record` (event `event` captures `stream`'s position),
   /// `wait` (`stream` waits for the event's last record; stream -1: the host does) or `sync` (the

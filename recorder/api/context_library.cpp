@@ -133,12 +133,12 @@ void Context::untrack_memory(uint32_t buffer, int stream) {
   CPRR_THROW_AS(CaseFailure, "buffer {} is not a tracked tensor still live in this case", buffer);
 }
 
-Context::LibraryOp Context::library_op(std::string kind, std::string name, int stream, void* native,
-                                       const std::vector<Touch>& reads,
+Context::LibraryOp Context::library_op(std::string kind, std::string name, int stream,
+                                       std::optional<void*> native, const std::vector<Touch>& reads,
                                        const std::vector<Touch>& writes) {
   const uint64_t seq = logs_.ops.size();
-  if (stream >= 0 && state_.backend->device_kernels()) {
-    if (const uint32_t us = delay_before(seq); us > 0) state_.backend->delay_native(native, us);
+  if (stream >= 0 && native && state_.backend->device_kernels()) {
+    if (const uint32_t us = delay_before(seq); us > 0) state_.backend->delay_native(*native, us);
   }
   OpRecord& op = log_op(stream, std::move(kind), std::move(name), Access{}, -1, true);
   for (const Touch& t : reads) {

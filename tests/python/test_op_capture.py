@@ -420,3 +420,9 @@ def test_an_op_returning_its_input_memory_makes_nothing():
     assert out is x
     assert len(native.tracks) == before
     assert native.log[-1]["writes"] == []
+
+
+def test_the_no_native_stream_value_is_the_runtimes():
+    from cprr import _cprr
+
+    assert _op_capture.NO_NATIVE_STREAM == _cprr.NO_NATIVE_STREAM
