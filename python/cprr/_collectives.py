@@ -246,11 +246,7 @@ def _wrap(name, original):
                 entered.append(native.enter_collective(kind, dtype, int(size), int(root), op,
                                                        stream))
 
-            if capture() is None:
-                enter(0)
-                result = call()
-            else:
-                result = _issue(name, bound, call, native, enter)
+            result = _issue(name, bound, call, native, enter)
             # An async call counts as completed once issued; its Work.wait() is the case's.
             native.complete_collective(entered[0])
             return result

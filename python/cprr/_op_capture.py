@@ -44,6 +44,8 @@ _READ_MODIFY = {
 }
 # Ops that move bytes between host and device memory when their tensors are on both.
 _COPIES = {"copy_", "_to_copy", "to", "_copy_from", "_copy_from_and_resize"}
+# What torch.tensor(data) runs after building its tensor past the dispatcher.
+_LIFTS = {"lift_fresh", "lift", "lift_fresh_copy"}
 # _cprr.NO_NATIVE_STREAM: a stream the capture models with no cudaStream_t behind it.
 NO_NATIVE_STREAM = (1 << 64) - 1
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -176,6 +178,7 @@ class OpCapture(TorchDispatchMode):
         self._pinned_uses = {}  # pinned host memory -> events of the non_blocking copies using it
         self._in_op = 0  # > 0 while torch runs an op this capture logged (or a collective)
         self.outside = {}  # what the case did that the op log cannot see -> how many times
+        self._pending = {}  # the same since the last op, until that op is seen (see _op_begins)
 
     # ---- tensors the case's other calls (captures, collectives, symmetric memory) touch ------
 
@@ -244,7 +247,26 @@ class OpCapture(TorchDispatchMode):
         self._native.library_order(kind, what, stream, event)
 
     def count_outside(self, what):
-        self.outside[what] = self.outside.get(what, 0) + 1
+        """Work the op log cannot see, pending until the next op tells whether it was that op's
+        own (see _op_begins)."""
+        self._pending[what] = self._pending.get(what, 0) + 1
+
+    def _op_begins(self, plan):
+        """torch.tensor(data, device=...) builds and copies its tensor past the dispatcher, then
+        runs lift_fresh: what was pending is that constructor's. Else it was outside the op
+        log."""
+        if plan is not None and plan.name in _LIFTS:
+            self._pending.clear()
+            if self._counter is not None:
+                self._counter.unseen_forgive()
+            return
+        for what, n in self._pending.items():
+            self.outside[what] = self.outside.get(what, 0) + n
+        self._pending.clear()
+
+    def finish(self):
+        """At the case's end: what is still pending was outside the op log."""
+        self._op_begins(None)
 
     class _InOp:
         def __init__(self, capture):
@@ -317,6 +339,7 @@ class OpCapture(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         plan = _plan(func)
+        self._op_begins(plan)
         if plan is None:
             return self._run(func, args, kwargs)  # not aten (c10d's: cprr._collectives)
         if plan.name == "record_stream":
@@ -350,15 +373,13 @@ class OpCapture(TorchDispatchMode):
         return result
 
     def _run(self, func, args, kwargs):
-        """An op the dispatcher saw that the log needs no entry for: its CUDA work is not
-        work outside the op log."""
-        if self._counter is None:
-            return func(*args, **kwargs)
-        self._counter.seen_enter()
+        """An op the dispatcher saw that the log needs no entry for: its CUDA work and memory
+        are not work outside the op log."""
+        self._enter_op()
         try:
             return func(*args, **kwargs)
         finally:
-            self._counter.seen_leave()
+            self._leave_op()
 
     def _pinned_in_use(self, tensors, stream):
         """A non_blocking copy reads or writes pinned host memory: torch's host allocator records

@@ -155,7 +155,8 @@ def _cupti_libraries():
 
     found = ["libcupti.so", "libcupti.so.13", "libcupti.so.12"]
     site = os.path.dirname(os.path.dirname(os.path.abspath(torch.__file__)))
-    for pattern in (f"{site}/nvidia/**/libcupti.so*", "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so*",
+    for pattern in (f"{site}/nvidia/**/libcupti.so*",
+                    "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so*",
                     "/usr/local/cuda*/lib*/libcupti.so*"):
         found += sorted(glob.glob(pattern, recursive=True))
     return found
@@ -181,6 +182,7 @@ def _start_counter(rank, native):
 
 def _report_outside(native, capture, counter):
     """What the case did that the op log cannot see, as one op the report names."""
+    capture.finish()
     if counter:
         for what, n in counter.unseen_take().items():
             capture.outside[f"{what} outside any op the dispatcher saw"] = n

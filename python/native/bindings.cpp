@@ -87,6 +87,7 @@ PYBIND11_MODULE(_cprr, m) {
         "that opens); returns '' when counting, else why not.");
   m.def("unseen_watch", &cprr::python::watch_this_thread);
   m.def("seen_enter", &cprr::python::enter_seen);
+  m.def("unseen_forgive", &cprr::python::forgive_pending);
   m.def("seen_leave", &cprr::python::leave_seen);
   m.def("unseen_take", &cprr::python::take_unseen);
   m.attr("PROTOCOL_VERSION") = cprr::python::protocol_version();

@@ -14,6 +14,10 @@ namespace {
 
 thread_local bool watched = false;  // the thread runs a case body: its work is counted
 thread_local int seen_depth = 0;
+// Counted since the thread last entered seen work: kept apart until then, so that work which
+// turns out to be an op's own (torch.tensor's copy, before its lift_fresh) can be let go.
+thread_local uint64_t pending_launches = 0;
+thread_local uint64_t pending_copies = 0;
 // Inside a runtime API call: the driver calls it makes are the same work, counted once.
 thread_local bool in_runtime_call = false;
 
@@ -78,7 +82,7 @@ void CUPTIAPI on_api(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, co
   if (runtime) in_runtime_call = true;
   if (!watched || seen_depth > 0 || (!runtime && in_runtime_call)) return;
   const bool launch = runtime ? among(kRuntimeLaunches, id) : among(kDriverLaunches, id);
-  (launch ? counts().launches : counts().copies).fetch_add(1, std::memory_order_relaxed);
+  ++(launch ? pending_launches : pending_copies);
 }
 
 struct Cupti {
@@ -144,11 +148,26 @@ std::string start_unseen_counter(const std::vector<std::string>& libraries) {
 #endif
 }
 
+namespace {
+
+void commit_pending() {
+  counts().launches.fetch_add(pending_launches, std::memory_order_relaxed);
+  counts().copies.fetch_add(pending_copies, std::memory_order_relaxed);
+  pending_launches = pending_copies = 0;
+}
+
+}  // namespace
+
 void watch_this_thread(bool on) { watched = on; }
-void enter_seen() { ++seen_depth; }
+void enter_seen() {
+  commit_pending();
+  ++seen_depth;
+}
+void forgive_pending() { pending_launches = pending_copies = 0; }
 void leave_seen() { --seen_depth; }
 
 std::map<std::string, uint64_t> take_unseen() {
+  commit_pending();
   std::map<std::string, uint64_t> out;
   if (const uint64_t n = counts().launches.exchange(0)) out["kernel launches"] = n;
   if (const uint64_t n = counts().copies.exchange(0)) out["async copies and memsets"] = n;

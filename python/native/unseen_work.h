@@ -21,11 +21,15 @@ namespace cprr::python {
 std::string start_unseen_counter(const std::vector<std::string>& libraries);
 /// The calling thread runs a case body (on) or stopped (off): only such threads are counted.
 void watch_this_thread(bool on);
-/// The calling thread enters / leaves work the op log covers; scopes nest.
+/// The calling thread enters / leaves work the op log covers; scopes nest. What it did outside
+/// since it last entered is counted on entering (or on take_unseen()).
 void enter_seen();
 void leave_seen();
-/// The counts since the last call, by what was counted ("kernel launches", "async copies and
-/// memsets"); empty when nothing was (or counting never started).
+/// What the calling thread did outside since it last entered seen work was an op's own, not
+/// outside the op log (torch.tensor(data, device=cuda) copies its data before its lift_fresh op).
+void forgive_pending();
+/// The counts since the last call (the calling thread's pending work included), by what was
+/// counted ("kernel launches", "async copies and memsets"); empty when nothing was.
 std::map<std::string, uint64_t> take_unseen();
 
 /// enter_seen() for a scope of cprr's own work.

@@ -426,3 +426,37 @@ def test_the_no_native_stream_value_is_the_runtimes():
     from cprr import _cprr
 
     assert _op_capture.NO_NATIVE_STREAM == _cprr.NO_NATIVE_STREAM
+
+
+class FakeCounter:
+    """The CUPTI counter's calls, recorded."""
+
+    def __init__(self):
+        self.calls = []
+
+    def seen_enter(self):
+        self.calls.append("enter")
+
+    def seen_leave(self):
+        self.calls.append("leave")
+
+    def unseen_forgive(self):
+        self.calls.append("forgive")
+
+
+def test_work_before_torch_tensors_lift_is_the_constructors_and_other_work_is_outside():
+    native = FakeNative()
+    counter = FakeCounter()
+    capture = _op_capture.OpCapture(native, device_backend=True, counter=counter)
+    with capture:
+        capture.count_outside("allocation")  # as torch.tensor(data, device=cuda) allocates...
+        torch.tensor([1.0, 2.0])  # ...before its lift_fresh
+        assert capture.outside == {}
+        assert counter.calls[0] == "forgive"
+        capture.count_outside("allocation")  # and now before an ordinary op: outside
+        torch.ones(2)
+    capture.count_outside("allocation")  # pending at the end: outside too
+    capture.finish()
+    assert capture.outside == {"allocation": 2}
+    # Every op torch ran under the capture was inside seen work, entered and left in pairs.
+    assert counter.calls.count("enter") == counter.calls.count("leave") > 0
