@@ -33,10 +33,11 @@ void locate_in_buffer(const ExecutionResult& e, RaceFinding& f) {
   }
 }
 
-// Work a case issued on a native handle itself is invisible to every log check: say so, once per
-// rank and handle, instead of letting a clean report suggest it was checked.
+// Work a case issued on a native handle itself, or its library issued past the op log ("unseen"),
+// is invisible to every log check: say so, once per rank and kind, instead of letting a clean
+// report suggest it was checked.
 template <class Note>
-void note_native_handles(const ExecutionResult& e, const Note& note) {
+void note_unchecked_work(const ExecutionResult& e, const Note& note) {
   const std::vector<const CaseCapture*> captures = captures_of(e);
   for (std::size_t r = 0; r < captures.size(); ++r) {
     if (captures[r] == nullptr) continue;
@@ -69,7 +70,7 @@ std::optional<RaceFinding> find_race(const std::vector<const ExecutionResult*>& 
   };
   for (const ExecutionResult* e : executions) {
     if (!completed(*e)) continue;
-    note_native_handles(*e, note);
+    note_unchecked_work(*e, note);
     HbResult r;
     try {
       r = check_execution(*e, HbOptions{.max_races = 1});

@@ -507,17 +507,30 @@ def _crosses(tensors, kwargs):
     return "cuda" in types and "cpu" in types
 
 
-class _Idle:
-    """A native side that records nothing: what warm_up's capture reports to."""
+class Idle:
+    """A native side that records nothing (what warm_up's capture reports to, and a profile's):
+    every call the capture and the collectives make, answered with increasing numbers."""
+
+    def __init__(self):
+        self._next = 0
+
+    def _number(self):
+        self._next += 1
+        return self._next - 1
 
     def track(self, *args):
-        return 0
+        return self._number()
 
     def library_op(self, *args):
-        return 0, False
+        return self._number(), False
+
+    def enter_collective(self, *args):
+        return self._number()
 
     def library_order(self, *args):
         pass
+
+    untrack = complete_collective = note_p2p = note_unseen = library_order
 
 
 def warm_up():
@@ -526,7 +539,7 @@ def warm_up():
     where they have no bytecode cache), which would otherwise land in the first case of every
     rank. The template process pays it once for every rank it forks; a spawned rank before its
     hello, where standby hides it. Touches no GPU."""
-    with OpCapture(_Idle()):
+    with OpCapture(Idle()):
         a = torch.empty(4)
         a.fill_(1.0)
         a += torch.ones(4)

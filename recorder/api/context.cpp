@@ -3,6 +3,7 @@
 // (Python cases) is context_library.cpp.
 #include "recorder/api/context.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <numeric>
@@ -184,17 +185,15 @@ uint32_t Context::delay_before(uint64_t seq) const {
 void Context::issued() {
   if (logs_.ops.empty()) return;
   mark_end();
-  if (perturbation_.one_stream) {
-    state_.backend->synchronize_all();
-    return;
-  }
-  const uint64_t seq = logs_.ops.back().seq;
-  for (const OpSite& site : perturbation_.sync_after) {
-    if (site.seq == seq && (site.rank == state_.rank || site.rank == -1)) {
-      state_.backend->synchronize_all();
-      return;
-    }
-  }
+  if (replay_syncs_after(logs_.ops.back().seq)) state_.backend->synchronize_all();
+}
+
+bool Context::replay_syncs_after(uint64_t seq) const {
+  if (perturbation_.one_stream) return true;
+  return std::any_of(perturbation_.sync_after.begin(), perturbation_.sync_after.end(),
+                     [&](const OpSite& site) {
+                       return site.seq == seq && (site.rank == state_.rank || site.rank == -1);
+                     });
 }
 
 Stream Context::create_stream(std::string name) {

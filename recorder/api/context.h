@@ -320,6 +320,8 @@ class Context {
                    int64_t event = -1, bool library = false);
   /// After an op is issued: the host waits for every stream when the replay asks for it there.
   void issued();
+  /// Whether the replay asks the host to wait for every stream after op `seq` of this rank.
+  bool replay_syncs_after(uint64_t seq) const;
   /// The delay a replay puts before op `seq` on a stream (microseconds, 0: none).
   uint32_t delay_before(uint64_t seq) const;
   /// Checks a one-sided call's peer and semaphore; returns the semaphore's slot in the peer's

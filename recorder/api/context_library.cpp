@@ -149,11 +149,7 @@ Context::LibraryOp Context::library_op(std::string kind, std::string name, int s
     op.writes.push_back(t.buffer);
     op.write_spans.push_back(t.span);
   }
-  bool sync = perturbation_.one_stream;
-  for (const OpSite& site : perturbation_.sync_after) {
-    sync = sync || (site.seq == seq && (site.rank == state_.rank || site.rank == -1));
-  }
-  return LibraryOp{seq, sync};
+  return LibraryOp{seq, replay_syncs_after(seq)};
 }
 
 void Context::library_order(std::string kind, std::string name, int stream, int64_t event) {

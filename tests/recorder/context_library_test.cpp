@@ -5,36 +5,22 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <vector>
 
 #include "analysis/happens_before.h"
 #include "analysis/op_accesses.h"
 #include "analysis/race_check.h"
 #include "recorder/api/context.h"
+#include "tests/recorder/context_support.h"
 
 namespace cprr {
 namespace {
 
 using ::testing::HasSubstr;
 
-RankState make_state() {
-  RankState s;
-  s.backend = make_backend(BackendConfig{"cpu", 0, 1, ""});
-  for (MemPool pool : {MemPool::device, MemPool::symmetric, MemPool::host}) {
-    s.engines[static_cast<int>(pool)] = std::make_unique<PlacementEngine>(
-        s.backend->arena_capacity(pool), 256, Placement::best_fit);
-  }
-  return s;
-}
-
-std::string failure_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const CaseFailure& e) {
-    return e.what();
-  }
-  return "no CaseFailure";
-}
+using test::case_failure_of;
+using test::make_state;
 
 std::size_t races_in(const CaseCapture& c) {
   return check_happens_before(ops_from_captures({&c})).race_count;
@@ -81,17 +67,17 @@ TEST(ContextLibrary, BadTracksFreesAndOrderingOpsAreCaseFailures) {
   RankState state = make_state();
   Context ctx(state, "lib", {}, 1, Placement::best_fit);
   std::vector<std::byte> memory(16);
-  EXPECT_THAT(failure_of([&] { ctx.track_memory("t", memory.data(), 16, false, nullptr, 0); }),
+  EXPECT_THAT(case_failure_of([&] { ctx.track_memory("t", memory.data(), 16, false, nullptr, 0); }),
               HasSubstr("op #0, which is not logged yet"));
-  EXPECT_THAT(failure_of([&] { ctx.untrack_memory(9, 0); }), HasSubstr("buffer 9"));
+  EXPECT_THAT(case_failure_of([&] { ctx.untrack_memory(9, 0); }), HasSubstr("buffer 9"));
   const uint32_t t = ctx.track_memory("t", memory.data(), 16, false);
   ctx.untrack_memory(t, 0);
-  EXPECT_THAT(failure_of([&] { ctx.untrack_memory(t, 0); }), HasSubstr("still live"));
-  EXPECT_THAT(failure_of([&] { ctx.library_order("launch", "x", 0, 1); }),
+  EXPECT_THAT(case_failure_of([&] { ctx.untrack_memory(t, 0); }), HasSubstr("still live"));
+  EXPECT_THAT(case_failure_of([&] { ctx.library_order("launch", "x", 0, 1); }),
               HasSubstr("not record, wait or sync"));
-  EXPECT_THAT(failure_of([&] { ctx.library_order("record", "x", -1, 1); }),
+  EXPECT_THAT(case_failure_of([&] { ctx.library_order("record", "x", -1, 1); }),
               HasSubstr("needs a stream and an event"));
-  EXPECT_THAT(failure_of([&] { ctx.library_order("wait", "x", 0, -1); }),
+  EXPECT_THAT(case_failure_of([&] { ctx.library_order("wait", "x", 0, -1); }),
               HasSubstr("needs an event"));
   ctx.drain();
   ctx.finish();

@@ -14,25 +14,16 @@
 
 #include "kernels/corpus_kernels.h"
 #include "kernels/hash.h"
+#include "tests/recorder/context_support.h"
 
 namespace cprr {
 namespace {
 
+using test::case_failure_of;
+using test::make_state;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-RankState make_state(int rank = 0) {
-  RankState s;
-  s.rank = rank;
-  s.world_size = 1;
-  s.backend = make_backend(BackendConfig{"cpu", 0, 1, ""});
-  for (MemPool pool : {MemPool::device, MemPool::symmetric, MemPool::host}) {
-    s.engines[static_cast<int>(pool)] = std::make_unique<PlacementEngine>(
-        s.backend->arena_capacity(pool), 256, Placement::best_fit);
-  }
-  return s;
-}
 
 // Holds a stream until released, so ops queued behind it provably run later than the host code
 // that issued them (a capture taken at issue time would see different bytes).
@@ -49,18 +40,6 @@ struct Gate {
   }
   void release() { open.store(true); }
 };
-
-template <class F>
-std::string case_failure_of(F f) {
-  try {
-    f();
-  } catch (const CaseFailure& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("not a CaseFailure: ") + e.what();
-  }
-  return "no exception";
-}
 
 template <class T>
 std::vector<T> filled(std::size_t n, T v) {

@@ -4,8 +4,8 @@
     capture_profile.py CASES CASE [--repeat N]
 
 Runs the case's body in this process (world size 1, no cprr world) without a dispatch mode and
-under cprr._op_capture.OpCapture with a native side that records nothing, the CUDA trace hooks on
-as in a rank; prints both medians per body and the capture's top functions by own time.
+under cprr._op_capture.OpCapture with a native side that records nothing (Idle), the CUDA trace
+hooks on as in a rank; prints both medians per body and the capture's top functions by own time.
 """
 
 import argparse
@@ -18,35 +18,6 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-
-
-class _Null:
-    def __init__(self):
-        self.n = 0
-
-    def track(self, *args):
-        self.n += 1
-        return self.n
-
-    def library_op(self, *args):
-        self.n += 1
-        return self.n, False
-
-    def library_order(self, *args):
-        pass
-
-    def untrack(self, *args):
-        pass
-
-    def enter_collective(self, *args):
-        self.n += 1
-        return self.n
-
-    def complete_collective(self, *args):
-        pass
-
-    def note_p2p(self, *args):
-        pass
 
 
 def main():
@@ -85,7 +56,7 @@ def main():
             return (time.perf_counter() - start) * 1000
 
         def capture():
-            return _op_capture.OpCapture(_Null(), device_backend=True)
+            return _op_capture.OpCapture(_op_capture.Idle(), device_backend=True)
 
         once(None), once(capture())
         plain = statistics.median(once(None) for _ in range(args.repeat))
