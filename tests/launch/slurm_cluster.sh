@@ -54,6 +54,25 @@ for tool in slurmctld slurmd srun sinfo; do
 done
 ls /usr/lib/*/slurm-wlm/auth_none.so >/dev/null 2>&1 || skip "this Slurm has no auth/none plugin"
 
+# A port below the kernel's ephemeral range (so no connection of another test takes it meanwhile)
+# that nothing listens on now, from $1 up. slurmd forks before it binds: a busy port would leave
+# the node 'unknown' instead of failing here.
+unused_port() {
+  local low
+  low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+  for ((port = $1; port < low; port++)); do
+    if python3 -c 'import socket,sys; socket.socket().bind(("", int(sys.argv[1])))' "$port" \
+      2>/dev/null; then
+      echo "$port"
+      return
+    fi
+  done
+  echo "slurm_cluster: no free port in [$1, $low)" >&2
+  exit 1
+}
+ctld_port=$(unused_port $((20000 + $$ % 5000)))
+slurmd_port=$(unused_port $((ctld_port + 1)))
+
 rm -rf "$dir"
 mkdir -p "$dir/state" "$dir/spool" "$dir/log"
 conf="$dir/slurm.conf.new"
@@ -83,8 +102,8 @@ SlurmctldPidFile=$dir/slurmctld.pid
 SlurmdPidFile=$dir/slurmd.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd.log
-SlurmctldPort=$((20000 + $$ % 20000))
-SlurmdPort=$((40000 + $$ % 20000))
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
 NodeName=$node NodeAddr=127.0.0.1 CPUs=64 State=UNKNOWN
 PartitionName=cprrtest Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 CONF
