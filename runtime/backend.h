@@ -155,6 +155,9 @@ class Backend {
   /// (lead_native). No-ops where kernels do not run on a device.
   virtual void follow_native(int stream, void* native) {}
   virtual void lead_native(void* native, int stream) {}
+  /// `waiter`'s later work waits for what `recorded` enqueued so far (both the library's
+  /// cudaStream_t). Any thread. No-op where kernels do not run on a device.
+  virtual void order_natives(void* waiter, void* recorded) {}
   /// In `native`'s order (a cudaStream_t of the case's library): it idles for `us` microseconds
   /// (a replay's race amplification of a library op). No-op where kernels do not run on a device.
   virtual void delay_native(void* native, uint32_t us) {}

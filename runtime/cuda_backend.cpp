@@ -328,6 +328,16 @@ void CudaBackend::lead_native(void* native, int stream) {
   order_streams(static_cast<cudaStream_t>(native), at(stream).handle);
 }
 
+void CudaBackend::order_natives(void* waiter, void* recorded) {
+  // Called from any thread (torch frees tensors on its autograd threads too): the event must be
+  // made on this rank's device, whatever the thread's current one is.
+  int current = 0;
+  CPRR_CUDA(cudaGetDevice(&current));
+  if (current != device_) CPRR_CUDA(cudaSetDevice(device_));
+  order_streams(static_cast<cudaStream_t>(waiter), static_cast<cudaStream_t>(recorded));
+  if (current != device_) CPRR_CUDA(cudaSetDevice(current));
+}
+
 void CudaBackend::delay_native(void* native, uint32_t us) {
   if (us > 0) launch_delay(uint64_t{us} * 1000, static_cast<cudaStream_t>(native));
 }

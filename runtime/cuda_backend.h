@@ -99,6 +99,7 @@ class CudaBackend final : public Backend {
   void follow_native(int stream, void* native) override;
   void lead_native(void* native, int stream) override;
   void delay_native(void* native, uint32_t us) override;
+  void order_natives(void* waiter, void* recorded) override;
   void synchronize_device() override;
   /// The NCCL communicator; nullptr where the collectives go through Gloo (ranks share a GPU).
   void* native_comm() override { return comm_ ? comm_->get() : nullptr; }

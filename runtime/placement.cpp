@@ -60,10 +60,10 @@ uint64_t next_draw(uint64_t& state) {
 
 }  // namespace
 
-std::optional<uint64_t> PlacementEngine::pick_shuffled(uint64_t size) {
+std::optional<uint64_t> PlacementEngine::pick_shuffled(uint64_t size, uint64_t owner) {
   std::vector<uint64_t> fits;
   for (const auto& [offset, block] : free_) {
-    if (block.size >= size) fits.push_back(offset);
+    if (block.size >= size && (block.owner == 0 || block.owner == owner)) fits.push_back(offset);
   }
   const bool fresh_fits = size <= capacity_ - bump_;
   const uint64_t choices = fits.size() + (fresh_fits ? 1 : 0);
@@ -73,15 +73,15 @@ std::optional<uint64_t> PlacementEngine::pick_shuffled(uint64_t size) {
   return std::nullopt;
 }
 
-std::optional<uint64_t> PlacementEngine::pick_free(uint64_t size) {
+std::optional<uint64_t> PlacementEngine::pick_free(uint64_t size, uint64_t owner) {
   if (policy_ == Placement::never_reuse) return std::nullopt;
-  if (policy_ == Placement::shuffled) return pick_shuffled(size);
+  if (policy_ == Placement::shuffled) return pick_shuffled(size, owner);
   std::optional<uint64_t> best;
   const FreeBlock* best_block = nullptr;
   // free_ iterates in address order and only a strictly better block replaces the current pick,
   // so every tie goes to the lowest offset.
   for (const auto& [offset, block] : free_) {
-    if (block.size < size) continue;
+    if (block.size < size || (block.owner != 0 && block.owner != owner)) continue;
     const bool better =
         best_block == nullptr || (policy_ == Placement::best_fit ? block.size < best_block->size
                                                                  : block.stamp < best_block->stamp);
@@ -93,7 +93,7 @@ std::optional<uint64_t> PlacementEngine::pick_free(uint64_t size) {
   return best;
 }
 
-uint64_t PlacementEngine::allocate(uint64_t bytes) {
+uint64_t PlacementEngine::allocate(uint64_t bytes, uint64_t owner) {
   // Count alignment units instead of adding alignment-1 so huge requests cannot overflow; a
   // 0-byte request still takes one unit so every block has a distinct offset.
   const uint64_t units = bytes == 0 ? 1 : bytes / alignment_ + (bytes % alignment_ != 0);
@@ -103,12 +103,16 @@ uint64_t PlacementEngine::allocate(uint64_t bytes) {
   const uint64_t size = units * alignment_;
 
   uint64_t offset = 0;
-  if (const std::optional<uint64_t> picked = pick_free(size)) {
+  if (const std::optional<uint64_t> picked = pick_free(size, owner)) {
     offset = *picked;
     const FreeBlock block = free_.at(offset);
     free_.erase(offset);
+    if (block.owner != 0) --owned_;
     // The block keeps the low part; the remainder stays free under its previous owner's stamp.
-    if (block.size > size) free_.emplace(offset + size, FreeBlock{block.size - size, block.stamp});
+    if (block.size > size) {
+      free_.emplace(offset + size, FreeBlock{block.size - size, block.stamp, block.owner});
+      if (block.owner != 0) ++owned_;
+    }
   } else {
     // A tail freed under another policy went back to the bump region but is still freed space,
     // so never_reuse carves past everything ever handed out; that gap is leaked like its frees.
@@ -123,39 +127,58 @@ uint64_t PlacementEngine::allocate(uint64_t bytes) {
   return offset;
 }
 
-void PlacementEngine::release(uint64_t offset) {
+void PlacementEngine::release(uint64_t offset, uint64_t owner) {
   const auto it = live_.find(offset);
   CPRR_CHECK(it != live_.end(), "release of offset {} which is not a live block (double free?)",
              offset);
-  uint64_t start = offset;
-  FreeBlock merged{it->second.size, it->second.stamp};
+  const FreeBlock block{it->second.size, it->second.stamp, owner};
   live_.erase(it);
-  in_use_ -= merged.size;
+  in_use_ -= block.size;
   // never_reuse models an allocator that never hands memory back: the space is simply leaked,
   // even if the policy is switched later.
   if (policy_ == Placement::never_reuse) return;
+  add_free(offset, block);
+}
 
-  if (const auto next = free_.find(start + merged.size); next != free_.end()) {
-    merged = FreeBlock{merged.size + next->second.size, std::min(merged.stamp, next->second.stamp)};
+void PlacementEngine::add_free(uint64_t start, FreeBlock merged) {
+  if (const auto next = free_.find(start + merged.size);
+      next != free_.end() && next->second.owner == merged.owner) {
+    merged.size += next->second.size;
+    merged.stamp = std::min(merged.stamp, next->second.stamp);
+    if (next->second.owner != 0) --owned_;
     free_.erase(next);
   }
   if (auto prev = free_.lower_bound(start); prev != free_.begin()) {
     --prev;
-    if (prev->first + prev->second.size == start) {
+    if (prev->first + prev->second.size == start && prev->second.owner == merged.owner) {
       start = prev->first;
-      merged =
-          FreeBlock{merged.size + prev->second.size, std::min(merged.stamp, prev->second.stamp)};
+      merged.size += prev->second.size;
+      merged.stamp = std::min(merged.stamp, prev->second.stamp);
+      if (prev->second.owner != 0) --owned_;
       free_.erase(prev);
     }
   }
   // A free block that ends at bump_ is given back to the bump region, so free_ never holds the
   // tail of the carved region. Otherwise a request larger than that tail block but fitting in
-  // tail + untouched space would fail although the space is contiguous.
-  if (start + merged.size == bump_) {
+  // tail + untouched space would fail although the space is contiguous. An owned block stays
+  // its owner's.
+  if (merged.owner == 0 && start + merged.size == bump_) {
     bump_ = start;
     return;
   }
+  if (merged.owner != 0) ++owned_;
   free_.emplace(start, merged);
+}
+
+void PlacementEngine::share_all() {
+  if (owned_ == 0) return;
+  std::map<uint64_t, FreeBlock> blocks;
+  blocks.swap(free_);
+  owned_ = 0;
+  for (auto& [start, block] : blocks) {
+    block.owner = 0;
+    add_free(start, block);
+  }
 }
 
 uint64_t PlacementEngine::block_size(uint64_t offset) const {

@@ -151,15 +151,17 @@ class Streams:
 
 
 class _Tensor:
-    """A tracked tensor memory: its buffer id, the stream that made it, and the other streams
-    record_stream said use it (the caching allocator reuses its memory only after them)."""
+    """A tracked tensor memory: its buffer id, the stream that made it, the other streams
+    record_stream said use it (the caching allocator reuses its memory only after them), and its
+    bytes (None: not known, as for a stand-in in tests)."""
 
-    __slots__ = ("buffer", "stream", "uses")
+    __slots__ = ("buffer", "stream", "uses", "size")
 
-    def __init__(self, buffer, stream):
+    def __init__(self, buffer, stream, size=None):
         self.buffer = buffer
         self.stream = stream
         self.uses = set()
+        self.size = size
 
 
 class OpCapture(TorchDispatchMode):
@@ -168,10 +170,14 @@ class OpCapture(TorchDispatchMode):
     counts CUDA work outside the op log (the _cprr module's seen_enter/seen_leave), told when
     torch runs work this capture logs; None where nothing counts."""
 
-    def __init__(self, native, device_backend=False, counter=None):
+    def __init__(self, native, device_backend=False, counter=None, allocator=False):
         super().__init__()
         self._native = native
         self._counter = counter
+        # cprr's arena is torch's CUDA allocator (worker._use_cprr_allocator): it reports frees
+        # (torch's trace hooks do not) and is told of record_stream.
+        self._allocator = allocator
+        self._device_index = getattr(native, "device_index", -1)
         self.host = -1 if device_backend else 0
         self.streams = Streams()
         self._tracked = {}  # (device type, index, storage address) -> _Tensor
@@ -190,11 +196,15 @@ class OpCapture(TorchDispatchMode):
                 continue
             key = _key(t)
             tracked = self._tracked.get(key)
-            if tracked is None:
+            offset, extent = t.storage_offset() * t.element_size(), _extent(t)
+            # Past a tracked host tensor's end: its memory went back unseen (host memory has no
+            # free hook) and a bigger tensor made past the dispatcher has the address now.
+            if tracked is None or (tracked.size is not None and offset + extent > tracked.size
+                                   and t.device.type == "cpu"):
                 if t.device.type not in ("cpu", "cuda"):
                     continue
                 tracked = self._found(t, key)
-            out.append((tracked.buffer, t.storage_offset() * t.element_size(), _extent(t)))
+            out.append((tracked.buffer, offset, extent))
         return out
 
     def _found(self, t, key):
@@ -205,14 +215,18 @@ class OpCapture(TorchDispatchMode):
         what = f"{t.device.type} tensor memory ({size} bytes) from before the case"
         seq = self._native.library_op("host", f"{what}, first used at {_caller()}", self.host, 0,
                                       [], [])[0]
+        return self._track_found(t, key, what, size, seq)
+
+    def _track_found(self, t, key, what, size, seq):
         buffer = self._native.track(what, key[2], size, t.is_cuda, 0, seq)
-        tracked = self._tracked[key] = _Tensor(buffer, self.stream_of(t.device)[0])
+        tracked = self._tracked[key] = _Tensor(buffer, self.stream_of(t.device)[0], size)
         return tracked
 
     def adopt(self, tensor, buffer):
         """`tensor` is over cprr's allocation `buffer` (ctx.symmetric_empty): its ops are logged
         against that allocation."""
-        self._tracked[_key(tensor)] = _Tensor(buffer, self.stream_of(tensor.device)[0])
+        self._tracked[_key(tensor)] = _Tensor(buffer, self.stream_of(tensor.device)[0],
+                                              _storage_bytes(tensor))
 
     def stream_of(self, device):
         """(op-log stream, cudaStream_t) where an op on `device` runs: the device's current
@@ -255,6 +269,8 @@ class OpCapture(TorchDispatchMode):
         """torch.tensor(data, device=...) builds and copies its tensor past the dispatcher, then
         runs lift_fresh: what was pending is that constructor's. Else it was outside the op
         log."""
+        if self._allocator:
+            self._released()
         if plan is not None and plan.name in _LIFTS:
             self._pending.clear()
             if self._counter is not None:
@@ -314,12 +330,23 @@ class OpCapture(TorchDispatchMode):
             self.order("wait", "memory reused after its record_stream uses", tracked.stream, event)
         self._native.untrack(tracked.buffer, tracked.stream)
 
+    def _released(self):
+        """What cprr's arena took back since the last op (any thread's frees), in order."""
+        for address in self._native.torch_released():
+            self.freed(self._device_index, address)
+
     # ---- aten ops ----------------------------------------------------------------------------
 
     def _record_stream(self, tensor, stream):
-        tracked = self._tracked.get(_key(tensor))
-        if tracked is not None and tensor.is_cuda:
-            use = self.streams.stream(_native_stream(stream))
+        if not tensor.is_cuda:
+            return
+        handle = _native_stream(stream)
+        key = _key(tensor)
+        if self._allocator:
+            self._native.torch_record_stream(key[2], handle)
+        tracked = self._tracked.get(key)
+        if tracked is not None:
+            use = self.streams.stream(handle)
             if use != tracked.stream:
                 tracked.uses.add(use)
 
@@ -345,6 +372,8 @@ class OpCapture(TorchDispatchMode):
         if plan.name == "record_stream":
             self._record_stream(args[0], args[1])
             return self._run(func, args, kwargs)
+        if plan.name in _LIFTS and args and isinstance(args[0], torch.Tensor):
+            self._lifted(args[0])
         reads, writes, every = self._accesses(plan, args, kwargs)
         r, w = self.touches(reads), self.touches(writes)
         if not (r or w or plan.makes):
@@ -371,6 +400,23 @@ class OpCapture(TorchDispatchMode):
         if sync_after:
             self._native.synchronize_library()
         return result
+
+    def _lifted(self, t):
+        """torch.tensor(data) made `t` past the dispatcher, at an address an earlier tensor may
+        have had: a new tensor, written by the host (its data) before this op."""
+        if t.numel() == 0 or t.device.type not in ("cpu", "cuda"):
+            return
+        key = _key(t)
+        self._tracked.pop(key, None)
+        what, size = f"torch.tensor{tuple(t.shape)} at {_caller()}", _storage_bytes(t)
+        if t.is_cuda:
+            # Its data was copied on the current stream, and the host waited for the copy.
+            stream, handle = self.stream_of(t.device)
+            seq = self._native.library_op("copy", what, stream, handle, [], [])[0]
+            self.order("sync", "torch.tensor waits for its copy", stream)
+        else:
+            seq = self._native.library_op("host", what, self.host, 0, [], [])[0]
+        self._track_found(t, key, what, size, seq)
 
     def _run(self, func, args, kwargs):
         """An op the dispatcher saw that the log needs no entry for: its CUDA work and memory
@@ -422,7 +468,7 @@ class OpCapture(TorchDispatchMode):
                 buffer = self._native.track(
                     label, key[2], _extent(t) + t.storage_offset() * t.element_size(), t.is_cuda,
                     handle, written_by)
-                self._tracked[key] = _Tensor(buffer, stream)
+                self._tracked[key] = _Tensor(buffer, stream, _storage_bytes(t))
 
 
 def _add(role, value, reads, writes, every):
@@ -530,7 +576,10 @@ class Idle:
     def library_order(self, *args):
         pass
 
-    untrack = complete_collective = note_p2p = note_unseen = library_order
+    def torch_released(self):
+        return []
+
+    untrack = complete_collective = note_p2p = note_unseen = torch_record_stream = library_order
 
 
 def warm_up():

@@ -180,6 +180,36 @@ def _start_counter(rank, native):
         rank.counter = _cprr
 
 
+def _use_cprr_allocator(rank):
+    """cprr's device arena as torch's CUDA allocator, for every case of this cuda rank
+    (native/torch_allocator.h): tensors are placed by the case's placement policy, as a C++
+    case's buffers are, and a replay can move them. torch.cuda.change_current_allocator works only
+    before torch first touches CUDA, so here, before the worker loop. CPRR_TORCH_ALLOCATOR=off
+    (and CPRR_OP_CAPTURE=off, which this needs for record_stream) leaves torch's own; so does a
+    torch without CUDAPluggableAllocator (before 2.0) or a case file that used CUDA on import.
+    Under it torch.cuda's memory statistics (memory_allocated, memory_stats) raise."""
+    if rank.backend != "cuda" or "off" in (os.environ.get("CPRR_TORCH_ALLOCATOR"),
+                                            os.environ.get("CPRR_OP_CAPTURE")):
+        return
+    import torch
+
+    memory = getattr(torch.cuda, "memory", None)
+    pluggable = getattr(memory, "CUDAPluggableAllocator", None)
+    if pluggable is None or not hasattr(memory, "change_current_allocator"):
+        print(f"cprr: torch {torch.__version__} has no CUDAPluggableAllocator: tensors keep "
+              "torch's caching allocator (placement policies do not apply)", file=sys.stderr)
+        return
+    from cprr import _cprr
+
+    if torch.cuda.is_initialized():
+        print("cprr: CUDA was initialized before the worker loop (at import?): tensors keep "
+              "torch's caching allocator (placement policies do not apply)", file=sys.stderr)
+        return
+    library = os.path.join(os.path.dirname(os.path.abspath(_cprr.__file__)), "libcprr_pyrank.so")
+    memory.change_current_allocator(pluggable(library, "cprr_torch_alloc", "cprr_torch_free"))
+    _cprr.use_torch_allocator()
+
+
 def _report_outside(native, capture, counter):
     """What the case did that the op log cannot see, as one op the report names."""
     capture.finish()
@@ -189,6 +219,12 @@ def _report_outside(native, capture, counter):
     if capture.outside:
         what = ", ".join(f"{n} {w}" for w, n in sorted(capture.outside.items()))
         native.note_unseen(f"{sum(capture.outside.values())} outside the op log: {what}")
+
+
+def _cprr_allocator():
+    from cprr import _cprr
+
+    return _cprr.torch_allocator_used()
 
 
 def _body(definition, rank):
@@ -211,7 +247,8 @@ def _body(definition, rank):
             if counter:
                 counter.unseen_take()  # what the world did before this case is not the case's
                 counter.unseen_watch(True)
-            capture = _op_capture.OpCapture(native, native.backend == "cuda", counter)
+            capture = _op_capture.OpCapture(native, native.backend == "cuda", counter,
+                                            allocator=_cprr_allocator())
             try:
                 with _collectives.running(native, capture), capture:
                     definition.body(ctx)
@@ -278,6 +315,7 @@ def _serve(rank, argv):
 
     _, rest = _split(argv[1:])
     rank.parse(rest)
+    _use_cprr_allocator(rank)
     status = _cprr.serve([argv[0]] + rest)
     _flush()
     return status

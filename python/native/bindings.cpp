@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include "python/native/rank_runtime.h"
+#include "python/native/torch_allocator.h"
 #include "python/native/unseen_work.h"
 
 namespace py = pybind11;
@@ -45,6 +46,8 @@ PYBIND11_MODULE(_cprr, m) {
       .def("synchronize_library", &CaseContext::synchronize_library,
            py::call_guard<py::gil_scoped_release>())
       .def("note_unseen", &CaseContext::note_unseen)
+      .def("torch_released", &CaseContext::torch_released)
+      .def("torch_record_stream", &CaseContext::torch_record_stream)
       .def("alloc", &CaseContext::alloc)
       .def("free", &CaseContext::free);
 
@@ -90,5 +93,9 @@ PYBIND11_MODULE(_cprr, m) {
   m.def("unseen_forgive", &cprr::python::forgive_pending);
   m.def("seen_leave", &cprr::python::leave_seen);
   m.def("unseen_take", &cprr::python::take_unseen);
+  m.def("use_torch_allocator", &cprr::python::use_torch_allocator,
+        "torch's CUDA allocator is now cprr_torch_alloc/cprr_torch_free (libcprr_pyrank.so): "
+        "every case serves them from its rank's device arena.");
+  m.def("torch_allocator_used", &cprr::python::torch_allocator_used);
   m.attr("PROTOCOL_VERSION") = cprr::python::protocol_version();
 }

@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 
+#include "python/native/torch_allocator.h"
 #include "python/native/unseen_work.h"
 #include "recorder/api/case.h"
 #include "recorder/api/context.h"
@@ -116,6 +117,17 @@ void CaseContext::synchronize_library() {
 
 void CaseContext::note_unseen(const std::string& what) { ctx_.library_unseen(what); }
 
+std::vector<uint64_t> CaseContext::torch_released() {
+  if (!torch_allocator_used()) return {};
+  return ctx_.library_memory().take_released();
+}
+
+void CaseContext::torch_record_stream(uint64_t address, uint64_t native_stream) {
+  if (!torch_allocator_used()) return;
+  ctx_.library_memory().record_stream(reinterpret_cast<std::byte*>(address),
+                                      reinterpret_cast<void*>(native_stream));
+}
+
 Allocation CaseContext::alloc(const std::string& name, uint64_t bytes, const std::string& pool) {
   const MemPool p = pool_of(pool);
   const SeenScope own_work;  // a replay's poison is cprr's
@@ -145,6 +157,8 @@ void add_case(CaseSpec spec, Body body) {
   o.description = std::move(spec.description);
   o.seeded_bug = std::move(spec.seeded_bug);
   register_case(std::move(spec.name), std::move(o), [body = std::move(body)](Context& ctx) {
+    // torch's allocations during the case come from its arena (torch_allocator.h).
+    if (torch_allocator_used()) ctx.library_memory().serve();
     CaseContext handle(ctx);
     const std::string failed = body(handle);
     if (!failed.empty()) throw CaseFailure(failed);

@@ -92,6 +92,12 @@ class CaseContext {
   /// Context::library_unseen.
   void note_unseen(const std::string& what);
 
+  /// Addresses of torch's memory that went back to cprr's arena since the last call (cprr as
+  /// torch's allocator, torch_allocator.h): the frees for the allocation log.
+  std::vector<uint64_t> torch_released();
+  /// torch's record_stream on memory cprr's arena gave torch: `native_stream` uses it.
+  void torch_record_stream(uint64_t address, uint64_t native_stream);
+
   /// `pool`: device | symmetric | host.
   Allocation alloc(const std::string& name, uint64_t bytes, const std::string& pool);
   void free(uint32_t id);

@@ -37,6 +37,7 @@ Context::Context(RankState& state, std::string case_name, Params params, uint64_
       timeline_(timeline) {
   // The case seed (the same on every rank) seeds the shuffled policy.
   for (auto& engine : state_.engines) engine->set_policy(placement_, seed_);
+  if (state_.library) state_.library->open_case();
   if (!state_.hasher) state_.hasher = make_capture_hasher(*state_.backend);
   if (state_.flight) state_.flight->begin(execution_);
   if (timeline_) {
@@ -337,6 +338,7 @@ void Context::wait_signal(Stream s, int peer, Semaphore sem) {
 }
 
 CaseCapture Context::finish() {
+  if (state_.library) state_.library->close_case();
   while (!live_.empty()) {
     const auto& [id, live] = *live_.begin();
     free(Buffer{id, state_.backend->arena_base(live.pool) + live.offset, live.bytes, live.pool});
@@ -364,6 +366,7 @@ void Context::drain() { state_.backend->synchronize_all(); }
 
 Context::~Context() {
   if (finished_) return;
+  if (state_.library) state_.library->close_case();
   try {
     drain();
   } catch (const std::exception&) {

@@ -21,6 +21,7 @@
 #include "kernels/device_launch.h"
 #include "kernels/rng.h"
 #include "recorder/api/capture_hasher.h"
+#include "recorder/api/library_memory.h"
 #include "runtime/backend.h"
 #include "runtime/error.h"
 #include "runtime/placement.h"
@@ -103,6 +104,9 @@ struct RankState {
   std::unique_ptr<FlightRecorder> flight;
   /// Behind a pointer: its mutex does not move, and RankState does.
   std::unique_ptr<ForeignProgress> foreign = std::make_unique<ForeignProgress>();
+  /// The case's library's memory from the device arena (Context::library_memory), made on first
+  /// use. Last: it goes first, before the backend and engines it uses.
+  std::unique_ptr<LibraryMemory> library;
 };
 
 /// What a case body is given. Not thread-safe: call it from the case body's thread.
@@ -283,6 +287,9 @@ class Context {
   /// The host waits for all the device's work, the library's streams included (what a replay's
   /// sync_after and one_stream ask for after a library op).
   void synchronize_library();
+  /// The rank's memory for the case's library (cprr as its allocator: library_memory.h), made
+  /// and opened for this case on first call; later cases open it as they start.
+  LibraryMemory& library_memory();
   /// Work of the case's library the op log could not see, counted (e.g. "3 outside the op log:
   /// 3 allocation no op the dispatcher saw made"): an "unseen" op, which every report names so
   /// a clean verdict does not claim it was checked.

@@ -89,6 +89,14 @@ void Context::complete_collective(uint64_t seq) {
   CPRR_THROW_AS(CaseFailure, "no collective #{} was entered in this case", seq);
 }
 
+LibraryMemory& Context::library_memory() {
+  if (!state_.library) {
+    state_.library = std::make_unique<LibraryMemory>(state_);
+    state_.library->open_case();
+  }
+  return *state_.library;
+}
+
 uint32_t Context::track_memory(std::string name, std::byte* data, uint64_t bytes, bool device,
                                void* native, int64_t written_by) {
   if (written_by >= static_cast<int64_t>(logs_.ops.size())) {

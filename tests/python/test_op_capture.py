@@ -308,6 +308,69 @@ def test_a_free_without_record_stream_orders_nothing():
     assert native.freed == [(3, 1)]
 
 
+def test_torch_tensor_data_is_a_new_tensor_the_host_wrote_even_at_a_tracked_address():
+    native, capture = make()
+    with capture:
+        t = torch.tensor([1.0, 2.0, 3.0])
+        # A stale entry at its address (memory freed unseen) must not stand for it.
+        capture._tracked[_op_capture._key(t)] = _op_capture._Tensor(buffer=99, stream=0, size=4)
+        capture._lifted(t)
+        t.sum()
+    buffer = buffer_of(native, t)
+    label, _, size, _, _, written_by = native.tracks[buffer - 1]
+    assert label.startswith("torch.tensor(3,) at ")
+    assert size == 3 * F32 and written_by >= 0
+    assert native.ops[-1][1] == [(buffer, 0, 3 * F32)]
+
+
+def test_a_host_tensor_bigger_than_its_stale_entry_is_found_anew():
+    native, capture = make()
+    t = torch.ones(4)
+    key = _op_capture._key(t)
+    capture._tracked[key] = _op_capture._Tensor(buffer=99, stream=0, size=2 * F32)
+    (touch,) = capture.touches([t])
+    assert touch[0] != 99 and touch[2] == 4 * F32
+    assert capture._tracked[key].size == 4 * F32
+    # Within its size the entry stands.
+    assert capture.touches([t[:2]])[0][0] == touch[0]
+
+
+class AllocatorNative(FakeNative):
+    """A native side whose arena is torch's allocator: frees come from torch_released()."""
+
+    device_index = 0
+
+    def __init__(self):
+        super().__init__()
+        self.released = []
+        self.record_streams = []
+
+    def torch_released(self):
+        out, self.released = self.released, []
+        return out
+
+    def torch_record_stream(self, address, handle):
+        self.record_streams.append((address, handle))
+
+
+def test_with_cprrs_allocator_frees_are_logged_at_the_next_op_and_at_the_end():
+    native = AllocatorNative()
+    capture = _op_capture.OpCapture(native, device_backend=True, allocator=True)
+    capture._tracked[("cuda", 0, 0x1000)] = _op_capture._Tensor(buffer=7, stream=0)
+    capture._tracked[("cuda", 0, 0x1000)].uses.add(2)
+    capture._tracked[("cuda", 0, 0x3000)] = _op_capture._Tensor(buffer=8, stream=1)
+    native.released = [0x1000, 0x5000]  # 0x5000: memory no tracked tensor had
+    with capture:
+        torch.ones(4)
+    # Before the op: the free, after its record_stream use (as the arena orders it).
+    assert [(o["kind"], o["stream"]) for o in native.log[:2]] == [("record", 2), ("wait", 0)]
+    assert native.freed == [(7, 0)]
+    assert op_names(native) == ["aten.ones"]
+    native.released = [0x3000]
+    capture.finish()
+    assert native.freed == [(7, 0), (8, 1)]
+
+
 def test_used_by_adds_a_use_only_for_other_streams_of_cuda_tensors():
     native, capture = make(device_backend=True)
     with capture:

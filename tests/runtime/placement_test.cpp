@@ -300,6 +300,52 @@ std::vector<uint64_t> shuffled_offsets(uint64_t seed) {
   return out;
 }
 
+TEST(PlacementOwners, AnOwnedBlockServesOnlyItsOwnerUntilShared) {
+  PlacementEngine e(1 << 20, kAlign, Placement::best_fit);
+  const uint64_t a = e.allocate(1024, 7);
+  const uint64_t guard = e.allocate(256);  // keeps a from being the carved region's tail
+  e.release(a, 7);
+  EXPECT_TRUE(e.has_owned());
+  // Another owner and everyone get fresh space; the owner gets its block back.
+  const uint64_t other = e.allocate(1024, 8);
+  EXPECT_NE(other, a);
+  const uint64_t anyone = e.allocate(1024);
+  EXPECT_NE(anyone, a);
+  EXPECT_EQ(e.allocate(512, 7), a);
+  e.release(a, 7);
+  // Shared, the block (and its split remainder, merged back) serves anyone.
+  e.share_all();
+  EXPECT_FALSE(e.has_owned());
+  EXPECT_EQ(e.allocate(1024, 8), a);
+  (void)guard;
+}
+
+TEST(PlacementOwners, NeighboursOfDifferentOwnersDoNotCoalesce) {
+  PlacementEngine e(1 << 20, kAlign, Placement::best_fit);
+  const uint64_t a = e.allocate(512);
+  const uint64_t b = e.allocate(512);
+  const uint64_t guard = e.allocate(256);
+  e.release(a, 1);
+  e.release(b, 2);
+  // 1024 contiguous bytes are free, but of two owners: neither gets both.
+  const uint64_t big = e.allocate(1024, 1);
+  EXPECT_NE(big, a);
+  e.release(big);
+  e.share_all();
+  EXPECT_EQ(e.allocate(1024, 3), a);
+  (void)guard;
+}
+
+TEST(PlacementOwners, AnOwnedTailStaysOutOfTheBumpRegionUntilShared) {
+  PlacementEngine e(4096, kAlign, Placement::best_fit);
+  const uint64_t a = e.allocate(2048);
+  e.release(a, 5);
+  // The block is the tail, but only owner 5's: everyone else finds 2048 bytes, not 4096.
+  EXPECT_THROW(e.allocate(4096), Error);
+  e.share_all();
+  EXPECT_EQ(e.allocate(4096), 0u);
+}
+
 TEST(PlacementPolicies, ShuffledIsAFunctionOfItsSeedAndReusesInAnotherOrder) {
   // Same seed, same history: the same layout (what keeps a correct case's symmetric layout
   // equal on every rank).

@@ -6,7 +6,7 @@
 #
 #   tools/device/run_gpu_checks.sh [tests] [corpus] [races] [symmetric] [trace] [bench] [recording]
 #                                  [standby] [launcher] [examples] [triage] [python] [pybench]
-#                                  [mismatch] [descriptors] [pyraces] [pycost]
+#                                  [mismatch] [descriptors] [pyraces] [pycost] [pyalloc]
 #                                  (default: tests corpus races symmetric trace bench; bench
 #                                  includes recording: issue 14's figures from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
@@ -137,6 +137,30 @@ for step in "${steps[@]}"; do
       timeout 120 python3 tools/device/capture_profile.py corpus/python_gpu \
         bug/py_cp_max_logit_race >"$out/capture_profile.txt" 2>&1
       report "profile rc=$?: $(head -1 "$out/capture_profile.txt")"
+      rm -rf "$work"
+      ;;
+    pyalloc)
+      # Issue 27: cprr's device arena as torch's CUDA allocator. corpus/python_gpu recorded with
+      # it under two placement policies and with torch's own (CPRR_TORCH_ALLOCATOR=off): the
+      # verdicts of each, how each placed the tensors, and the record_stream bug replayed.
+      python_module || continue
+      work=$(mktemp -d)
+      for variant in best_fit never_reuse torch; do
+        placement=$variant allocator=on
+        [ "$variant" = torch ] && placement=best_fit allocator=off
+        CPRR_TORCH_ALLOCATOR=$allocator timeout 200 "$b/tools/cprecord" --python corpus/python_gpu \
+          --backend cuda --mode both --repeat 2 --placement "$placement" --json \
+          --db "$work/$variant.db" >"$work/$variant.json" 2>"$work/$variant.err"
+        report "pyalloc $variant rc=$?" "$(python3 tools/device/python_table.py "$work/$variant.json" 2>&1)" \
+          "$(grep -m3 '^cprr: ' "$work/$variant.err")"
+      done
+      report "$(python3 tools/device/alloc_table.py "best_fit=$work/best_fit.db" \
+        "never_reuse=$work/never_reuse.db" "torch's=$work/torch.db" 2>&1)"
+      for id in $(python3 tools/device/python_table.py --bug-ids "$work/best_fit.json"); do
+        timeout 200 "$b/tools/cpreplay" --db "$work/best_fit.db" --case "$id" >"$work/r.txt" 2>&1
+        report "replay $id rc=$?: $(grep -E '^case [0-9]+ ' "$work/r.txt" | head -1)" \
+          "  $(grep -E '^  confirmed by' "$work/r.txt" | head -1)"
+      done
       rm -rf "$work"
       ;;
     pycost)
