@@ -146,3 +146,21 @@ def raw_driver_copy(ctx):
                                      ctypes.c_void_p(stream.cuda_stream))
     assert rc == 0, f"cuMemcpyDtoDAsync_v2 returned {rc}"
     ctx.output("y", y)
+
+
+# ---- what a test asks torch's allocator ---------------------------------------------------------
+
+
+@cprr.case(name="healthy/py_memory_statistics", world_sizes=[1],
+           description="a leak check through torch.cuda.memory_allocated and "
+           "max_memory_allocated, as tests write it: the same answers under cprr's allocator")
+def memory_statistics(ctx):
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    x = torch.ones(1 << 20, device=ctx.device)
+    assert torch.cuda.memory_allocated() >= before + x.numel() * 4, "the tensor is not counted"
+    ctx.output("sum", x.sum())
+    del x
+    assert torch.cuda.memory_allocated() <= before + 4096, "a freed tensor is still counted"
+    assert torch.cuda.max_memory_allocated() >= before + (1 << 22), "the peak missed the tensor"

@@ -187,7 +187,9 @@ def _use_cprr_allocator(rank):
     before torch first touches CUDA, so here, before the worker loop. CPRR_TORCH_ALLOCATOR=off
     (and CPRR_OP_CAPTURE=off, which this needs for record_stream) leaves torch's own; so does a
     torch without CUDAPluggableAllocator (before 2.0) or a case file that used CUDA on import.
-    Under it torch.cuda's memory statistics (memory_allocated, memory_stats) raise."""
+    torch.cuda.memory_allocated, max_memory_allocated, memory_reserved and
+    reset_peak_memory_stats answer from cprr's count (_memory_statistics); the rest of torch's
+    statistics (memory_stats, memory_snapshot) raise under any pluggable allocator."""
     if rank.backend != "cuda" or "off" in (os.environ.get("CPRR_TORCH_ALLOCATOR"),
                                             os.environ.get("CPRR_OP_CAPTURE")):
         return
@@ -208,6 +210,36 @@ def _use_cprr_allocator(rank):
     library = os.path.join(os.path.dirname(os.path.abspath(_cprr.__file__)), "libcprr_pyrank.so")
     memory.change_current_allocator(pluggable(library, "cprr_torch_alloc", "cprr_torch_free"))
     _cprr.use_torch_allocator()
+    _memory_statistics(torch, _cprr)
+
+
+def _memory_statistics(torch, native):
+    """torch.cuda's byte counts from cprr's allocator (torch's pluggable allocator has none): a
+    case that checks it freed what it allocated works as under torch's caching allocator. cprr
+    keeps no cache, so what is reserved is what is allocated. One device per rank: `device` is
+    accepted and ignored."""
+
+    def memory_allocated(device=None):
+        return native.torch_memory()[0]
+
+    def max_memory_allocated(device=None):
+        return native.torch_memory()[1]
+
+    def reset_peak_memory_stats(device=None):
+        native.reset_torch_peak()
+
+    replacements = {
+        "memory_allocated": memory_allocated,
+        "max_memory_allocated": max_memory_allocated,
+        "memory_reserved": memory_allocated,
+        "max_memory_reserved": max_memory_allocated,
+        "reset_peak_memory_stats": reset_peak_memory_stats,
+        "reset_max_memory_allocated": reset_peak_memory_stats,
+    }
+    for name, fn in replacements.items():
+        for module in (torch.cuda, torch.cuda.memory):
+            if hasattr(module, name):
+                setattr(module, name, fn)
 
 
 def _report_outside(native, capture, counter):

@@ -97,5 +97,13 @@ PYBIND11_MODULE(_cprr, m) {
         "torch's CUDA allocator is now cprr_torch_alloc/cprr_torch_free (libcprr_pyrank.so): "
         "every case serves them from its rank's device arena.");
   m.def("torch_allocator_used", &cprr::python::torch_allocator_used);
+  m.def(
+      "torch_memory",
+      [] {
+        const cprr::python::TorchMemory m = cprr::python::torch_memory();
+        return std::make_pair(m.allocated, m.peak);
+      },
+      "(bytes torch holds through cprr's allocator now, the most since the last reset)");
+  m.def("reset_torch_peak", &cprr::python::reset_torch_peak);
   m.attr("PROTOCOL_VERSION") = cprr::python::protocol_version();
 }

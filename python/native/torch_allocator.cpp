@@ -11,8 +11,17 @@
 namespace cprr::python {
 namespace {
 
-std::atomic<bool> g_used{false};     // set once, by the worker, before any case
-std::atomic<bool> g_told{false};     // the arena-full note was printed
+std::atomic<bool> g_used{false};  // set once, by the worker, before any case
+std::atomic<bool> g_told{false};  // the arena-full note was printed
+std::atomic<uint64_t> g_allocated{0};
+std::atomic<uint64_t> g_peak{0};
+
+void count_allocated(uint64_t bytes) {
+  const uint64_t now = g_allocated.fetch_add(bytes) + bytes;
+  uint64_t peak = g_peak.load();
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
+  }
+}
 
 #if CPRR_HAVE_CUDA
 // Makes `device` current for a call, as torch's own guards do, and restores the thread's device.
@@ -41,11 +50,17 @@ class DeviceGuard {
 void use_torch_allocator() { g_used = true; }
 bool torch_allocator_used() { return g_used; }
 
+TorchMemory torch_memory() { return TorchMemory{g_allocated.load(), g_peak.load()}; }
+
+void reset_torch_peak() { g_peak = g_allocated.load(); }
+
 }  // namespace cprr::python
 
 using cprr::LibraryMemory;
 
-void* cprr_torch_alloc(std::size_t bytes, int device, void* stream) {
+namespace {
+
+void* allocate(std::size_t bytes, int device, void* stream) {
   LibraryMemory* memory = LibraryMemory::serving();
   if (memory != nullptr) {
     if (std::byte* p = memory->allocate(bytes, stream)) return p;
@@ -73,10 +88,18 @@ void* cprr_torch_alloc(std::size_t bytes, int device, void* stream) {
 #endif
 }
 
+}  // namespace
+
+void* cprr_torch_alloc(std::size_t bytes, int device, void* stream) {
+  void* p = allocate(bytes, device, stream);
+  if (p != nullptr) cprr::python::count_allocated(bytes);
+  return p;
+}
+
 void cprr_torch_free(void* p, std::size_t bytes, int device, void* stream) {
-  (void)bytes;
   (void)stream;
   if (p == nullptr) return;
+  cprr::python::g_allocated.fetch_sub(bytes);  // torch passes back the size it asked for
   LibraryMemory* memory = LibraryMemory::serving();
   if (memory != nullptr && memory->release(static_cast<std::byte*>(p))) return;
 #if CPRR_HAVE_CUDA
