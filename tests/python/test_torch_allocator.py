@@ -1,0 +1,73 @@
+"""cprr as torch's CUDA allocator, the Python side (cprr.worker): when the worker swaps torch's
+allocator, and torch.cuda's byte counts answered from cprr's. CI has no GPU: torch stand-ins."""
+
+import types
+
+import pytest
+
+from cprr import worker
+
+
+class CountingNative:
+    """The _cprr module's counters: (allocated, peak) and a reset."""
+
+    def __init__(self):
+        self.allocated, self.peak = 0, 0
+
+    def torch_memory(self):
+        return self.allocated, self.peak
+
+    def reset_torch_peak(self):
+        self.peak = self.allocated
+
+
+def fake_torch():
+    memory = types.SimpleNamespace(memory_allocated=None, max_memory_allocated=None,
+                                   reset_peak_memory_stats=None, memory_reserved=None)
+    cuda = types.SimpleNamespace(memory=memory, memory_allocated=None, max_memory_allocated=None,
+                                 reset_peak_memory_stats=None, memory_reserved=None)
+    return types.SimpleNamespace(cuda=cuda)
+
+
+def test_memory_counts_come_from_cprrs_allocator_under_both_names():
+    torch, native = fake_torch(), CountingNative()
+    worker._memory_statistics(torch, native)
+    native.allocated, native.peak = 4096, 8192
+    for module in (torch.cuda, torch.cuda.memory):
+        assert module.memory_allocated() == 4096
+        assert module.memory_allocated(0) == 4096
+        assert module.max_memory_allocated() == 8192
+        assert module.memory_reserved() == 4096  # nothing is cached
+    torch.cuda.reset_peak_memory_stats()
+    assert torch.cuda.memory.max_memory_allocated() == 4096
+    # What torch does not have is not added.
+    assert not hasattr(torch.cuda, "reset_max_memory_allocated")
+
+
+def rank(backend):
+    r = worker._Rank([])
+    r.backend = backend
+    return r
+
+
+@pytest.mark.parametrize("env", [{}, {"CPRR_TORCH_ALLOCATOR": "off"}])
+def test_a_cpu_rank_or_an_allocator_switched_off_keeps_torchs(monkeypatch, env):
+    swapped = []
+    import torch
+
+    monkeypatch.setattr(torch.cuda.memory, "change_current_allocator", swapped.append,
+                        raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    worker._use_cprr_allocator(rank("cpu" if not env else "cuda"))
+    assert swapped == []
+
+
+def test_cuda_without_pluggable_allocators_says_so_and_keeps_torchs(monkeypatch, capsys):
+    import torch
+
+    monkeypatch.delenv("CPRR_TORCH_ALLOCATOR", raising=False)
+    monkeypatch.delenv("CPRR_OP_CAPTURE", raising=False)
+    monkeypatch.delattr(torch.cuda.memory, "CUDAPluggableAllocator", raising=False)
+    worker._use_cprr_allocator(rank("cuda"))
+    assert "has no CUDAPluggableAllocator" in capsys.readouterr().err
