@@ -468,7 +468,9 @@ class OpCapture(TorchDispatchMode):
                 buffer = self._native.track(
                     label, key[2], _extent(t) + t.storage_offset() * t.element_size(), t.is_cuda,
                     handle, written_by)
-                self._tracked[key] = _Tensor(buffer, stream, _storage_bytes(t))
+                # Only a host tensor's size is checked (touches): a device one's free is seen.
+                self._tracked[key] = _Tensor(buffer, stream,
+                                             None if t.is_cuda else _storage_bytes(t))
 
 
 def _add(role, value, reads, writes, every):

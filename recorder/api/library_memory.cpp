@@ -96,14 +96,6 @@ std::vector<uint64_t> LibraryMemory::take_released() {
   return out;
 }
 
-uint64_t LibraryMemory::bytes_in_use() const {
-  std::lock_guard lock(mu_);
-  uint64_t sum = 0;
-  const PlacementEngine& engine = *state_.engines[static_cast<int>(MemPool::device)];
-  for (const auto& [p, b] : blocks_) sum += engine.block_size(b.offset);
-  return sum;
-}
-
 bool LibraryMemory::full() const {
   std::lock_guard lock(mu_);
   return full_;

@@ -50,7 +50,6 @@ class LibraryMemory {
   /// thread), oldest first: the frees for the case's allocation log.
   std::vector<uint64_t> take_released();
 
-  uint64_t bytes_in_use() const;
   /// Whether a request found the arena full since the process started.
   bool full() const;
 
