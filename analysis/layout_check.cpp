@@ -2,15 +2,21 @@
 
 #include <fmt/format.h>
 
+#include <array>
+#include <string_view>
+
 #include "analysis/compare.h"
 
 namespace cprr {
 namespace {
 
-std::vector<const AllocRecord*> symmetric_allocations(const CaseCapture& c) {
+// The pools whose layout every rank must share.
+constexpr std::array<std::string_view, 2> kSymmetricPools{"symmetric", "torch_symmetric"};
+
+std::vector<const AllocRecord*> allocations_in(const CaseCapture& c, std::string_view pool) {
   std::vector<const AllocRecord*> out;
   for (const AllocRecord& a : c.allocs) {
-    if (!a.is_free && a.pool == "symmetric") out.push_back(&a);
+    if (!a.is_free && a.pool == pool) out.push_back(&a);
   }
   return out;
 }
@@ -32,23 +38,26 @@ std::string side(int32_t rank, bool present, const AllocRecord& a) {
 }  // namespace
 
 std::string LayoutMismatch::describe() const {
-  return fmt::format("symmetric allocation #{}: {}, {}", ordinal, side(rank_a, present_a, a),
-                     side(rank_b, present_b, b));
+  return fmt::format("{} allocation #{}: {}, {}",
+                     pool == "torch_symmetric" ? "torch symmetric-memory" : "symmetric", ordinal,
+                     side(rank_a, present_a, a), side(rank_b, present_b, b));
 }
 
-std::optional<LayoutMismatch> check_symmetric_layout(const std::vector<const CaseCapture*>& ranks) {
-  const int ref = reference_rank(ranks);
-  if (ref < 0) return std::nullopt;
-  const auto want = symmetric_allocations(*ranks[ref]);
+namespace {
+
+std::optional<LayoutMismatch> check_pool_layout(const std::vector<const CaseCapture*>& ranks,
+                                                int ref, std::string_view pool) {
+  const auto want = allocations_in(*ranks[ref], pool);
   for (std::size_t r = ref + 1; r < ranks.size(); ++r) {
     if (!ranks[r]) continue;
-    const auto got = symmetric_allocations(*ranks[r]);
+    const auto got = allocations_in(*ranks[r], pool);
     for (std::size_t k = 0; k < std::max(want.size(), got.size()); ++k) {
       const bool has_a = k < want.size(), has_b = k < got.size();
       if (has_a && has_b && want[k]->offset == got[k]->offset && want[k]->bytes == got[k]->bytes) {
         continue;
       }
       LayoutMismatch m;
+      m.pool = std::string(pool);
       m.ordinal = k;
       m.rank_a = ref;
       m.rank_b = static_cast<int32_t>(r);
@@ -58,6 +67,17 @@ std::optional<LayoutMismatch> check_symmetric_layout(const std::vector<const Cas
       if (has_b) m.b = *got[k];
       return m;
     }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<LayoutMismatch> check_symmetric_layout(const std::vector<const CaseCapture*>& ranks) {
+  const int ref = reference_rank(ranks);
+  if (ref < 0) return std::nullopt;
+  for (std::string_view pool : kSymmetricPools) {
+    if (auto m = check_pool_layout(ranks, ref, pool)) return m;
   }
   return std::nullopt;
 }

@@ -1,8 +1,10 @@
 #pragma once
 // Cross-rank checks of one execution's allocation and collective logs: what every rank must agree
-// on. The symmetric pool's layout: NCCL's symmetric kernels read each peer's window at this
+// on. The symmetric pools' layouts: NCCL's symmetric kernels read each peer's window at this
 // rank's offset of a buffer, so the k-th symmetric allocation must have the same offset and size
 // on every rank (seed 002: address-ordered reuse after rank-dependent allocations breaks that).
+// Two such pools: cprr's window ("symmetric") and torch's symmetric memory ("torch_symmetric",
+// offsets in the rank's windows laid end to end in the order they appeared).
 // The collectives: the n-th collective of every rank must be the same call (kind, dtype, size,
 // root, reduction); a rank that disagrees gets wrong data, a hang or an abort.
 #include <cstdint>
@@ -18,7 +20,8 @@ namespace cprr {
 
 /// The first symmetric allocation whose place differs between two ranks.
 struct LayoutMismatch {
-  uint64_t ordinal = 0;  ///< the k-th symmetric allocation of the case (0-based)
+  std::string pool = "symmetric";  ///< symmetric | torch_symmetric
+  uint64_t ordinal = 0;            ///< the k-th allocation of the case in `pool` (0-based)
   int32_t rank_a = 0;    ///< the lowest rank with a log: the reference
   int32_t rank_b = 0;
   /// Each side's allocation; `present_b` false when rank b made fewer symmetric allocations
@@ -27,12 +30,13 @@ struct LayoutMismatch {
   AllocRecord a, b;
 
   /// "symmetric allocation #2: rank 0 'acc' at offset 0 (4096 bytes), rank 1 'acc' at offset
-  /// 8192 (4096 bytes)".
+  /// 8192 (4096 bytes)"; "torch symmetric-memory allocation #2: ..." for torch's.
   std::string describe() const;
 };
 
-/// Checks the symmetric pool's allocations of every rank (index = rank; null: no log) against the
-/// lowest rank's. Frees and other pools are not compared: their layouts may differ freely.
+/// Checks each symmetric pool's allocations of every rank (index = rank; null: no log) against the
+/// lowest rank's, cprr's pool first. Frees and other pools are not compared: their layouts may
+/// differ freely.
 std::optional<LayoutMismatch> check_symmetric_layout(const std::vector<const CaseCapture*>& ranks);
 
 /// The first collective two ranks called differently.

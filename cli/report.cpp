@@ -102,7 +102,7 @@ nlohmann::json allocation_json(const Finding<LayoutMismatch>& f) {
     return nlohmann::json{{"rank", rank},       {"present", true},  {"name", a.name},
                           {"offset", a.offset}, {"bytes", a.bytes}, {"alloc_event", a.seq}};
   };
-  return {{"pool", "symmetric"},
+  return {{"pool", m.pool},
           {"ordinal", m.ordinal},
           {"ranks", {side(m.rank_a, m.present_a, m.a), side(m.rank_b, m.present_b, m.b)}},
           {"execution", f.execution},

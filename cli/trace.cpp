@@ -7,10 +7,10 @@
 #include <utility>
 #include <vector>
 
+#include "analysis/op_accesses.h"
 #include "analysis/race_check.h"
 #include "data/text_forms.h"
 #include "runtime/atomic_file.h"
-#include "runtime/backend.h"
 #include "runtime/error.h"
 
 namespace cprr {
@@ -201,7 +201,7 @@ class TraceBuilder {
                {{"first", race.first.describe()},
                 {"second", race.second.describe()},
                 {"bytes", fmt::format("[{}, {}) of rank {}'s {} pool", o.begin, o.end,
-                                      o.memory_rank, mem_pool_name(static_cast<MemPool>(o.pool)))},
+                                      o.memory_rank, pool_name(o.pool))},
                 {"fix", race.fix},
                 {"fix_verified", race.fix_verified}});
     }

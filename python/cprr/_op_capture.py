@@ -170,9 +170,13 @@ class OpCapture(TorchDispatchMode):
     counts CUDA work outside the op log (the _cprr module's seen_enter/seen_leave), told when
     torch runs work this capture logs; None where nothing counts."""
 
-    def __init__(self, native, device_backend=False, counter=None, allocator=False):
+    def __init__(self, native, device_backend=False, counter=None, allocator=False,
+                 symmetric=None):
         super().__init__()
         self._native = native
+        # torch's symmetric windows (cprr._symmetric.SymmetricSpace; None: torch has none): a
+        # tensor made in one is logged at its place there, for the layout check.
+        self._symmetric = symmetric
         self._counter = counter
         # cprr's arena is torch's CUDA allocator (worker._use_cprr_allocator): it reports frees
         # (torch's trace hooks do not) and is told of record_stream.
@@ -221,6 +225,30 @@ class OpCapture(TorchDispatchMode):
         buffer = self._native.track(what, key[2], size, t.is_cuda, 0, seq)
         tracked = self._tracked[key] = _Tensor(buffer, self.stream_of(t.device)[0], size)
         return tracked
+
+    def _track(self, label, key, size, is_cuda, handle, written_by, place=None):
+        """native.track, at the memory's place in torch's symmetric windows when it is in one."""
+        if place is None and self._symmetric is not None:
+            place = self._symmetric.place(key[2])
+        if place is None:
+            return self._native.track(label, key[2], size, is_cuda, handle, written_by)
+        return self._native.track(label, key[2], size, is_cuda, handle, written_by,
+                                  symmetric_offset=place)
+
+    def made_symmetric(self, t, place):
+        """torch's symm_mem.empty made `t` (past the dispatcher) in a new window, at `place` in
+        the rank's windows: unwritten memory of the case. A tensor tracked at its address
+        before (the empty seen as an op) is that same memory: logged as freed, then tracked
+        anew."""
+        key = _key(t)
+        old = self._tracked.pop(key, None)
+        if old is not None:
+            self._native.untrack(old.buffer, old.stream)
+        stream, handle = self.stream_of(t.device)
+        size = _storage_bytes(t)
+        buffer = self._track(f"symm_mem.empty{tuple(t.shape)} at {_caller()}", key, size,
+                             t.is_cuda, handle, -1, place)
+        self._tracked[key] = _Tensor(buffer, stream, None if t.is_cuda else size)
 
     def adopt(self, tensor, buffer):
         """`tensor` is over cprr's allocation `buffer` (ctx.symmetric_empty): its ops are logged
@@ -465,8 +493,8 @@ class OpCapture(TorchDispatchMode):
                             "host", f"aten.{plan.name} at {where} (writes the memory reused)",
                             -1, 0, [], [])[0]
                 label = f"torch.{plan.name}{tuple(t.shape)} at {where}"
-                buffer = self._native.track(
-                    label, key[2], _extent(t) + t.storage_offset() * t.element_size(), t.is_cuda,
+                buffer = self._track(
+                    label, key, _extent(t) + t.storage_offset() * t.element_size(), t.is_cuda,
                     handle, written_by)
                 # Only a host tensor's size is checked (touches): a device one's free is seen.
                 self._tracked[key] = _Tensor(buffer, stream,
@@ -566,7 +594,7 @@ class Idle:
         self._next += 1
         return self._next - 1
 
-    def track(self, *args):
+    def track(self, *args, **kwargs):
         return self._number()
 
     def library_op(self, *args):

@@ -77,6 +77,7 @@ class _Rank:
     def __init__(self, argv):
         self.gpu_hooks = False  # torch's CUDA trace hooks forward to the running case
         self.counter = None  # counts CUDA work outside the op log (the _cprr module), or None
+        self.symmetric = None  # torch's symmetric windows (cprr._symmetric), where torch has them
         self.parse(argv)
 
     def parse(self, argv):
@@ -280,7 +281,8 @@ def _body(definition, rank):
                 counter.unseen_take()  # what the world did before this case is not the case's
                 counter.unseen_watch(True)
             capture = _op_capture.OpCapture(native, native.backend == "cuda", counter,
-                                            allocator=_cprr_allocator())
+                                            allocator=_cprr_allocator(),
+                                            symmetric=rank.symmetric)
             try:
                 with _collectives.running(native, capture), capture:
                     definition.body(ctx)
@@ -326,16 +328,19 @@ def _load(cases):
         torch = None
     from cprr import _cprr
 
+    symmetric = None
     if torch is not None:
-        from cprr import _collectives, _op_capture
+        from cprr import _collectives, _op_capture, _symmetric
 
         _collectives.install()
+        symmetric = _symmetric.install(_collectives.capture, _cprr_allocator)
         _op_capture.warm_up()  # torch's lazy imports, here rather than in the first case
     for problem in load_cases(cases):
         _cprr.add_error(problem)
     if not cases:
         _cprr.add_error("no case files: pass --cases FILE (cprecord --python FILE does)")
     rank = _Rank([])
+    rank.symmetric = symmetric
     register(_case.registered_cases(), _cprr, rank)
     return rank
 

@@ -39,7 +39,9 @@ PYBIND11_MODULE(_cprr, m) {
       .def("enter_collective", &CaseContext::enter_collective)
       .def("complete_collective", &CaseContext::complete_collective)
       .def("note_p2p", &CaseContext::note_p2p)
-      .def("track", &CaseContext::track)
+      .def("track", &CaseContext::track, py::arg("name"), py::arg("address"), py::arg("bytes"),
+           py::arg("device"), py::arg("native_stream"), py::arg("written_by"),
+           py::arg("symmetric_offset") = -1)
       .def("untrack", &CaseContext::untrack)
       .def("library_op", &CaseContext::library_op)
       .def("library_order", &CaseContext::library_order)

@@ -74,9 +74,10 @@ class CaseContext {
   /// A native_stream value that is no cudaStream_t (0 is the legacy stream).
   static constexpr uint64_t kNoNativeStream = ~uint64_t{0};
   /// Context::track_memory: a tensor of the case; `written_by` the op (seq) that made and wrote
-  /// it, -1 for an unwritten one (torch.empty).
+  /// it, -1 for an unwritten one (torch.empty). `symmetric_offset` >= 0: the tensor is in torch's
+  /// symmetric memory at that place in the rank's windows (pool "torch_symmetric").
   uint32_t track(const std::string& name, uint64_t address, uint64_t bytes, bool device,
-                 uint64_t native_stream, int64_t written_by);
+                 uint64_t native_stream, int64_t written_by, int64_t symmetric_offset = -1);
   /// Context::untrack_memory: the tensor's memory went back to its allocator.
   void untrack(uint32_t buffer, int stream);
   /// Context::library_op: a torch op about to be issued on op-log stream `stream` (-1: the host),

@@ -255,9 +255,12 @@ class Context {
   /// address as the offset, so the race and uninitialized-read checks cover it. `written_by`: the
   /// library op (its seq) that made it and wrote all of it; -1 for memory nobody wrote
   /// (torch.empty), which a replay that poisons fills with the pattern (device memory in the order
-  /// of `native`, a cudaStream_t). Returns its buffer id.
+  /// of `native`, a cudaStream_t). `symmetric_offset`: the memory is in torch's symmetric memory,
+  /// at this place in the rank's symmetric windows: pool "torch_symmetric" with that offset, so
+  /// the layout check compares it across ranks. Returns its buffer id.
   uint32_t track_memory(std::string name, std::byte* data, uint64_t bytes, bool device,
-                        void* native = nullptr, int64_t written_by = -1);
+                        void* native = nullptr, int64_t written_by = -1,
+                        std::optional<uint64_t> symmetric_offset = std::nullopt);
   /// The library freed tracked buffer `buffer` (a free in the allocation log, on `stream`).
   void untrack_memory(uint32_t buffer, int stream);
   /// Bytes of a tracked buffer an op touches.

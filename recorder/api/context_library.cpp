@@ -98,15 +98,18 @@ LibraryMemory& Context::library_memory() {
 }
 
 uint32_t Context::track_memory(std::string name, std::byte* data, uint64_t bytes, bool device,
-                               void* native, int64_t written_by) {
+                               void* native, int64_t written_by,
+                               std::optional<uint64_t> symmetric_offset) {
   if (written_by >= static_cast<int64_t>(logs_.ops.size())) {
     CPRR_THROW_AS(CaseFailure, "'{}' is said to be written by op #{}, which is not logged yet",
                   name, written_by);
   }
   const uint32_t id = next_buffer_++;
   if (timeline_) logs_.timeline.allocs.push_back(steady_now_ns());
-  logs_.allocs.push_back(AllocRecord{logs_.allocs.size(), false, id, std::move(name), "tensor",
-                                     bytes, reinterpret_cast<uint64_t>(data), 0});
+  logs_.allocs.push_back(AllocRecord{
+      logs_.allocs.size(), false, id, std::move(name),
+      symmetric_offset ? "torch_symmetric" : "tensor", bytes,
+      symmetric_offset.value_or(reinterpret_cast<uint64_t>(data)), 0});
   if (written_by >= 0) {
     OpRecord& op = logs_.ops[static_cast<std::size_t>(written_by)];
     op.writes.push_back(id);
@@ -129,7 +132,7 @@ uint32_t Context::track_memory(std::string name, std::byte* data, uint64_t bytes
 void Context::untrack_memory(uint32_t buffer, int stream) {
   for (auto it = logs_.allocs.rbegin(); it != logs_.allocs.rend(); ++it) {
     if (it->buffer != buffer) continue;
-    if (it->is_free || it->pool != "tensor") break;
+    if (it->is_free || (it->pool != "tensor" && it->pool != "torch_symmetric")) break;
     AllocRecord freed = *it;
     freed.seq = logs_.allocs.size();
     freed.is_free = true;

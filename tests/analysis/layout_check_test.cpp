@@ -57,6 +57,31 @@ TEST(LayoutCheck, ARankWithFewerSymmetricAllocationsIsReported) {
   EXPECT_NE(m->describe().find("rank 1 has none"), std::string::npos) << m->describe();
 }
 
+TEST(LayoutCheck, TorchSymmetricMemoryIsComparedByItsOwnOrdinalsAfterCprrsPool) {
+  CaseCapture r0, r1;
+  // cprr's window agrees; torch's symmetric memory has one allocation more on rank 1 before the
+  // shared one, which is compared by its place among torch's allocations only.
+  r0.allocs = {alloc(0, 1, "win", "symmetric", 0, 64), alloc(1, 2, "x", "torch_symmetric", 0, 32),
+               alloc(2, 3, "z", "torch_symmetric", 2097152, 32)};
+  r1.allocs = {alloc(0, 1, "win", "symmetric", 0, 64), alloc(1, 2, "x", "torch_symmetric", 0, 32),
+               alloc(2, 3, "z", "torch_symmetric", 4194304, 32)};
+  auto m = check_symmetric_layout({&r0, &r1});
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->pool, "torch_symmetric");
+  EXPECT_EQ(m->ordinal, 1u);
+  EXPECT_EQ(m->describe(),
+            "torch symmetric-memory allocation #1: rank 0 'z' at offset 2097152 (32 bytes), rank 1 "
+            "'z' at offset 4194304 (32 bytes)");
+  r1.allocs[2].offset = 2097152;
+  EXPECT_FALSE(check_symmetric_layout({&r0, &r1}).has_value());
+  // A cprr-pool mismatch is named first, with its pool.
+  r1.allocs[0].offset = 128;
+  m = check_symmetric_layout({&r0, &r1});
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->pool, "symmetric");
+  EXPECT_EQ(m->ordinal, 0u);
+}
+
 TEST(CollectiveCheck, TheSameCallsOnEveryRankAreFineAndAllToAllVSizesMayDiffer) {
   CaseCapture r0, r1;
   r0.collectives = {coll(0, "all_reduce", 4096), coll(1, "all_to_all_v", 100),

@@ -11,6 +11,7 @@
 #include "analysis/happens_before.h"
 #include "analysis/op_accesses.h"
 #include "analysis/race_check.h"
+#include "analysis/uninit_check.h"
 #include "recorder/api/context.h"
 #include "tests/recorder/context_support.h"
 
@@ -61,6 +62,27 @@ TEST(ContextLibrary, OpsLogTheirStreamKindAndSpansAndMadeTensorsJoinTheirWrites)
   EXPECT_TRUE(c.allocs[2].is_free);
   EXPECT_EQ(c.allocs[2].buffer, b);
   EXPECT_EQ(c.allocs[2].stream, 3);
+}
+
+TEST(ContextLibrary, TorchSymmetricMemoryIsLoggedAtItsPlaceInTheWindowsAndFreedLikeATensor) {
+  RankState state = make_state();
+  Context ctx(state, "lib", {}, 1, Placement::best_fit);
+  std::vector<std::byte> memory(64);
+  const uint32_t s = ctx.track_memory("s", memory.data(), 64, false, nullptr, -1, 2097152);
+  const Context::LibraryOp reads =
+      ctx.library_op("kernel", "aten.sum", 0, nullptr, {{s, ByteSpan{0, 64}}}, {});
+  ctx.untrack_memory(s, 0);
+  ctx.drain();
+  const CaseCapture c = ctx.finish();
+  ASSERT_EQ(c.allocs.size(), 2u);
+  EXPECT_EQ(c.allocs[0].pool, "torch_symmetric");
+  EXPECT_EQ(c.allocs[0].offset, 2097152u);  // its place in the windows, not its address
+  EXPECT_TRUE(c.allocs[1].is_free);
+  EXPECT_EQ(c.ops[reads.seq].reads, std::vector<uint32_t>{s});
+  // Nothing wrote it (an empty): the uninitialized-read check sees the read in its pool.
+  const auto u = check_uninitialized_reads({&c});
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->pool, "torch_symmetric");
 }
 
 TEST(ContextLibrary, BadTracksFreesAndOrderingOpsAreCaseFailures) {

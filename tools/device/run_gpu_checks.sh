@@ -7,6 +7,7 @@
 #   tools/device/run_gpu_checks.sh [tests] [corpus] [races] [symmetric] [trace] [bench] [recording]
 #                                  [standby] [launcher] [examples] [triage] [python] [pybench]
 #                                  [mismatch] [descriptors] [pyraces] [pycost] [pyalloc]
+#                                  [pysymmetric]
 #                                  (default: tests corpus races symmetric trace bench; bench
 #                                  includes recording: issue 14's figures from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
@@ -161,6 +162,34 @@ for step in "${steps[@]}"; do
         report "replay $id rc=$?: $(grep -E '^case [0-9]+ ' "$work/r.txt" | head -1)" \
           "  $(grep -E '^  confirmed by' "$work/r.txt" | head -1)"
       done
+      rm -rf "$work"
+      ;;
+    pysymmetric)
+      # Issue 27: torch's symmetric memory (corpus/python_nccl) on NCCL's symmetric kernels, a GPU
+      # per rank: the verdicts with torch's allocator (its symmetric pool is a MemPool), the bug
+      # replayed, the wrong sums the bug case's ranks computed, and what cprr's allocator says.
+      if [ "$gpus" -lt 2 ]; then
+        report "pysymmetric: needs 2 GPUs, $gpus visible"
+        continue
+      fi
+      python_module || continue
+      work=$(mktemp -d)
+      CPRR_TORCH_ALLOCATOR=off timeout 240 "$b/tools/cprecord" --python corpus/python_nccl \
+        --backend cuda --mode both --repeat 3 --json --db "$work/sym.db" \
+        >"$work/sym.json" 2>"$work/sym.err"
+      report "pysymmetric rc=$?" "$(python3 tools/device/python_table.py "$work/sym.json" 2>&1)" \
+        "$(python3 -c 'import json,sys; [print(" ", c["label"], "allocation:", (c.get("allocation") or {}).get("detail")) for c in json.load(open(sys.argv[1]))["cases"]]' "$work/sym.json" 2>&1)"
+      cp "$work/sym.json" "$work/sym.err" "$out/"
+      for id in $(python3 tools/device/python_table.py --bug-ids "$work/sym.json"); do
+        CPRR_TORCH_ALLOCATOR=off timeout 200 "$b/tools/cpreplay" --db "$work/sym.db" --case "$id" \
+          >"$work/r.txt" 2>&1
+        rc=$?
+        cat "$work/r.txt" >>"$out/pysymmetric_replays.txt"
+        report "replay $id rc=$rc: $(grep -E '^case [0-9]+ ' "$work/r.txt" | head -1)"
+      done
+      timeout 120 "$b/tools/cprecord" --python corpus/python_nccl --backend cuda --mode fresh \
+        --filter 'pool_reuse' --json --db "$work/on.db" >"$work/on.json" 2>"$work/on.err"
+      report "pysymmetric with cprr's allocator rc=$?: $(grep -m1 -o 'CPRR_TORCH_ALLOCATOR=off[^\"]*' "$work/on.json" "$work/on.err" | head -1)"
       rm -rf "$work"
       ;;
     pycost)
