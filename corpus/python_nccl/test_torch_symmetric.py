@@ -5,11 +5,13 @@ refuses two ranks on one GPU): ``cprecord --python corpus/python_nccl --backend 
 machine with two GPUs or more, with ``CPRR_TORCH_ALLOCATOR=off`` (torch's symmetric pool is a
 torch.cuda.MemPool, which needs torch's own caching allocator).
 
-The pool symm_mem.get_mem_pool hands out gives the caching allocator segments that NCCL
-registers as symmetric windows; NCCL's all_reduce on a tensor in one runs a symmetric kernel,
-which reads each peer's window at this rank's offset of the tensor. Two ranks whose caching
-allocators put "the same" tensor in different windows sum the wrong bytes: the seed's fix moved
-registration off the caching allocator, or allocate and free in the same order on every rank.
+The pool symm_mem.get_mem_pool hands out gives the caching allocator segments; the first
+symm_mem.rendezvous on a tensor in a segment registers it as an NCCL symmetric window (windows
+pair up across ranks in the order they were registered). NCCL's all_reduce on a tensor in a
+window runs a symmetric kernel, which reads each peer's copy of the window at this rank's offset
+of the tensor. When the caching allocator later puts "the same" tensor into different windows on
+two ranks, they sum the wrong bytes: the seed's fix moved registration off the caching
+allocator; freeing in the same order on every rank also keeps the layouts equal.
 """
 
 import torch
@@ -17,7 +19,8 @@ import torch.distributed as dist
 
 import cprr
 
-N = 16 * 1024  # 64 KiB of float32: the symmetric pool puts each in a segment (window) of its own
+N = 256 * 1024  # 1 MiB of float32 (the seed's size): NCCL reads peers' windows directly at this size
+# (below some 100 KiB its symmetric kernel stages through its own buffers, and offsets do not matter)
 
 
 def _symmetric_pool(ctx):
@@ -32,14 +35,19 @@ def _symmetric_pool(ctx):
 
 
 def _expert_scratch(ctx, free_by_rank):
+    import torch.distributed._symmetric_memory as symm_mem
+
     pool = _symmetric_pool(ctx)
     with torch.cuda.use_mem_pool(pool):
         scratch = [torch.full((N,), 100.0 * (e + 1), device=ctx.device) for e in range(2)]
-        # Each rank drops the scratch of the expert it does not host (the bug), or every rank
-        # drops the same one (the fix); the partial sum then takes the freed block.
-        drop = ctx.rank % 2 if free_by_rank else 1
-        kept = scratch[1 - drop]
-        del scratch
+    for t in scratch:
+        symm_mem.rendezvous(t, dist.group.WORLD)  # windows #0 and #1 on every rank
+    # Each rank drops the scratch of the expert it does not host (the bug), or every rank drops
+    # the same one (the fix); the partial sum then takes the freed block, in that window.
+    drop = ctx.rank % 2 if free_by_rank else 1
+    kept = scratch[1 - drop]
+    del scratch, t
+    with torch.cuda.use_mem_pool(pool):
         partial = torch.full((N,), float(ctx.rank + 1), device=ctx.device)
     dist.all_reduce(partial)
     ctx.output("partial", partial)

@@ -177,6 +177,9 @@ class OpCapture(TorchDispatchMode):
         # torch's symmetric windows (cprr._symmetric.SymmetricSpace; None: torch has none): a
         # tensor made in one is logged at its place there, for the layout check.
         self._symmetric = symmetric
+        # memory logged as symmetric in this case -> the buffer of its mark (became_symmetric),
+        # or None where its own entry is at its place
+        self._symmetric_marks = {}
         self._counter = counter
         # cprr's arena is torch's CUDA allocator (worker._use_cprr_allocator): it reports frees
         # (torch's trace hooks do not) and is told of record_stream.
@@ -232,6 +235,7 @@ class OpCapture(TorchDispatchMode):
             place = self._symmetric.place(key[2])
         if place is None:
             return self._native.track(label, key[2], size, is_cuda, handle, written_by)
+        self._symmetric_marks[key] = None
         return self._native.track(label, key[2], size, is_cuda, handle, written_by,
                                   symmetric_offset=place)
 
@@ -249,6 +253,22 @@ class OpCapture(TorchDispatchMode):
         buffer = self._track(f"symm_mem.empty{tuple(t.shape)} at {_caller()}", key, size,
                              t.is_cuda, handle, -1, place)
         self._tracked[key] = _Tensor(buffer, stream, None if t.is_cuda else size)
+
+    def became_symmetric(self, t, place):
+        """symm_mem.rendezvous registered the window `t`'s memory is in; its storage is at
+        `place` in the rank's windows. Memory the case logged at its address (made before the
+        registration, or before the case) gets a mark there: an allocation no op touches,
+        which the layout check compares as the case's next symmetric one. Ops keep naming the
+        memory's own entry."""
+        key = _key(t)
+        if key in self._symmetric_marks:
+            return  # logged at its place already
+        seq = self._native.library_op("host", f"symm_mem.rendezvous at {_caller()}", self.host,
+                                      0, [], [])[0]
+        size = _storage_bytes(t)
+        self._symmetric_marks[key] = self._native.track(
+            f"symmetric memory ({size} bytes) registered at {_caller()}", key[2], size,
+            t.is_cuda, 0, seq, symmetric_offset=place)
 
     def adopt(self, tensor, buffer):
         """`tensor` is over cprr's allocation `buffer` (ctx.symmetric_empty): its ops are logged
@@ -349,9 +369,13 @@ class OpCapture(TorchDispatchMode):
         Streams record_stream named must finish before it is reused: recorded here as the
         allocating stream waiting for each of them, which is how the allocator orders it (it
         hands the memory only to that stream, once their events completed)."""
-        tracked = self._tracked.pop(("cuda", device_index, address), None)
+        key = ("cuda", device_index, address)
+        tracked = self._tracked.pop(key, None)
+        mark = self._symmetric_marks.pop(key, None)
         if tracked is None:
             return
+        if mark is not None:
+            self._native.untrack(mark, tracked.stream)
         for use in sorted(tracked.uses):
             event = self.streams.new_event()
             self.order("record", "record_stream: a use the allocator waits for", use, event)

@@ -15,6 +15,7 @@ fresh world's ranks skip the seconds of imports.
 import argparse
 import importlib
 import importlib.util
+import inspect
 import os
 import random
 import sys
@@ -123,11 +124,19 @@ def _ensure_process_group(rank, native):
         return
     backend = "nccl" if native.backend == "cuda" and native.nccl else "gloo"
     store = os.path.join(rank.rendezvous or ".", "torch_process_group")
+    options = {}
+    if backend == "nccl" and "device_id" in inspect.signature(dist.init_process_group).parameters:
+        # The NCCL communicator now, not at the first collective: torch's symmetric memory on
+        # NCCL (symm_mem.empty) needs it, and dies of a null communicator without (torch 2.11).
+        import torch
+
+        options["device_id"] = torch.device("cuda", native.device_index)
     dist.init_process_group(
         backend,
         init_method=f"file://{store}",
         rank=rank.rank,
         world_size=rank.world_size,
+        **options,
     )
 
 

@@ -1,14 +1,12 @@
 """cprr._symmetric: torch's symmetric windows as the layout check sees them, on CPU (torch 1.13 in
-CI has no torch.distributed._symmetric_memory, so its calls are stand-ins here; the GPU run,
-tools/device/run_gpu_checks.sh pysymmetric, drives torch's own).
+CI has no torch.distributed._symmetric_memory, so its calls are stand-ins here; on the GPU,
+tools/device/run_gpu_checks.sh pysymmetric drives torch's own with corpus/python_nccl).
 
-A window's start is the sum of the sizes of the windows that appeared before it; a tensor's
-place is its window's start plus its offset in the window. The op capture logs a tensor made
-in a window at that place (native.track's symmetric_offset) and symm_mem.empty's tensors as
-unwritten memory there.
+A window's start is the sum of the sizes of the windows registered before it; a tensor's place
+is its window's start plus its offset in the window. The op capture logs a tensor made in a
+window at that place (native.track's symmetric_offset), symm_mem.empty's tensors as unwritten
+memory there, and a tensor whose window a rendezvous registered with one mark at its place.
 """
-
-import contextlib
 
 import torch
 
@@ -49,48 +47,28 @@ def test_a_window_at_the_memory_of_a_freed_one_is_a_new_window():
     assert space.place(0x1000 + 4 * MiB) == MiB
 
 
-def test_pool_segments_are_read_again_only_inside_a_symmetric_pool():
+def test_a_rendezvous_registers_the_pool_segment_holding_the_memory_as_the_next_window():
     space = _symmetric.SymmetricSpace()
-    pool = FakePool((0x100000, 2 * MiB))
+    pool = FakePool((0x100000, 2 * MiB), (0x800000, 2 * MiB))
     space.add_pool(pool)
-    assert space.place(0x100000 + 256) == 256
-    pool.segments.append((0x800000, 2 * MiB))  # a segment the pool made later
+    assert space.place(0x800000) is None  # a segment nobody registered is ordinary memory
+    assert space.register(0x800000 + 64) == 64  # the higher address, registered first
+    assert space.register(0x100000 + 8) == 2 * MiB + 8
     looks = pool.looks
-    assert space.place(0x800000) is None  # outside use_mem_pool: an ordinary tensor
+    assert space.register(0x800000 + 128) == 128  # registered: no new window, no look
     assert pool.looks == looks
-    with space.allocating():
-        assert space.place(0x800000 + 8) == 2 * MiB + 8
-    assert pool.looks == looks + 1
-    assert not space.pooling()
 
 
-def test_several_new_segments_at_once_are_ordered_by_address():
+def test_a_rendezvous_outside_any_pool_takes_the_allocation_from_the_handle():
+    class Handle:
+        buffer_size = 4096
+        offset = 512
+
     space = _symmetric.SymmetricSpace()
-    space.add_pool(FakePool((0x900000, MiB), (0x100000, MiB)))
-    assert space.place(0x100000) == 0
-    assert space.place(0x900000) == MiB
-
-
-def test_use_mem_pool_marks_allocation_from_a_symmetric_pool_only():
-    space = _symmetric.SymmetricSpace()
-    symmetric, other = FakePool(), FakePool()
-    space.add_pool(symmetric)
-    entered = []
-
-    @contextlib.contextmanager
-    def original(pool, device=None):
-        entered.append(pool)
-        yield
-
-    use_mem_pool = _symmetric._wrap_use_mem_pool(space, original)
-    with use_mem_pool(symmetric):
-        assert space.pooling()
-        with use_mem_pool(other):
-            assert space.pooling()  # still inside the symmetric one
-    assert not space.pooling()
-    with use_mem_pool(other):
-        assert not space.pooling()
-    assert entered == [symmetric, other, other]
+    space.add_window(0x10, 64)
+    assert space.register(0x9000 + 512, Handle()) == 64 + 512
+    assert space.place(0x9000) == 64
+    assert space.register(0x70000, None) is None  # nothing says where its allocation is
 
 
 class Recorder:
@@ -117,6 +95,30 @@ def test_symm_mem_empty_adds_a_window_and_tells_the_running_case():
     assert space.place(u.data_ptr()) == 64 + 64
 
 
+def test_rendezvous_registers_the_tensors_storage_and_tells_the_running_case():
+    class Capture:
+        def __init__(self):
+            self.became = []
+
+        def became_symmetric(self, t, place):
+            self.became.append((t, place))
+
+    base = torch.empty(64)
+
+    class Handle:
+        buffer_size = 256
+        offset = 0
+
+    space = _symmetric.SymmetricSpace()
+    capture = Capture()
+    rendezvous = _symmetric._wrap_rendezvous(space, lambda t, group: Handle(), lambda: capture)
+    view = base[16:]
+    assert isinstance(rendezvous(view, "group"), Handle)
+    # The window is the storage's allocation, and the place is the storage's, not the view's.
+    assert capture.became == [(view, 0)]
+    assert space.place(base.data_ptr() + 255) == 255
+
+
 def test_get_mem_pool_under_cprrs_allocator_says_how_to_run_it():
     space = _symmetric.SymmetricSpace()
 
@@ -138,8 +140,8 @@ def test_get_mem_pool_under_cprrs_allocator_says_how_to_run_it():
         assert "CPRR_TORCH_ALLOCATOR" not in str(e)
     pool = FakePool((0x4000, MiB))
     assert _symmetric._wrap_get_mem_pool(space, lambda d: pool, lambda: False)("cuda:0") is pool
-    assert space.is_symmetric_pool(pool)
-    assert space.place(0x4000) == 0
+    assert space.place(0x4000) is None  # its segments are windows once registered
+    assert space.register(0x4000) == 0
 
 
 def test_install_without_torchs_symmetric_memory_is_none_or_a_space():
@@ -210,3 +212,29 @@ def test_made_symmetric_tracks_unwritten_memory_at_its_place_replacing_an_addres
     with capture:
         t.sum()  # read: the buffer the window's entry names
     assert native.log[-1][2][0][0] == 2  # the symm_mem.empty entry, not the address one
+
+
+def test_a_registered_tensor_gets_one_mark_at_its_place_and_ops_keep_its_own_entry():
+    native = FakeNative()
+    space = _symmetric.SymmetricSpace()
+    capture = _op_capture.OpCapture(native, symmetric=space)
+    with capture:
+        t = torch.ones(16)  # made before its window was registered: ordinary memory
+    capture.became_symmetric(t, 4096)
+    capture.became_symmetric(t, 4096)  # a second rendezvous of the same memory: no new mark
+    marks = [tr for tr in native.tracks if tr[4] != -1]
+    assert len(marks) == 1
+    label, address, size, written_by, place = marks[0]
+    assert label == "symmetric memory (64 bytes) registered"  # " at <caller>" cut by the fake
+    assert (address, size, place) == (t.data_ptr(), 64, 4096)
+    assert native.log[written_by][0] == "host"  # written by the registration: no poison
+    with capture:
+        t.sum()
+    assert native.log[-1][2][0][0] == 1  # the tensor's own entry
+    # A tensor made in a registered window is logged at its place once, with no mark.
+    space.add_window(0x100000, 1 << 48)
+    with capture:
+        u = torch.ones(4)
+    capture.became_symmetric(u, 99)
+    assert [tr[4] for tr in native.tracks if tr[1] == u.data_ptr()] == [
+        u.data_ptr() - 0x100000]

@@ -83,17 +83,20 @@ if t is not None:
     check_sum(t, world * (world + 1) / 2, "all_reduce on symm_mem.empty")
 
 # 2. seed 002 with the symmetric pool (corpus/python_nccl's case in plain torch): two scratch
-# buffers, each rank frees a different one, the partial sum takes the freed block. (A
-# rank-dependent *new* segment hangs instead: NCCL registers each segment collectively.)
+# buffers registered by rendezvous, each rank frees a different one, the partial sum takes the
+# freed block. (A segment one rank registers alone hangs instead: registration is collective.)
 pool = attempt("get_mem_pool", lambda: symm_mem.get_mem_pool(dev))
-M = 16 * 1024
+M = 256 * 1024  # 1 MiB: NCCL reads the peers' windows directly (RSxLD_AGxST)
 if pool is not None:
     for by_rank in (False, True):
         with torch.cuda.use_mem_pool(pool):
             scratch = [torch.full((M,), 100.0 * (e + 1), device=dev) for e in range(2)]
-            drop = rank % 2 if by_rank else 1
-            kept = scratch[1 - drop]
-            del scratch
+        for t in scratch:
+            symm_mem.rendezvous(t, group)  # registers each segment as a window
+        drop = rank % 2 if by_rank else 1
+        kept = scratch[1 - drop]
+        del scratch, t
+        with torch.cuda.use_mem_pool(pool):
             partial = torch.full((M,), float(rank + 1), device=dev)
         segs = {s["address"]: i for i, s in enumerate(sorted(pool.snapshot(), key=lambda s: s["address"]))}
         seg = max(a for a in segs if a <= partial.data_ptr())
