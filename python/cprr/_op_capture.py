@@ -239,19 +239,19 @@ class OpCapture(TorchDispatchMode):
         return self._native.track(label, key[2], size, is_cuda, handle, written_by,
                                   symmetric_offset=place)
 
-    def made_symmetric(self, t, place):
-        """torch's symm_mem.empty made `t` (past the dispatcher) in a new window, at `place` in
-        the rank's windows: unwritten memory of the case. A tensor tracked at its address
-        before (the empty seen as an op) is that same memory: logged as freed, then tracked
-        anew."""
+    def made_symmetric(self, t):
+        """torch's symm_mem.empty made `t` past the dispatcher: unwritten memory of the case (its
+        window comes with its rendezvous, became_symmetric). A tensor tracked at its address
+        before is gone: logged as freed."""
         key = _key(t)
         old = self._tracked.pop(key, None)
         if old is not None:
             self._native.untrack(old.buffer, old.stream)
+        self._symmetric_marks.pop(key, None)
         stream, handle = self.stream_of(t.device)
         size = _storage_bytes(t)
         buffer = self._track(f"symm_mem.empty{tuple(t.shape)} at {_caller()}", key, size,
-                             t.is_cuda, handle, -1, place)
+                             t.is_cuda, handle, -1)
         self._tracked[key] = _Tensor(buffer, stream, None if t.is_cuda else size)
 
     def became_symmetric(self, t, place):

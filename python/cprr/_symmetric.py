@@ -9,11 +9,11 @@ one across ranks, as it does cprr's own window (ctx.symmetric_empty; analysis/la
 Seed 002 in PyTorch's terms: the caching allocator puts "the same" tensor into another
 registered window, or elsewhere in one, on another rank.
 
-Windows, as torch 2.11 makes them (read on the GPU machine, tools/device/probe_symm_mem.py):
-symm_mem.empty's allocations (one window each), and the segments of the pool
-symm_mem.get_mem_pool hands out, each registered by the first symm_mem.rendezvous on a tensor in
-it (an unregistered segment is ordinary memory to NCCL: no symmetric kernel reads it). The space
-lives as long as the rank process: registered segments outlive cases.
+Windows, as torch 2.11 makes them (NCCLSymmetricMemory; tools/device/probe_symm_mem.py shows
+it on the GPU machine): an allocation of symm_mem.empty's or a segment of the pool
+symm_mem.get_mem_pool hands out, registered by the first symm_mem.rendezvous on a tensor in it
+(before that it is ordinary memory to NCCL: no symmetric kernel reads it). The space lives as
+long as the rank process: registered segments outlive cases.
 """
 
 import bisect
@@ -33,11 +33,15 @@ class SymmetricSpace:
     def add_window(self, base, size):
         """A new window of `size` bytes at `base`: placed after every earlier one. A window it
         overlaps was freed (its address is reused) and is forgotten. Returns its start."""
-        self._windows = [w for w in self._windows if w[0] + w[1] <= base or base + size <= w[0]]
+        self.forget(base, size)
         start = self._end
         bisect.insort(self._windows, (base, size, start))
         self._end += size
         return start
+
+    def forget(self, base, size):
+        """Memory at [base, base + size) is a new allocation: no window any more."""
+        self._windows = [w for w in self._windows if w[0] + w[1] <= base or base + size <= w[0]]
 
     def place(self, address):
         """Where `address` is in the rank's windows, or None when it is in none."""
@@ -79,10 +83,10 @@ def _wrap_empty(space, original, capture_of):
     @functools.wraps(original)
     def empty(*args, **kwargs):
         t = original(*args, **kwargs)
-        place = space.add_window(t.data_ptr(), _nbytes(t))
+        space.forget(t.data_ptr(), _nbytes(t))  # a window once a rendezvous registers it
         capture = capture_of()
         if capture is not None:
-            capture.made_symmetric(t, place)
+            capture.made_symmetric(t)
         return t
 
     empty.__cprr_wrapped__ = True

@@ -4,8 +4,8 @@ tools/device/run_gpu_checks.sh pysymmetric drives torch's own with corpus/python
 
 A window's start is the sum of the sizes of the windows registered before it; a tensor's place
 is its window's start plus its offset in the window. The op capture logs a tensor made in a
-window at that place (native.track's symmetric_offset), symm_mem.empty's tensors as unwritten
-memory there, and a tensor whose window a rendezvous registered with one mark at its place.
+registered window at that place (native.track's symmetric_offset), symm_mem.empty's tensors as
+unwritten memory, and a tensor whose window a rendezvous registered with one mark at its place.
 """
 
 import torch
@@ -75,24 +75,23 @@ class Recorder:
     def __init__(self):
         self.made = []
 
-    def made_symmetric(self, t, place):
-        self.made.append((t, place))
+    def made_symmetric(self, t):
+        self.made.append(t)
 
 
-def test_symm_mem_empty_adds_a_window_and_tells_the_running_case():
+def test_symm_mem_empty_is_a_new_allocation_no_window_until_its_rendezvous():
     space = _symmetric.SymmetricSpace()
-    space.add_window(0x10, 64)
+    stale = torch.empty(16)
+    space.add_window(stale.data_ptr(), 64)  # a window whose memory went back and came again
     capture = Recorder()
-    empty = _symmetric._wrap_empty(space, lambda *size, **kw: torch.empty(*size, **kw),
-                                   lambda: capture)
+    empty = _symmetric._wrap_empty(space, lambda *size, **kw: stale, lambda: capture)
     t = empty(16, dtype=torch.float32)
-    assert capture.made == [(t, 64)]
-    assert space.place(t.data_ptr() + 4) == 68
-    # Outside a case the window is still added (its order counts for later cases).
+    assert capture.made == [t]
+    assert space.place(t.data_ptr()) is None
+    # Outside a case nothing is told.
     outside = _symmetric._wrap_empty(space, lambda *size, **kw: torch.empty(*size, **kw),
                                      lambda: None)
-    u = outside(4)
-    assert space.place(u.data_ptr()) == 64 + 64
+    outside(4)
 
 
 def test_rendezvous_registers_the_tensors_storage_and_tells_the_running_case():
@@ -199,19 +198,21 @@ def test_a_tensor_made_in_a_window_is_tracked_at_its_place_and_found_memory_at_i
     assert plain.tracks[0][4] == -1
 
 
-def test_made_symmetric_tracks_unwritten_memory_at_its_place_replacing_an_address_entry():
+def test_made_symmetric_tracks_unwritten_memory_replacing_an_address_entry_then_a_mark():
     native = FakeNative()
     capture = _op_capture.OpCapture(native, symmetric=_symmetric.SymmetricSpace())
     with capture:
-        t = torch.empty(16)  # symm_mem.empty's own making, seen as an op
-    capture.made_symmetric(t, 2 * MiB)
+        t = torch.empty(16)  # an earlier tensor at the address symm_mem.empty's one has now
+    capture.made_symmetric(t)
     assert native.freed == [1]
     label, address, size, written_by, place = native.tracks[-1]
     assert label.startswith("symm_mem.empty(16,)")
-    assert (address, size, written_by, place) == (t.data_ptr(), 64, -1, 2 * MiB)
+    assert (address, size, written_by, place) == (t.data_ptr(), 64, -1, -1)
+    capture.became_symmetric(t, 2 * MiB)  # its rendezvous
+    assert native.tracks[-1][4] == 2 * MiB
     with capture:
-        t.sum()  # read: the buffer the window's entry names
-    assert native.log[-1][2][0][0] == 2  # the symm_mem.empty entry, not the address one
+        t.sum()  # read: the symm_mem.empty entry, unwritten (its mark is no memory of ops)
+    assert native.log[-1][2][0][0] == 2
 
 
 def test_a_registered_tensor_gets_one_mark_at_its_place_and_ops_keep_its_own_entry():
