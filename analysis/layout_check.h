@@ -22,7 +22,7 @@ namespace cprr {
 struct LayoutMismatch {
   std::string pool = "symmetric";  ///< symmetric | torch_symmetric
   uint64_t ordinal = 0;            ///< the k-th allocation of the case in `pool` (0-based)
-  int32_t rank_a = 0;    ///< the lowest rank with a log: the reference
+  int32_t rank_a = 0;              ///< the lowest rank with a log: the reference
   int32_t rank_b = 0;
   /// Each side's allocation; `present_b` false when rank b made fewer symmetric allocations
   /// (and `present_a` false when it made more).

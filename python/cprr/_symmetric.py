@@ -17,6 +17,7 @@ long as the rank process: registered segments outlive cases.
 """
 
 import bisect
+import contextlib
 import functools
 
 _NO_WINDOW = (float("inf"),)
@@ -73,6 +74,13 @@ class SymmetricSpace:
         return None
 
 
+def _torchs_own(capture):
+    """A block in which torch does its own work for a call cprr logs itself (its allocations,
+    the window registration's kernels and copies): not the case's, so not counted as work
+    outside the op log."""
+    return capture.in_op() if capture is not None else contextlib.nullcontext()
+
+
 def _nbytes(t):
     if hasattr(t, "untyped_storage"):
         return t.untyped_storage().nbytes()
@@ -82,9 +90,10 @@ def _nbytes(t):
 def _wrap_empty(space, original, capture_of):
     @functools.wraps(original)
     def empty(*args, **kwargs):
-        t = original(*args, **kwargs)
-        space.forget(t.data_ptr(), _nbytes(t))  # a window once a rendezvous registers it
         capture = capture_of()
+        with _torchs_own(capture):
+            t = original(*args, **kwargs)
+        space.forget(t.data_ptr(), _nbytes(t))  # a window once a rendezvous registers it
         if capture is not None:
             capture.made_symmetric(t)
         return t
@@ -96,10 +105,11 @@ def _wrap_empty(space, original, capture_of):
 def _wrap_rendezvous(space, original, capture_of):
     @functools.wraps(original)
     def rendezvous(tensor, *args, **kwargs):
-        handle = original(tensor, *args, **kwargs)
+        capture = capture_of()
+        with _torchs_own(capture):
+            handle = original(tensor, *args, **kwargs)
         storage = tensor.data_ptr() - tensor.storage_offset() * tensor.element_size()
         place = space.register(storage, handle)
-        capture = capture_of()
         if capture is not None and place is not None:
             capture.became_symmetric(tensor, place)
         return handle
@@ -108,11 +118,12 @@ def _wrap_rendezvous(space, original, capture_of):
     return rendezvous
 
 
-def _wrap_get_mem_pool(space, original, allocator_used):
+def _wrap_get_mem_pool(space, original, allocator_used, capture_of=lambda: None):
     @functools.wraps(original)
     def get_mem_pool(*args, **kwargs):
         try:
-            pool = original(*args, **kwargs)
+            with _torchs_own(capture_of()):
+                pool = original(*args, **kwargs)
         except RuntimeError as e:
             if not allocator_used():
                 raise
@@ -142,7 +153,7 @@ def install(capture_of, allocator_used):
     wrappers = {
         "empty": lambda f: _wrap_empty(space, f, capture_of),
         "rendezvous": lambda f: _wrap_rendezvous(space, f, capture_of),
-        "get_mem_pool": lambda f: _wrap_get_mem_pool(space, f, allocator_used),
+        "get_mem_pool": lambda f: _wrap_get_mem_pool(space, f, allocator_used, capture_of),
     }
     for name, wrap in wrappers.items():
         original = getattr(symm_mem, name, None)

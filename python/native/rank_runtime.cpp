@@ -79,11 +79,11 @@ void CaseContext::note_p2p(const std::string& kind, int peer, const std::string&
 uint32_t CaseContext::track(const std::string& name, uint64_t address, uint64_t bytes, bool device,
                             uint64_t native_stream, int64_t written_by, int64_t symmetric_offset) {
   const SeenScope own_work;  // a replay's poison is cprr's
-  return ctx_.track_memory(
-      name, reinterpret_cast<std::byte*>(address), bytes, device,
-      reinterpret_cast<void*>(native_stream), written_by,
-      symmetric_offset < 0 ? std::nullopt
-                           : std::optional<uint64_t>(static_cast<uint64_t>(symmetric_offset)));
+  return ctx_.track_memory(name, reinterpret_cast<std::byte*>(address), bytes, device,
+                           reinterpret_cast<void*>(native_stream), written_by,
+                           symmetric_offset < 0
+                               ? std::nullopt
+                               : std::optional<uint64_t>(static_cast<uint64_t>(symmetric_offset)));
 }
 
 void CaseContext::untrack(uint32_t buffer, int stream) { ctx_.untrack_memory(buffer, stream); }

@@ -106,10 +106,10 @@ uint32_t Context::track_memory(std::string name, std::byte* data, uint64_t bytes
   }
   const uint32_t id = next_buffer_++;
   if (timeline_) logs_.timeline.allocs.push_back(steady_now_ns());
-  logs_.allocs.push_back(AllocRecord{
-      logs_.allocs.size(), false, id, std::move(name),
-      symmetric_offset ? "torch_symmetric" : "tensor", bytes,
-      symmetric_offset.value_or(reinterpret_cast<uint64_t>(data)), 0});
+  logs_.allocs.push_back(AllocRecord{logs_.allocs.size(), false, id, std::move(name),
+                                     symmetric_offset ? "torch_symmetric" : "tensor", bytes,
+                                     symmetric_offset.value_or(reinterpret_cast<uint64_t>(data)),
+                                     0});
   if (written_by >= 0) {
     OpRecord& op = logs_.ops[static_cast<std::size_t>(written_by)];
     op.writes.push_back(id);

@@ -8,6 +8,8 @@ registered window at that place (native.track's symmetric_offset), symm_mem.empt
 unwritten memory, and a tensor whose window a rendezvous registered with one mark at its place.
 """
 
+import contextlib
+
 import torch
 
 from cprr import _op_capture, _symmetric
@@ -72,11 +74,34 @@ def test_a_rendezvous_outside_any_pool_takes_the_allocation_from_the_handle():
 
 
 class Recorder:
+    """A running case's capture: what the wrappers tell it, and whether torch's own work ran
+    inside in_op (not counted as work outside the op log)."""
+
     def __init__(self):
         self.made = []
+        self.became = []
+        self.inside = False
+        self.ran_inside = []
 
     def made_symmetric(self, t):
         self.made.append(t)
+
+    def became_symmetric(self, t, place):
+        self.became.append((t, place))
+
+    @contextlib.contextmanager
+    def in_op(self):
+        self.inside = True
+        try:
+            yield
+        finally:
+            self.inside = False
+
+    def original(self, value):
+        def run(*args, **kwargs):
+            self.ran_inside.append(self.inside)
+            return value
+        return run
 
 
 def test_symm_mem_empty_is_a_new_allocation_no_window_until_its_rendezvous():
@@ -84,9 +109,10 @@ def test_symm_mem_empty_is_a_new_allocation_no_window_until_its_rendezvous():
     stale = torch.empty(16)
     space.add_window(stale.data_ptr(), 64)  # a window whose memory went back and came again
     capture = Recorder()
-    empty = _symmetric._wrap_empty(space, lambda *size, **kw: stale, lambda: capture)
+    empty = _symmetric._wrap_empty(space, capture.original(stale), lambda: capture)
     t = empty(16, dtype=torch.float32)
     assert capture.made == [t]
+    assert capture.ran_inside == [True]
     assert space.place(t.data_ptr()) is None
     # Outside a case nothing is told.
     outside = _symmetric._wrap_empty(space, lambda *size, **kw: torch.empty(*size, **kw),
@@ -95,13 +121,6 @@ def test_symm_mem_empty_is_a_new_allocation_no_window_until_its_rendezvous():
 
 
 def test_rendezvous_registers_the_tensors_storage_and_tells_the_running_case():
-    class Capture:
-        def __init__(self):
-            self.became = []
-
-        def became_symmetric(self, t, place):
-            self.became.append((t, place))
-
     base = torch.empty(64)
 
     class Handle:
@@ -109,10 +128,12 @@ def test_rendezvous_registers_the_tensors_storage_and_tells_the_running_case():
         offset = 0
 
     space = _symmetric.SymmetricSpace()
-    capture = Capture()
-    rendezvous = _symmetric._wrap_rendezvous(space, lambda t, group: Handle(), lambda: capture)
+    capture = Recorder()
+    handle = Handle()
+    rendezvous = _symmetric._wrap_rendezvous(space, capture.original(handle), lambda: capture)
     view = base[16:]
-    assert isinstance(rendezvous(view, "group"), Handle)
+    assert rendezvous(view, "group") is handle
+    assert capture.ran_inside == [True]  # its kernels and copies are torch's own
     # The window is the storage's allocation, and the place is the storage's, not the view's.
     assert capture.became == [(view, 0)]
     assert space.place(base.data_ptr() + 255) == 255
