@@ -60,7 +60,8 @@ class SymmetricSpace:
     def register(self, address, handle=None):
         """symm_mem.rendezvous on memory at `address`: the allocation holding it becomes a window
         unless it is one (a pool's segment; else what the rendezvous handle says: its size and
-        the memory's offset in it). Returns the place, or None when no allocation is known."""
+        the memory's offset in it, torch's rendezvous passing the tensor's storage, not its data
+        pointer). Returns the place, or None when no allocation is known."""
         found = self.place(address)
         if found is not None:
             return found

@@ -123,7 +123,7 @@ def test_symm_mem_empty_is_a_new_allocation_no_window_until_its_rendezvous():
 def test_rendezvous_registers_the_tensors_storage_and_tells_the_running_case():
     base = torch.empty(64)
 
-    class Handle:
+    class Handle:  # torch's: the allocation's size, the storage's offset in it
         buffer_size = 256
         offset = 0
 
