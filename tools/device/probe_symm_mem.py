@@ -1,7 +1,7 @@
 """What torch's symmetric memory does on this machine (run under torch.distributed.run, a GPU per
 rank): its API, the NCCL backend's allocations and windows, and whether NCCL's all_reduce on a
-pool tensor placed at different offsets on two ranks sums the wrong bytes (seed 002 in PyTorch's
-own terms). Facts only: the cprr cases are planned from what this prints.
+pool tensor the caching allocator put into different windows on two ranks sums the wrong bytes
+(seed 002 in PyTorch's own terms). Facts only: the cprr cases are planned from what this prints.
 
     python3 -m torch.distributed.run --nproc_per_node=2 tools/device/probe_symm_mem.py
 """
@@ -58,7 +58,8 @@ backend_name = os.environ.get("PROBE_SYMM_BACKEND", "NCCL")
 attempt(f"set_backend({backend_name})", lambda: symm_mem.set_backend(backend_name))
 attempt("get_backend", lambda: symm_mem.get_backend(dev))
 
-N = 256 * 1024  # 1 MiB of float32, seed 002's size
+N = 256 * 1024  # 1 MiB of float32, seed 002's size: NCCL reads the peers' windows directly
+# (AllReduce_RSxLD_AGxST); at 64 KiB its AGxLL_R stages through its own buffers
 
 
 def check_sum(t, want, label):
@@ -86,18 +87,17 @@ if t is not None:
 # buffers registered by rendezvous, each rank frees a different one, the partial sum takes the
 # freed block. (A segment one rank registers alone hangs instead: registration is collective.)
 pool = attempt("get_mem_pool", lambda: symm_mem.get_mem_pool(dev))
-M = 256 * 1024  # 1 MiB: NCCL reads the peers' windows directly (RSxLD_AGxST)
 if pool is not None:
     for by_rank in (False, True):
         with torch.cuda.use_mem_pool(pool):
-            scratch = [torch.full((M,), 100.0 * (e + 1), device=dev) for e in range(2)]
+            scratch = [torch.full((N,), 100.0 * (e + 1), device=dev) for e in range(2)]
         for t in scratch:
             symm_mem.rendezvous(t, group)  # registers each segment as a window
         drop = rank % 2 if by_rank else 1
         kept = scratch[1 - drop]
         del scratch, t
         with torch.cuda.use_mem_pool(pool):
-            partial = torch.full((M,), float(rank + 1), device=dev)
+            partial = torch.full((N,), float(rank + 1), device=dev)
         segs = {s["address"]: i for i, s in enumerate(sorted(pool.snapshot(), key=lambda s: s["address"]))}
         seg = max(a for a in segs if a <= partial.data_ptr())
         say(f"free_by_rank={by_rank}: partial in segment #{segs[seg]} (by address) at offset "
