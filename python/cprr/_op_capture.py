@@ -244,15 +244,22 @@ class OpCapture(TorchDispatchMode):
         window comes with its rendezvous, became_symmetric). A tensor tracked at its address
         before is gone: logged as freed."""
         key = _key(t)
-        old = self._tracked.pop(key, None)
-        if old is not None:
-            self._native.untrack(old.buffer, old.stream)
-        self._symmetric_marks.pop(key, None)
+        self._forget_stale(key)
         stream, handle = self.stream_of(t.device)
         size = _storage_bytes(t)
-        buffer = self._track(f"symm_mem.empty{tuple(t.shape)} at {_caller()}", key, size,
-                             t.is_cuda, handle, -1)
+        buffer = self._native.track(f"symm_mem.empty{tuple(t.shape)} at {_caller()}", key[2],
+                                    size, t.is_cuda, handle, -1)
         self._tracked[key] = _Tensor(buffer, stream, None if t.is_cuda else size)
+
+    def _forget_stale(self, key):
+        """A tensor made past the dispatcher has the memory at `key`: an entry there is of
+        memory that went back unseen, logged as freed."""
+        old = self._tracked.pop(key, None)
+        mark = self._symmetric_marks.pop(key, None)
+        if old is not None:
+            if mark is not None:
+                self._native.untrack(mark, old.stream)
+            self._native.untrack(old.buffer, old.stream)
 
     def became_symmetric(self, t, place):
         """symm_mem.rendezvous registered the window `t`'s memory is in; its storage is at
@@ -459,7 +466,7 @@ class OpCapture(TorchDispatchMode):
         if t.numel() == 0 or t.device.type not in ("cpu", "cuda"):
             return
         key = _key(t)
-        self._tracked.pop(key, None)
+        self._forget_stale(key)
         what, size = f"torch.tensor{tuple(t.shape)} at {_caller()}", _storage_bytes(t)
         if t.is_cuda:
             # Its data was copied on the current stream, and the host waited for the copy.

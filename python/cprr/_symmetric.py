@@ -119,7 +119,7 @@ def _wrap_rendezvous(space, original, capture_of):
     return rendezvous
 
 
-def _wrap_get_mem_pool(space, original, allocator_used, capture_of=lambda: None):
+def _wrap_get_mem_pool(space, original, allocator_used, capture_of):
     @functools.wraps(original)
     def get_mem_pool(*args, **kwargs):
         try:

@@ -145,21 +145,22 @@ def test_get_mem_pool_under_cprrs_allocator_says_how_to_run_it():
     def failing(device):
         raise RuntimeError("CUDAPluggableAllocator does not yet support beginAllocateToPool")
 
-    get = _symmetric._wrap_get_mem_pool(space, failing, lambda: True)
+    get = _symmetric._wrap_get_mem_pool(space, failing, lambda: True, lambda: None)
     try:
         get("cuda:0")
         raise AssertionError("no error")
     except RuntimeError as e:
         assert "CPRR_TORCH_ALLOCATOR=off" in str(e)
         assert "beginAllocateToPool" in str(e)
-    plain = _symmetric._wrap_get_mem_pool(space, failing, lambda: False)
+    plain = _symmetric._wrap_get_mem_pool(space, failing, lambda: False, lambda: None)
     try:
         plain("cuda:0")
         raise AssertionError("no error")
     except RuntimeError as e:
         assert "CPRR_TORCH_ALLOCATOR" not in str(e)
     pool = FakePool((0x4000, MiB))
-    assert _symmetric._wrap_get_mem_pool(space, lambda d: pool, lambda: False)("cuda:0") is pool
+    assert _symmetric._wrap_get_mem_pool(space, lambda d: pool, lambda: False,
+                                      lambda: None)("cuda:0") is pool
     assert space.place(0x4000) is None  # its segments are windows once registered
     assert space.register(0x4000) == 0
 
