@@ -7,6 +7,7 @@
 
 #include "data/text_forms.h"
 #include "recorder/engine/controller.h"
+#include "recorder/engine/interrupt.h"
 #include "recorder/launch/process.h"
 #include "recorder/launch/tcp.h"
 #include "runtime/error.h"
@@ -37,6 +38,48 @@ CLI::Validator positive_count_validator() {
         return {};
       },
       "N");
+}
+
+void check_shared(const SharedOptions& o, LauncherKind launcher) {
+  if (o.timeout_s) {
+    if (const std::string why = timeout_problem(*o.timeout_s); !why.empty()) {
+      CPRR_THROW_AS(UsageError, "--timeout {}: {}", *o.timeout_s, why);
+    }
+  }
+  check_standby(o.standby, launcher);
+}
+
+void apply_shared(const SharedOptions& o, ControllerConfig& config) {
+  config.timeout_override_s = o.timeout_s;
+  config.stop_fd = o.interrupt != nullptr ? o.interrupt->fd() : -1;
+  config.timeline = !o.trace.empty();
+  config.standby = o.standby;
+  config.collectives = o.collectives;
+  config.fork_from_template = o.fork_from_template;
+}
+
+void add_worker_option(CLI::App& app, std::string& worker, std::string_view unset) {
+  app.add_option("--worker", worker, fmt::format("worker binary {}", unset));
+}
+
+void add_timeout_option(CLI::App& app, std::optional<double>& timeout_s) {
+  app.add_option("--timeout", timeout_s,
+                 fmt::format("per-case deadline in seconds, overriding each case's own (default: "
+                             "the case's own, else 60; at most {})",
+                             kMaxTimeoutS))
+      ->check(seconds_validator());
+}
+
+CLI::Option* add_trace_option(CLI::App& app, std::string& trace, std::string_view type,
+                              std::string_view what) {
+  return app
+      .add_option("--trace", trace,
+                  fmt::format("time every op and write {} as a Chrome trace (Perfetto, "
+                              "chrome://tracing): a process per rank, a track per stream and the "
+                              "host, ops with their real start and duration, collectives and "
+                              "races as arrows, allocations as instants",
+                              what))
+      ->type_name(std::string(type));
 }
 
 void add_standby_option(CLI::App& app, int& standby, std::string_view which) {

@@ -1,13 +1,55 @@
 #pragma once
-// Command-line pieces cprecord and cpreplay share, so both tools reject bad values with the same
-// words and both answer --version.
+// Command-line pieces cprecord and cpreplay (commands/) share, so both tools declare an option
+// once, reject bad values with the same words and answer --version.
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "data/launch_options.h"
 
 namespace cprr {
+
+class InterruptWatch;
+struct ControllerConfig;
+
+/// What cprecord and cpreplay both take and hand to their controller alike (RecordOptions::shared,
+/// ReplayOptions::shared): declared once below, checked by check_shared, applied by apply_shared.
+struct SharedOptions {
+  /// --worker; empty: cprecord's cpworker (cprr-pyworker) beside it, cpreplay's the recorded one.
+  std::string worker;
+  std::optional<double> timeout_s;  ///< --timeout: overrides every case's deadline
+  /// --trace: cprecord's directory, cpreplay's file; non-empty: ranks time every op.
+  std::string trace;
+  /// --collectives: auto | nccl | gloo; empty (cpreplay's default): as the record's.
+  std::string collectives;
+  /// --standby N: fresh worlds started ahead (ControllerConfig::standby); 0: none.
+  int standby = 0;
+  /// Python ranks fork from a template process (ControllerConfig::fork_from_template); both verbs
+  /// set it from CPRR_PYTHON_TEMPLATE.
+  bool fork_from_template = true;
+  /// Ctrl-C: when its signal arrives the run or replay stops (its ranks killed). Null: not
+  /// interruptible (in-process callers).
+  const InterruptWatch* interrupt = nullptr;
+};
+
+/// The checks the options' validators make, repeated for in-process callers: --timeout in range,
+/// --standby in range and only with `launcher` local. Throws UsageError naming the option.
+void check_shared(const SharedOptions& o, LauncherKind launcher);
+
+/// Sets what `o` says of the controller: the deadline override, the stop descriptor, timing (a
+/// trace), standby, collectives and the template. The worker is each verb's to resolve.
+void apply_shared(const SharedOptions& o, ControllerConfig& config);
+
+/// --worker PATH; `unset` completes "worker binary ..." with what leaving it out means.
+void add_worker_option(CLI::App& app, std::string& worker, std::string_view unset);
+
+/// --timeout SECONDS: a per-case deadline overriding each case's own.
+void add_timeout_option(CLI::App& app, std::optional<double>& timeout_s);
+
+/// --trace `type` (DIR or FILE): time every op and write Chrome traces; `what` says which.
+CLI::Option* add_trace_option(CLI::App& app, std::string& trace, std::string_view type,
+                              std::string_view what);
 
 /// --timeout: a finite number of seconds in (0, kMaxTimeoutS]; NaN, infinities, zero and
 /// negatives are refused with "must be a positive number of seconds".

@@ -8,11 +8,11 @@
 
 #include "analysis/compare.h"
 #include "cli/cli_options.h"
+#include "cli/trace.h"
 #include "recorder/engine/controller.h"
 #include "recorder/engine/plan.h"
 #include "recorder/engine/transport_choice.h"
 #include "recorder/engine/world.h"
-#include "cli/trace.h"
 #include "replayer/ddmin.h"
 #include "replayer/race_confirmation.h"
 #include "runtime/error.h"
@@ -27,9 +27,10 @@ class Rebuild {
       : report_(report),
         placement_(parse_placement(run.placement).value_or(Placement::best_fit)),
         worlds_(o.worlds) {
-    config_.worker = o.worker.empty() ? run.worker : o.worker;
+    const std::string& worker = o.shared.worker;
+    config_.worker = worker.empty() ? run.worker : worker;
     // A Python run's worker takes its case files first; another --worker takes what it holds.
-    if (o.worker.empty()) config_.worker_args = run.worker_args;
+    if (worker.empty()) config_.worker_args = run.worker_args;
     if (::access(config_.worker.c_str(), X_OK) != 0) {
       CPRR_THROW_AS(UsageError,
                     "worker {} (recorded in run {}) is not an executable file: pass --worker with "
@@ -47,15 +48,10 @@ class Rebuild {
                     [](const auto& kv) { return kv.first == "CUDA_MODULE_LOADING"; });
     if (run.backend == "cuda" && !loading_set)
       config_.env.emplace_back("CUDA_MODULE_LOADING", "EAGER");
-    config_.timeout_override_s = o.timeout_s;
-    config_.stop_fd = o.stop_fd;
-    config_.timeline = !o.trace.empty();
     config_.launch = o.launch.value_or(run.launch);
-    check_standby(o.standby, config_.launch.kind);  // the run's launcher, unless --launcher
-    config_.standby = o.standby;
-    check_collectives(o.collectives, run.backend);
-    config_.collectives = o.collectives;
-    config_.fork_from_template = o.fork_from_template;
+    check_shared(o.shared, config_.launch.kind);  // the run's launcher, unless --launcher
+    check_collectives(o.shared.collectives, run.backend);
+    apply_shared(o.shared, config_);
   }
 
   /// Refuses, before anything runs, a worker that is no cprr worker or lacks one of `cases`
@@ -177,7 +173,8 @@ void confirm_races(const std::vector<const ExecutionResult*>& all, const CaseIns
   for (const ExecutionResult* e : all) {
     if (e->mode == Mode::fresh) unperturbed_fresh.push_back(e);
   }
-  say("stream race in the op log: " + describe_race(*rep.race) + "; fix: " + describe_fix(rep.race->race));
+  say("stream race in the op log: " + describe_race(*rep.race) +
+      "; fix: " + describe_fix(rep.race->race));
   uint64_t ops_on_rank = 0;
   for (const ExecutionResult* e : all) {
     const auto r = static_cast<std::size_t>(rep.race->race.second.rank);
@@ -243,7 +240,7 @@ void replay_placements(const CaseInstance& target, const ExecutionResult& refere
 // through Gloo is replayed staged even on a GPU per rank; one through NCCL takes NCCL where
 // every rank has a GPU here, else it is staged (say_transport says so).
 std::string replay_collectives(const ReplayOptions& o, const RecordedExecution* recorded) {
-  if (!o.collectives.empty()) return o.collectives;
+  if (!o.shared.collectives.empty()) return o.shared.collectives;
   const bool staged = recorded && recorded->result.collectives == kCollectivesGlooStaged;
   return staged ? "gloo" : "auto";
 }
@@ -257,10 +254,11 @@ void say_transport(const ReplayOptions& o, const RecordedRun& run, int world_siz
   const LauncherKind launcher = o.launch ? o.launch->kind : run.launch.kind;
   if (run.backend != "cuda" || launcher != LauncherKind::local) return;
   const int gpus = visible_gpus();
-  if (const std::string line = sharing_line(world_size, gpus, o.collectives); !line.empty()) {
+  if (const std::string line = sharing_line(world_size, gpus, o.shared.collectives);
+      !line.empty()) {
     say(line);
   }
-  const std::string now(transport_name(local_transport(world_size, gpus, o.collectives)));
+  const std::string now(transport_name(local_transport(world_size, gpus, o.shared.collectives)));
   const std::string then = recorded ? recorded->result.collectives : std::string();
   if (!then.empty() && then != now) {
     say(
@@ -270,72 +268,89 @@ void say_transport(const ReplayOptions& o, const RecordedRun& run, int world_siz
   }
 }
 
-}  // namespace
+using Say = std::function<void(const std::string&)>;
 
-ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* user) {
-  if (o.mode != "fresh" && o.mode != "pool" && o.mode != "both") {
-    CPRR_THROW_AS(UsageError, "--mode {}: use fresh, pool or both", o.mode);
-  }
+// What the store holds of the case to replay: its run, its executions (with logs) and, for its
+// pooled execution, the cases that ran before it in its world.
+struct Record {
+  RecordedRun run;
+  std::vector<RecordedExecution> execs;
+  std::vector<RecordedCase> preds;
+  const RecordedExecution* fresh() const { return first_of(execs, Mode::fresh); }
+  const RecordedExecution* pool() const { return first_of(execs, Mode::pool); }
+  const RecordedExecution* either() const { return fresh() ? fresh() : pool(); }
+};
+
+Record read_record(const ReplayOptions& o, ReplayReport& rep) {
   const RecordReader reader(o.db);
-  ReplayReport rep;
   rep.recorded = reader.find_case(o.case_id);
   rep.label = rep.recorded.instance.label();
-  const RecordedRun run = reader.run(rep.recorded.run_id);
-  const std::vector<RecordedExecution> execs =
-      reader.executions(o.case_id, RecordReader::Detail::logs);
-  const RecordedExecution* rf = first_of(execs, Mode::fresh);
-  const RecordedExecution* rp = first_of(execs, Mode::pool);
-  if (rf) rep.recorded_fresh = rf->result.status;
-  if (rp) rep.recorded_pool = rp->result.status;
-  const std::vector<RecordedCase> preds =
-      rp ? reader.predecessors(*rp) : std::vector<RecordedCase>{};
-  rep.predecessors = preds.size();
-  const std::function<void(const std::string&)> say = [&](const std::string& line) {
-    rep.log.push_back(line);
-    if (progress != nullptr) progress(line, user);
-  };
-  ReplayOptions as_asked = o;
-  as_asked.collectives = replay_collectives(o, rf ? rf : rp);
-  Rebuild rb(as_asked, run, rep);
-  const CaseInstance& target = rep.recorded.instance;
-  std::vector<const CaseInstance*> needed{&target};
-  for (const RecordedCase& p : preds) needed.push_back(&p.instance);
-  rb.require_cases(needed);
-  say_transport(as_asked, run, target.world_size, rf ? rf : rp, say);
+  Record r{reader.run(rep.recorded.run_id),
+           reader.executions(o.case_id, RecordReader::Detail::logs),
+           {}};
+  if (const RecordedExecution* f = r.fresh()) rep.recorded_fresh = f->result.status;
+  if (const RecordedExecution* p = r.pool()) {
+    rep.recorded_pool = p->result.status;
+    r.preds = reader.predecessors(*p);
+  }
+  rep.predecessors = r.preds.size();
+  return r;
+}
 
+// The replays --mode asks for: the case alone in a fresh world, and after its recorded
+// predecessors in one world; the first of them written as --trace's timeline.
+struct Replays {
   std::optional<ExecutionResult> fresh, pooled;
+};
+
+Replays run_replays(const ReplayOptions& o, const Record& record, Rebuild& rb, ReplayReport& rep,
+                    const Say& say) {
+  const CaseInstance& target = rep.recorded.instance;
+  Replays r;
   if (o.mode != "pool") {
-    fresh = rb.fresh(target, 0);  // the replays after it hang on what it and the pooled one show
-    rep.replayed_fresh = fresh->status;
-    say("fresh replay: " + describe(*fresh));
+    r.fresh = rb.fresh(target, 0);  // the replays after it hang on what it and the pooled one show
+    rep.replayed_fresh = r.fresh->status;
+    say("fresh replay: " + describe(*r.fresh));
   }
   if (o.mode != "fresh") {
     std::vector<const CaseInstance*> before;
-    for (const RecordedCase& p : preds) before.push_back(&p.instance);
-    pooled = rb.pooled(before, target);
-    rep.replayed_pool = pooled->status;
-    say(fmt::format("pooled replay after {} predecessor(s): {}", preds.size(), describe(*pooled)));
+    for (const RecordedCase& p : record.preds) before.push_back(&p.instance);
+    r.pooled = rb.pooled(before, target);
+    rep.replayed_pool = r.pooled->status;
+    say(fmt::format("pooled replay after {} predecessor(s): {}", record.preds.size(),
+                    describe(*r.pooled)));
   }
-  if (!o.trace.empty()) {
-    write_trace_file("--trace", o.trace, fresh ? *fresh : *pooled);
-    rep.trace = o.trace;
-    say(fmt::format("trace of the {} replay written to {}", fresh ? "fresh" : "pooled", o.trace));
+  if (const std::string& trace = o.shared.trace; !trace.empty()) {
+    write_trace_file("--trace", trace, r.fresh ? *r.fresh : *r.pooled);
+    rep.trace = trace;
+    say(fmt::format("trace of the {} replay written to {}", r.fresh ? "fresh" : "pooled", trace));
   }
-  // The check runs on the recorded logs, so a race is named even when no replay shows it; it is
-  // confirmed before the verdict is said, so the verdict line comes last.
+  return r;
+}
+
+// The findings and the verdict come from the recorded and replayed logs alone, not from the
+// replays that confirm them: known first, they say which fresh replays are certain to come
+// (--standby starts their worlds ahead). The race check runs on the recorded logs too, so a race
+// is named even when no replay shows it; it is confirmed before the verdict is said, so the
+// verdict line comes last. What is said keeps its order: race, poison, verdict, placements,
+// polluters.
+void judge(const Record& record, const Replays& replays, Rebuild& rb, ReplayReport& rep,
+           const Say& say) {
+  const CaseInstance& target = rep.recorded.instance;
+  const std::optional<ExecutionResult>& fresh = replays.fresh;
+  const std::optional<ExecutionResult>& pooled = replays.pooled;
   std::vector<const ExecutionResult*> all;
-  for (const RecordedExecution& e : execs) all.push_back(&e.result);
+  for (const RecordedExecution& e : record.execs) all.push_back(&e.result);
   for (const auto* e : {&fresh, &pooled}) {
     if (*e) all.push_back(&**e);
   }
-  // The findings and the verdict come from these logs alone, not from the replays that confirm
-  // them: known first, they say which fresh replays are certain to come (--standby starts their
-  // worlds ahead). What is said keeps its order: race, poison, verdict, placements, polluters.
   find_races(all, rep, say);
   CrossRankFindings cross = check_cross_rank(all);
   rep.allocation = std::move(cross.allocation);
   rep.collective_mismatch = std::move(cross.collective);
   rep.uninitialized = std::move(cross.uninitialized);
+  const RecordedExecution* rf = record.fresh();
+  const RecordedExecution* rp = record.pool();
   const VerdictDecision decision = decide_verdict(
       ReplayFacts{rf ? &rf->result : nullptr, rp ? &rp->result : nullptr, fresh ? &*fresh : nullptr,
                   pooled ? &*pooled : nullptr, rep.race ? &*rep.race : nullptr,
@@ -353,7 +368,30 @@ ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* 
   if (rep.uninitialized) confirm_uninitialized(target, rb, rep, say, placement_replays);
   say(decision.why);
   if (placements) replay_placements(target, *fresh, rb, rep, say);
-  if (decision.localize_polluters) localize_leak(preds, target, *fresh, rb, rep, say);
+  if (decision.localize_polluters) localize_leak(record.preds, target, *fresh, rb, rep, say);
+}
+
+}  // namespace
+
+ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* user) {
+  if (o.mode != "fresh" && o.mode != "pool" && o.mode != "both") {
+    CPRR_THROW_AS(UsageError, "--mode {}: use fresh, pool or both", o.mode);
+  }
+  ReplayReport rep;
+  const Record record = read_record(o, rep);
+  const Say say = [&](const std::string& line) {
+    rep.log.push_back(line);
+    if (progress != nullptr) progress(line, user);
+  };
+  ReplayOptions as_asked = o;
+  as_asked.shared.collectives = replay_collectives(o, record.either());
+  Rebuild rb(as_asked, record.run, rep);
+  const CaseInstance& target = rep.recorded.instance;
+  std::vector<const CaseInstance*> needed{&target};
+  for (const RecordedCase& p : record.preds) needed.push_back(&p.instance);
+  rb.require_cases(needed);
+  say_transport(as_asked, record.run, target.world_size, record.either(), say);
+  judge(record, run_replays(o, record, rb, rep, say), rb, rep, say);
   return rep;
 }
 

@@ -11,6 +11,7 @@
 #include "analysis/divergence.h"
 #include "analysis/race_check.h"
 #include "analysis/verdict.h"
+#include "cli/cli_options.h"
 #include "data/text_forms.h"
 #include "recorder/engine/world_handle.h"
 #include "replayer/race_confirmation.h"
@@ -22,29 +23,20 @@ namespace cprr {
 struct ReplayOptions {
   std::string db;
   int64_t case_id = 0;
-  std::string mode = "both";        ///< fresh | pool | both
-  std::string worker;               ///< empty: the worker recorded in the run
-  std::optional<double> timeout_s;  ///< overrides the case's deadline
-  /// Readable when the replay should stop (InterruptWatch::fd()); -1: never. A replay stopped by
-  /// it throws Interrupted.
-  int stop_fd = -1;
-  /// Non-empty: replays time every op, and the first replay of the case (fresh, else pooled) is
-  /// written here as a Chrome trace (cli/trace.h).
-  std::string trace;
+  std::string mode = "both";  ///< fresh | pool | both
+  /// --worker, --timeout, --trace FILE, --collectives, --standby, the template and Ctrl-C, as
+  /// cprecord takes them (cli/cli_options.h). shared.worker empty: the worker recorded in the
+  /// run. shared.trace non-empty: replays time every op, and the first replay of the case (fresh,
+  /// else pooled) is written there as a Chrome trace (cli/trace.h). shared.standby: the worlds
+  /// of the next N fresh replays certain to come (a race's confirmation, the poison and placement
+  /// replays) start while earlier replays run, with the local launcher only. shared.collectives
+  /// empty: as the record's where this machine can (a record staged through Gloo is replayed
+  /// staged, else auto); a replay whose transport differs from the record's (a record with a GPU
+  /// per rank replayed on one GPU) says so, and never reads the outputs' difference across
+  /// transports as a bug. shared.interrupt: a replay stopped by it throws Interrupted.
+  SharedOptions shared;
   /// --launcher and its options; nullopt: start the ranks the way the run did (run.launcher).
   std::optional<LaunchOptions> launch;
-  /// --standby N: the worlds of the next N fresh replays that are certain to come (a race's
-  /// confirmation, the poison and placement replays) start while earlier replays run; 0: none.
-  /// Only with the local launcher.
-  int standby = 0;
-  /// --collectives: auto | nccl | gloo, as cprecord's; empty: as the record's where this machine
-  /// can (a record staged through Gloo is replayed staged, else auto). A replay whose transport
-  /// differs from the record's (a record with a GPU per rank replayed on one GPU) says so, and
-  /// never reads the outputs' difference across transports as a bug.
-  std::string collectives;
-  /// A Python run's ranks fork from a template process (ControllerConfig::fork_from_template);
-  /// cpreplay sets it from CPRR_PYTHON_TEMPLATE.
-  bool fork_from_template = true;
   /// What each replay's controller makes its worlds with; empty: real rank processes
   /// (ProcessWorlds). The seam where tests count the worlds started.
   std::function<std::unique_ptr<WorldFactory>()> worlds;

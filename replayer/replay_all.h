@@ -14,7 +14,7 @@
 namespace cprr {
 
 struct TriageOptions {
-  ReplayOptions replay;           ///< db, mode, worker, timeout, stop_fd (case_id is ignored)
+  ReplayOptions replay;           ///< db, mode, worker, timeout, Ctrl-C (case_id is ignored)
   std::optional<int64_t> run_id;  ///< default: the latest run
   int max_replays = 200;          ///< no case starts once this many replays ran
 };

@@ -60,11 +60,8 @@ std::string transports(const std::vector<RecordedExecution>& execs) {
   return out;
 }
 
-}  // namespace
-
-void list_db(std::ostream& out, const std::string& db, bool json) {
-  const RecordReader reader(db);
-  const auto runs = reader.runs();
+// Every case of the file with its executions (op logs included) and cprecord's judgement.
+std::vector<CaseRow> case_rows(const RecordReader& reader) {
   std::vector<RecordedCase> cases = reader.cases();
   std::vector<CaseRow> rows;
   rows.reserve(cases.size());  // no reallocation: each outcome points into its own row
@@ -77,47 +74,81 @@ void list_db(std::ostream& out, const std::string& db, bool json) {
     for (const RecordedExecution& e : row.execs) results.push_back(&e.result);
     row.outcome = judge_case(row.c.instance, row.c.id, std::move(results));
   }
+  return rows;
+}
+
+nlohmann::json run_json(const RecordedRun& r) {
+  return {{"id", r.id},
+          {"started_at", r.started_at},
+          {"complete", r.finished_at.has_value()},
+          {"exit_code", r.exit_code ? nlohmann::json(*r.exit_code) : nlohmann::json()},
+          {"stopped", r.stopped ? nlohmann::json(*r.stopped) : nlohmann::json()},
+          {"shuffle_seed", r.shuffle_seed ? nlohmann::json(*r.shuffle_seed) : nlohmann::json()},
+          {"mode", r.mode},
+          {"backend", r.backend},
+          {"launcher", describe(r.launch)},
+          {"worker", r.worker}};
+}
+
+nlohmann::json case_json(const CaseRow& row) {
+  nlohmann::json ex = nlohmann::json::array();
+  for (const auto& e : row.execs) {
+    ex.push_back({{"id", e.id},
+                  {"mode", mode_name(e.result.mode)},
+                  {"status", status_name(e.result.status)},
+                  {"world", e.result.world_id},
+                  {"position", e.result.pool_position},
+                  {"collectives", e.result.collectives},
+                  {"rank_gpus", e.result.rank_gpus}});
+  }
+  return {{"id", row.c.id},
+          {"run", row.c.run_id},
+          {"name", row.c.instance.info.name},
+          {"label", row.c.instance.label()},
+          {"executions", std::move(ex)},
+          {"fresh_vs_pool_differs", row.outcome.differential.has_value()},
+          {"fresh_vs_pool_across_transports",
+           row.outcome.differential && !row.outcome.differential->transports.empty()},
+          {"verdict", row.outcome.verdict ? nlohmann::json(verdict_name(*row.outcome.verdict))
+                                          : nlohmann::json()},
+          {"stream_race",
+           row.outcome.race ? nlohmann::json(describe_race(*row.outcome.race)) : nlohmann::json()},
+          {"as_expected", row.outcome.as_expected}};
+}
+
+std::string run_line(const RecordedRun& r) {
+  return fmt::format("run {}: {} mode={} backend={}{}{} {}\n", r.id, r.started_at, r.mode,
+                     r.backend,
+                     r.launch.kind == LauncherKind::local
+                         ? ""
+                         : fmt::format(" launcher={}", launcher_name(r.launch.kind)),
+                     r.shuffle_seed ? fmt::format(" shuffled={}", *r.shuffle_seed) : "",
+                     r.finished_at ? fmt::format("exit {}{}", r.exit_code.value_or(-1),
+                                                 r.stopped ? "; stopped by " + *r.stopped : "")
+                                   : std::string("INCOMPLETE (the recorder did not finish)"));
+}
+
+std::string case_line(const CaseRow& row) {
+  const std::string how = transports(row.execs);
+  const auto& diff = row.outcome.differential;
+  return fmt::format("{:>5}  run {}  {:<48}  {}{}{}{}\n", row.c.id, row.c.run_id,
+                     row.c.instance.label(), statuses(row.execs), how.empty() ? "" : "  " + how,
+                     !diff                      ? ""
+                     : diff->transports.empty() ? "  <- fresh and pooled differ"
+                                                : "  <- fresh and pooled differ across transports",
+                     row.outcome.race ? "  <- stream race" : "");
+}
+
+}  // namespace
+
+void list_db(std::ostream& out, const std::string& db, bool json) {
+  const RecordReader reader(db);
+  const auto runs = reader.runs();
+  const std::vector<CaseRow> rows = case_rows(reader);
   if (json) {
     nlohmann::json jr = nlohmann::json::array(), jc = nlohmann::json::array();
-    for (const auto& r : runs) {
-      jr.push_back(
-          {{"id", r.id},
-           {"started_at", r.started_at},
-           {"complete", r.finished_at.has_value()},
-           {"exit_code", r.exit_code ? nlohmann::json(*r.exit_code) : nlohmann::json()},
-           {"stopped", r.stopped ? nlohmann::json(*r.stopped) : nlohmann::json()},
-           {"shuffle_seed", r.shuffle_seed ? nlohmann::json(*r.shuffle_seed) : nlohmann::json()},
-           {"mode", r.mode},
-           {"backend", r.backend},
-           {"launcher", describe(r.launch)},
-           {"worker", r.worker}});
-    }
-    for (const auto& row : rows) {
-      nlohmann::json ex = nlohmann::json::array();
-      for (const auto& e : row.execs) {
-        ex.push_back({{"id", e.id},
-                      {"mode", mode_name(e.result.mode)},
-                      {"status", status_name(e.result.status)},
-                      {"world", e.result.world_id},
-                      {"position", e.result.pool_position},
-                      {"collectives", e.result.collectives},
-                      {"rank_gpus", e.result.rank_gpus}});
-      }
-      jc.push_back(
-          {{"id", row.c.id},
-           {"run", row.c.run_id},
-           {"name", row.c.instance.info.name},
-           {"label", row.c.instance.label()},
-           {"executions", std::move(ex)},
-           {"fresh_vs_pool_differs", row.outcome.differential.has_value()},
-           {"fresh_vs_pool_across_transports",
-            row.outcome.differential && !row.outcome.differential->transports.empty()},
-           {"verdict", row.outcome.verdict ? nlohmann::json(verdict_name(*row.outcome.verdict))
-                                           : nlohmann::json()},
-           {"stream_race",
-            row.outcome.race ? nlohmann::json(describe_race(*row.outcome.race)) : nlohmann::json()},
-           {"as_expected", row.outcome.as_expected}});
-    }
+    for (const auto& r : runs) jr.push_back(run_json(r));
+    for (const auto& row : rows) jc.push_back(case_json(row));
     out << nlohmann::json{{"tool", "cpreplay"},
                           {"db", db},
                           {"runs", std::move(jr)},
@@ -126,28 +157,8 @@ void list_db(std::ostream& out, const std::string& db, bool json) {
         << '\n';
     return;
   }
-  for (const auto& r : runs) {
-    out << fmt::format("run {}: {} mode={} backend={}{}{} {}\n", r.id, r.started_at, r.mode,
-                       r.backend,
-                       r.launch.kind == LauncherKind::local
-                           ? ""
-                           : fmt::format(" launcher={}", launcher_name(r.launch.kind)),
-                       r.shuffle_seed ? fmt::format(" shuffled={}", *r.shuffle_seed) : "",
-                       r.finished_at ? fmt::format("exit {}{}", r.exit_code.value_or(-1),
-                                                   r.stopped ? "; stopped by " + *r.stopped : "")
-                                     : std::string("INCOMPLETE (the recorder did not finish)"));
-  }
-  for (const auto& row : rows) {
-    const std::string how = transports(row.execs);
-    const auto& diff = row.outcome.differential;
-    out << fmt::format("{:>5}  run {}  {:<48}  {}{}{}{}\n", row.c.id, row.c.run_id,
-                       row.c.instance.label(), statuses(row.execs), how.empty() ? "" : "  " + how,
-                       !diff ? ""
-                       : diff->transports.empty()
-                           ? "  <- fresh and pooled differ"
-                           : "  <- fresh and pooled differ across transports",
-                       row.outcome.race ? "  <- stream race" : "");
-  }
+  for (const auto& r : runs) out << run_line(r);
+  for (const auto& row : rows) out << case_line(row);
 }
 
 }  // namespace cprr

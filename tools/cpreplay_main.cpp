@@ -1,3 +1,3 @@
-#include "replayer/replay_command.h"
+#include "commands/replay_command.h"
 
 int main(int argc, char** argv) { return cprr::replay_main(argc, argv); }

@@ -109,10 +109,10 @@ void Controller::close_pools() {
 }
 
 WorldConfig Controller::world_config(int world_size) const {
-  return WorldConfig{config_.worker,          config_.backend,        world_size,
-                     config_.startup_timeout, config_.log_tail_bytes, config_.env,
-                     config_.stop_fd,         config_.launch,         config_.collectives,
-                     config_.worker_args,     config_.fork_from_template};
+  return WorldConfig{{static_cast<const WorldSpec&>(config_)},
+                     world_size,
+                     config_.startup_timeout,
+                     config_.log_tail_bytes};
 }
 
 void Controller::foresee(const std::vector<int>& fresh_world_sizes, bool next_is_fresh) {

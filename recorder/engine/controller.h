@@ -30,16 +30,13 @@ inline constexpr double kMaxTimeoutS = 7 * 24 * 3600;
 /// wrong with it ("" when it is fine), for a CLI validator or a UsageError.
 std::string timeout_problem(double seconds);
 
-/// How the controller runs cases: the worker, the backend, deadlines, grace periods, environment.
-struct ControllerConfig {
-  std::string worker;
-  /// Given to the worker before the rank's own arguments: `cprecord --python`'s
-  /// `--cases FILE...` for the Python worker (python/cprr/worker.py).
-  std::vector<std::string> worker_args;
-  /// Fork the ranks of a worker with worker_args from a template process instead of starting
-  /// each afresh (WorldConfig::fork_from_template; `CPRR_PYTHON_TEMPLATE=off` turns it off).
-  bool fork_from_template = true;
-  std::string backend = "cpu";
+/// How the controller runs cases: what its worlds start with (WorldSpec: the worker, the backend,
+/// the transport, the launcher, the environment; the ranks always get NCCL_NVLS_ENABLE=0 on top),
+/// deadlines and grace periods. Its stop descriptor is never read, so it stays readable: the
+/// running execution ends at once (its ranks killed and reaped, its world and the world's
+/// directory gone) and every later run() returns at once; both are `error` results with
+/// ExecutionResult::interrupted set.
+struct ControllerConfig : WorldSpec {
   /// The deadline per case: a case's own timeout_s unless this override is set.
   double default_timeout_s = 60;
   std::optional<double> timeout_override_s;
@@ -48,20 +45,8 @@ struct ControllerConfig {
   std::chrono::milliseconds after_death{2000};   ///< how long survivors of a crash get
   std::chrono::milliseconds status_grace{1000};  ///< how long watchdogs get to answer
   std::size_t log_tail_bytes = 16 * 1024;
-  /// Set in every rank's environment (replay re-applies a run's recorded variables). The ranks
-  /// always get NCCL_NVLS_ENABLE=0 on top: NVLink multicast stays off.
-  std::vector<std::pair<std::string, std::string>> env;
-  /// Readable when the caller wants to stop (InterruptWatch::fd(); -1: never). Never read, so it
-  /// stays readable: the running execution ends at once (its ranks killed and reaped, its world
-  /// and the world's directory gone) and every later run() returns at once; both are `error`
-  /// results with ExecutionResult::interrupted set.
-  int stop_fd = -1;
   /// Ranks time every op and allocation (CaseCapture::timeline) for a trace (--trace).
   bool timeline = false;
-  /// How worlds' ranks are started (--launcher): local children or through mpirun/srun.
-  LaunchOptions launch;
-  /// --collectives: auto | nccl | gloo (WorldConfig::collectives).
-  std::string collectives = "auto";
   /// Fresh mode: how many fresh worlds start ahead while a case runs (--standby N; 0: none),
   /// for the executions foresee() names. A standby world stays fresh: it runs nothing
   /// before its own case. Only with the local launcher (a launcher's ranks connect to the one

@@ -18,7 +18,7 @@
 
 namespace cprr {
 
-/// How long a start may take, and what ends it early (WorldConfig::stop_fd; -1: nothing).
+/// How long a start may take, and what ends it early (WorldSpec::stop_fd; -1: nothing).
 struct SpawnLimits {
   std::chrono::steady_clock::time_point deadline;
   int stop_fd = -1;

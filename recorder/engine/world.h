@@ -159,7 +159,7 @@ class ProcessWorlds : public WorldFactory {
   /// started through a launcher opens the listener (and the run's token) every later one uses.
   /// A worker with arguments (the Python worker) has its ranks forked from a template process
   /// (TemplateSpawner), one per TemplateCommand, started with the first world that needs it and
-  /// ended with this factory; others are posix_spawn'ed (WorldConfig::fork_from_template).
+  /// ended with this factory; others are posix_spawn'ed (WorldSpec::fork_from_template).
   std::unique_ptr<WorldHandle> make(const WorldConfig& config, uint64_t id) override;
 
  private:

@@ -20,32 +20,39 @@ namespace cprr {
 
 using Clock = std::chrono::steady_clock;
 
-/// What a world is made of: the worker binary, backend, size, and what its ranks start with.
-struct WorldConfig {
+/// What every world of a controller starts its ranks with: ControllerConfig is one and hands it
+/// to each WorldConfig whole, so no field is copied by hand on the way.
+struct WorldSpec {
   std::string worker;  ///< path of the worker binary
-  std::string backend = "cpu";
-  int world_size = 2;
-  std::chrono::milliseconds startup_timeout{60000};
-  std::size_t log_tail_bytes = 64 * 1024;
-  /// Set in every rank's environment on top of the controller's. NCCL_NVLS_ENABLE=0 always wins:
-  /// an entry turning NVLink multicast on is dropped.
-  std::vector<std::pair<std::string, std::string>> env;
-  /// A descriptor that becomes readable when the caller wants to stop (InterruptWatch::fd(), or
-  /// -1 for none). Start-up and collect() poll it along with the ranks; it is never read, so it
-  /// stays readable once set.
-  int stop_fd = -1;
-  /// How the ranks are started: local children (default) or through mpirun/srun over TCP.
-  LaunchOptions launch;
-  /// --collectives: auto (NCCL on cuda when every rank has a GPU of its own, else Gloo staged
-  /// through host memory), nccl or gloo (engine/transport_choice.h).
-  std::string collectives = "auto";
-  /// Given to the worker before the rank's own arguments (a Python worker's case files).
+  /// Given to the worker before the rank's own arguments: `cprecord --python`'s `--cases
+  /// FILE...` for the Python worker (python/cprr/worker.py).
   std::vector<std::string> worker_args;
   /// With worker_args (the Python worker), local ranks are forked from a template process that
   /// loaded the worker once (engine/rank_spawner.h) instead of each starting it afresh; false
   /// posix_spawns every rank (`CPRR_PYTHON_TEMPLATE=off`). A worker without arguments is always
   /// spawned.
   bool fork_from_template = true;
+  std::string backend = "cpu";
+  /// --collectives: auto (NCCL on cuda when every rank has a GPU of its own, else Gloo staged
+  /// through host memory), nccl or gloo (engine/transport_choice.h).
+  std::string collectives = "auto";
+  /// How the ranks are started: local children (default) or through mpirun/srun over TCP.
+  LaunchOptions launch;
+  /// Set in every rank's environment (replay re-applies a run's recorded variables).
+  /// NCCL_NVLS_ENABLE=0 always wins: an entry turning NVLink multicast on is dropped.
+  std::vector<std::pair<std::string, std::string>> env;
+  /// A descriptor that becomes readable when the caller wants to stop (InterruptWatch::fd(), or
+  /// -1 for none). Start-up and collect() poll it along with the ranks; it is never read, so it
+  /// stays readable once set.
+  int stop_fd = -1;
+};
+
+/// What a world is made of: the spec every world of its controller shares, its size, and how
+/// long its ranks may take to start.
+struct WorldConfig : WorldSpec {
+  int world_size = 2;
+  std::chrono::milliseconds startup_timeout{60000};
+  std::size_t log_tail_bytes = 64 * 1024;
 };
 
 /// Thrown when the stop descriptor fired while a world was starting; its ranks are already

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks Chrome trace files written by cprecord/cpreplay --trace against the trace-event format
-(the checks of tests/recorder/trace_test.cpp) and prints one row per file: ranks, tracks, timed ops,
+(the checks of tests/cli/trace_support.h) and prints one row per file: ranks, tracks, timed ops,
 collective and race arrows, the span of the timeline, the longest op, and any problems.
 
     tools/device/trace_check.py FILE...   (exit 1 when a file has a problem)

@@ -13,7 +13,7 @@ import re
 import sys
 
 # The folders whose sources make up the product, and the folders holding several rooms.
-PRODUCT = ["runtime", "kernels", "data", "analysis", "schema", "recorder", "cli", "replayer",
+PRODUCT = ["runtime", "kernels", "data", "analysis", "schema", "recorder", "cli", "replayer", "commands",
            "corpus", "tools", "python/native", "package/include"]
 MULTI_ROOM = {"recorder", "python", "package"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -1,0 +1,57 @@
+#pragma once
+// The cprecord verb: run the registered cases of a worker, fresh or pooled, and report. Mirrors
+// commands/replay_command.h.
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "cli/cli_options.h"
+#include "data/launch_options.h"
+
+namespace cprr {
+
+struct RecordOptions {
+  /// --worker, --timeout, --trace DIR, --collectives, --standby, the template and Ctrl-C, as
+  /// cpreplay takes them. shared.worker empty: the cpworker next to this executable (with
+  /// --python, cprr-pyworker). shared.trace: time every op, and write a Chrome trace
+  /// (cli/trace.h) of every execution of each case with a verdict or not as expected into this
+  /// directory. Ctrl-C: the run stops, is recorded and reported with what ran, and run_record
+  /// returns 128 + the signal.
+  SharedOptions shared{.collectives = "auto"};
+  /// --python: Python case files, directories of test_*.py / *_test.py, or module names; the
+  /// worker is then cprr-pyworker (next to this executable unless --worker says otherwise).
+  std::vector<std::string> python;
+  std::string backend = "auto";
+  std::string db = "cprr.db";  ///< the store; created when missing
+  std::string junit;           ///< JUnit XML path; empty: none
+  std::string mode = "pool";   ///< pool | fresh | both
+  std::string filter;          ///< regex searched in "name{params}@w"; empty: all
+  std::string exclude;         ///< regex: matching labels are dropped; empty: none
+  std::string shard;           ///< "I/N": only the I-th of N stable parts; empty: all
+  int repeat = 1;
+  std::string placement = "best_fit";  ///< allocator policy for every execution
+  bool json = false;
+  bool list = false;  ///< print the plan and exit
+  /// One line per execution on `err` as it finishes (cprecord sets it when stderr is not a
+  /// TTY, so CI logs show progress); the TTY progress line replaces it.
+  bool log_lines = false;
+  bool rerun_failed = false;  ///< only the cases the latest run in `db` had not as expected
+  bool fail_fast = false;     ///< stop after the first case not as expected (run.stopped says so)
+  /// --shuffle[=SEED]: run the cases in an order drawn from this seed ("random": a fresh seed,
+  /// printed and recorded in run.shuffle_seed); nullopt: plan order.
+  std::optional<std::string> shuffle;
+  /// --launcher and its options: how worlds start their ranks (recorded in run.launcher).
+  LaunchOptions launch;
+};
+
+/// Runs the verb in-process: what the binary does after parsing. `progress` enables the TTY
+/// progress line on `err`; `color` enables colour in the table; `argv` is recorded in the run
+/// row. Returns the exit code.
+int run_record(const RecordOptions& options, std::ostream& out, std::ostream& err, bool progress,
+               bool color, const std::vector<std::string>& argv = {});
+
+/// The cprecord main: parses argv (CLI11), then run_record.
+int record_main(int argc, char** argv);
+
+}  // namespace cprr

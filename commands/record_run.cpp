@@ -1,0 +1,154 @@
+#include "commands/record_run.h"
+
+#include <chrono>
+#include <deque>
+#include <iterator>
+
+#include "analysis/judgement.h"
+#include "recorder/engine/plan.h"
+#include "runtime/error.h"
+#include "schema/record_queue.h"
+
+namespace cprr {
+namespace {
+
+// --fail-fast: case `i`'s executions so far (every mode of this repeat ran), judged as the end of
+// the run will judge them; why they end the run, or nullopt.
+std::optional<std::string> fail_fast_reason(const RecordPlan& p, std::size_t i,
+                                            const std::deque<ExecutionResult>& results) {
+  std::vector<const ExecutionResult*> mine;
+  for (const ExecutionResult& e : results) {
+    if (e.case_id == p.cases[i].id) mine.push_back(&e);
+  }
+  if (judge_case(p.cases[i], p.case_ids[i], mine).as_expected) return std::nullopt;
+  return fmt::format("--fail-fast: case {} ({}) was not as expected", p.case_ids[i],
+                     p.cases[i].label());
+}
+
+// The order in which repeat `rep` runs the cases: the plan's, or one drawn from --shuffle's seed.
+std::vector<std::size_t> run_order(const RecordPlan& p, int rep) {
+  if (p.shuffle_seed) return shuffled_order(p.cases.size(), *p.shuffle_seed, rep);
+  std::vector<std::size_t> order(p.cases.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  return order;
+}
+
+// One execution of the plan: case `i` (an index into RecordPlan::cases) in `mode`, in repeat `rep`.
+struct Step {
+  int rep = 0;
+  std::size_t i = 0;
+  Mode mode = Mode::fresh;
+};
+
+// Every execution of the plan in the order run_plan() runs them.
+std::vector<Step> steps_of(const RecordPlan& p) {
+  std::vector<Step> steps;
+  for (int rep = 0; rep < p.repeat; ++rep) {
+    for (std::size_t i : run_order(p, rep)) {
+      for (Mode mode : p.modes) steps.push_back(Step{rep, i, mode});
+    }
+  }
+  return steps;
+}
+
+// --standby: the world sizes of the fresh executions from step `s` on (its own first when it
+// is fresh), as many as Controller::foresee keeps: `n` besides step s's own.
+std::vector<int> fresh_sizes_from(const RecordPlan& p, const std::vector<Step>& steps,
+                                  std::size_t s, int n) {
+  std::vector<int> sizes;
+  const std::size_t most = static_cast<std::size_t>(n) + (steps[s].mode == Mode::fresh ? 1 : 0);
+  for (std::size_t k = s; k < steps.size() && sizes.size() < most; ++k) {
+    if (steps[k].mode == Mode::fresh) sizes.push_back(p.cases[steps[k].i].world_size);
+  }
+  return sizes;
+}
+
+class ProgressReport {
+ public:
+  ProgressReport(ProgressStyle style, std::ostream& err, std::size_t total)
+      : style_(style), err_(err), total_(total) {}
+
+  void starting(std::size_t done, Mode mode, const CaseInstance& inst) {
+    if (style_ != ProgressStyle::tty) return;
+    const double elapsed = seconds_since_start();
+    const std::string eta =
+        done == 0 ? "?" : fmt::format("{:.0f} s", elapsed / done * (total_ - done));
+    err_ << fmt::format("\r\033[K[{}/{}] {:.0f} s, ETA {}, {} unexpected; {} {}", done + 1, total_,
+                        elapsed, eta, unexpected_, mode_name(mode), inst.label())
+         << std::flush;
+  }
+
+  void finished(std::size_t done, const ExecutionResult& r, const CaseInstance& inst) {
+    // Seeded bugs may fail or diverge by design; their judgement comes at the end.
+    if (!r.as_expected && inst.info.options.seeded_bug.empty()) ++unexpected_;
+    if (style_ != ProgressStyle::lines) return;
+    err_ << fmt::format("[{}/{}] {:<5} {:<5} {} {:.1f} ms{}\n", done, total_, status_name(r.status),
+                        mode_name(r.mode), r.label, r.wall_ms,
+                        r.as_expected ? "" : " (not the expected status)")
+         << std::flush;
+  }
+
+  ~ProgressReport() {
+    if (style_ == ProgressStyle::tty) err_ << "\r\033[K" << std::flush;
+  }
+
+ private:
+  double seconds_since_start() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+
+  ProgressStyle style_;
+  std::ostream& err_;
+  std::size_t total_;
+  std::size_t unexpected_ = 0;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
+// Runs the plan in order (repeat, case, mode), handing each execution to the store as it
+// completes and showing progress as `style` says; returns once every result is committed (a
+// RecordQueue commits them on its own thread, so the next case starts at once). Stops at an
+// interruption: the interrupted execution says nothing about its case, so it is neither recorded
+// nor returned.
+PlanRun run_plan(const RecordPlan& p, Controller& controller, RecordWriter& writer,
+                 ProgressStyle style, std::ostream& err) {
+  PlanRun out;
+  // Results stay put while the queue reads them (a deque never moves its elements).
+  std::deque<ExecutionResult> results;
+  const std::size_t total = p.cases.size() * p.modes.size() * static_cast<std::size_t>(p.repeat);
+  {
+    RecordQueue store(writer);  // destroyed before `results`, writing what is still queued
+    ProgressReport progress(style, err, total);
+    const std::vector<Step> steps = steps_of(p);
+    for (std::size_t s = 0; s < steps.size(); ++s) {
+      const Step& step = steps[s];
+      if (p.standby > 0) {
+        controller.foresee(fresh_sizes_from(p, steps, s, p.standby), step.mode == Mode::fresh);
+      }
+      progress.starting(results.size(), step.mode, p.cases[step.i]);
+      ExecutionResult r = controller.run(p.cases[step.i], step.mode, p.placement);
+      if (r.interrupted) break;
+      r.attempt = step.rep + 1;
+      results.push_back(std::move(r));
+      store.submit(results.back(), p.case_ids[step.i]);
+      progress.finished(results.size(), results.back(), p.cases[step.i]);
+      // --fail-fast judges a case once its last mode of this repeat ran.
+      const bool case_done =
+          s + 1 == steps.size() || steps[s + 1].i != step.i || steps[s + 1].rep != step.rep;
+      if (p.fail_fast && case_done) {
+        out.stopped = fail_fast_reason(p, step.i, results);
+        if (out.stopped) break;
+      }
+    }
+    // Every way out of the loop (the plan done, --fail-fast, an interruption) comes here: the
+    // judgement, the run's exit code and any reader of the store come after every result.
+    store.drain();
+  }
+  if (results.size() == total) out.stopped.reset();  // the last case: the plan was done anyway
+  out.results.assign(std::make_move_iterator(results.begin()),
+                     std::make_move_iterator(results.end()));
+  return out;
+}
+
+}  // namespace cprr

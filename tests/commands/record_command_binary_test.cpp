@@ -1,0 +1,92 @@
+// The cprecord binary as scripts meet it: --help lists every option, a line per execution when
+// stderr is no terminal, --json's stdout one document, exit code 2 for usage errors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/commands/record_support.h"
+
+namespace cprr {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using namespace record_test;  // NOLINT(google-build-using-namespace): this file's own helpers
+
+TEST(RecordCommand, BinaryHelpListsEveryOption) {
+  const Proc p = shell(quoted(kCprecord) + " --help 2>&1");
+  EXPECT_EQ(p.status, 0) << p.out;
+  for (const char* opt : {"--worker", "--backend", "--mode", "--filter", "--exclude", "--shard",
+                          "--fail-fast", "--rerun-failed", "--repeat", "--timeout", "--json",
+                          "--list", "--placement", "--db", "--junit"}) {
+    EXPECT_THAT(p.out, HasSubstr(opt)) << p.out;
+  }
+  EXPECT_THAT(p.out, HasSubstr("Exit codes"));
+}
+
+TEST(RecordCommand, BinaryLogsALinePerExecutionWhenStderrIsNoTerminalAndNamesTheSlowest) {
+  // stderr to stdout through a pipe: not a TTY, as in a CI log. The lines come as executions
+  // finish, before the table.
+  const Proc p = shell(quoted(kCprecord) + " --db " + test_db() +
+                       " --mode both --filter '^healthy/noop@' 2>&1");
+  EXPECT_EQ(p.status, 0) << p.out;
+  for (const char* line :
+       {"[1/4] pass  fresh healthy/noop@2 ", "[2/4] pass  pool  healthy/noop@2 ",
+        "[3/4] pass  fresh healthy/noop@4 ", "[4/4] pass  pool  healthy/noop@4 "}) {
+    EXPECT_THAT(p.out, HasSubstr(line)) << p.out;
+  }
+  EXPECT_LT(p.out.find("[4/4]"), p.out.find("case  label")) << "lines before the table";
+  EXPECT_THAT(p.out, Not(HasSubstr("\033[K"))) << "no TTY control codes in a log";
+  EXPECT_THAT(p.out, HasSubstr("\nslowest: healthy/noop@")) << p.out;
+  // Four worlds started (two fresh, two pooled), their largest steps named. Gloo's rendezvous is
+  // among a cpu world's largest, though not always the first: spawning or loading the ranks can
+  // take longer on a loaded 2-core machine (seen in CI-like runs).
+  const std::size_t starts = p.out.find("\nworld starts: 4 worlds, median ");
+  ASSERT_NE(starts, std::string::npos) << p.out;
+  const std::string line = p.out.substr(starts + 1, p.out.find('\n', starts + 1) - starts - 1);
+  EXPECT_THAT(line, HasSubstr(" ms: ")) << line;
+  EXPECT_THAT(line, HasSubstr("gloo communicator ")) << line;
+  // With --json stdout stays one document; the lines go to stderr only.
+  const Proc js = shell(quoted(kCprecord) + " --db " + test_db() +
+                        " --json --filter '^healthy/noop@2$' 2>/dev/null");
+  EXPECT_NO_THROW(EXPECT_TRUE(json::parse(js.out).is_object())) << js.out;
+}
+
+TEST(RecordCommand, BinaryJsonStdoutIsOneDocumentDespiteBanners) {
+  // No --worker: cprecord finds the cpworker next to itself. The corpus worker prints an NCCL
+  // banner at start and banner_flood floods fd 1 and 2; none of it may reach cprecord's stdout.
+  const Proc p = shell(quoted(kCprecord) + " --db " + test_db() +
+                       " --json --filter 'banner_flood.*@2|noop@2' 2>/dev/null");
+  EXPECT_EQ(p.status, 0);
+  EXPECT_THAT(p.out, Not(HasSubstr("NCCL")));
+  json doc;
+  ASSERT_NO_THROW(doc = json::parse(p.out)) << p.out.substr(0, 2000);  // strict: one document
+  EXPECT_EQ(doc.at("cases").size(), 2u);
+  EXPECT_EQ(doc.at("exit_code"), 0);
+}
+
+TEST(RecordCommand, BinaryMapsUsageErrorsToExitCodeTwo) {
+  const Proc bad = shell(quoted(kCprecord) + " --worker " + quoted(kWorker) + " --filter '(' 2>&1");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_THAT(bad.out, HasSubstr("cprecord: --filter '('"));
+  const Proc cuda = shell(quoted(kCprecord) + " --backend cuda --filter noop 2>&1");
+  EXPECT_EQ(cuda.status, 2);
+  EXPECT_THAT(cuda.out, HasSubstr("--backend cuda"));
+  const Proc unexpected =
+      shell(quoted(kCprecord) + " --db " + test_db() + " --worker " + quoted(kFixture) +
+            " --filter '^test/fail_expect@' >/dev/null 2>&1");
+  EXPECT_EQ(unexpected.status, 1);
+}
+
+TEST(RecordCommand, StandbyNeedsTheLocalLauncher) {
+  const Proc p = shell(kCprecord +
+                       " --standby 1 --launcher mpirun --launcher-path /bin/true "
+                       "--db /dev/null 2>&1");
+  EXPECT_EQ(p.status, 2);
+  EXPECT_NE(p.out.find("--standby needs --launcher local"), std::string::npos) << p.out;
+}
+
+}  // namespace
+}  // namespace cprr

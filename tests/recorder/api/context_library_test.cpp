@@ -1,0 +1,197 @@
+// Context's calls for a case's own library (a Python case's torch ops), in-process on a
+// world-of-one CPU backend: ops on the library's streams with their byte spans, tensors made and
+// written by an op, frees, ordering ops, a replay's sync requests, and what the race check makes
+// of such a log.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <vector>
+
+#include "analysis/happens_before.h"
+#include "analysis/op_accesses.h"
+#include "analysis/race_check.h"
+#include "analysis/uninit_check.h"
+#include "recorder/api/context.h"
+#include "tests/recorder/api/context_support.h"
+
+namespace cprr {
+namespace {
+
+using ::testing::HasSubstr;
+
+using test::case_failure_of;
+using test::make_state;
+
+std::size_t races_in(const CaseCapture& c) {
+  return check_happens_before(ops_from_captures({&c})).race_count;
+}
+
+TEST(ContextLibrary, OpsLogTheirStreamKindAndSpansAndMadeTensorsJoinTheirWrites) {
+  RankState state = make_state();
+  Context ctx(state, "lib", {}, 1, Placement::best_fit);
+  std::vector<std::byte> memory(64);
+  const uint32_t a = ctx.track_memory("a", memory.data(), 32, false);
+  const Context::LibraryOp made =
+      ctx.library_op("kernel", "aten.mul", 3, nullptr, {{a, ByteSpan{8, 8}}}, {});
+  const uint32_t b =
+      ctx.track_memory("b", memory.data() + 32, 32, false, nullptr, static_cast<int64_t>(made.seq));
+  const Context::LibraryOp host =
+      ctx.library_op("host", "aten.fill_", -1, nullptr, {}, {{a, ByteSpan{0, 32}}});
+  ctx.untrack_memory(b, 3);
+  ctx.drain();
+  const CaseCapture c = ctx.finish();
+
+  ASSERT_EQ(c.ops.size(), 2u);
+  EXPECT_EQ(made.seq, 0u);
+  EXPECT_EQ(host.seq, 1u);
+  EXPECT_FALSE(made.sync_after);
+  const OpRecord& mul = c.ops[0];
+  EXPECT_EQ(mul.stream, 3);
+  EXPECT_EQ(mul.kind, "kernel");
+  EXPECT_EQ(mul.reads, std::vector<uint32_t>{a});
+  EXPECT_EQ(mul.read_spans, std::vector<ByteSpan>{(ByteSpan{8, 8})});
+  EXPECT_EQ(mul.writes, std::vector<uint32_t>{b});  // the tensor it made, whole
+  EXPECT_EQ(mul.write_spans, std::vector<ByteSpan>{(ByteSpan{0, 32})});
+  EXPECT_EQ(c.ops[1].stream, -1);
+  EXPECT_EQ(c.ops[1].kind, "host");
+
+  ASSERT_EQ(c.allocs.size(), 3u);
+  EXPECT_EQ(c.allocs[0].pool, "tensor");
+  EXPECT_EQ(c.allocs[0].offset, reinterpret_cast<uint64_t>(memory.data()));
+  EXPECT_TRUE(c.allocs[2].is_free);
+  EXPECT_EQ(c.allocs[2].buffer, b);
+  EXPECT_EQ(c.allocs[2].stream, 3);
+}
+
+TEST(ContextLibrary, TorchSymmetricMemoryIsLoggedAtItsPlaceInTheWindowsAndFreedLikeATensor) {
+  RankState state = make_state();
+  Context ctx(state, "lib", {}, 1, Placement::best_fit);
+  std::vector<std::byte> memory(64);
+  const uint32_t s = ctx.track_memory("s", memory.data(), 64, false, nullptr, -1, 2097152);
+  const Context::LibraryOp reads =
+      ctx.library_op("kernel", "aten.sum", 0, nullptr, {{s, ByteSpan{0, 64}}}, {});
+  ctx.untrack_memory(s, 0);
+  ctx.drain();
+  const CaseCapture c = ctx.finish();
+  ASSERT_EQ(c.allocs.size(), 2u);
+  EXPECT_EQ(c.allocs[0].pool, "torch_symmetric");
+  EXPECT_EQ(c.allocs[0].offset, 2097152u);  // its place in the windows, not its address
+  EXPECT_TRUE(c.allocs[1].is_free);
+  EXPECT_EQ(c.ops[reads.seq].reads, std::vector<uint32_t>{s});
+  // Nothing wrote it (an empty): the uninitialized-read check sees the read in its pool.
+  const auto u = check_uninitialized_reads({&c});
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->pool, "torch_symmetric");
+}
+
+TEST(ContextLibrary, BadTracksFreesAndOrderingOpsAreCaseFailures) {
+  RankState state = make_state();
+  Context ctx(state, "lib", {}, 1, Placement::best_fit);
+  std::vector<std::byte> memory(16);
+  EXPECT_THAT(case_failure_of([&] { ctx.track_memory("t", memory.data(), 16, false, nullptr, 0); }),
+              HasSubstr("op #0, which is not logged yet"));
+  EXPECT_THAT(case_failure_of([&] { ctx.untrack_memory(9, 0); }), HasSubstr("buffer 9"));
+  const uint32_t t = ctx.track_memory("t", memory.data(), 16, false);
+  ctx.untrack_memory(t, 0);
+  EXPECT_THAT(case_failure_of([&] { ctx.untrack_memory(t, 0); }), HasSubstr("still live"));
+  EXPECT_THAT(case_failure_of([&] { ctx.library_order("launch", "x", 0, 1); }),
+              HasSubstr("not record, wait or sync"));
+  EXPECT_THAT(case_failure_of([&] { ctx.library_order("record", "x", -1, 1); }),
+              HasSubstr("needs a stream and an event"));
+  EXPECT_THAT(case_failure_of([&] { ctx.library_order("wait", "x", 0, -1); }),
+              HasSubstr("needs an event"));
+  ctx.drain();
+  ctx.finish();
+}
+
+TEST(ContextLibrary, AReplaysSyncAfterNamesTheOpsTheCallerMustSynchronizeAfter) {
+  RankState state = make_state();
+  Perturbation p;
+  p.sync_after = {OpSite{0, 1}, OpSite{1, 2}};  // op #1 of this rank; op #2 of another rank
+  Context ctx(state, "lib", {}, 1, Placement::best_fit, 0, p);
+  std::vector<bool> sync;
+  for (int i = 0; i < 3; ++i)
+    sync.push_back(ctx.library_op("kernel", "op", 0, nullptr, {}, {}).sync_after);
+  EXPECT_EQ(sync, (std::vector<bool>{false, true, false}));
+  ctx.synchronize_library();  // the cpu backend waits for its streams
+  ctx.drain();
+  ctx.finish();
+
+  Perturbation serial;
+  serial.one_stream = true;
+  Context every(state, "lib", {}, 1, Placement::best_fit, 0, serial);
+  EXPECT_TRUE(every.library_op("kernel", "op", 0, nullptr, {}, {}).sync_after);
+  every.drain();
+  every.finish();
+}
+
+TEST(ContextLibrary, OnlyUnwrittenTensorsArePoisoned) {
+  RankState state = make_state();
+  Perturbation p;
+  p.poison = 0xABABABABABABABABull;
+  Context ctx(state, "lib", {}, 1, Placement::best_fit, 0, p);
+  std::vector<std::byte> empty(16, std::byte{0}), made(16, std::byte{7});
+  ctx.track_memory("empty", empty.data(), 16, false);
+  const uint64_t seq = ctx.library_op("kernel", "aten.ones", 0, nullptr, {}, {}).seq;
+  ctx.track_memory("made", made.data(), 16, false, nullptr, static_cast<int64_t>(seq));
+  EXPECT_EQ(empty[0], std::byte{0xAB});
+  EXPECT_EQ(made[0], std::byte{7});  // its op wrote it: poisoning it would undo that
+  ctx.drain();
+  ctx.finish();
+}
+
+// A library's stream 1 writes a tensor stream 0 then reads: a race, unless an event recorded on
+// stream 1 is waited for on stream 0; memory reused after a free is the same bytes.
+TEST(ContextLibrary, TheRaceCheckOrdersLibraryOpsByTheirEventsWaitsAndSyncs) {
+  std::vector<std::byte> memory(64);
+  const auto run = [&](const std::function<void(Context&, uint32_t)>& between) {
+    RankState state = make_state();
+    Context ctx(state, "lib", {}, 1, Placement::best_fit);
+    const uint32_t x = ctx.track_memory("x", memory.data(), 64, false);
+    ctx.library_op("kernel", "write x", 1, nullptr, {}, {{x, ByteSpan{0, 64}}});
+    between(ctx, x);
+    ctx.library_op("kernel", "read x", 0, nullptr, {{x, ByteSpan{0, 64}}}, {});
+    ctx.drain();
+    return ctx.finish();
+  };
+  EXPECT_EQ(races_in(run([](Context&, uint32_t) {})), 1u);
+  EXPECT_EQ(races_in(run([](Context& c, uint32_t) {
+              c.library_order("record", "event.record", 1, 0);
+              c.library_order("wait", "wait_stream", 0, 0);
+            })),
+            0u);
+  EXPECT_EQ(races_in(run([](Context& c, uint32_t) {
+              c.library_order("record", "event.record", 1, 4);
+              c.library_order("wait", "event.synchronize", -1, 4);  // the host waits
+            })),
+            0u);
+  EXPECT_EQ(races_in(run([](Context& c, uint32_t) { c.library_order("sync", "synchronize", -1); })),
+            0u);
+  // Freed and made anew at the same address: another buffer, the same bytes.
+  EXPECT_EQ(races_in(run([&](Context& c, uint32_t x) {
+              c.untrack_memory(x, 1);
+              const uint64_t seq = c.library_op("kernel", "aten.full", 0, nullptr, {}, {}).seq;
+              c.track_memory("y", memory.data(), 64, false, nullptr, static_cast<int64_t>(seq));
+            })),
+            2u);  // full and the read both meet the write on stream 1
+}
+
+TEST(ContextLibrary, WorkOutsideTheOpLogIsNotedByTheRaceCheck) {
+  RankState state = make_state();
+  Context ctx(state, "lib", {}, 1, Placement::best_fit);
+  ctx.library_unseen("3 outside the op log: 3 kernel launches no op the dispatcher saw made");
+  ctx.drain();
+  ExecutionResult e;
+  e.status = ExecStatus::pass;
+  e.ranks.emplace_back().done.emplace().capture = ctx.finish();
+  EXPECT_EQ(e.ranks[0].done->capture.ops.at(0).kind, "unseen");
+  std::vector<std::string> notes;
+  EXPECT_FALSE(find_race({&e}, &notes).has_value());
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_THAT(notes[0], HasSubstr("rank 0: 3 outside the op log: 3 kernel launches"));
+  EXPECT_THAT(notes[0], HasSubstr("no race, uninitialized-read or layout check sees that work"));
+}
+
+}  // namespace
+}  // namespace cprr

@@ -1,0 +1,209 @@
+// The listener that authenticates every connection of launched ranks: a world's four channels per
+// rank are accepted; a wrong token, version, world, rank or a duplicate channel is refused and
+// reported.
+#include "recorder/engine/rank_listener.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "data/text_forms.h"
+#include "recorder/engine/world.h"
+#include "recorder/launch/tcp.h"
+#include "recorder/launch/token.h"
+#include "recorder/protocol/protocol.h"
+#include "runtime/error.h"
+
+namespace cprr {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+struct FakeRank {
+  UniqueFd fd;
+  Welcome welcome;
+};
+
+// Connects like a supervisor: one channel, `hs` as the handshake, then the controller's answer.
+FakeRank connect_as(const Endpoint& to, const Handshake& hs) {
+  FakeRank r{connect_tcp(to, seconds(5)), {}};
+  write_frame(r.fd.get(), encode_handshake(hs));
+  FrameReader reader;
+  if (auto frame = read_frame(r.fd.get(), reader, 10000)) r.welcome = decode_welcome(*frame);
+  return r;
+}
+
+struct ListenerFixture : ::testing::Test {
+  std::vector<std::string> refused;
+  RankListener listener{Endpoint{"127.0.0.1", 0}, make_token(),
+                        [this](const std::string& line) { refused.push_back(line); }};
+
+  Handshake good(int rank, Channel ch, uint64_t world = 5, int size = 2) {
+    return Handshake{listener.token(), world, rank, size, ch, "here", 1};
+  }
+  // Connects every channel of every rank of a world of `size` from threads.
+  std::vector<std::future<FakeRank>> whole_world(uint64_t world, int size) {
+    std::vector<std::future<FakeRank>> out;
+    for (int r = 0; r < size; ++r) {
+      for (Channel ch : {Channel::supervisor, Channel::control, Channel::out, Channel::err}) {
+        out.push_back(std::async(std::launch::async, [=, this] {
+          return connect_as(listener.bound(), good(r, ch, world, size));
+        }));
+      }
+    }
+    return out;
+  }
+  std::vector<AcceptedRank> accept(uint64_t world, int size, milliseconds within) {
+    return listener.accept_world(
+        world, size, std::chrono::steady_clock::now() + within,
+        [](int r) {
+          return RankListener::Env{{"CPRR_RANK", std::to_string(r)}};
+        },
+        [] {});
+  }
+};
+
+TEST_F(ListenerFixture, AcceptsEveryChannelOfEveryRankAndWelcomesTheSupervisorWithItsEnv) {
+  auto clients = whole_world(5, 2);
+  const auto ranks = accept(5, 2, seconds(10));
+  ASSERT_EQ(ranks.size(), 2u);
+  for (const AcceptedRank& r : ranks) {
+    EXPECT_TRUE(r.control && r.out && r.err && r.supervisor);
+    EXPECT_EQ(r.host, "here");
+  }
+  for (auto& c : clients) {
+    const FakeRank f = c.get();
+    EXPECT_EQ(f.welcome.error, "");
+  }
+  EXPECT_EQ(listener.refused_count(), 0);
+  EXPECT_TRUE(refused.empty());
+}
+
+TEST_F(ListenerFixture, WrongTokenIsRefusedReportedAndNeverPartOfTheWorld) {
+  Handshake bad = good(0, Channel::control);
+  bad.token = make_token();
+  auto impostor = std::async(std::launch::async, [&] { return connect_as(listener.bound(), bad); });
+  // The impostor comes first (the world's own ranks a little later); the world still needs all
+  // its own channels.
+  auto clients = std::async(std::launch::async, [&] {
+    std::this_thread::sleep_for(milliseconds(500));
+    return whole_world(5, 2);
+  });
+  const auto ranks = accept(5, 2, seconds(10));
+  EXPECT_NE(impostor.get().welcome.error.find("wrong token"), std::string::npos);
+  for (auto& c : clients.get()) EXPECT_EQ(c.get().welcome.error, "");
+  EXPECT_EQ(listener.refused_count(), 1);
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_NE(refused[0].find("refused a rank connection from 127.0.0.1:"), std::string::npos)
+      << refused[0];
+  EXPECT_NE(refused[0].find("wrong token"), std::string::npos) << refused[0];
+}
+
+TEST_F(ListenerFixture, OtherWorldAndRankOutsideTheWorldAreRefused) {
+  std::vector<std::future<FakeRank>> bad;
+  const std::vector<Handshake> wrong{good(0, Channel::control, 4), good(2, Channel::control),
+                                     good(0, Channel::control, 5, 3)};
+  for (const Handshake& hs : wrong) {
+    bad.push_back(
+        std::async(std::launch::async, [&, hs] { return connect_as(listener.bound(), hs); }));
+  }
+  EXPECT_THROW(accept(5, 2, milliseconds(700)), Error);  // nobody of world 5 connected
+  for (auto& b : bad) {
+    EXPECT_NE(b.get().welcome.error.find("is not a rank of the starting world"), std::string::npos);
+  }
+  EXPECT_EQ(listener.refused_count(), 3);
+}
+
+TEST_F(ListenerFixture, ADuplicateChannelIsRefusedAndTheFirstKept) {
+  // Rank 0 opens its control channel twice; rank 1 comes later, so both copies are read while
+  // the world is still incomplete.
+  std::vector<std::future<FakeRank>> clients;
+  for (Channel ch :
+       {Channel::supervisor, Channel::control, Channel::out, Channel::err, Channel::control}) {
+    clients.push_back(std::async(std::launch::async,
+                                 [=, this] { return connect_as(listener.bound(), good(0, ch)); }));
+  }
+  for (Channel ch : {Channel::supervisor, Channel::control, Channel::out, Channel::err}) {
+    clients.push_back(std::async(std::launch::async, [=, this] {
+      std::this_thread::sleep_for(milliseconds(500));
+      return connect_as(listener.bound(), good(1, ch));
+    }));
+  }
+  const auto ranks = accept(5, 2, seconds(10));
+  int refused_dups = 0;
+  for (auto& c : clients) {
+    const std::string why = c.get().welcome.error;
+    if (!why.empty()) {
+      EXPECT_NE(why.find("duplicate control connection for rank 0"), std::string::npos) << why;
+      ++refused_dups;
+    }
+  }
+  EXPECT_EQ(refused_dups, 1);
+  EXPECT_EQ(listener.refused_count(), 1);
+  EXPECT_TRUE(ranks[0].control && ranks[1].control);
+}
+
+TEST_F(ListenerFixture, GarbageAndOldVersionsAreRefusedWithoutHarm) {
+  auto garbage = std::async(std::launch::async, [&] {
+    UniqueFd fd = connect_tcp(listener.bound(), seconds(5));
+    write_frame(fd.get(), "GET / HTTP/1.1\r\n\r\n");
+    FrameReader reader;
+    const auto frame = read_frame(fd.get(), reader, 10000);
+    return frame ? decode_welcome(*frame).error : std::string("closed");
+  });
+  auto huge = std::async(std::launch::async, [&] {
+    UniqueFd fd = connect_tcp(listener.bound(), seconds(5));
+    const uint32_t len = 1u << 30;  // a length field no handshake has
+    ::write(fd.get(), &len, 4);
+    FrameReader reader;
+    const auto frame = read_frame(fd.get(), reader, 10000);
+    return frame ? decode_welcome(*frame).error : std::string("closed");
+  });
+  auto old = std::async(std::launch::async, [&] {
+    UniqueFd fd = connect_tcp(listener.bound(), seconds(5));
+    std::string hs = encode_handshake(good(0, Channel::control));
+    hs[4] = static_cast<char>(kProtocolVersion - 1);  // the raw version after the magic
+    write_frame(fd.get(), hs);
+    FrameReader reader;
+    const auto frame = read_frame(fd.get(), reader, 10000);
+    return frame ? decode_welcome(*frame).error : std::string("closed");
+  });
+  EXPECT_THROW(accept(5, 1, milliseconds(700)), Error);
+  EXPECT_NE(garbage.get().find("magic"), std::string::npos);
+  EXPECT_NE(huge.get().find("no handshake"), std::string::npos);
+  EXPECT_NE(old.get().find(fmt::format("speaks protocol version {}", kProtocolVersion - 1)),
+            std::string::npos);
+  EXPECT_EQ(listener.refused_count(), 3);
+}
+
+TEST_F(ListenerFixture, TimeoutNamesTheMissingRanksAndCheckCanGiveUp) {
+  auto clients = std::async(std::launch::async, [&] {
+    std::vector<FakeRank> out;
+    for (Channel ch : {Channel::supervisor, Channel::control, Channel::out, Channel::err}) {
+      out.push_back(connect_as(listener.bound(), good(0, ch)));
+    }
+    return out;
+  });
+  try {
+    accept(5, 2, milliseconds(1500));
+    ADD_FAILURE() << "a world with rank 1 missing was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank(s) 1 of world 5 did not connect back"),
+              std::string::npos)
+        << e.what();
+  }
+  clients.get();
+  EXPECT_THROW(
+      listener.accept_world(
+          9, 1, std::chrono::steady_clock::now() + seconds(30),
+          [](int) { return RankListener::Env{}; }, [] { CPRR_THROW("the launcher exited"); }),
+      Error);
+}
+
+}  // namespace
+}  // namespace cprr
