@@ -20,6 +20,7 @@
 #include "recorder/launch/token.h"
 #include "recorder/protocol/protocol.h"
 #include "runtime/error.h"
+#include "tests/data/record_printers.h"
 
 namespace cprr {
 namespace {
@@ -266,14 +267,7 @@ TEST(LaunchFlags, RefusesWhatDoesNotFit) {
 TEST(LaunchProtocol, HandshakeRoundTripsBehindMagicAndVersion) {
   const Handshake hs{"tok", 7, 1, 4, Channel::err, "node-a", 4242};
   const std::string wire = encode_handshake(hs);
-  const Handshake back = decode_handshake(wire);
-  EXPECT_EQ(back.token, "tok");
-  EXPECT_EQ(back.world, 7u);
-  EXPECT_EQ(back.rank, 1);
-  EXPECT_EQ(back.world_size, 4);
-  EXPECT_EQ(back.channel, Channel::err);
-  EXPECT_EQ(back.host, "node-a");
-  EXPECT_EQ(back.pid, 4242);
+  EXPECT_EQ(decode_handshake(wire), hs);
   std::string old = wire;
   old[4] = static_cast<char>(kProtocolVersion - 1);
   EXPECT_THROW(decode_handshake(old), ProtocolError);

@@ -24,6 +24,7 @@
 
 #include "runtime/error.h"
 #include "runtime/fd.h"
+#include "tests/data/record_printers.h"
 
 namespace cprr {
 namespace {
@@ -181,79 +182,6 @@ CaseDone sample_case_done() {
   return d;
 }
 
-// ---- field-by-field comparisons (the structs have no operator==) ----
-
-void expect_same(const Capture& a, const Capture& b) {
-  EXPECT_EQ(a.seq, b.seq);
-  EXPECT_EQ(a.name, b.name);
-  EXPECT_EQ(a.dtype, b.dtype);
-  EXPECT_EQ(a.shape, b.shape);
-  EXPECT_EQ(a.bytes, b.bytes);
-  EXPECT_EQ(a.stream, b.stream);
-  EXPECT_EQ(a.digest.whole, b.digest.whole);
-  EXPECT_EQ(a.digest.chunks, b.digest.chunks);
-  EXPECT_EQ(a.raw.size(), b.raw.size());
-  EXPECT_EQ(a.raw, b.raw);
-}
-
-void expect_same(const CaseCapture& a, const CaseCapture& b) {
-  ASSERT_EQ(a.probes.size(), b.probes.size());
-  for (std::size_t i = 0; i < a.probes.size(); ++i) expect_same(a.probes[i], b.probes[i]);
-  ASSERT_EQ(a.outputs.size(), b.outputs.size());
-  for (std::size_t i = 0; i < a.outputs.size(); ++i) expect_same(a.outputs[i], b.outputs[i]);
-  ASSERT_EQ(a.allocs.size(), b.allocs.size());
-  for (std::size_t i = 0; i < a.allocs.size(); ++i) {
-    const AllocRecord& x = a.allocs[i];
-    const AllocRecord& y = b.allocs[i];
-    EXPECT_EQ(x.seq, y.seq);
-    EXPECT_EQ(x.is_free, y.is_free);
-    EXPECT_EQ(x.buffer, y.buffer);
-    EXPECT_EQ(x.name, y.name);
-    EXPECT_EQ(x.pool, y.pool);
-    EXPECT_EQ(x.bytes, y.bytes);
-    EXPECT_EQ(x.offset, y.offset);
-    EXPECT_EQ(x.stream, y.stream);
-  }
-  ASSERT_EQ(a.ops.size(), b.ops.size());
-  for (std::size_t i = 0; i < a.ops.size(); ++i) {
-    const OpRecord& x = a.ops[i];
-    const OpRecord& y = b.ops[i];
-    EXPECT_EQ(x.seq, y.seq);
-    EXPECT_EQ(x.stream, y.stream);
-    EXPECT_EQ(x.kind, y.kind);
-    EXPECT_EQ(x.name, y.name);
-    EXPECT_EQ(x.reads, y.reads);
-    EXPECT_EQ(x.writes, y.writes);
-    EXPECT_EQ(x.read_spans, y.read_spans);
-    EXPECT_EQ(x.write_spans, y.write_spans);
-    EXPECT_EQ(x.event, y.event);
-  }
-  ASSERT_EQ(a.collectives.size(), b.collectives.size());
-  for (std::size_t i = 0; i < a.collectives.size(); ++i) {
-    const CollectiveRecord& x = a.collectives[i];
-    const CollectiveRecord& y = b.collectives[i];
-    EXPECT_EQ(x.seq, y.seq);
-    EXPECT_EQ(x.kind, y.kind);
-    EXPECT_EQ(x.stream, y.stream);
-    EXPECT_EQ(x.dtype, y.dtype);
-    EXPECT_EQ(x.bytes, y.bytes);
-    EXPECT_EQ(x.root, y.root);
-    EXPECT_EQ(x.op, y.op);
-  }
-  EXPECT_EQ(a.timeline.start_ns, b.timeline.start_ns);
-  EXPECT_EQ(a.timeline.ops, b.timeline.ops);
-  EXPECT_EQ(a.timeline.allocs, b.timeline.allocs);
-}
-
-void expect_same(const CaseDone& a, const CaseDone& b) {
-  EXPECT_EQ(a.execution, b.execution);
-  EXPECT_EQ(a.outcome, b.outcome);
-  EXPECT_EQ(a.error, b.error);
-  EXPECT_EQ(a.reset_ms, b.reset_ms);
-  EXPECT_EQ(a.body_ms, b.body_ms);
-  expect_same(a.capture, b.capture);
-}
-
 template <class T>
 T round_trip_to_rank(const T& msg) {
   const std::string bytes = encode(ToRank{msg});
@@ -284,13 +212,8 @@ TEST(ProtocolRoundTrip, RunCaseWithParamsForEveryPlacement) {
     rc.placement = p;
     rc.timeline = p == Placement::counter;
     const RunCase back = round_trip_to_rank(rc);
-    EXPECT_EQ(back.timeline, rc.timeline);
-    EXPECT_EQ(back.execution, rc.execution);
-    EXPECT_EQ(back.name, rc.name);
-    EXPECT_EQ(back.params, rc.params);
+    EXPECT_EQ(back, rc);
     EXPECT_EQ(back.params.at("nul").size(), 3u);
-    EXPECT_EQ(back.seed, rc.seed);
-    EXPECT_EQ(back.placement, p);
   }
 }
 
@@ -326,7 +249,7 @@ TEST(ProtocolRoundTrip, BootstrapCarriesBinaryIdsAndAbortIsItsOwnMessage) {
 
 TEST(ProtocolRoundTrip, CaseDoneWithCaptures) {
   const CaseDone done = sample_case_done();
-  expect_same(round_trip_from_rank(done), done);
+  EXPECT_EQ(round_trip_from_rank(done), done);
 }
 
 TEST(ProtocolRoundTrip, CaseDoneEveryOutcome) {
@@ -346,14 +269,7 @@ TEST(ProtocolRoundTrip, WatchdogStatus) {
   ws.completed_seq = -1;
   ws.completed_kind = "";
   ws.running = {"stream 1 (compute): kernel scale", "stream 2 (comm): collective all_reduce #7"};
-  const WatchdogStatus back = round_trip_from_rank(ws);
-  EXPECT_EQ(back.execution, ws.execution);
-  EXPECT_EQ(back.phase, ws.phase);
-  EXPECT_EQ(back.entered_seq, ws.entered_seq);
-  EXPECT_EQ(back.entered_kind, ws.entered_kind);
-  EXPECT_EQ(back.completed_seq, ws.completed_seq);
-  EXPECT_EQ(back.completed_kind, ws.completed_kind);
-  EXPECT_EQ(back.running, ws.running);
+  EXPECT_EQ(round_trip_from_rank(ws), ws);
 }
 
 TEST(ProtocolRoundTrip, CatalogWithGridExpectAndTimeout) {
@@ -373,22 +289,7 @@ TEST(ProtocolRoundTrip, CatalogWithGridExpectAndTimeout) {
   b.options.timeout_s = 0;
   b.options.description = "";
   cat.cases = {a, b};
-  const Catalog back = round_trip_from_rank(cat);
-  ASSERT_EQ(back.cases.size(), 2u);
-  for (std::size_t i = 0; i < 2; ++i) {
-    const CaseInfo& x = cat.cases[i];
-    const CaseInfo& y = back.cases[i];
-    EXPECT_EQ(y.name, x.name);
-    EXPECT_EQ(y.options.world_sizes, x.options.world_sizes);
-    ASSERT_EQ(y.options.grid.size(), x.options.grid.size());
-    for (std::size_t g = 0; g < x.options.grid.size(); ++g) {
-      EXPECT_EQ(y.options.grid[g].name, x.options.grid[g].name);
-      EXPECT_EQ(y.options.grid[g].values, x.options.grid[g].values);
-    }
-    EXPECT_EQ(y.options.expect, x.options.expect);
-    EXPECT_EQ(y.options.timeout_s, x.options.timeout_s);
-    EXPECT_EQ(y.options.description, x.options.description);
-  }
+  EXPECT_EQ(round_trip_from_rank(cat), cat);
 }
 
 TEST(ProtocolRoundTrip, EmptyCatalog) {
@@ -411,16 +312,8 @@ Hello sample_hello() {
 
 TEST(Hello, RoundTrip) {
   const Hello h = sample_hello();
-  const Hello back = decode_hello(encode_hello(h));
-  EXPECT_EQ(back.rank, h.rank);
-  EXPECT_EQ(back.world_size, h.world_size);
-  EXPECT_EQ(back.pid, h.pid);
-  EXPECT_EQ(back.backend, h.backend);
-  EXPECT_EQ(back.version, h.version);
-  EXPECT_EQ(back.comm_id, h.comm_id);  // binary bytes, embedded NUL included
-  EXPECT_EQ(back.phases, h.phases);
-  EXPECT_EQ(back.device, 2);
-  EXPECT_EQ(back.gpu, h.gpu);
+  // Every field, comm_id's binary bytes (an embedded NUL) included.
+  EXPECT_EQ(decode_hello(encode_hello(h)), h);
 }
 
 TEST(Hello, StartsWithRawMagicAndVersion) {
@@ -563,9 +456,9 @@ TEST(Frame, EncodedFramesAreWriteFramesOfTheEncodingAndReuseTheBuffer) {
   }
   writer.join();
   ASSERT_EQ(got.size(), msgs.size());
-  expect_same(std::get<CaseDone>(got[0]), big);
+  EXPECT_EQ(std::get<CaseDone>(got[0]), big);
   EXPECT_TRUE(std::holds_alternative<WatchdogStatus>(got[1]));
-  expect_same(std::get<CaseDone>(got[2]), big);
+  EXPECT_EQ(std::get<CaseDone>(got[2]), big);
 }
 
 TEST(Frame, WriteEncodedFrameRefusesBytesThatAreNotOneFrame) {
