@@ -310,6 +310,11 @@ class Context {
   void enqueue_collective(Stream s, CollectiveCall call, const Access& access);
   void capture(bool is_output, std::string name, const Buffer& b, DType dtype,
                std::vector<int64_t> shape, Stream s);
+  /// A probe's or output's record, numbered among its kind's, and its op in the log (on `stream`,
+  /// with `access`): the one place a capture is made, for probe/output and the library's
+  /// captures alike. The hasher fills in its digest.
+  Capture& add_capture(bool is_output, std::string name, DType dtype, std::vector<int64_t> shape,
+                       uint64_t bytes, int stream, const Access& access);
 
   RankState& state_;
   std::string name_;

@@ -17,23 +17,16 @@ void LibraryHooks::capture_memory(bool is_output, std::string name, const std::b
                   is_output ? "output" : "probe", name, bytes, dtype_size(dtype),
                   dtype_name(dtype));
   }
-  std::deque<Capture>& list = is_output ? ctx_.outputs_ : ctx_.probes_;
   if (shape.empty()) shape = {static_cast<int64_t>(bytes / dtype_size(dtype))};
-  Capture& slot = list.emplace_back();
-  slot.seq = static_cast<uint32_t>(list.size() - 1);
-  slot.name = name;
-  slot.dtype = dtype;
-  slot.shape = std::move(shape);
-  slot.bytes = bytes;
-  slot.stream = 0;
-  const char* kind = is_output ? "output" : "probe";
-  ctx_.log_op(0, kind, name, Access{});
+  Capture& slot =
+      ctx_.add_capture(is_output, std::move(name), dtype, std::move(shape), bytes, 0, Access{});
   RankState& state = ctx_.state_;
   if (state.capture) {
     // Stream 0 takes the hash after what the library's stream did so far, and the library's
     // stream goes on only after the hash: a later in-place update cannot reach the bytes early.
     state.backend->follow_native(0, native);
-    state.hasher->enqueue(0, fmt::format("{} {}", kind, name), data, bytes, slot);
+    state.hasher->enqueue(0, fmt::format("{} {}", is_output ? "output" : "probe", slot.name), data,
+                          bytes, slot);
     state.backend->lead_native(native, 0);
     // Host memory the case keeps writing (a CPU tensor) is hashed before the call returns.
     if (!state.backend->device_kernels()) state.backend->synchronize(0);
