@@ -13,8 +13,8 @@ namespace {
 
 // Pool ids, numbered as MemPool.
 // "tensor": memory a case's library allocated (a Python case's torch.empty), its address as the
-// offset (Context::track_memory); "torch_symmetric": such memory in torch's symmetric memory, its
-// place in the rank's symmetric windows as the offset.
+// offset (LibraryHooks::track_memory); "torch_symmetric": such memory in torch's symmetric memory,
+// its place in the rank's symmetric windows as the offset.
 constexpr std::array<std::string_view, 5> kPoolNames{"device", "symmetric", "host", "tensor",
                                                      "torch_symmetric"};
 

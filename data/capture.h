@@ -23,6 +23,7 @@ struct Capture {
   Digest digest;
   std::string raw;  ///< the bytes themselves when bytes <= kRawCaptureLimit
 
+  bool operator==(const Capture&) const = default;
   template <class A>
   void serialize(A& a) {
     a(seq, name, dtype, shape, bytes, stream, digest.whole, digest.chunks, raw);
@@ -43,6 +44,7 @@ struct AllocRecord {
   uint64_t offset = 0;  ///< offset inside the pool's arena
   int32_t stream = 0;
 
+  bool operator==(const AllocRecord&) const = default;
   template <class A>
   void serialize(A& a) {
     a(seq, is_free, buffer, name, pool, bytes, offset, stream);
@@ -86,6 +88,7 @@ struct OpRecord {
   int32_t peer = -1;   ///< put / signal / wait_signal: the other rank; else -1
   uint64_t epoch = 0;  ///< signal: the value it sets; wait_signal: the value it waits for
 
+  bool operator==(const OpRecord&) const = default;
   template <class A>
   void serialize(A& a) {
     a(seq, stream, kind, name, reads, writes, event, read_spans, write_spans, peer, epoch);
@@ -102,6 +105,7 @@ struct CollectiveRecord {
   int32_t root = -1;
   ReduceOp op = ReduceOp::sum;  ///< all_reduce's reduction (sum for every other kind)
 
+  bool operator==(const CollectiveRecord&) const = default;
   template <class A>
   void serialize(A& a) {
     a(seq, kind, stream, dtype, bytes, root, op);
@@ -129,6 +133,7 @@ struct Timeline {
   int64_t start_ns = 0;         ///< the case body's start on this rank
   std::vector<OpTime> ops;      ///< parallel to CaseCapture::ops
   std::vector<int64_t> allocs;  ///< parallel to CaseCapture::allocs: when the host called
+  bool operator==(const Timeline&) const = default;
   bool empty() const { return ops.empty() && allocs.empty(); }
 
   template <class A>
@@ -146,6 +151,7 @@ struct CaseCapture {
   std::vector<CollectiveRecord> collectives;
   Timeline timeline;
 
+  bool operator==(const CaseCapture&) const = default;
   template <class A>
   void serialize(A& a) {
     a(probes, outputs, allocs, ops, collectives, timeline);

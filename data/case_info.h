@@ -21,6 +21,7 @@ struct GridAxis {
   std::string name;
   std::vector<std::string> values;
 
+  bool operator==(const GridAxis&) const = default;
   template <class A>
   void serialize(A& a) {
     a(name, values);
@@ -40,6 +41,8 @@ struct CaseOptions {
   /// allocator_order, uninitialized_read, collective_mismatch) counts against it when that check
   /// misses it (analysis/judgement.cpp). A state leak is named by cpreplay's replays.
   std::string seeded_bug;
+
+  bool operator==(const CaseOptions&) const = default;
 };
 
 /// A case as the catalog lists it.
@@ -47,6 +50,7 @@ struct CaseInfo {
   std::string name;
   CaseOptions options;
 
+  bool operator==(const CaseInfo&) const = default;
   template <class A>
   void serialize(A& a) {
     a(name, options.world_sizes, options.grid, options.expect, options.timeout_s,
@@ -69,6 +73,8 @@ struct CaseInstance {
   Params params;
   int world_size = 1;
   uint64_t seed = 0;  ///< from the label: stable across runs and machines; <= kMaxSeed
+
+  bool operator==(const CaseInstance&) const = default;
   /// "name{k=v,k2=v2}@w" (the braces only when there are parameters). Filters match this.
   std::string label() const;
 };

@@ -44,6 +44,7 @@ struct RankResult {
   double body_ms = 0;
   CaseCapture capture;
 
+  bool operator==(const RankResult&) const = default;
   template <class A>
   void serialize(A& a) {
     a(execution, outcome, error, reset_ms, body_ms, capture);
@@ -60,6 +61,7 @@ struct WatchdogStatus {
   std::string completed_kind;
   std::vector<std::string> running;  ///< "stream <id> (<name>): <op label>" per busy stream
 
+  bool operator==(const WatchdogStatus&) const = default;
   template <class A>
   void serialize(A& a) {
     a(execution, phase, entered_seq, entered_kind, completed_seq, completed_kind, running);
@@ -70,6 +72,7 @@ struct WatchdogStatus {
 struct ExitInfo {
   int exit_code = -1;  ///< valid when signal == 0
   int signal = 0;      ///< terminating signal, 0 when it exited
+  bool operator==(const ExitInfo&) const = default;
   template <class A>
   void serialize(A& a) {
     a(exit_code, signal);
@@ -89,6 +92,8 @@ struct RankReport {
   /// A rank without a result: the collectives it had entered, from its flight record
   /// (data/flight_record.h). Empty for a rank that reported (its capture has them).
   std::vector<CollectiveRecord> entered;
+
+  bool operator==(const RankReport&) const = default;
 };
 
 /// One execution of one case instance: every rank's report and the judgement of the whole.
@@ -126,6 +131,8 @@ struct ExecutionResult {
   /// The stop descriptor ended (or prevented) this execution: its status is `error` and it
   /// says nothing about the case. Callers stop their loop and should not count it.
   bool interrupted = false;
+
+  bool operator==(const ExecutionResult&) const = default;
 };
 
 /// ExecutionResult::collectives values.

@@ -55,6 +55,8 @@ class FlightRecorder {
 struct FlightLog {
   std::vector<CollectiveRecord> entered;
   std::vector<int64_t> entered_ns;
+
+  bool operator==(const FlightLog&) const = default;
 };
 
 /// The collectives the record at `path` holds for `execution` (at most the last kFlightSlots);

@@ -36,6 +36,7 @@ struct LaunchOptions {
   /// empty: the temp directory, which only ranks on this host see.
   std::string shared_dir;
 
+  bool operator==(const LaunchOptions&) const = default;
   bool over_tcp() const { return kind != LauncherKind::local; }
   /// Whether every rank runs on the controller's host: mpirun without hosts, neither in
   /// --hosts nor in a host option passed through --launcher-arg (--host, -H, --hostfile,

@@ -39,6 +39,7 @@ struct Perturbation {
   /// order, before the case can touch it (uninitialized reads then read the pattern).
   uint64_t poison = 0;
 
+  bool operator==(const Perturbation&) const = default;
   bool any() const {
     return delay_seed != 0 || !delay_ops.empty() || one_stream || !sync_after.empty() ||
            poison != 0;

@@ -8,6 +8,7 @@
 #include "python/native/unseen_work.h"
 #include "recorder/api/case.h"
 #include "recorder/api/context.h"
+#include "recorder/api/library_hooks.h"
 #include "recorder/protocol/protocol.h"
 #include "recorder/rank/worker.h"
 #include "runtime/dtype.h"
@@ -59,76 +60,79 @@ void CaseContext::capture(bool is_output, const std::string& name, uint64_t addr
                           const std::string& dtype, std::vector<int64_t> shape,
                           uint64_t native_stream) {
   const SeenScope own_work;  // the hash kernels are cprr's
-  ctx_.capture_memory(is_output, name, reinterpret_cast<const std::byte*>(address), bytes,
-                      dtype_of(dtype), std::move(shape), reinterpret_cast<void*>(native_stream));
+  LibraryHooks(ctx_).capture_memory(is_output, name, reinterpret_cast<const std::byte*>(address),
+                                    bytes, dtype_of(dtype), std::move(shape),
+                                    reinterpret_cast<void*>(native_stream));
 }
 
 uint64_t CaseContext::enter_collective(const std::string& kind, const std::string& dtype,
                                        uint64_t bytes, int root, const std::string& op,
                                        int stream) {
-  return ctx_.enter_collective(kind, dtype_of(dtype), bytes, root, op_of(op), stream);
+  return LibraryHooks(ctx_).enter_collective(kind, dtype_of(dtype), bytes, root, op_of(op), stream);
 }
 
-void CaseContext::complete_collective(uint64_t seq) { ctx_.complete_collective(seq); }
+void CaseContext::complete_collective(uint64_t seq) { LibraryHooks(ctx_).complete_collective(seq); }
 
 void CaseContext::note_p2p(const std::string& kind, int peer, const std::string& dtype,
                            uint64_t bytes) {
-  ctx_.note_p2p(kind, peer, dtype_of(dtype), bytes);
+  LibraryHooks(ctx_).note_p2p(kind, peer, dtype_of(dtype), bytes);
 }
 
 uint32_t CaseContext::track(const std::string& name, uint64_t address, uint64_t bytes, bool device,
                             uint64_t native_stream, int64_t written_by, int64_t symmetric_offset) {
   const SeenScope own_work;  // a replay's poison is cprr's
-  return ctx_.track_memory(name, reinterpret_cast<std::byte*>(address), bytes, device,
-                           reinterpret_cast<void*>(native_stream), written_by,
-                           symmetric_offset < 0
-                               ? std::nullopt
-                               : std::optional<uint64_t>(static_cast<uint64_t>(symmetric_offset)));
+  return LibraryHooks(ctx_).track_memory(
+      name, reinterpret_cast<std::byte*>(address), bytes, device,
+      reinterpret_cast<void*>(native_stream), written_by,
+      symmetric_offset < 0 ? std::nullopt
+                           : std::optional<uint64_t>(static_cast<uint64_t>(symmetric_offset)));
 }
 
-void CaseContext::untrack(uint32_t buffer, int stream) { ctx_.untrack_memory(buffer, stream); }
+void CaseContext::untrack(uint32_t buffer, int stream) {
+  LibraryHooks(ctx_).untrack_memory(buffer, stream);
+}
 
 std::pair<uint64_t, bool> CaseContext::library_op(const std::string& kind, const std::string& name,
                                                   int stream, uint64_t native_stream,
                                                   const std::vector<Touch>& reads,
                                                   const std::vector<Touch>& writes) {
   const auto convert = [](const std::vector<Touch>& in) {
-    std::vector<Context::Touch> out;
+    std::vector<LibraryHooks::Touch> out;
     out.reserve(in.size());
     for (const auto& [buffer, offset, bytes] : in) {
-      out.push_back(Context::Touch{buffer, ByteSpan{offset, bytes}});
+      out.push_back(LibraryHooks::Touch{buffer, ByteSpan{offset, bytes}});
     }
     return out;
   };
   const SeenScope own_work;  // a replay's delay is cprr's
   std::optional<void*> native;
   if (native_stream != kNoNativeStream) native = reinterpret_cast<void*>(native_stream);
-  const Context::LibraryOp op =
-      ctx_.library_op(kind, name, stream, native, convert(reads), convert(writes));
+  const LibraryHooks::LibraryOp op =
+      LibraryHooks(ctx_).library_op(kind, name, stream, native, convert(reads), convert(writes));
   return {op.seq, op.sync_after};
 }
 
 void CaseContext::library_order(const std::string& kind, const std::string& name, int stream,
                                 int64_t event) {
-  ctx_.library_order(kind, name, stream, event);
+  LibraryHooks(ctx_).library_order(kind, name, stream, event);
 }
 
 void CaseContext::synchronize_library() {
   const SeenScope own_work;
-  ctx_.synchronize_library();
+  LibraryHooks(ctx_).synchronize_library();
 }
 
-void CaseContext::note_unseen(const std::string& what) { ctx_.library_unseen(what); }
+void CaseContext::note_unseen(const std::string& what) { LibraryHooks(ctx_).library_unseen(what); }
 
 std::vector<uint64_t> CaseContext::torch_released() {
   if (!torch_allocator_used()) return {};
-  return ctx_.library_memory().take_released();
+  return LibraryHooks(ctx_).library_memory().take_released();
 }
 
 void CaseContext::torch_record_stream(uint64_t address, uint64_t native_stream) {
   if (!torch_allocator_used()) return;
-  ctx_.library_memory().record_stream(reinterpret_cast<std::byte*>(address),
-                                      reinterpret_cast<void*>(native_stream));
+  LibraryHooks(ctx_).library_memory().record_stream(reinterpret_cast<std::byte*>(address),
+                                                    reinterpret_cast<void*>(native_stream));
 }
 
 Allocation CaseContext::alloc(const std::string& name, uint64_t bytes, const std::string& pool) {
@@ -161,7 +165,7 @@ void add_case(CaseSpec spec, Body body) {
   o.seeded_bug = std::move(spec.seeded_bug);
   register_case(std::move(spec.name), std::move(o), [body = std::move(body)](Context& ctx) {
     // torch's allocations during the case come from its arena (torch_allocator.h).
-    if (torch_allocator_used()) ctx.library_memory().serve();
+    if (torch_allocator_used()) LibraryHooks(ctx).library_memory().serve();
     CaseContext handle(ctx);
     const std::string failed = body(handle);
     if (!failed.empty()) throw CaseFailure(failed);

@@ -58,12 +58,13 @@ class CaseContext {
   /// NCCL process group can too; false on cpu and where ranks share a GPU.
   bool nccl() const;
 
-  /// Hashes `bytes` at `address` as an output or probe (Context::capture_memory). `dtype` is a
+  /// Hashes `bytes` at `address` as an output or probe (LibraryHooks::capture_memory). `dtype` is a
   /// cprr dtype name (u8, i8, i16, i32, i64, f16, bf16, f32, f64); `native_stream` a
   /// cudaStream_t (0: the legacy stream) for device memory.
   void capture(bool is_output, const std::string& name, uint64_t address, uint64_t bytes,
                const std::string& dtype, std::vector<int64_t> shape, uint64_t native_stream);
-  /// Context::enter_collective; `op` is sum | max | min; `stream` an op-log stream (library_op).
+  /// LibraryHooks::enter_collective; `op` is sum | max | min; `stream` an op-log stream
+  /// (library_op).
   uint64_t enter_collective(const std::string& kind, const std::string& dtype, uint64_t bytes,
                             int root, const std::string& op, int stream);
   void complete_collective(uint64_t seq);
@@ -73,24 +74,24 @@ class CaseContext {
   using Touch = std::tuple<uint32_t, uint64_t, uint64_t>;
   /// A native_stream value that is no cudaStream_t (0 is the legacy stream).
   static constexpr uint64_t kNoNativeStream = ~uint64_t{0};
-  /// Context::track_memory: a tensor of the case; `written_by` the op (seq) that made and wrote
-  /// it, -1 for an unwritten one (torch.empty). `symmetric_offset` >= 0: the tensor is in torch's
-  /// symmetric memory at that place in the rank's windows (pool "torch_symmetric").
+  /// LibraryHooks::track_memory: a tensor of the case; `written_by` the op (seq) that made and
+  /// wrote it, -1 for an unwritten one (torch.empty). `symmetric_offset` >= 0: the tensor is in
+  /// torch's symmetric memory at that place in the rank's windows (pool "torch_symmetric").
   uint32_t track(const std::string& name, uint64_t address, uint64_t bytes, bool device,
                  uint64_t native_stream, int64_t written_by, int64_t symmetric_offset = -1);
-  /// Context::untrack_memory: the tensor's memory went back to its allocator.
+  /// LibraryHooks::untrack_memory: the tensor's memory went back to its allocator.
   void untrack(uint32_t buffer, int stream);
-  /// Context::library_op: a torch op about to be issued on op-log stream `stream` (-1: the host),
-  /// which runs on `native_stream` (kNoNativeStream: a stream the caller models, with none
+  /// LibraryHooks::library_op: a torch op about to be issued on op-log stream `stream` (-1: the
+  /// host), which runs on `native_stream` (kNoNativeStream: a stream the caller models, with none
   /// behind it). Returns (its seq, whether to synchronize_library() after it).
   std::pair<uint64_t, bool> library_op(const std::string& kind, const std::string& name, int stream,
                                        uint64_t native_stream, const std::vector<Touch>& reads,
                                        const std::vector<Touch>& writes);
-  /// Context::library_order: record | wait | sync.
+  /// LibraryHooks::library_order: record | wait | sync.
   void library_order(const std::string& kind, const std::string& name, int stream, int64_t event);
-  /// Context::synchronize_library.
+  /// LibraryHooks::synchronize_library.
   void synchronize_library();
-  /// Context::library_unseen.
+  /// LibraryHooks::library_unseen.
   void note_unseen(const std::string& what);
 
   /// Addresses of torch's memory that went back to cprr's arena since the last call (cprr as

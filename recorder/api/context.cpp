@@ -1,6 +1,6 @@
 // Context, the core: buffers, streams, events, launches, native work, one-sided ops and the end of
 // a case. Collectives and captures are context_capture.cpp; what a case's own library reports
-// (Python cases) is context_library.cpp.
+// (Python cases) is library_hooks.cpp.
 #include "recorder/api/context.h"
 
 #include <algorithm>
@@ -15,6 +15,30 @@
 #endif
 
 namespace cprr {
+
+void ForeignProgress::reset() {
+  std::lock_guard lock(mu_);
+  progress_.reset();
+}
+
+void ForeignProgress::enter(uint64_t seq, const std::string& kind) {
+  std::lock_guard lock(mu_);
+  if (!progress_) progress_.emplace();
+  progress_->entered_seq = static_cast<int64_t>(seq);
+  progress_->entered_kind = kind;
+}
+
+void ForeignProgress::complete(uint64_t seq, const std::string& kind) {
+  std::lock_guard lock(mu_);
+  if (!progress_) progress_.emplace();
+  progress_->completed_seq = static_cast<int64_t>(seq);
+  progress_->completed_kind = kind;
+}
+
+std::optional<CollectiveProgress> ForeignProgress::get() const {
+  std::lock_guard lock(mu_);
+  return progress_;
+}
 
 Buffer Buffer::slice(uint64_t offset, uint64_t len) const {
   if (offset > bytes || len > bytes - offset) {

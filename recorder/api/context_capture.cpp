@@ -119,21 +119,30 @@ void Context::output(std::string name, const Buffer& b, DType dtype, std::vector
 
 void Context::capture(bool is_output, std::string name, const Buffer& b, DType dtype,
                       std::vector<int64_t> shape, Stream s) {
-  std::deque<Capture>& list = is_output ? outputs_ : probes_;
   if (shape.empty()) shape = {static_cast<int64_t>(elements(b, dtype, name.c_str()))};
+  Capture& slot = add_capture(is_output, std::move(name), dtype, std::move(shape), b.bytes, s.id,
+                              Access{{b}, {}});
+  // Hashing runs when the stream reaches this point, so a probe sees exactly what later ops see.
+  if (state_.capture) {
+    state_.hasher->enqueue(s.id, fmt::format("{} {}", is_output ? "output" : "probe", slot.name),
+                           b.ptr, b.bytes, slot);
+  }
+  issued();
+}
+
+Capture& Context::add_capture(bool is_output, std::string name, DType dtype,
+                              std::vector<int64_t> shape, uint64_t bytes, int stream,
+                              const Access& access) {
+  std::deque<Capture>& list = is_output ? outputs_ : probes_;
   Capture& slot = list.emplace_back();
   slot.seq = static_cast<uint32_t>(list.size() - 1);
-  slot.name = name;
+  slot.name = std::move(name);
   slot.dtype = dtype;
   slot.shape = std::move(shape);
-  slot.bytes = b.bytes;
-  slot.stream = s.id;
-  const char* kind = is_output ? "output" : "probe";
-  log_op(s.id, kind, name, Access{{b}, {}});
-  // Hashing runs when the stream reaches this point, so a probe sees exactly what later ops see.
-  if (state_.capture)
-    state_.hasher->enqueue(s.id, fmt::format("{} {}", kind, name), b.ptr, b.bytes, slot);
-  issued();
+  slot.bytes = bytes;
+  slot.stream = stream;
+  log_op(stream, is_output ? "output" : "probe", slot.name, access);
+  return slot;
 }
 
 }  // namespace cprr

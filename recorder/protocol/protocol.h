@@ -61,6 +61,7 @@ struct Hello {
   int32_t device = -1;
   std::string gpu;
 
+  bool operator==(const Hello&) const = default;
   template <class A>
   void serialize(A& a) {
     a(rank, world_size, pid, backend, version, comm_id, phases, device, gpu);
@@ -79,6 +80,7 @@ struct RunCase {
   Perturbation perturbation;  ///< what a replay changes to confirm a race; empty when recording
   bool timeline = false;      ///< time every op (CaseCapture::timeline) for a trace
 
+  bool operator==(const RunCase&) const = default;
   template <class A>
   void serialize(A& a) {
     a(execution, name, params, seed, placement, perturbation, timeline);
@@ -88,6 +90,7 @@ struct RunCase {
 /// Ask the rank's watchdog what it is doing (answered even while the case body is stuck).
 struct StatusQuery {
   uint64_t execution = 0;
+  bool operator==(const StatusQuery&) const = default;
   template <class A>
   void serialize(A& a) {
     a(execution);
@@ -96,6 +99,7 @@ struct StatusQuery {
 
 /// Leave the command loop and exit 0.
 struct Shutdown {
+  bool operator==(const Shutdown&) const = default;
   template <class A>
   void serialize(A&) {}
 };
@@ -105,6 +109,7 @@ struct Shutdown {
 struct Bootstrap {
   std::string comm_id;
   std::string transport;
+  bool operator==(const Bootstrap&) const = default;
   template <class A>
   void serialize(A& a) {
     a(comm_id, transport);
@@ -115,6 +120,7 @@ struct Bootstrap {
 /// communicator (ncclCommAbort), so stuck collectives end, and the rank exits. Handled even while
 /// the case body is stuck.
 struct Abort {
+  bool operator==(const Abort&) const = default;
   template <class A>
   void serialize(A&) {}
 };
@@ -125,11 +131,14 @@ using ToRank = std::variant<RunCase, StatusQuery, Shutdown, Bootstrap, Abort>;
 
 /// A rank's result for one execution: the wire form of the plain RankResult
 /// (data/execution.h), which is what the controller keeps.
-struct CaseDone : RankResult {};
+struct CaseDone : RankResult {
+  bool operator==(const CaseDone&) const = default;
+};
 
 /// The worker's registered cases (sent instead of running cases when started with --catalog).
 struct Catalog {
   std::vector<CaseInfo> cases;
+  bool operator==(const Catalog&) const = default;
   template <class A>
   void serialize(A& a) {
     a(cases);
@@ -142,6 +151,7 @@ struct Connected {
   std::string error;                 ///< empty on success
   std::string symmetric_pool;        ///< on success: Backend::symmetric_pool()
   std::vector<StartupPhase> phases;  ///< how long each step of joining the communicator took
+  bool operator==(const Connected&) const = default;
   template <class A>
   void serialize(A& a) {
     a(error, symmetric_pool, phases);
@@ -177,6 +187,7 @@ struct Handshake {
   std::string host;  ///< the rank's host name, for messages
   int32_t pid = 0;   ///< the supervisor's pid on that host
 
+  bool operator==(const Handshake&) const = default;
   template <class A>
   void serialize(A& a) {
     a(token, world, rank, world_size, channel, host, pid);
@@ -190,6 +201,7 @@ struct Welcome {
   /// WorldConfig's, with NCCL_NVLS_ENABLE=0), the same as a local rank's.
   std::vector<std::pair<std::string, std::string>> env;
 
+  bool operator==(const Welcome&) const = default;
   template <class A>
   void serialize(A& a) {
     a(error, env);
@@ -199,6 +211,7 @@ struct Welcome {
 /// Controller -> supervisor: send `signal` to the rank's process group (TERM, then KILL).
 struct SignalRank {
   int32_t signal = 0;
+  bool operator==(const SignalRank&) const = default;
   template <class A>
   void serialize(A& a) {
     a(signal);
@@ -208,6 +221,7 @@ struct SignalRank {
 /// Supervisor -> controller: how the rank process ended (what waitpid said on its host).
 struct RankExited {
   ExitInfo exit;
+  bool operator==(const RankExited&) const = default;
   template <class A>
   void serialize(A& a) {
     a(exit);

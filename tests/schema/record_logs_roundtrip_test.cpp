@@ -100,7 +100,7 @@ TEST(RecordLogsRoundTrip, EveryRankAndEveryLogComesBackExactly) {
   const auto execs = RecordReader(db.path()).executions(case_id);
   ASSERT_EQ(execs.size(), 1u);
   const ExecutionResult want = as_stored(written, id, inst);
-  expect_same(want, execs[0].result);
+  EXPECT_EQ(want, execs[0].result);
   // The edges as_stored documents, spelled out.
   const ExecutionResult& got = execs[0].result;
   ASSERT_EQ(got.ranks.size(), 5u);
@@ -187,7 +187,7 @@ TEST(RecordLogsRoundTrip, OneReaderReadsManyExecutionsAndStaysUsable) {
       const auto execs = reader.executions(ids[i]);
       ASSERT_EQ(execs.size(), 2u);
       for (std::size_t e = 0; e < 2; ++e) {
-        expect_same(as_stored(written[i][e].second, written[i][e].first, plan[i]), execs[e].result);
+        EXPECT_EQ(as_stored(written[i][e].second, written[i][e].first, plan[i]), execs[e].result);
       }
       EXPECT_EQ(reader.predecessors(execs[1]).size(), i);
     }

@@ -158,12 +158,12 @@ TEST(StoreMigration, AVersionOneFileIsReadAsItIsAndMigratedWhenOpenedForWriting)
     const auto cases = reader.cases();
     ASSERT_EQ(cases.size(), plan.size());
     for (std::size_t i = 0; i < plan.size(); ++i) {
-      expect_same(plan[i], cases[i].instance);
+      EXPECT_EQ(as_stored(plan[i]), cases[i].instance);
       EXPECT_FALSE(cases[i].judgement.has_value());
     }
     const auto execs = reader.executions(ids[0]);
     ASSERT_EQ(execs.size(), 1u);
-    expect_same(as_stored(written, exec_id, plan[0]), execs[0].result);
+    EXPECT_EQ(as_stored(written, exec_id, plan[0]), execs[0].result);
   };
 
   // Read-only: read as it is; the file stays at version 1 (a reader never writes).
@@ -237,14 +237,14 @@ TEST(StoreMigration, AVersionNineFileReadsItsBackendsTransportAndGainsItsColumns
     SCOPED_TRACE(when);
     const auto execs = RecordReader(v9).executions(case_id);
     ASSERT_EQ(execs.size(), 1u);
-    expect_same(want, execs[0].result);
+    EXPECT_EQ(want, execs[0].result);
   };
   read("read-only, as it is");
   EXPECT_EQ(count(v9, "PRAGMA user_version"), 9);
   EXPECT_EQ(Database::open(v9, Database::Mode::read_write).schema_version(), kSchemaVersion);
   EXPECT_EQ(schema_of(v9), schema_of(v10));
   read("after the migration");
-  expect_same(as_stored(written, exec_id, inst), RecordReader(v10).executions(case_id)[0].result);
+  EXPECT_EQ(as_stored(written, exec_id, inst), RecordReader(v10).executions(case_id)[0].result);
 }
 
 // A migration that fails part-way (here its last step: the column already exists) leaves the

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "recorder/api/context.h"
+#include "recorder/api/library_hooks.h"
 #include "tests/recorder/api/context_support.h"
 
 namespace cprr {
@@ -31,7 +32,7 @@ TEST(LibraryMemory, ServesOnlyWhileACaseRunsAndFromTheDeviceArena) {
   std::byte* p = nullptr;
   {
     Context ctx = make_case(state);
-    LibraryMemory& memory = ctx.library_memory();
+    LibraryMemory& memory = LibraryHooks(ctx).library_memory();
     p = memory.allocate(1000, stream_a());
     ASSERT_NE(p, nullptr);
     EXPECT_GE(p, base);
@@ -56,7 +57,7 @@ TEST(LibraryMemory, FreedMemoryServesItsOwnStreamUntilTheNextCase) {
   std::byte* a = nullptr;
   {
     Context ctx = make_case(state);
-    LibraryMemory& memory = ctx.library_memory();
+    LibraryMemory& memory = LibraryHooks(ctx).library_memory();
     a = memory.allocate(4096, stream_a());
     std::byte* guard = memory.allocate(256, stream_a());
     ASSERT_TRUE(memory.release(a));
@@ -73,7 +74,7 @@ TEST(LibraryMemory, FreedMemoryServesItsOwnStreamUntilTheNextCase) {
   }
   // The next case starts with the device idle: the block is anyone's.
   Context next = make_case(state);
-  EXPECT_EQ(next.library_memory().allocate(4096, stream_b()), a);
+  EXPECT_EQ(LibraryHooks(next).library_memory().allocate(4096, stream_b()), a);
 }
 
 TEST(LibraryMemory, TheCasePlacementPolicyPlacesTheLibrarysMemory) {
@@ -82,7 +83,7 @@ TEST(LibraryMemory, TheCasePlacementPolicyPlacesTheLibrarysMemory) {
   auto second_address = [](Placement placement) {
     RankState state = test::make_state();
     Context ctx = make_case(state, placement);
-    LibraryMemory& memory = ctx.library_memory();
+    LibraryMemory& memory = LibraryHooks(ctx).library_memory();
     std::byte* first = memory.allocate(512, nullptr);
     memory.allocate(512, nullptr);
     memory.release(first);
@@ -96,7 +97,7 @@ TEST(LibraryMemory, TheCasePlacementPolicyPlacesTheLibrarysMemory) {
 TEST(LibraryMemory, ReportsFreesDuringTheCaseInOrderAndForgetsThemAtItsEnd) {
   RankState state = test::make_state();
   Context ctx = make_case(state);
-  LibraryMemory& memory = ctx.library_memory();
+  LibraryMemory& memory = LibraryHooks(ctx).library_memory();
   std::byte* x = memory.allocate(100, stream_a());
   std::byte* y = memory.allocate(100, stream_b());
   std::byte* z = memory.allocate(100, stream_a());
@@ -115,7 +116,7 @@ TEST(LibraryMemory, ReportsFreesDuringTheCaseInOrderAndForgetsThemAtItsEnd) {
 TEST(LibraryMemory, AFullArenaAnswersNullAndSaysSo) {
   RankState state = test::make_state();
   Context ctx = make_case(state);
-  LibraryMemory& memory = ctx.library_memory();
+  LibraryMemory& memory = LibraryHooks(ctx).library_memory();
   EXPECT_FALSE(memory.full());
   EXPECT_EQ(memory.allocate(state.backend->arena_capacity(MemPool::device) + 1, nullptr), nullptr);
   EXPECT_TRUE(memory.full());
@@ -126,7 +127,7 @@ TEST(LibraryMemory, ServingEndsWithTheInstance) {
   RankState state = test::make_state();
   {
     Context ctx = make_case(state);
-    ctx.library_memory().serve();
+    LibraryHooks(ctx).library_memory().serve();
     EXPECT_EQ(LibraryMemory::serving(), state.library.get());
   }
   state.library.reset();

@@ -1,7 +1,9 @@
-// Context's calls for a case's own library (a Python case's torch ops), in-process on a
+// LibraryHooks: a case's own library (a Python case's torch ops) in its Context, in-process on a
 // world-of-one CPU backend: ops on the library's streams with their byte spans, tensors made and
 // written by an op, frees, ordering ops, a replay's sync requests, and what the race check makes
 // of such a log.
+#include "recorder/api/library_hooks.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -27,18 +29,19 @@ std::size_t races_in(const CaseCapture& c) {
   return check_happens_before(ops_from_captures({&c})).race_count;
 }
 
-TEST(ContextLibrary, OpsLogTheirStreamKindAndSpansAndMadeTensorsJoinTheirWrites) {
+TEST(LibraryHooks, OpsLogTheirStreamKindAndSpansAndMadeTensorsJoinTheirWrites) {
   RankState state = make_state();
   Context ctx(state, "lib", {}, 1, Placement::best_fit);
+  LibraryHooks hooks(ctx);
   std::vector<std::byte> memory(64);
-  const uint32_t a = ctx.track_memory("a", memory.data(), 32, false);
-  const Context::LibraryOp made =
-      ctx.library_op("kernel", "aten.mul", 3, nullptr, {{a, ByteSpan{8, 8}}}, {});
-  const uint32_t b =
-      ctx.track_memory("b", memory.data() + 32, 32, false, nullptr, static_cast<int64_t>(made.seq));
-  const Context::LibraryOp host =
-      ctx.library_op("host", "aten.fill_", -1, nullptr, {}, {{a, ByteSpan{0, 32}}});
-  ctx.untrack_memory(b, 3);
+  const uint32_t a = hooks.track_memory("a", memory.data(), 32, false);
+  const LibraryHooks::LibraryOp made =
+      hooks.library_op("kernel", "aten.mul", 3, nullptr, {{a, ByteSpan{8, 8}}}, {});
+  const uint32_t b = hooks.track_memory("b", memory.data() + 32, 32, false, nullptr,
+                                        static_cast<int64_t>(made.seq));
+  const LibraryHooks::LibraryOp host =
+      hooks.library_op("host", "aten.fill_", -1, nullptr, {}, {{a, ByteSpan{0, 32}}});
+  hooks.untrack_memory(b, 3);
   ctx.drain();
   const CaseCapture c = ctx.finish();
 
@@ -64,14 +67,15 @@ TEST(ContextLibrary, OpsLogTheirStreamKindAndSpansAndMadeTensorsJoinTheirWrites)
   EXPECT_EQ(c.allocs[2].stream, 3);
 }
 
-TEST(ContextLibrary, TorchSymmetricMemoryIsLoggedAtItsPlaceInTheWindowsAndFreedLikeATensor) {
+TEST(LibraryHooks, TorchSymmetricMemoryIsLoggedAtItsPlaceInTheWindowsAndFreedLikeATensor) {
   RankState state = make_state();
   Context ctx(state, "lib", {}, 1, Placement::best_fit);
+  LibraryHooks hooks(ctx);
   std::vector<std::byte> memory(64);
-  const uint32_t s = ctx.track_memory("s", memory.data(), 64, false, nullptr, -1, 2097152);
-  const Context::LibraryOp reads =
-      ctx.library_op("kernel", "aten.sum", 0, nullptr, {{s, ByteSpan{0, 64}}}, {});
-  ctx.untrack_memory(s, 0);
+  const uint32_t s = hooks.track_memory("s", memory.data(), 64, false, nullptr, -1, 2097152);
+  const LibraryHooks::LibraryOp reads =
+      hooks.library_op("kernel", "aten.sum", 0, nullptr, {{s, ByteSpan{0, 64}}}, {});
+  hooks.untrack_memory(s, 0);
   ctx.drain();
   const CaseCapture c = ctx.finish();
   ASSERT_EQ(c.allocs.size(), 2u);
@@ -85,56 +89,60 @@ TEST(ContextLibrary, TorchSymmetricMemoryIsLoggedAtItsPlaceInTheWindowsAndFreedL
   EXPECT_EQ(u->pool, "torch_symmetric");
 }
 
-TEST(ContextLibrary, BadTracksFreesAndOrderingOpsAreCaseFailures) {
+TEST(LibraryHooks, BadTracksFreesAndOrderingOpsAreCaseFailures) {
   RankState state = make_state();
   Context ctx(state, "lib", {}, 1, Placement::best_fit);
+  LibraryHooks hooks(ctx);
   std::vector<std::byte> memory(16);
-  EXPECT_THAT(case_failure_of([&] { ctx.track_memory("t", memory.data(), 16, false, nullptr, 0); }),
-              HasSubstr("op #0, which is not logged yet"));
-  EXPECT_THAT(case_failure_of([&] { ctx.untrack_memory(9, 0); }), HasSubstr("buffer 9"));
-  const uint32_t t = ctx.track_memory("t", memory.data(), 16, false);
-  ctx.untrack_memory(t, 0);
-  EXPECT_THAT(case_failure_of([&] { ctx.untrack_memory(t, 0); }), HasSubstr("still live"));
-  EXPECT_THAT(case_failure_of([&] { ctx.library_order("launch", "x", 0, 1); }),
+  EXPECT_THAT(
+      case_failure_of([&] { hooks.track_memory("t", memory.data(), 16, false, nullptr, 0); }),
+      HasSubstr("op #0, which is not logged yet"));
+  EXPECT_THAT(case_failure_of([&] { hooks.untrack_memory(9, 0); }), HasSubstr("buffer 9"));
+  const uint32_t t = hooks.track_memory("t", memory.data(), 16, false);
+  hooks.untrack_memory(t, 0);
+  EXPECT_THAT(case_failure_of([&] { hooks.untrack_memory(t, 0); }), HasSubstr("still live"));
+  EXPECT_THAT(case_failure_of([&] { hooks.library_order("launch", "x", 0, 1); }),
               HasSubstr("not record, wait or sync"));
-  EXPECT_THAT(case_failure_of([&] { ctx.library_order("record", "x", -1, 1); }),
+  EXPECT_THAT(case_failure_of([&] { hooks.library_order("record", "x", -1, 1); }),
               HasSubstr("needs a stream and an event"));
-  EXPECT_THAT(case_failure_of([&] { ctx.library_order("wait", "x", 0, -1); }),
+  EXPECT_THAT(case_failure_of([&] { hooks.library_order("wait", "x", 0, -1); }),
               HasSubstr("needs an event"));
   ctx.drain();
   ctx.finish();
 }
 
-TEST(ContextLibrary, AReplaysSyncAfterNamesTheOpsTheCallerMustSynchronizeAfter) {
+TEST(LibraryHooks, AReplaysSyncAfterNamesTheOpsTheCallerMustSynchronizeAfter) {
   RankState state = make_state();
   Perturbation p;
   p.sync_after = {OpSite{0, 1}, OpSite{1, 2}};  // op #1 of this rank; op #2 of another rank
   Context ctx(state, "lib", {}, 1, Placement::best_fit, 0, p);
+  LibraryHooks hooks(ctx);
   std::vector<bool> sync;
   for (int i = 0; i < 3; ++i)
-    sync.push_back(ctx.library_op("kernel", "op", 0, nullptr, {}, {}).sync_after);
+    sync.push_back(hooks.library_op("kernel", "op", 0, nullptr, {}, {}).sync_after);
   EXPECT_EQ(sync, (std::vector<bool>{false, true, false}));
-  ctx.synchronize_library();  // the cpu backend waits for its streams
+  hooks.synchronize_library();  // the cpu backend waits for its streams
   ctx.drain();
   ctx.finish();
 
   Perturbation serial;
   serial.one_stream = true;
   Context every(state, "lib", {}, 1, Placement::best_fit, 0, serial);
-  EXPECT_TRUE(every.library_op("kernel", "op", 0, nullptr, {}, {}).sync_after);
+  EXPECT_TRUE(LibraryHooks(every).library_op("kernel", "op", 0, nullptr, {}, {}).sync_after);
   every.drain();
   every.finish();
 }
 
-TEST(ContextLibrary, OnlyUnwrittenTensorsArePoisoned) {
+TEST(LibraryHooks, OnlyUnwrittenTensorsArePoisoned) {
   RankState state = make_state();
   Perturbation p;
   p.poison = 0xABABABABABABABABull;
   Context ctx(state, "lib", {}, 1, Placement::best_fit, 0, p);
+  LibraryHooks hooks(ctx);
   std::vector<std::byte> empty(16, std::byte{0}), made(16, std::byte{7});
-  ctx.track_memory("empty", empty.data(), 16, false);
-  const uint64_t seq = ctx.library_op("kernel", "aten.ones", 0, nullptr, {}, {}).seq;
-  ctx.track_memory("made", made.data(), 16, false, nullptr, static_cast<int64_t>(seq));
+  hooks.track_memory("empty", empty.data(), 16, false);
+  const uint64_t seq = hooks.library_op("kernel", "aten.ones", 0, nullptr, {}, {}).seq;
+  hooks.track_memory("made", made.data(), 16, false, nullptr, static_cast<int64_t>(seq));
   EXPECT_EQ(empty[0], std::byte{0xAB});
   EXPECT_EQ(made[0], std::byte{7});  // its op wrote it: poisoning it would undo that
   ctx.drain();
@@ -143,33 +151,35 @@ TEST(ContextLibrary, OnlyUnwrittenTensorsArePoisoned) {
 
 // A library's stream 1 writes a tensor stream 0 then reads: a race, unless an event recorded on
 // stream 1 is waited for on stream 0; memory reused after a free is the same bytes.
-TEST(ContextLibrary, TheRaceCheckOrdersLibraryOpsByTheirEventsWaitsAndSyncs) {
+TEST(LibraryHooks, TheRaceCheckOrdersLibraryOpsByTheirEventsWaitsAndSyncs) {
   std::vector<std::byte> memory(64);
-  const auto run = [&](const std::function<void(Context&, uint32_t)>& between) {
+  const auto run = [&](const std::function<void(LibraryHooks&, uint32_t)>& between) {
     RankState state = make_state();
     Context ctx(state, "lib", {}, 1, Placement::best_fit);
-    const uint32_t x = ctx.track_memory("x", memory.data(), 64, false);
-    ctx.library_op("kernel", "write x", 1, nullptr, {}, {{x, ByteSpan{0, 64}}});
-    between(ctx, x);
-    ctx.library_op("kernel", "read x", 0, nullptr, {{x, ByteSpan{0, 64}}}, {});
+    LibraryHooks hooks(ctx);
+    const uint32_t x = hooks.track_memory("x", memory.data(), 64, false);
+    hooks.library_op("kernel", "write x", 1, nullptr, {}, {{x, ByteSpan{0, 64}}});
+    between(hooks, x);
+    hooks.library_op("kernel", "read x", 0, nullptr, {{x, ByteSpan{0, 64}}}, {});
     ctx.drain();
     return ctx.finish();
   };
-  EXPECT_EQ(races_in(run([](Context&, uint32_t) {})), 1u);
-  EXPECT_EQ(races_in(run([](Context& c, uint32_t) {
+  EXPECT_EQ(races_in(run([](LibraryHooks&, uint32_t) {})), 1u);
+  EXPECT_EQ(races_in(run([](LibraryHooks& c, uint32_t) {
               c.library_order("record", "event.record", 1, 0);
               c.library_order("wait", "wait_stream", 0, 0);
             })),
             0u);
-  EXPECT_EQ(races_in(run([](Context& c, uint32_t) {
+  EXPECT_EQ(races_in(run([](LibraryHooks& c, uint32_t) {
               c.library_order("record", "event.record", 1, 4);
               c.library_order("wait", "event.synchronize", -1, 4);  // the host waits
             })),
             0u);
-  EXPECT_EQ(races_in(run([](Context& c, uint32_t) { c.library_order("sync", "synchronize", -1); })),
-            0u);
+  EXPECT_EQ(
+      races_in(run([](LibraryHooks& c, uint32_t) { c.library_order("sync", "synchronize", -1); })),
+      0u);
   // Freed and made anew at the same address: another buffer, the same bytes.
-  EXPECT_EQ(races_in(run([&](Context& c, uint32_t x) {
+  EXPECT_EQ(races_in(run([&](LibraryHooks& c, uint32_t x) {
               c.untrack_memory(x, 1);
               const uint64_t seq = c.library_op("kernel", "aten.full", 0, nullptr, {}, {}).seq;
               c.track_memory("y", memory.data(), 64, false, nullptr, static_cast<int64_t>(seq));
@@ -177,10 +187,11 @@ TEST(ContextLibrary, TheRaceCheckOrdersLibraryOpsByTheirEventsWaitsAndSyncs) {
             2u);  // full and the read both meet the write on stream 1
 }
 
-TEST(ContextLibrary, WorkOutsideTheOpLogIsNotedByTheRaceCheck) {
+TEST(LibraryHooks, WorkOutsideTheOpLogIsNotedByTheRaceCheck) {
   RankState state = make_state();
   Context ctx(state, "lib", {}, 1, Placement::best_fit);
-  ctx.library_unseen("3 outside the op log: 3 kernel launches no op the dispatcher saw made");
+  LibraryHooks hooks(ctx);
+  hooks.library_unseen("3 outside the op log: 3 kernel launches no op the dispatcher saw made");
   ctx.drain();
   ExecutionResult e;
   e.status = ExecStatus::pass;

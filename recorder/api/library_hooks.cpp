@@ -1,0 +1,172 @@
+// LibraryHooks: what a case's own library does, for cases whose collectives and memory are not
+// cprr's (Python cases), written into its Context's logs and captures.
+#include "recorder/api/library_hooks.h"
+
+#include "kernels/poison.h"
+#if CPRR_HAVE_CUDA
+#include "kernels/device_hash.h"
+#endif
+
+namespace cprr {
+
+void LibraryHooks::capture_memory(bool is_output, std::string name, const std::byte* data,
+                                  uint64_t bytes, DType dtype, std::vector<int64_t> shape,
+                                  void* native) {
+  if (bytes % dtype_size(dtype) != 0) {
+    CPRR_THROW_AS(CaseFailure, "{} '{}': {} bytes are not a multiple of {} ({})",
+                  is_output ? "output" : "probe", name, bytes, dtype_size(dtype),
+                  dtype_name(dtype));
+  }
+  if (shape.empty()) shape = {static_cast<int64_t>(bytes / dtype_size(dtype))};
+  Capture& slot =
+      ctx_.add_capture(is_output, std::move(name), dtype, std::move(shape), bytes, 0, Access{});
+  RankState& state = ctx_.state_;
+  if (state.capture) {
+    // Stream 0 takes the hash after what the library's stream did so far, and the library's
+    // stream goes on only after the hash: a later in-place update cannot reach the bytes early.
+    state.backend->follow_native(0, native);
+    state.hasher->enqueue(0, fmt::format("{} {}", is_output ? "output" : "probe", slot.name), data,
+                          bytes, slot);
+    state.backend->lead_native(native, 0);
+    // Host memory the case keeps writing (a CPU tensor) is hashed before the call returns.
+    if (!state.backend->device_kernels()) state.backend->synchronize(0);
+  }
+  ctx_.issued();
+}
+
+uint64_t LibraryHooks::enter_collective(std::string kind, DType dtype, uint64_t bytes, int32_t root,
+                                        ReduceOp op, int stream) {
+  const uint64_t seq = ctx_.next_collective_++;
+  std::vector<CollectiveRecord>& collectives = ctx_.logs_.collectives;
+  collectives.push_back(CollectiveRecord{seq, kind, stream, dtype, bytes, root, op});
+  if (ctx_.state_.flight) ctx_.state_.flight->enter(collectives.back());
+  ctx_.state_.foreign->enter(seq, kind);
+  ctx_.log_op(stream, "collective", std::move(kind), Access{}, -1, true);
+  return seq;
+}
+
+void LibraryHooks::complete_collective(uint64_t seq) {
+  const std::vector<CollectiveRecord>& collectives = ctx_.logs_.collectives;
+  for (auto it = collectives.rbegin(); it != collectives.rend(); ++it) {
+    if (it->seq == seq) {
+      ctx_.state_.foreign->complete(seq, it->kind);
+      return;
+    }
+  }
+  CPRR_THROW_AS(CaseFailure, "no collective #{} was entered in this case", seq);
+}
+
+LibraryMemory& LibraryHooks::library_memory() {
+  RankState& state = ctx_.state_;
+  if (!state.library) {
+    state.library = std::make_unique<LibraryMemory>(state);
+    state.library->open_case();
+  }
+  return *state.library;
+}
+
+uint32_t LibraryHooks::track_memory(std::string name, std::byte* data, uint64_t bytes, bool device,
+                                    void* native, int64_t written_by,
+                                    std::optional<uint64_t> symmetric_offset) {
+  CaseCapture& logs = ctx_.logs_;
+  if (written_by >= static_cast<int64_t>(logs.ops.size())) {
+    CPRR_THROW_AS(CaseFailure, "'{}' is said to be written by op #{}, which is not logged yet",
+                  name, written_by);
+  }
+  const uint32_t id = ctx_.next_buffer_++;
+  if (ctx_.timeline_) logs.timeline.allocs.push_back(steady_now_ns());
+  logs.allocs.push_back(AllocRecord{logs.allocs.size(), false, id, std::move(name),
+                                    symmetric_offset ? "torch_symmetric" : "tensor", bytes,
+                                    symmetric_offset.value_or(reinterpret_cast<uint64_t>(data)),
+                                    0});
+  if (written_by >= 0) {
+    OpRecord& op = logs.ops[static_cast<std::size_t>(written_by)];
+    op.writes.push_back(id);
+    op.write_spans.push_back(ByteSpan{0, bytes});
+    return id;
+  }
+  // Only memory nobody wrote is poisoned: the op that made a tensor has already written it.
+  const uint64_t poison = ctx_.perturbation_.poison;
+  if (poison != 0 && bytes > 0) {
+    if (!device) {
+      kernels::poison_host(data, bytes, poison);
+    } else {
+#if CPRR_HAVE_CUDA
+      kernels::launch_poison(data, bytes, poison, static_cast<cudaStream_t>(native));
+#endif
+    }
+  }
+  return id;
+}
+
+void LibraryHooks::untrack_memory(uint32_t buffer, int stream) {
+  std::vector<AllocRecord>& allocs = ctx_.logs_.allocs;
+  for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) {
+    if (it->buffer != buffer) continue;
+    if (it->is_free || (it->pool != "tensor" && it->pool != "torch_symmetric")) break;
+    AllocRecord freed = *it;
+    freed.seq = allocs.size();
+    freed.is_free = true;
+    freed.stream = stream;
+    if (ctx_.timeline_) ctx_.logs_.timeline.allocs.push_back(steady_now_ns());
+    allocs.push_back(std::move(freed));
+    return;
+  }
+  CPRR_THROW_AS(CaseFailure, "buffer {} is not a tracked tensor still live in this case", buffer);
+}
+
+LibraryHooks::LibraryOp LibraryHooks::library_op(std::string kind, std::string name, int stream,
+                                                 std::optional<void*> native,
+                                                 const std::vector<Touch>& reads,
+                                                 const std::vector<Touch>& writes) {
+  const uint64_t seq = ctx_.logs_.ops.size();
+  Backend& backend = *ctx_.state_.backend;
+  if (stream >= 0 && native && backend.device_kernels()) {
+    if (const uint32_t us = ctx_.delay_before(seq); us > 0) backend.delay_native(*native, us);
+  }
+  OpRecord& op = ctx_.log_op(stream, std::move(kind), std::move(name), Access{}, -1, true);
+  for (const Touch& t : reads) {
+    op.reads.push_back(t.buffer);
+    op.read_spans.push_back(t.span);
+  }
+  for (const Touch& t : writes) {
+    op.writes.push_back(t.buffer);
+    op.write_spans.push_back(t.span);
+  }
+  return LibraryOp{seq, ctx_.replay_syncs_after(seq)};
+}
+
+void LibraryHooks::library_order(std::string kind, std::string name, int stream, int64_t event) {
+  if (kind != "record" && kind != "wait" && kind != "sync") {
+    CPRR_THROW_AS(CaseFailure, "library ordering op '{}' is not record, wait or sync", kind);
+  }
+  if (kind == "record" && (stream < 0 || event < 0)) {
+    CPRR_THROW_AS(CaseFailure, "a record needs a stream and an event (got stream {}, event {})",
+                  stream, event);
+  }
+  if (kind == "wait" && event < 0) CPRR_THROW_AS(CaseFailure, "a wait needs an event");
+  ctx_.log_op(stream, std::move(kind), std::move(name), Access{}, event, true);
+  ctx_.mark_end();
+}
+
+void LibraryHooks::synchronize_library() { ctx_.state_.backend->synchronize_device(); }
+
+void LibraryHooks::library_unseen(std::string what) {
+  ctx_.log_op(-1, "unseen", std::move(what), Access{}, -1, true);
+  ctx_.mark_end();
+}
+
+void LibraryHooks::note_p2p(std::string kind, int peer, DType dtype, uint64_t bytes) {
+  if (peer < 0 || peer >= ctx_.world_size()) {
+    CPRR_THROW_AS(CaseFailure, "{} with peer {}: the world has ranks 0..{}", kind, peer,
+                  ctx_.world_size() - 1);
+  }
+  // A host op with no accesses: it shows in the op log and the trace, and numbers no collective
+  // (the happens-before check pairs ranks' collectives by their order).
+  ctx_.log_op(-1, "host",
+              fmt::format("{} {} bytes ({}) {} rank {}", kind, bytes, dtype_name(dtype),
+                          kind == "send" ? "to" : "from", peer),
+              Access{});
+}
+
+}  // namespace cprr

@@ -1,0 +1,96 @@
+#pragma once
+// The Python runtime's hooks into a running case (python/native/rank_runtime.cpp): what a case's
+// own library (torch) does instead of going through the Case API, reported so the logs stay
+// complete: its captures, its collectives' progress for the watchdog and the flight record, its
+// memory and its ops for the op log. No part of the Case API: a case author's <cprr/case.h> does
+// not include it, and the package does not install it.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/capture.h"
+#include "recorder/api/context.h"
+#include "recorder/api/library_memory.h"
+#include "runtime/dtype.h"
+
+namespace cprr {
+
+/// The hooks of one Context, for its case's library; valid while the Context is. Context names
+/// this class its friend: the hooks append to the logs, counters and captures it keeps private,
+/// and one friend declaration reaches them where an accessor per field would widen Context's
+/// interface for every case author. Not thread-safe: call it from the case body's thread.
+class LibraryHooks {
+ public:
+  explicit LibraryHooks(Context& ctx) : ctx_(ctx) {}
+
+  /// Hashes `bytes` at `data` (memory the case did not get from alloc: a tensor) as an output or
+  /// probe. On a device backend the hash runs after the work `native` (a cudaStream_t; nullptr:
+  /// the device's legacy stream) enqueued so far, and `native`'s later work waits for the hash;
+  /// on the CPU backend it is taken before this returns. Logged as an op of stream 0.
+  void capture_memory(bool is_output, std::string name, const std::byte* data, uint64_t bytes,
+                      DType dtype, std::vector<int64_t> shape, void* native = nullptr);
+  /// A collective the case's library is about to call: numbered among the case's collectives,
+  /// written to the flight record before the call (so a mismatch that aborts or hangs is still
+  /// named), logged on op-log stream `stream` (the library's, see library_op), and reported by the
+  /// watchdog as entered. Returns its number.
+  uint64_t enter_collective(std::string kind, DType dtype, uint64_t bytes, int32_t root,
+                            ReduceOp op, int stream = 0);
+  /// The collective numbered `seq` returned (the watchdog reports it as completed).
+  void complete_collective(uint64_t seq);
+  /// Memory the case's library allocated (a tensor): in the allocation log as pool "tensor", its
+  /// address as the offset, so the race and uninitialized-read checks cover it. `written_by`: the
+  /// library op (its seq) that made it and wrote all of it; -1 for memory nobody wrote
+  /// (torch.empty), which a replay that poisons fills with the pattern (device memory in the order
+  /// of `native`, a cudaStream_t). `symmetric_offset`: the memory is in torch's symmetric memory,
+  /// at this place in the rank's symmetric windows: pool "torch_symmetric" with that offset, so
+  /// the layout check compares it across ranks. Returns its buffer id.
+  uint32_t track_memory(std::string name, std::byte* data, uint64_t bytes, bool device,
+                        void* native = nullptr, int64_t written_by = -1,
+                        std::optional<uint64_t> symmetric_offset = std::nullopt);
+  /// The library freed tracked buffer `buffer` (a free in the allocation log, on `stream`).
+  void untrack_memory(uint32_t buffer, int stream);
+  /// Bytes of a tracked buffer an op touches.
+  struct Touch {
+    uint32_t buffer = 0;
+    ByteSpan span;
+  };
+  /// What library_op tells its caller.
+  struct LibraryOp {
+    uint64_t seq = 0;  ///< the op's place in the op log
+    /// The replay asks the host to wait for the device once the op is issued: call
+    /// synchronize_library() right after issuing it.
+    bool sync_after = false;
+  };
+  /// An op of the case's library (a torch op) about to be issued: in the op log as a `kind` op
+  /// (kernel | copy | host | collective...) on `stream`, the library's stream as its caller numbers
+  /// them (0: the library's default stream; -1: the host thread itself), with the bytes of tracked
+  /// buffers it reads and writes. A replay's delay for it is enqueued first on `native` (the
+  /// cudaStream_t it will run on, nullptr the legacy stream; nothing for host ops, without a
+  /// device, or for nullopt: a stream the caller models with no native one behind it).
+  LibraryOp library_op(std::string kind, std::string name, int stream, std::optional<void*> native,
+                       const std::vector<Touch>& reads, const std::vector<Touch>& writes);
+  /// An ordering op of the case's library: `record` (event `event` captures `stream`'s position),
+  /// `wait` (`stream` waits for the event's last record; stream -1: the host does) or `sync` (the
+  /// host waits for `stream`; -1: for every stream). Events are numbered by the caller.
+  void library_order(std::string kind, std::string name, int stream, int64_t event = -1);
+  /// The host waits for all the device's work, the library's streams included (what a replay's
+  /// sync_after and one_stream ask for after a library op).
+  void synchronize_library();
+  /// The rank's memory for the case's library (cprr as its allocator: library_memory.h), made
+  /// and opened for this case on first call; later cases open it as they start.
+  LibraryMemory& library_memory();
+  /// Work of the case's library the op log could not see, counted (e.g. "3 outside the op log:
+  /// 3 allocation no op the dispatcher saw made"): an "unseen" op, which every report names so
+  /// a clean verdict does not claim it was checked.
+  void library_unseen(std::string what);
+  /// A point-to-point op of the case's library (send/recv to `peer`): in the op log, not among
+  /// the numbered collectives (each rank's differ by design; torch numbers them apart too).
+  void note_p2p(std::string kind, int peer, DType dtype, uint64_t bytes);
+
+ private:
+  Context& ctx_;
+};
+
+}  // namespace cprr
