@@ -152,9 +152,9 @@ def _install_gpu_hooks(rank, native):
     """Once per rank process, in its first cuda case (a template never touches CUDA)."""
     if rank.gpu_hooks or native.backend != "cuda":
         return
-    from cprr import _collectives, _gpu_hooks
+    from cprr import _gpu_hooks, _running
 
-    rank.gpu_hooks = _gpu_hooks.install(_collectives.capture)
+    rank.gpu_hooks = _gpu_hooks.install(_running.capture)
 
 
 def _cupti_libraries():
@@ -270,7 +270,7 @@ def _cprr_allocator():
 
 
 def _body(definition, rank):
-    from cprr import _collectives, _op_capture
+    from cprr import _op_capture, _running
     from cprr._context import Context
 
     def run(native):
@@ -282,7 +282,7 @@ def _body(definition, rank):
             _seed_everything(native.seed)
             ctx = Context(native, definition, device)
             if os.environ.get("CPRR_OP_CAPTURE") == "off":  # only to measure what capture costs
-                with _collectives.running(native):
+                with _running.running(native):
                     definition.body(ctx)
                 return None
             counter = rank.counter or None
@@ -293,7 +293,7 @@ def _body(definition, rank):
                                             allocator=_cprr_allocator(),
                                             symmetric=rank.symmetric)
             try:
-                with _collectives.running(native, capture), capture:
+                with _running.running(native, capture), capture:
                     definition.body(ctx)
             finally:
                 if counter:
@@ -339,10 +339,10 @@ def _load(cases):
 
     symmetric = None
     if torch is not None:
-        from cprr import _collectives, _op_capture, _symmetric
+        from cprr import _collectives, _op_capture, _running, _symmetric
 
         _collectives.install()
-        symmetric = _symmetric.install(_collectives.capture, _cprr_allocator)
+        symmetric = _symmetric.install(_running.capture, _cprr_allocator)
         _op_capture.warm_up()  # torch's lazy imports, here rather than in the first case
     for problem in load_cases(cases):
         _cprr.add_error(problem)

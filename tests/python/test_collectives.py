@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 
 from conftest import FakeNative
-from cprr import _collectives, _op_capture
+from cprr import _collectives, _op_capture, _running
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,7 @@ def group(tmp_path_factory):
 
 def record(fn, first_seq=100):
     native = FakeNative(first_collective=first_seq)
-    with _collectives.running(native):
+    with _running.running(native):
         fn()
     return native
 
@@ -107,7 +107,7 @@ def test_each_call_enters_then_completes_with_its_own_seq(group):
 def test_an_async_call_is_recorded_when_issued(group):
     t = torch.ones(2)
     native = FakeNative()
-    with _collectives.running(native):
+    with _running.running(native):
         work = dist.all_reduce(t, async_op=True)
     work.wait()
     assert [e[0] for e in native.collectives] == ["enter", "complete"]
@@ -115,22 +115,12 @@ def test_an_async_call_is_recorded_when_issued(group):
 
 def test_calls_outside_running_are_not_recorded(group):
     native = FakeNative()
-    with _collectives.running(native):
+    with _running.running(native):
         pass
     dist.all_reduce(torch.ones(2))
     dist.barrier()
     assert native.collectives == []
-    assert _collectives.current() is None
-
-
-def test_running_sets_and_clears_the_current_context_even_on_error(group):
-    native = FakeNative()
-    with pytest.raises(RuntimeError):
-        with _collectives.running(native):
-            assert _collectives.current() is native
-            raise RuntimeError("case failed")
-    assert _collectives.current() is None
-    assert _collectives.capture() is None
+    assert _running.current() is None
 
 
 def test_a_subgroup_call_is_not_recorded(group):
@@ -160,8 +150,8 @@ def steps(native):
 def test_a_collective_is_logged_with_its_tensors_on_their_stream(group):
     native = FakeNative()
     capture = _op_capture.OpCapture(native)
-    with _collectives.running(native, capture), capture:
-        assert _collectives.capture() is capture
+    with _running.running(native, capture), capture:
+        assert _running.capture() is capture
         acc = torch.empty(8)
         dist.all_reduce(acc)
     assert steps(native)[1:] == [
@@ -174,7 +164,7 @@ def test_a_collective_is_logged_with_its_tensors_on_their_stream(group):
 def test_an_async_collective_runs_on_its_own_stream_until_its_work_is_waited_for(group):
     native = FakeNative()
     capture = _op_capture.OpCapture(native)
-    with _collectives.running(native, capture), capture:
+    with _running.running(native, capture), capture:
         t = torch.ones(4)
         work = dist.all_reduce(t, async_op=True)
         t.sum()  # before wait(): unordered with the collective's write

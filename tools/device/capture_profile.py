@@ -29,7 +29,7 @@ def main():
     import torch
     import torch.distributed as dist
 
-    from cprr import _case, _collectives, _gpu_hooks, _op_capture, worker
+    from cprr import _case, _collectives, _gpu_hooks, _op_capture, _running, worker
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from csan_compare import StandIn
@@ -40,7 +40,7 @@ def main():
         _collectives.install()
         definition = next(d for d in _case.registered_cases() if d.name == args.case)
         device = torch.device("cuda", 0)
-        _gpu_hooks.install(_collectives.capture)
+        _gpu_hooks.install(_running.capture)
 
         def once(capture):
             ctx = StandIn(0, 1, 1, device, definition)
@@ -50,7 +50,7 @@ def main():
                 definition.body(ctx)
             else:
                 native = capture._native
-                with _collectives.running(native, capture), capture:
+                with _running.running(native, capture), capture:
                     definition.body(ctx)
             torch.cuda.synchronize()
             return (time.perf_counter() - start) * 1000
