@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 
 from cprr import _running, _tensors
+from cprr._op_schema import device_of
 
 
 def _op_name(op):
@@ -146,8 +147,6 @@ def _issue(name, bound, call, native, what):
     if c is None:
         what(0)
         return call()
-    from cprr._op_capture import device_of
-
     reads, writes = _ACCESS.get(name, ((), ()))
     reads, writes = _tensors_of(bound, reads), _tensors_of(bound, writes)
     device = device_of(reads + writes, {})

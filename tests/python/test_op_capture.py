@@ -10,6 +10,7 @@ import torch
 
 from conftest import FakeNative
 from cprr import _op_capture
+from cprr._tensor_table import Entry, key_of
 
 F32 = 4  # bytes of a float32
 
@@ -208,17 +209,6 @@ def test_on_a_device_backend_cpu_tensors_are_the_hosts():
     assert {o["kind"] for o in native.log} == {"host"}
 
 
-def test_streams_and_events_are_numbered_as_they_appear():
-    s = _op_capture.Streams()
-    assert s.stream(0) == 0  # the legacy default stream
-    assert [s.stream(0x700), s.stream(0x500), s.stream(0x700)] == [1, 2, 1]
-    assert s.new_stream() == 3
-    assert [s.event(0x10), s.event(0x20), s.event(0x10)] == [0, 1, 0]
-    s.forget_event(0x10)  # destroyed: a new event may get its handle
-    assert s.event(0x10) == 2
-    assert s.new_event() == 3
-
-
 # ---- frees, reuse and record_stream ---------------------------------------------------------
 
 
@@ -246,21 +236,21 @@ def test_a_freed_address_made_anew_is_another_buffer():
 def test_a_free_orders_its_reuse_after_the_streams_record_stream_named():
     native, capture = make(device_backend=True)
     key = ("cuda", 0, 0x1000)
-    capture._tracked[key] = _op_capture._Tensor(buffer=7, stream=0)
-    capture._tracked[key].uses.update({2, 1})
+    capture.tensors[key] = Entry(buffer=7, stream=0)
+    capture.tensors.get(key).uses.update({2, 1})
     capture.freed(0, 0x1000)
     orders = [(o["kind"], o["stream"], o["event"]) for o in native.log]
     # One event per using stream, recorded there; the allocating stream waits for each.
     assert orders == [("record", 1, 0), ("wait", 0, 0), ("record", 2, 1), ("wait", 0, 1)]
     assert native.freed == [(7, 0)]
-    assert key not in capture._tracked
+    assert key not in capture.tensors
     capture.freed(0, 0x1000)  # freed once: a second free of the address is not ours
     assert len(native.log) == 4
 
 
 def test_a_free_without_record_stream_orders_nothing():
     native, capture = make(device_backend=True)
-    capture._tracked[("cuda", 0, 0x2000)] = _op_capture._Tensor(buffer=3, stream=1)
+    capture.tensors[("cuda", 0, 0x2000)] = Entry(buffer=3, stream=1)
     capture.freed(0, 0x2000)
     assert native.log == []
     assert native.freed == [(3, 1)]
@@ -273,7 +263,7 @@ def test_torch_tensor_data_is_a_new_tensor_the_host_wrote_even_at_a_tracked_addr
     with capture:
         t = torch.tensor([1.0, 2.0, 3.0])
         # A stale entry at its address (memory freed unseen) must not stand for it.
-        capture._tracked[_op_capture._key(t)] = _op_capture._Tensor(buffer=99, stream=0, size=4)
+        capture.tensors[key_of(t)] = Entry(buffer=99, stream=0, size=4)
         capture._lifted(t)
         t.sum()
     buffer = buffer_of(native, t)
@@ -286,11 +276,11 @@ def test_torch_tensor_data_is_a_new_tensor_the_host_wrote_even_at_a_tracked_addr
 def test_a_host_tensor_bigger_than_its_stale_entry_is_found_anew():
     native, capture = make()
     t = torch.ones(4)
-    key = _op_capture._key(t)
-    capture._tracked[key] = _op_capture._Tensor(buffer=99, stream=0, size=2 * F32)
+    key = key_of(t)
+    capture.tensors[key] = Entry(buffer=99, stream=0, size=2 * F32)
     (touch,) = capture.touches([t])
     assert touch[0] != 99 and touch[2] == 4 * F32
-    assert capture._tracked[key].size == 4 * F32
+    assert capture.tensors.get(key).size == 4 * F32
     # Within its size the entry stands.
     assert capture.touches([t[:2]])[0][0] == touch[0]
 
@@ -298,9 +288,9 @@ def test_a_host_tensor_bigger_than_its_stale_entry_is_found_anew():
 def test_with_cprrs_allocator_frees_are_logged_at_the_next_op_and_at_the_end():
     native = FakeNative(backend="cuda", device_index=0)  # cprr's arena is torch's allocator
     capture = _op_capture.OpCapture(native, device_backend=True, allocator=True)
-    capture._tracked[("cuda", 0, 0x1000)] = _op_capture._Tensor(buffer=7, stream=0)
-    capture._tracked[("cuda", 0, 0x1000)].uses.add(2)
-    capture._tracked[("cuda", 0, 0x3000)] = _op_capture._Tensor(buffer=8, stream=1)
+    capture.tensors[("cuda", 0, 0x1000)] = Entry(buffer=7, stream=0)
+    capture.tensors.get(("cuda", 0, 0x1000)).uses.add(2)
+    capture.tensors[("cuda", 0, 0x3000)] = Entry(buffer=8, stream=1)
     native.released = [0x1000, 0x5000]  # 0x5000: memory no tracked tensor had
     with capture:
         torch.ones(4)
@@ -318,7 +308,7 @@ def test_used_by_adds_a_use_only_for_other_streams_of_cuda_tensors():
     with capture:
         cpu = torch.ones(4)
     capture.used_by([cpu], 3)  # CPU memory: the host allocator, no stream uses
-    assert all(not t.uses for t in capture._tracked.values())
+    assert all(not t.uses for t in capture.tensors.values())
 
 
 # ---- calls outside aten ---------------------------------------------------------------------
@@ -398,19 +388,22 @@ def test_pinned_memory_made_anew_waits_for_the_copies_that_used_it():
     that writes the new tensor."""
     native, capture = make(device_backend=True)
     reused = torch.zeros(4)  # stands for pinned memory handed out again
-    capture._pinned_uses[_op_capture._key(reused)] = [5, 6]
+    capture._order.pinned_used(key_of(reused), 1)  # two copies used it (CI cannot pin memory)
+    capture._order.pinned_used(key_of(reused), 2)
     made = capture.__torch_dispatch__(_FakeOp(torch.ops.aten.ones.default, reused), (), ([4],),
                                       {})
     assert made is reused
     steps = [(o["kind"], o["stream"], o["event"], o["writes"]) for o in native.log]
     assert steps == [
+        ("record", 1, 0, []),
+        ("record", 2, 1, []),
         ("host", -1, -1, []),  # aten.ones, logged before it ran: not its write any more
-        ("wait", -1, 5, []),
-        ("wait", -1, 6, []),
+        ("wait", -1, 0, []),
+        ("wait", -1, 1, []),
         ("host", -1, -1, [(1, 0, 4 * F32)]),  # the write of the reused memory, after the waits
     ]
-    assert native.tracks[0].written_by == 3
-    assert _op_capture._key(reused) not in capture._pinned_uses
+    assert native.tracks[0].written_by == 5
+    assert not capture._order.pinned_reused(key_of(reused))  # waited for once
 
 
 def test_an_op_returning_its_input_memory_makes_nothing():
@@ -425,12 +418,6 @@ def test_an_op_returning_its_input_memory_makes_nothing():
     assert out is x
     assert len(native.tracks) == before
     assert native.log[-1]["writes"] == []
-
-
-def test_the_no_native_stream_value_is_the_runtimes():
-    from cprr import _cprr
-
-    assert _op_capture.NO_NATIVE_STREAM == _cprr.NO_NATIVE_STREAM
 
 
 class FakeCounter:
