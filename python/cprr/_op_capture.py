@@ -25,11 +25,11 @@ from cprr._where import caller
 
 
 class OpCapture(TorchDispatchMode):
-    """Active while a case body runs (worker._body); one per case execution. `native`: the
+    """Active while a case body runs (cprr._case_body); one per case execution. `native`: the
     case's native context (the _cprr module's CaseContext). `device_backend`: the world runs on a
     device backend (cuda), so CPU tensors are the host's. `counter`: what counts CUDA work
     outside the op log (cprr._outside), or None. `allocator`: cprr's arena is torch's CUDA
-    allocator (worker._use_cprr_allocator): it reports frees (torch's trace hooks do
+    allocator (cprr._rank_setup.use_cprr_allocator): it reports frees (torch's trace hooks do
     not) and is told of record_stream. `symmetric`: torch's symmetric windows
     (cprr._symmetric.SymmetricSpace; None: torch has none)."""
 

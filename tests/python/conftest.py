@@ -10,7 +10,7 @@ FakeNative``) and subclass it for special behaviour.
 
 import collections
 
-import torch  # noqa: F401  before the compiled module, as a rank imports them (cprr.worker)
+import torch  # noqa: F401  before the compiled module, as a rank imports them (cprr._rank_setup)
 
 # A track() call: what the capture told the native side of a tensor's memory.
 Track = collections.namedtuple(

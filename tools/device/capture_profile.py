@@ -29,14 +29,14 @@ def main():
     import torch
     import torch.distributed as dist
 
-    from cprr import _case, _collectives, _gpu_hooks, _op_capture, _running, worker
+    from cprr import _case, _case_files, _collectives, _gpu_hooks, _op_capture, _running
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from csan_compare import StandIn
 
     with tempfile.TemporaryDirectory() as tmp:
         dist.init_process_group("gloo", init_method=f"file://{tmp}/s", rank=0, world_size=1)
-        worker.load_cases([args.cases])
+        _case_files.load_cases([args.cases])
         _collectives.install()
         definition = next(d for d in _case.registered_cases() if d.name == args.case)
         device = torch.device("cuda", 0)
