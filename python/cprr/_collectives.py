@@ -10,44 +10,12 @@ case runs (the worker's own set-up).
 
 import functools
 import inspect
-import threading
 
 import torch
 import torch.distributed as dist
 
-from cprr import _tensors
-
-_state = threading.local()
-
-
-def current():
-    """The native case context of the running case on this thread, or None."""
-    return getattr(_state, "native", None)
-
-
-def capture():
-    """The running case's op capture (cprr._op_capture.OpCapture) on this thread, or None."""
-    return getattr(_state, "capture", None)
-
-
-class running:
-    """Within the block, calls on this thread are recorded into `native`, and the tensors they
-    touch logged by `capture` (a cprr._op_capture.OpCapture, or None)."""
-
-    def __init__(self, native, capture=None):
-        self._native = native
-        self._capture = capture
-
-    def __enter__(self):
-        _state.native = self._native
-        _state.capture = self._capture
-        _state.depth = 0
-        return self
-
-    def __exit__(self, *exc):
-        _state.native = None
-        _state.capture = None
-        return False
+from cprr import _running, _tensors
+from cprr._op_schema import device_of
 
 
 def _op_name(op):
@@ -158,7 +126,7 @@ class _Work:
         self._device = device
 
     def wait(self, *args, **kwargs):
-        c = capture()
+        c = _running.capture()
         if c is not self._capture:  # waited for after its case ended: nothing to order
             return self._work.wait(*args, **kwargs)
         with c.in_op():
@@ -175,12 +143,10 @@ def _issue(name, bound, call, native, what):
     """Runs `call` (the torch call) logged on the stream it runs on: the tensors' current stream
     (the host for CPU tensors) when it returns done, or a stream of its own when async_op=True,
     ordered after what the caller's stream issued before and before the Work's wait()."""
-    c = capture()
+    c = _running.capture()
     if c is None:
         what(0)
         return call()
-    from cprr._op_capture import device_of
-
     reads, writes = _ACCESS.get(name, ((), ()))
     reads, writes = _tensors_of(bound, reads), _tensors_of(bound, writes)
     device = device_of(reads + writes, {})
@@ -219,13 +185,12 @@ def _wrap(name, original):
 
     @functools.wraps(original)
     def wrapper(*args, **kwargs):
-        native = current()
-        if native is None or getattr(_state, "depth", 0) > 0:
+        native = _running.current()
+        if native is None or _running.in_call():
             return original(*args, **kwargs)
         bound = signature.bind(*args, **kwargs).arguments
-        _state.depth = 1
         call = functools.partial(original, *args, **kwargs)
-        try:
+        with _running.call():
             if name in _P2P:
                 kind, peer_arg = _P2P[name]
                 tensor = bound["tensor"]
@@ -250,8 +215,6 @@ def _wrap(name, original):
             # An async call counts as completed once issued; its Work.wait() is the case's.
             native.complete_collective(entered[0])
             return result
-        finally:
-            _state.depth = 0
 
     wrapper.__cprr_wrapped__ = original
     return wrapper

@@ -1,6 +1,12 @@
-"""The ``ctx`` a Python case body receives."""
+"""The ``ctx`` a Python case body receives.
+
+Imports torch only in the calls that need it: ``import cprr`` (the pytest plugin's, the
+controller's) imports this module and must not import torch.
+"""
 
 from typing import Any, Dict
+
+from cprr import _running
 
 
 class Context:
@@ -65,9 +71,7 @@ class Context:
         self._symmetric += 1
         a = self._native.alloc(label, size, "symmetric")
         t = _tensors.tensor_over(a.address, size, shape, dtype, self.device)
-        from cprr import _collectives
-
-        capture = _collectives.capture()
+        capture = _running.capture()
         if capture is not None:
             capture.adopt(t, a.id)  # its ops are logged against the symmetric allocation
         return t
@@ -82,9 +86,7 @@ class Context:
                 f"ctx.{'output' if is_output else 'probe'}({name!r}, ...) takes a torch.Tensor, "
                 f"got {type(tensor).__name__}"
             )
-        from cprr import _collectives
-
-        capture = _collectives.capture()
+        capture = _running.capture()
         if capture is not None:
             capture.note(f"ctx.{'output' if is_output else 'probe'}('{name}')", reads=[tensor])
         t = tensor.detach()

@@ -20,6 +20,9 @@ import bisect
 import contextlib
 import functools
 
+from cprr._tensor_table import storage_bytes
+from cprr._where import caller
+
 _NO_WINDOW = (float("inf"),)
 
 
@@ -73,6 +76,45 @@ class SymmetricSpace:
         if isinstance(size, int) and isinstance(offset, int) and 0 <= offset < size:
             return self.add_window(address - offset, size) + offset
         return None
+
+
+class CaseMarks:
+    """One case's memory in the rank's windows (`space`, a SymmetricSpace; None where torch has
+    no symmetric memory), as its op capture logs it into `native` for the layout check: memory
+    made in a window is tracked at its place (cprr._tensor_table.TensorTable.track_made); memory
+    the case logged at its address before a rendezvous registered its window gets a mark there."""
+
+    def __init__(self, native, space):
+        self._native = native
+        self._space = space
+        # memory logged as symmetric in this case (a tensor table key) -> the buffer of its mark
+        # (registered), or None where its own entry is at its place
+        self._marks = {}
+
+    def placed(self, key):
+        """The place of memory at `key` made now (None: in no window), which is logged there."""
+        place = self._space.place(key[2]) if self._space is not None else None
+        if place is not None:
+            self._marks[key] = None
+        return place
+
+    def pop(self, key):
+        """The memory at `key` went back: its mark's buffer, for the caller to untrack, or None."""
+        return self._marks.pop(key, None)
+
+    def registered(self, t, key, place, host):
+        """symm_mem.rendezvous registered the window `t`'s memory (at `key`) is in; its storage
+        is at `place`. Memory the case logged at its address (made before the registration, or
+        before the case) gets a mark there: an allocation no op touches, which the layout check
+        compares as the case's next symmetric one. Ops keep naming the memory's own entry."""
+        if key in self._marks:
+            return  # logged at its place already
+        seq = self._native.library_op("host", f"symm_mem.rendezvous at {caller()}", host, 0, [],
+                                      [])[0]
+        size = storage_bytes(t)
+        self._marks[key] = self._native.track(
+            f"symmetric memory ({size} bytes) registered at {caller()}", key[2], size,
+            t.is_cuda, 0, seq, symmetric_offset=place)
 
 
 def _torchs_own(capture):

@@ -3,6 +3,7 @@
 import pytest
 
 import cprr
+from conftest import FakeNative
 from cprr import pytest_plugin
 from cprr._context import Context
 
@@ -105,21 +106,14 @@ def test_options_are_kept():
 # ---- ctx.param --------------------------------------------------------------------------------
 
 
-class FakeNative:
-    def __init__(self, params):
-        self.rank = 1
-        self.world_size = 4
-        self.seed = 1234
-        self.case_name = "test_case/params"
-        self.params = params
-
-
 GRID = {"n": [1, 1000], "scale": [0.5, 2.0], "flag": [True, False], "kind": ["a", "b"]}
 
 
 def _context(params):
     defn = _define(name="test_case/params", world_sizes=[4], grid=GRID).__cprr_case__
-    return Context(FakeNative(params), defn, "cpu")
+    native = FakeNative(rank=1, world_size=4, seed=1234, case_name="test_case/params",
+                        params=params)
+    return Context(native, defn, "cpu")
 
 
 def test_param_returns_the_grid_value_with_its_python_type():

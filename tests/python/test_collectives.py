@@ -1,35 +1,15 @@
 """cprr._collectives: torch.distributed calls fingerprinted into the running case's native context.
 
-A real gloo process group of world size 1; the native context is a fake that records
-enter_collective (returning its own sequence numbers) and complete_collective.
+A real gloo process group of world size 1; the native context is conftest's FakeNative, whose
+enter_collective returns sequence numbers of its own.
 """
 
 import pytest
 import torch
 import torch.distributed as dist
 
-from cprr import _collectives, _op_capture
-
-
-class FakeNative:
-    def __init__(self, first_seq=100):
-        self.events = []  # ("enter", seq, fingerprint) / ("complete", seq) / ("p2p", ...)
-        self._next = first_seq
-
-    def enter_collective(self, kind, dtype, size, root, op, stream):
-        seq = self._next
-        self._next += 7  # not 0, 1, 2...: the wrapper must hand back what it got
-        self.events.append(("enter", seq, (kind, dtype, size, root, op)))
-        return seq
-
-    def complete_collective(self, seq):
-        self.events.append(("complete", seq))
-
-    def note_p2p(self, kind, peer, dtype, size):
-        self.events.append(("p2p", kind, peer, dtype, size))
-
-    def fingerprints(self):
-        return [e[2] for e in self.events if e[0] == "enter"]
+from conftest import FakeNative
+from cprr import _collectives, _op_capture, _running
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +22,8 @@ def group(tmp_path_factory):
 
 
 def record(fn, first_seq=100):
-    native = FakeNative(first_seq)
-    with _collectives.running(native):
+    native = FakeNative(first_collective=first_seq)
+    with _running.running(native):
         fn()
     return native
 
@@ -62,7 +42,7 @@ def test_install_wraps_the_package_and_c10d(group):
 def test_all_reduce_sum_f32(group):
     t = torch.ones(10)
     native = record(lambda: dist.all_reduce(t))
-    assert native.events == [("enter", 100, ("all_reduce", "f32", 40, -1, "sum")),
+    assert native.collectives == [("enter", 100, ("all_reduce", "f32", 40, -1, "sum")),
                              ("complete", 100)]
     assert torch.equal(t, torch.ones(10))  # the call itself still happened (world of one)
 
@@ -120,37 +100,27 @@ def test_barrier(group):
 def test_each_call_enters_then_completes_with_its_own_seq(group):
     t = torch.ones(2)
     native = record(lambda: (dist.all_reduce(t), dist.barrier(), dist.broadcast(t, 0)), 5)
-    assert [e[:2] for e in native.events] == [("enter", 5), ("complete", 5), ("enter", 12),
+    assert [e[:2] for e in native.collectives] == [("enter", 5), ("complete", 5), ("enter", 12),
                                               ("complete", 12), ("enter", 19), ("complete", 19)]
 
 
 def test_an_async_call_is_recorded_when_issued(group):
     t = torch.ones(2)
     native = FakeNative()
-    with _collectives.running(native):
+    with _running.running(native):
         work = dist.all_reduce(t, async_op=True)
     work.wait()
-    assert [e[0] for e in native.events] == ["enter", "complete"]
+    assert [e[0] for e in native.collectives] == ["enter", "complete"]
 
 
 def test_calls_outside_running_are_not_recorded(group):
     native = FakeNative()
-    with _collectives.running(native):
+    with _running.running(native):
         pass
     dist.all_reduce(torch.ones(2))
     dist.barrier()
-    assert native.events == []
-    assert _collectives.current() is None
-
-
-def test_running_sets_and_clears_the_current_context_even_on_error(group):
-    native = FakeNative()
-    with pytest.raises(RuntimeError):
-        with _collectives.running(native):
-            assert _collectives.current() is native
-            raise RuntimeError("case failed")
-    assert _collectives.current() is None
-    assert _collectives.capture() is None
+    assert native.collectives == []
+    assert _running.current() is None
 
 
 def test_a_subgroup_call_is_not_recorded(group):
@@ -163,39 +133,28 @@ def test_a_subgroup_call_is_not_recorded(group):
     assert native.fingerprints() == [("all_reduce", "f32", 12, -1, "sum")]
 
 
-class CapturingNative(FakeNative):
-    """FakeNative that also takes what an OpCapture logs: ops and orderings, in one list."""
-
-    def __init__(self):
-        super().__init__()
-        self.tracks, self.log = [], []
-
-    def track(self, label, address, size, is_cuda, stream, written_by):
-        self.tracks.append(label)
-        if written_by >= 0:
-            self.log[written_by][3].append((len(self.tracks), 0, size))
-        return len(self.tracks)
-
-    def library_op(self, kind, name, stream, handle, reads, writes):
-        self.log.append([name.split(" at ")[0], stream, list(reads), list(writes)])
-        return len(self.log) - 1, False
-
-    def library_order(self, kind, name, stream, event):
-        self.log.append([kind, stream, event])
-
-    def enter_collective(self, kind, dtype, size, root, op, stream):
-        self.log.append(["collective " + kind, stream])
-        return super().enter_collective(kind, dtype, size, root, op, stream)
+def steps(native):
+    """The log in short: [op, stream, reads, writes], [ordering, stream, event] and
+    ["collective <kind>", stream]."""
+    out = []
+    for o in native.log:
+        if o["kind"] in ("record", "wait", "sync"):
+            out.append([o["kind"], o["stream"], o["event"]])
+        elif o["kind"] == "collective":
+            out.append(["collective " + o["name"], o["stream"]])
+        else:
+            out.append([o["name"].split(" at ")[0], o["stream"], o["reads"], o["writes"]])
+    return out
 
 
 def test_a_collective_is_logged_with_its_tensors_on_their_stream(group):
-    native = CapturingNative()
+    native = FakeNative()
     capture = _op_capture.OpCapture(native)
-    with _collectives.running(native, capture), capture:
-        assert _collectives.capture() is capture
+    with _running.running(native, capture), capture:
+        assert _running.capture() is capture
         acc = torch.empty(8)
         dist.all_reduce(acc)
-    assert native.log[1:] == [
+    assert steps(native)[1:] == [
         ["dist.all_reduce", 0, [(1, 0, 32)], [(1, 0, 32)]],
         ["collective all_reduce", 0],
     ]
@@ -203,17 +162,17 @@ def test_a_collective_is_logged_with_its_tensors_on_their_stream(group):
 
 
 def test_an_async_collective_runs_on_its_own_stream_until_its_work_is_waited_for(group):
-    native = CapturingNative()
+    native = FakeNative()
     capture = _op_capture.OpCapture(native)
-    with _collectives.running(native, capture), capture:
+    with _running.running(native, capture), capture:
         t = torch.ones(4)
         work = dist.all_reduce(t, async_op=True)
         t.sum()  # before wait(): unordered with the collective's write
         work.wait()
         t.sum()  # after: ordered
-    stream = native.log[2][1]
+    stream = steps(native)[2][1]
     assert stream > 0
-    assert native.log[1:] == [
+    assert steps(native)[1:] == [
         ["record", 0, 0],  # what the case issued before the call...
         ["wait", stream, 0],  # ...comes before it on its stream
         ["dist.all_reduce", stream, [(1, 0, 16)], [(1, 0, 16)]],
@@ -223,4 +182,4 @@ def test_an_async_collective_runs_on_its_own_stream_until_its_work_is_waited_for
         ["wait", 0, 1],  # Work.wait(): the case's stream waits for the call
         ["aten.sum", 0, [(1, 0, 16)], [(3, 0, 4)]],
     ]
-    assert native.events[-1][0] == "complete"
+    assert native.collectives[-1][0] == "complete"

@@ -4,8 +4,8 @@ op log, driven by hand (CI has no GPU to fire them)."""
 import pytest
 import torch
 
+from conftest import FakeNative
 from cprr import _gpu_hooks, _op_capture
-from test_op_capture import FakeNative
 
 
 def forwarder():

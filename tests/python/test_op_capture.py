@@ -2,52 +2,17 @@
 which order, which byte spans each aten op reads and writes (views as their spans), on which
 stream, and how frees and record_stream order the reuse of memory.
 
-The native side is a fake that does what Context does with the calls: track() returns
-increasing buffer ids and appends a made tensor to the writes of the op that made it;
-library_op() returns the op's seq. Spans are (buffer id, byte offset, byte length).
+The native side is conftest's FakeNative. Spans are (buffer id, byte offset, byte length).
 """
 
 import pytest
 import torch
 
+from conftest import FakeNative
 from cprr import _op_capture
+from cprr._tensor_table import Entry, key_of
 
 F32 = 4  # bytes of a float32
-
-
-class FakeNative:
-    def __init__(self):
-        self.tracks = []  # (label, address, size, is_cuda, stream, written_by)
-        self.log = []  # dicts: kind, name, stream, reads, writes, event
-        self.freed = []  # (buffer, stream)
-
-    def track(self, label, address, size, is_cuda, stream, written_by):
-        self.tracks.append((label, address, size, is_cuda, stream, written_by))
-        buffer = len(self.tracks)  # buffer ids 1, 2, ...
-        if written_by >= 0:
-            self.log[written_by]["writes"].append((buffer, 0, size))
-        return buffer
-
-    def untrack(self, buffer, stream):
-        self.freed.append((buffer, stream))
-
-    def library_op(self, kind, name, stream, handle, reads, writes):
-        self.log.append(dict(kind=kind, name=name, stream=stream, reads=list(reads),
-                             writes=list(writes), event=-1))
-        return len(self.log) - 1, False
-
-    def library_order(self, kind, name, stream, event):
-        self.log.append(dict(kind=kind, name=name, stream=stream, reads=[], writes=[],
-                             event=event))
-
-    def synchronize_library(self):
-        pass
-
-    @property
-    def ops(self):
-        """(name, reads, writes) of the access ops, in order."""
-        return [(o["name"], o["reads"], o["writes"]) for o in self.log
-                if o["kind"] in ("kernel", "copy", "host")]
 
 
 def make(device_backend=False):
@@ -61,7 +26,7 @@ def op_names(native):
 
 def buffer_of(native, t):
     """The buffer id the capture tracked `t`'s memory as (the last one at its address)."""
-    ids = [i + 1 for i, tr in enumerate(native.tracks) if tr[1] == t.data_ptr()]
+    ids = [i + 1 for i, tr in enumerate(native.tracks) if tr.address == t.data_ptr()]
     return ids[-1]
 
 
@@ -74,17 +39,17 @@ def test_every_tensor_an_op_makes_is_tracked_in_order_and_written_by_it():
         a = torch.ones(4)
         b = torch.empty(6)
         c = a * 2
-    labels = [t[0].split(" at ")[0] for t in native.tracks]
+    labels = [t.name.split(" at ")[0] for t in native.tracks]
     assert labels == ["torch.ones(4,)", "torch.empty(6,)", "torch.mul(4,)"]
-    assert [t[1] for t in native.tracks] == [a.data_ptr(), b.data_ptr(), c.data_ptr()]
-    assert [t[2] for t in native.tracks] == [4 * F32, 6 * F32, 4 * F32]
+    assert [t.address for t in native.tracks] == [a.data_ptr(), b.data_ptr(), c.data_ptr()]
+    assert [t.bytes for t in native.tracks] == [4 * F32, 6 * F32, 4 * F32]
     assert op_names(native) == ["aten.ones", "aten.empty", "aten.mul"]
     # ones and mul write what they made; empty writes nothing (its tensor is unwritten).
-    assert [t[5] for t in native.tracks] == [0, -1, 2]
+    assert [t.written_by for t in native.tracks] == [0, -1, 2]
     assert native.ops[0][2] == [(1, 0, 4 * F32)]
     assert native.ops[1][2] == []
     assert native.ops[2] == (native.ops[2][0], [(1, 0, 4 * F32)], [(3, 0, 4 * F32)])
-    assert native.tracks[0][0].split(" at ")[1].startswith("test_op_capture.py:")
+    assert native.tracks[0].name.split(" at ")[1].startswith("test_op_capture.py:")
 
 
 def test_empty_then_accumulate_reads_the_whole_span():
@@ -181,7 +146,7 @@ def test_views_log_nothing_by_themselves():
         assert len(native.log) == before
         c.sum()  # a read through a view is still logged, as the view's span
     assert native.ops[-1][1] == [(1, 0, 8 * F32)]
-    assert len([t for t in native.tracks if t[5] == -1]) == 1
+    assert len([t for t in native.tracks if t.written_by == -1]) == 1
     del a, b, d
 
 
@@ -192,10 +157,10 @@ def test_new_empty_and_empty_like_track_the_new_tensor_without_reading_the_sourc
         n = src.new_empty(3)
         like = torch.empty_like(src)
     assert all(reads == [] for _, reads, _ in native.ops)  # neither reads src
-    assert [t[0].split(" at ")[0] for t in native.tracks] == [
+    assert [t.name.split(" at ")[0] for t in native.tracks] == [
         "torch.empty(8,)", "torch.new_empty(3,)", "torch.empty_like(8,)"]
-    assert [t[2] for t in native.tracks] == [8 * F32, 3 * F32, 8 * F32]
-    assert [t[5] for t in native.tracks] == [-1, -1, -1]
+    assert [t.bytes for t in native.tracks] == [8 * F32, 3 * F32, 8 * F32]
+    assert [t.written_by for t in native.tracks] == [-1, -1, -1]
     with capture:
         n.sum()
         like.sum()
@@ -207,7 +172,7 @@ def test_empty_strided_spans_from_first_to_last_element():
     with capture:
         t = torch.empty_strided((2, 3), (1, 2))  # elements at 0..5: 6 floats
         gaps = torch.empty_strided((3,), (2,))  # elements at 0, 2, 4: 5 floats of storage
-    assert [x[2] for x in native.tracks] == [6 * F32, 5 * F32]
+    assert [x.bytes for x in native.tracks] == [6 * F32, 5 * F32]
     del t, gaps
 
 
@@ -217,8 +182,8 @@ def test_an_op_returning_several_tensors_tracks_each():
         x = torch.tensor([3.0, 1.0, 2.0])
         values, indices = torch.sort(x)
     made = native.tracks[-2:]
-    assert [t[1] for t in made] == [values.data_ptr(), indices.data_ptr()]
-    assert [t[2] for t in made] == [3 * F32, 3 * 8]  # float32 values, int64 indices
+    assert [t.address for t in made] == [values.data_ptr(), indices.data_ptr()]
+    assert [t.bytes for t in made] == [3 * F32, 3 * 8]  # float32 values, int64 indices
     first = len(native.tracks) - 1
     assert native.ops[-1][2] == [(first, 0, 3 * F32), (first + 1, 0, 3 * 8)]
 
@@ -242,17 +207,6 @@ def test_on_a_device_backend_cpu_tensors_are_the_hosts():
         a.add_(1.0)
     assert {o["stream"] for o in native.log} == {-1}
     assert {o["kind"] for o in native.log} == {"host"}
-
-
-def test_streams_and_events_are_numbered_as_they_appear():
-    s = _op_capture.Streams()
-    assert s.stream(0) == 0  # the legacy default stream
-    assert [s.stream(0x700), s.stream(0x500), s.stream(0x700)] == [1, 2, 1]
-    assert s.new_stream() == 3
-    assert [s.event(0x10), s.event(0x20), s.event(0x10)] == [0, 1, 0]
-    s.forget_event(0x10)  # destroyed: a new event may get its handle
-    assert s.event(0x10) == 2
-    assert s.new_event() == 3
 
 
 # ---- frees, reuse and record_stream ---------------------------------------------------------
@@ -279,28 +233,24 @@ def test_a_freed_address_made_anew_is_another_buffer():
         pytest.skip("the allocator never gave a freed tensor's address to the next one")
 
 
-class _Tracked:
-    """A stand-in for a CUDA tensor's key and stream, without a GPU."""
-
-
 def test_a_free_orders_its_reuse_after_the_streams_record_stream_named():
     native, capture = make(device_backend=True)
     key = ("cuda", 0, 0x1000)
-    capture._tracked[key] = _op_capture._Tensor(buffer=7, stream=0)
-    capture._tracked[key].uses.update({2, 1})
+    capture.tensors[key] = Entry(buffer=7, stream=0)
+    capture.tensors.get(key).uses.update({2, 1})
     capture.freed(0, 0x1000)
     orders = [(o["kind"], o["stream"], o["event"]) for o in native.log]
     # One event per using stream, recorded there; the allocating stream waits for each.
     assert orders == [("record", 1, 0), ("wait", 0, 0), ("record", 2, 1), ("wait", 0, 1)]
     assert native.freed == [(7, 0)]
-    assert key not in capture._tracked
+    assert key not in capture.tensors
     capture.freed(0, 0x1000)  # freed once: a second free of the address is not ours
     assert len(native.log) == 4
 
 
 def test_a_free_without_record_stream_orders_nothing():
     native, capture = make(device_backend=True)
-    capture._tracked[("cuda", 0, 0x2000)] = _op_capture._Tensor(buffer=3, stream=1)
+    capture.tensors[("cuda", 0, 0x2000)] = Entry(buffer=3, stream=1)
     capture.freed(0, 0x2000)
     assert native.log == []
     assert native.freed == [(3, 1)]
@@ -313,52 +263,34 @@ def test_torch_tensor_data_is_a_new_tensor_the_host_wrote_even_at_a_tracked_addr
     with capture:
         t = torch.tensor([1.0, 2.0, 3.0])
         # A stale entry at its address (memory freed unseen) must not stand for it.
-        capture._tracked[_op_capture._key(t)] = _op_capture._Tensor(buffer=99, stream=0, size=4)
+        capture.tensors[key_of(t)] = Entry(buffer=99, stream=0, size=4)
         capture._lifted(t)
         t.sum()
     buffer = buffer_of(native, t)
-    label, _, size, _, _, written_by = native.tracks[buffer - 1]
-    assert label.startswith("torch.tensor(3,) at ")
-    assert size == 3 * F32 and written_by >= 0
+    track = native.tracks[buffer - 1]
+    assert track.name.startswith("torch.tensor(3,) at ")
+    assert track.bytes == 3 * F32 and track.written_by >= 0
     assert native.ops[-1][1] == [(buffer, 0, 3 * F32)]
 
 
 def test_a_host_tensor_bigger_than_its_stale_entry_is_found_anew():
     native, capture = make()
     t = torch.ones(4)
-    key = _op_capture._key(t)
-    capture._tracked[key] = _op_capture._Tensor(buffer=99, stream=0, size=2 * F32)
+    key = key_of(t)
+    capture.tensors[key] = Entry(buffer=99, stream=0, size=2 * F32)
     (touch,) = capture.touches([t])
     assert touch[0] != 99 and touch[2] == 4 * F32
-    assert capture._tracked[key].size == 4 * F32
+    assert capture.tensors.get(key).size == 4 * F32
     # Within its size the entry stands.
     assert capture.touches([t[:2]])[0][0] == touch[0]
 
 
-class AllocatorNative(FakeNative):
-    """A native side whose arena is torch's allocator: frees come from torch_released()."""
-
-    device_index = 0
-
-    def __init__(self):
-        super().__init__()
-        self.released = []
-        self.record_streams = []
-
-    def torch_released(self):
-        out, self.released = self.released, []
-        return out
-
-    def torch_record_stream(self, address, handle):
-        self.record_streams.append((address, handle))
-
-
 def test_with_cprrs_allocator_frees_are_logged_at_the_next_op_and_at_the_end():
-    native = AllocatorNative()
+    native = FakeNative(backend="cuda", device_index=0)  # cprr's arena is torch's allocator
     capture = _op_capture.OpCapture(native, device_backend=True, allocator=True)
-    capture._tracked[("cuda", 0, 0x1000)] = _op_capture._Tensor(buffer=7, stream=0)
-    capture._tracked[("cuda", 0, 0x1000)].uses.add(2)
-    capture._tracked[("cuda", 0, 0x3000)] = _op_capture._Tensor(buffer=8, stream=1)
+    capture.tensors[("cuda", 0, 0x1000)] = Entry(buffer=7, stream=0)
+    capture.tensors.get(("cuda", 0, 0x1000)).uses.add(2)
+    capture.tensors[("cuda", 0, 0x3000)] = Entry(buffer=8, stream=1)
     native.released = [0x1000, 0x5000]  # 0x5000: memory no tracked tensor had
     with capture:
         torch.ones(4)
@@ -376,7 +308,7 @@ def test_used_by_adds_a_use_only_for_other_streams_of_cuda_tensors():
     with capture:
         cpu = torch.ones(4)
     capture.used_by([cpu], 3)  # CPU memory: the host allocator, no stream uses
-    assert all(not t.uses for t in capture._tracked.values())
+    assert all(not t.uses for t in capture.tensors.values())
 
 
 # ---- calls outside aten ---------------------------------------------------------------------
@@ -410,8 +342,8 @@ def test_a_tensor_from_before_the_case_is_tracked_at_its_first_use_as_written_be
     assert (found["kind"], found["stream"]) == ("host", -1)
     assert found["name"].startswith(
         "cpu tensor memory (32 bytes) from before the case, first used at test_op_capture.py:")
-    assert native.tracks[0][1:3] == (buffer.data_ptr(), 8 * F32)
-    assert native.tracks[0][5] == 0  # written by that host op
+    assert (native.tracks[0].address, native.tracks[0].bytes) == (buffer.data_ptr(), 8 * F32)
+    assert native.tracks[0].written_by == 0  # written by that host op
     assert found["writes"] == [(1, 0, 8 * F32)]
     assert native.ops[1][1] == [(1, 2 * F32, 2 * F32)]  # the sum reads its view's bytes
     assert native.ops[-1][2] == [(1, 0, 8 * F32)]  # add_ writes the same buffer: found once
@@ -456,19 +388,22 @@ def test_pinned_memory_made_anew_waits_for_the_copies_that_used_it():
     that writes the new tensor."""
     native, capture = make(device_backend=True)
     reused = torch.zeros(4)  # stands for pinned memory handed out again
-    capture._pinned_uses[_op_capture._key(reused)] = [5, 6]
+    capture._order.pinned_used(key_of(reused), 1)  # two copies used it (CI cannot pin memory)
+    capture._order.pinned_used(key_of(reused), 2)
     made = capture.__torch_dispatch__(_FakeOp(torch.ops.aten.ones.default, reused), (), ([4],),
                                       {})
     assert made is reused
     steps = [(o["kind"], o["stream"], o["event"], o["writes"]) for o in native.log]
     assert steps == [
+        ("record", 1, 0, []),
+        ("record", 2, 1, []),
         ("host", -1, -1, []),  # aten.ones, logged before it ran: not its write any more
-        ("wait", -1, 5, []),
-        ("wait", -1, 6, []),
+        ("wait", -1, 0, []),
+        ("wait", -1, 1, []),
         ("host", -1, -1, [(1, 0, 4 * F32)]),  # the write of the reused memory, after the waits
     ]
-    assert native.tracks[0][5] == 3
-    assert _op_capture._key(reused) not in capture._pinned_uses
+    assert native.tracks[0].written_by == 5
+    assert not capture._order.pinned_reused(key_of(reused))  # waited for once
 
 
 def test_an_op_returning_its_input_memory_makes_nothing():
@@ -483,12 +418,6 @@ def test_an_op_returning_its_input_memory_makes_nothing():
     assert out is x
     assert len(native.tracks) == before
     assert native.log[-1]["writes"] == []
-
-
-def test_the_no_native_stream_value_is_the_runtimes():
-    from cprr import _cprr
-
-    assert _op_capture.NO_NATIVE_STREAM == _cprr.NO_NATIVE_STREAM
 
 
 class FakeCounter:

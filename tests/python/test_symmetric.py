@@ -12,6 +12,7 @@ import contextlib
 
 import torch
 
+from conftest import FakeNative
 from cprr import _op_capture, _symmetric
 
 MiB = 1 << 20
@@ -178,25 +179,10 @@ def test_install_without_torchs_symmetric_memory_is_none_or_a_space():
 # ---- the op capture logs symmetric tensors at their place ---------------------------------
 
 
-class FakeNative:
-    def __init__(self):
-        self.tracks = []  # (label, address, size, written_by, symmetric_offset)
-        self.freed = []
-        self.log = []
-
-    def track(self, label, address, size, is_cuda, stream, written_by, symmetric_offset=-1):
-        self.tracks.append((label.split(" at ")[0], address, size, written_by, symmetric_offset))
-        return len(self.tracks)
-
-    def untrack(self, buffer, stream):
-        self.freed.append(buffer)
-
-    def library_op(self, kind, name, stream, handle, reads, writes):
-        self.log.append((kind, name, list(reads), list(writes)))
-        return len(self.log) - 1, False
-
-    def library_order(self, *args):
-        pass
+def short(track):
+    """(name without " at <caller>", address, bytes, written_by, symmetric_offset)."""
+    return (track.name.split(" at ")[0], track.address, track.bytes, track.written_by,
+            track.symmetric_offset)
 
 
 def test_a_tensor_made_in_a_window_is_tracked_at_its_place_and_found_memory_at_its_address():
@@ -208,16 +194,16 @@ def test_a_tensor_made_in_a_window_is_tracked_at_its_place_and_found_memory_at_i
     with _op_capture.OpCapture(native, symmetric=space):
         a = torch.ones(8)
         before.add_(1)
-    assert native.tracks[0][:4] == ("torch.ones(8,)", a.data_ptr(), 32, 0)
-    assert native.tracks[0][4] == 4096 + a.data_ptr() - 0x100000
+    assert short(native.tracks[0])[:4] == ("torch.ones(8,)", a.data_ptr(), 32, 0)
+    assert native.tracks[0].symmetric_offset == 4096 + a.data_ptr() - 0x100000
     # Memory from before the case is found at its first use, at its address: only what the case
     # makes is compared across ranks, in the order it was made.
-    assert native.tracks[1][0].startswith("cpu tensor memory")
-    assert native.tracks[1][4] == -1
+    assert native.tracks[1].name.startswith("cpu tensor memory")
+    assert native.tracks[1].symmetric_offset == -1
     plain = FakeNative()
     with _op_capture.OpCapture(plain, symmetric=_symmetric.SymmetricSpace()):
         torch.ones(8)
-    assert plain.tracks[0][4] == -1
+    assert plain.tracks[0].symmetric_offset == -1
 
 
 def test_made_symmetric_tracks_unwritten_memory_replacing_an_address_entry_then_a_mark():
@@ -226,15 +212,15 @@ def test_made_symmetric_tracks_unwritten_memory_replacing_an_address_entry_then_
     with capture:
         t = torch.empty(16)  # an earlier tensor at the address symm_mem.empty's one has now
     capture.made_symmetric(t)
-    assert native.freed == [1]
-    label, address, size, written_by, place = native.tracks[-1]
+    assert [buffer for buffer, _ in native.freed] == [1]
+    label, address, size, written_by, place = short(native.tracks[-1])
     assert label.startswith("symm_mem.empty(16,)")
     assert (address, size, written_by, place) == (t.data_ptr(), 64, -1, -1)
     capture.became_symmetric(t, 2 * MiB)  # its rendezvous
-    assert native.tracks[-1][4] == 2 * MiB
+    assert native.tracks[-1].symmetric_offset == 2 * MiB
     with capture:
         t.sum()  # read: the symm_mem.empty entry, unwritten (its mark is no memory of ops)
-    assert native.log[-1][2][0][0] == 2
+    assert native.log[-1]["reads"][0][0] == 2
 
 
 def test_a_registered_tensor_gets_one_mark_at_its_place_and_ops_keep_its_own_entry():
@@ -245,19 +231,19 @@ def test_a_registered_tensor_gets_one_mark_at_its_place_and_ops_keep_its_own_ent
         t = torch.ones(16)  # made before its window was registered: ordinary memory
     capture.became_symmetric(t, 4096)
     capture.became_symmetric(t, 4096)  # a second rendezvous of the same memory: no new mark
-    marks = [tr for tr in native.tracks if tr[4] != -1]
+    marks = [short(tr) for tr in native.tracks if tr.symmetric_offset != -1]
     assert len(marks) == 1
     label, address, size, written_by, place = marks[0]
-    assert label == "symmetric memory (64 bytes) registered"  # " at <caller>" cut by the fake
+    assert label == "symmetric memory (64 bytes) registered"  # " at <caller>" cut by short()
     assert (address, size, place) == (t.data_ptr(), 64, 4096)
-    assert native.log[written_by][0] == "host"  # written by the registration: no poison
+    assert native.log[written_by]["kind"] == "host"  # written by the registration: no poison
     with capture:
         t.sum()
-    assert native.log[-1][2][0][0] == 1  # the tensor's own entry
+    assert native.log[-1]["reads"][0][0] == 1  # the tensor's own entry
     # A tensor made in a registered window is logged at its place once, with no mark.
     space.add_window(0x100000, 1 << 48)
     with capture:
         u = torch.ones(4)
     capture.became_symmetric(u, 99)
-    assert [tr[4] for tr in native.tracks if tr[1] == u.data_ptr()] == [
+    assert [tr.symmetric_offset for tr in native.tracks if tr.address == u.data_ptr()] == [
         u.data_ptr() - 0x100000]

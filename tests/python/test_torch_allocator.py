@@ -1,11 +1,11 @@
-"""cprr as torch's CUDA allocator, the Python side (cprr.worker): when the worker swaps torch's
+"""cprr as torch's CUDA allocator, the Python side (cprr._rank_setup): when a rank swaps torch's
 allocator, and torch.cuda's byte counts answered from cprr's. CI has no GPU: torch stand-ins."""
 
 import types
 
 import pytest
 
-from cprr import worker
+from cprr import _rank_setup
 
 
 class CountingNative:
@@ -31,7 +31,7 @@ def fake_torch():
 
 def test_memory_counts_come_from_cprrs_allocator_under_both_names():
     torch, native = fake_torch(), CountingNative()
-    worker._memory_statistics(torch, native)
+    _rank_setup.memory_statistics(torch, native)
     native.allocated, native.peak = 4096, 8192
     for module in (torch.cuda, torch.cuda.memory):
         assert module.memory_allocated() == 4096
@@ -45,7 +45,7 @@ def test_memory_counts_come_from_cprrs_allocator_under_both_names():
 
 
 def rank(backend):
-    r = worker._Rank([])
+    r = _rank_setup.Rank([])
     r.backend = backend
     return r
 
@@ -59,7 +59,7 @@ def test_a_cpu_rank_or_an_allocator_switched_off_keeps_torchs(monkeypatch, env):
                         raising=False)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    worker._use_cprr_allocator(rank("cpu" if not env else "cuda"))
+    _rank_setup.use_cprr_allocator(rank("cpu" if not env else "cuda"))
     assert swapped == []
 
 
@@ -69,5 +69,5 @@ def test_cuda_without_pluggable_allocators_says_so_and_keeps_torchs(monkeypatch,
     monkeypatch.delenv("CPRR_TORCH_ALLOCATOR", raising=False)
     monkeypatch.delenv("CPRR_OP_CAPTURE", raising=False)
     monkeypatch.delattr(torch.cuda.memory, "CUDAPluggableAllocator", raising=False)
-    worker._use_cprr_allocator(rank("cuda"))
+    _rank_setup.use_cprr_allocator(rank("cuda"))
     assert "has no CUDAPluggableAllocator" in capsys.readouterr().err

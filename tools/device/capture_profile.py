@@ -29,18 +29,18 @@ def main():
     import torch
     import torch.distributed as dist
 
-    from cprr import _case, _collectives, _gpu_hooks, _op_capture, worker
+    from cprr import _case, _case_files, _collectives, _gpu_hooks, _op_capture, _running
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from csan_compare import StandIn
 
     with tempfile.TemporaryDirectory() as tmp:
         dist.init_process_group("gloo", init_method=f"file://{tmp}/s", rank=0, world_size=1)
-        worker.load_cases([args.cases])
+        _case_files.load_cases([args.cases])
         _collectives.install()
         definition = next(d for d in _case.registered_cases() if d.name == args.case)
         device = torch.device("cuda", 0)
-        _gpu_hooks.install(_collectives.capture)
+        _gpu_hooks.install(_running.capture)
 
         def once(capture):
             ctx = StandIn(0, 1, 1, device, definition)
@@ -50,7 +50,7 @@ def main():
                 definition.body(ctx)
             else:
                 native = capture._native
-                with _collectives.running(native, capture), capture:
+                with _running.running(native, capture), capture:
                     definition.body(ctx)
             torch.cuda.synchronize()
             return (time.perf_counter() - start) * 1000

@@ -49,12 +49,12 @@ def child(args):
     import torch.distributed as dist
 
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-    from cprr import _case, worker
+    from cprr import _case, _case_files
 
     torch.cuda.set_device(args.rank % torch.cuda.device_count())
     dist.init_process_group("gloo", init_method=f"file://{args.store}", rank=args.rank,
                             world_size=args.world_size)
-    problems = worker.load_cases([args.cases])
+    problems = _case_files.load_cases([args.cases])
     if problems:
         sys.exit("\n".join(problems))
     definition = next(d for d in _case.registered_cases() if d.name == args.case)

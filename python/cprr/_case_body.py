@@ -1,0 +1,82 @@
+"""What the worker loop calls for each case: the ``@cprr.case`` function run after the rank's
+set-up for it (cprr._rank_setup.Rank.prepare), under an op capture, with the case set as running
+on its thread (cprr._running), its failure turned into the report's traceback.
+
+Imports neither torch nor the compiled module: the rank (cprr._rank_setup) has them.
+"""
+
+import os
+import sys
+import traceback
+
+from cprr import _running
+from cprr._context import Context
+
+
+def flush():
+    """The rank's stdout and stderr: after each case (its output before its report) and before
+    the rank leaves."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a case that closed its stdout
+            pass
+
+
+def _report_outside(native, capture, counter):
+    """What the case did that the op log cannot see, as one op the report names."""
+    capture.finish()
+    if counter:
+        for what, n in counter.unseen_take().items():
+            capture.outside[f"{what} outside any op the dispatcher saw"] = n
+    if capture.outside:
+        what = ", ".join(f"{n} {w}" for w, n in sorted(capture.outside.items()))
+        native.note_unseen(f"{sum(capture.outside.values())} outside the op log: {what}")
+
+
+def body(definition, rank):
+    """The body the worker loop calls with the case's native context (the _cprr module's
+    CaseContext): returns None when the case passed, else its traceback. `rank`: the
+    cprr._rank_setup.Rank it runs in."""
+
+    def run(native):
+        try:
+            ctx = Context(native, definition, rank.prepare(native))
+            if os.environ.get("CPRR_OP_CAPTURE") == "off":  # only to measure what capture costs
+                with _running.running(native):
+                    definition.body(ctx)
+                return None
+            # The body's own frame comes next in a failure's traceback: no helper between.
+            counter = rank.counter or None
+            if counter:
+                counter.unseen_take()  # what the world did before this case is not the case's
+                counter.unseen_watch(True)
+            capture = rank.op_capture(native, counter)
+            try:
+                with _running.running(native, capture), capture:
+                    definition.body(ctx)
+            finally:
+                if counter:
+                    counter.unseen_watch(False)
+                _report_outside(native, capture, counter)
+            return None
+        except BaseException:  # a failure of the case: its traceback is the report
+            return traceback.format_exc()
+        finally:
+            flush()
+
+    return run
+
+
+def register(definitions, native_module, rank):
+    """Registers each case with `native_module` (the _cprr module); a name registered twice is
+    an error the worker reports."""
+    seen = set()
+    for d in definitions:
+        if d.name in seen:
+            native_module.add_error(f"case '{d.name}' is registered twice (again at {d.source})")
+            continue
+        seen.add(d.name)
+        native_module.add_case(
+            d.name, d.world_sizes, d.grid_text(), d.expect, d.timeout_s, d.description,
+            d.seeded_bug, body(d, rank))

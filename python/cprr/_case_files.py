@@ -1,0 +1,58 @@
+"""The case files a rank imports (``--cases PATH``): files, directories of test files, modules.
+
+Importing a file registers its ``@cprr.case`` functions (cprr._case). Imports neither torch nor
+the compiled module: tools/device's scripts load cases with it from the source tree.
+"""
+
+import importlib
+import importlib.util
+import os
+import sys
+import traceback
+
+
+def _is_test_file(name):
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+
+
+def _files_of(path):
+    if os.path.isdir(path):
+        found = []
+        for root, dirs, files in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__")))
+            found += [os.path.join(root, f) for f in sorted(files) if _is_test_file(f)]
+        return found
+    return [path]
+
+
+def _import_file(path):
+    directory = os.path.dirname(os.path.abspath(path))
+    if directory not in sys.path:
+        sys.path.insert(0, directory)  # as pytest does: a test file imports its neighbours
+    stem = os.path.splitext(os.path.basename(path))[0]
+    if stem in sys.modules:
+        return sys.modules[stem]
+    spec = importlib.util.spec_from_file_location(stem, path)
+    if spec is None:
+        raise ImportError(f"{path} is not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[stem] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_cases(items):
+    """Imports every file, directory of test files or module in `items`; returns the problems
+    (one text per item that failed to import)."""
+    problems = []
+    for item in items:
+        targets = _files_of(item) if os.path.exists(item) else [item]
+        for target in targets:
+            try:
+                if os.path.exists(target):
+                    _import_file(target)
+                else:
+                    importlib.import_module(target)
+            except BaseException:  # a case file's SystemExit or syntax error is its problem
+                problems.append(f"cannot import {target}:\n{traceback.format_exc()}")
+    return problems

@@ -1,0 +1,121 @@
+# The compiled rank runtime (python/native/bindings.cpp over rank_runtime.h, torch_allocator.h and
+# unseen_work.h), as type checkers and readers see it. Keep it in step with bindings.cpp:
+# tests/python/test_native.py compares both with the built module. Arguments bindings.cpp does
+# not name are positional-only here (pybind11 calls them arg0, arg1...).
+
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+# A native_stream value that is no cudaStream_t (0 is the legacy stream): a stream the caller
+# models, with none behind it.
+NO_NATIVE_STREAM: int
+# The control protocol's version (kProtocolVersion), for a message when versions disagree.
+PROTOCOL_VERSION: int
+
+# Bytes an op touches: (buffer id from track, offset in it, length).
+Touch = Tuple[int, int, int]
+
+class Allocation:
+    """An allocation from one of the rank's arenas (CaseContext.alloc)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def address(self) -> int: ...
+    @property
+    def bytes(self) -> int: ...
+    @property
+    def device(self) -> bool:
+        """Device memory (cuda backend, not the host pool)."""
+
+class CaseContext:
+    """The running case's Context, for the Python Context. Valid only during the body's call."""
+
+    @property
+    def rank(self) -> int: ...
+    @property
+    def world_size(self) -> int: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def case_name(self) -> str: ...
+    @property
+    def params(self) -> Dict[str, str]: ...
+    @property
+    def device_index(self) -> int:
+        """The GPU this rank runs on (its index among the visible ones); -1 on the cpu backend."""
+    @property
+    def backend(self) -> str:
+        """'cpu' | 'cuda'."""
+    @property
+    def nccl(self) -> bool:
+        """The world's collectives go through NCCL (a GPU per rank)."""
+    def capture(self, is_output: bool, name: str, address: int, bytes: int, dtype: str,
+                shape: Sequence[int], native_stream: int) -> None:
+        """Hashes `bytes` at `address` as an output or probe; `dtype` a cprr dtype name."""
+    def enter_collective(self, kind: str, dtype: str, bytes: int, root: int, op: str,
+                         stream: int, /) -> int:
+        """A collective entered (flight record, collective log); `op`: sum | max | min;
+        `stream`: an op-log stream. Returns its seq, for complete_collective."""
+    def complete_collective(self, seq: int, /) -> None: ...
+    def note_p2p(self, kind: str, peer: int, dtype: str, bytes: int, /) -> None: ...
+    def track(self, name: str, address: int, bytes: int, device: bool, native_stream: int,
+              written_by: int, symmetric_offset: int = -1) -> int:
+        """A tensor's memory in the allocation log; `written_by`: the op (seq) that made and
+        wrote it, -1 for unwritten memory; `symmetric_offset` >= 0: its place in torch's
+        symmetric windows. Returns its buffer id."""
+    def untrack(self, buffer: int, stream: int, /) -> None:
+        """The memory went back to its allocator."""
+    def library_op(self, kind: str, name: str, stream: int, native_stream: int,
+                   reads: Sequence[Touch], writes: Sequence[Touch], /) -> Tuple[int, bool]:
+        """A torch op about to be issued on op-log stream `stream` (-1: the host). Returns (its
+        seq, whether to synchronize_library() after it)."""
+    def library_order(self, kind: str, name: str, stream: int, event: int, /) -> None:
+        """An ordering op: record | wait | sync."""
+    def synchronize_library(self) -> None: ...
+    def note_unseen(self, what: str, /) -> None:
+        """What the case did outside the op log, as one op the report names."""
+    def torch_released(self) -> List[int]:
+        """Addresses cprr's arena took back from torch since the last call."""
+    def torch_record_stream(self, address: int, native_stream: int, /) -> None: ...
+    def alloc(self, name: str, bytes: int, pool: str, /) -> Allocation:
+        """`pool`: device | symmetric | host."""
+    def free(self, id: int, /) -> None: ...
+
+def add_case(name: str, world_sizes: Sequence[int], grid: Sequence[Tuple[str, Sequence[str]]],
+             expect: str, timeout_s: float, description: str, seeded_bug: str,
+             body: Callable[[CaseContext], Optional[str]]) -> None:
+    """Registers a case; `body` returns None when it passed, else what failed."""
+
+def add_error(message: str, /) -> None:
+    """A problem found while loading cases: the worker reports it and exits before serving."""
+
+def case_names() -> List[str]: ...
+def serve(argv: Sequence[str], /) -> int:
+    """Runs the rank process's worker loop with these arguments (argv[0] first); returns its
+    exit status."""
+
+def unseen_start(libraries: Sequence[str], /) -> str:
+    """Starts counting CUDA work outside the op log (CUPTI from the first of these libraries
+    that opens); returns '' when counting, else why not."""
+
+def unseen_watch(on: bool, /) -> None:
+    """The calling thread runs a case body (on) or stopped (off): only such threads count."""
+
+def seen_enter() -> None:
+    """The calling thread enters work the op log covers (scopes nest)."""
+
+def seen_leave() -> None: ...
+def unseen_forgive() -> None:
+    """What the calling thread did outside since it last entered seen work was an op's own."""
+
+def unseen_take() -> Dict[str, int]:
+    """The counts since the last call, by what was counted; empty when nothing was."""
+
+def use_torch_allocator() -> None:
+    """torch's CUDA allocator is now cprr_torch_alloc/cprr_torch_free (libcprr_pyrank.so)."""
+
+def torch_allocator_used() -> bool: ...
+def torch_memory() -> Tuple[int, int]:
+    """(bytes torch holds through cprr's allocator now, the most since the last reset)."""
+
+def reset_torch_peak() -> None: ...

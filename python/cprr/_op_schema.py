@@ -1,0 +1,158 @@
+"""What an aten op reads and writes, from its schema's alias info (as torch's CUDA sanitizer's
+ArgumentHandler reads it), worked out once per op overload.
+
+Every tensor argument that does not alias is read (a view reads nothing), every mutable argument
+(``out=``, an in-place op's `self`) is written, and read too when the op is arithmetic
+(``acc += x`` reads acc); a return that aliases no argument is a tensor the op makes. Ops of the
+``empty`` family and ``*_like`` / ``new_*`` read only their arguments' metadata.
+"""
+
+import functools
+
+import torch
+
+from cprr._tensor_table import key_of
+
+EMPTY = {"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided"}
+# In-place ops whose result depends on the bytes they overwrite.
+_READ_MODIFY = {
+    "add", "sub", "mul", "div", "true_divide", "floor_divide", "addcmul", "addcdiv", "addmm",
+    "addmv", "addbmm", "baddbmm", "addr", "lerp", "pow", "clamp", "clamp_min", "clamp_max",
+    "clip", "neg", "abs", "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "rsqrt",
+    "sigmoid", "tanh", "relu", "gelu", "silu", "floor", "ceil", "round", "trunc", "frac", "sign",
+    "reciprocal", "fmod", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+    "logical_and", "logical_or", "logical_xor", "logical_not", "square", "sin", "cos", "erf",
+    "hardtanh", "leaky_relu", "elu", "threshold", "nan_to_num", "cumsum", "cumprod",
+    "exponential", "mvlgamma", "atan2", "hypot", "logit", "xlogy", "copysign", "lt", "le", "gt",
+    "ge", "eq", "ne", "maximum", "minimum",
+}
+# Ops that move bytes between host and device memory when their tensors are on both.
+_COPIES = {"copy_", "_to_copy", "to", "_copy_from", "_copy_from_and_resize"}
+# What torch.tensor(data) runs after building its tensor past the dispatcher.
+LIFTS = {"lift_fresh", "lift", "lift_fresh_copy"}
+
+_READ, _WRITE = 1, 2
+
+
+class Plan:
+    """What the capture needs of an aten op's schema: each argument's role (-1: no tensor of
+    interest, else a mask of _READ and _WRITE; an aliasing argument that is not written, a view's
+    input, is 0), which returns are tensors it makes."""
+
+    def __init__(self, func):
+        schema = func._schema
+        self.name = func.overloadpacket.__name__
+        name = self.name
+        metadata_only = name in EMPTY or name.endswith("_like") or name.startswith("new_")
+        read_modify = name.rstrip("_") in _READ_MODIFY
+        self.positional, self.keyword = [], {}
+        self._non_blocking = None
+        for i, arg in enumerate(schema.arguments):
+            alias = arg.alias_info
+            if alias is not None and alias.is_write:
+                role = _WRITE | (_READ if read_modify and not arg.kwarg_only else 0)
+            elif alias is None and not metadata_only:
+                role = _READ
+            else:
+                role = 0
+            if arg.kwarg_only:
+                self.keyword[arg.name] = role
+            else:
+                self.positional.append(role)
+            if arg.name == "non_blocking":
+                self._non_blocking = (None if arg.kwarg_only else i, arg.name)
+        self.returns = [r.alias_info is None and "Tensor" in str(r.type) for r in schema.returns]
+        self.makes = any(self.returns)
+        self.copy = name in _COPIES
+
+    def non_blocking(self, args, kwargs):
+        if self._non_blocking is None:
+            return False
+        index, name = self._non_blocking
+        if name in kwargs:
+            return bool(kwargs[name])
+        return index is not None and index < len(args) and bool(args[index])
+
+
+@functools.lru_cache(maxsize=None)
+def plan(func):
+    """The op's Plan; None for an op that is not aten's."""
+    return Plan(func) if func._schema.name.startswith("aten::") else None
+
+
+def tensors(value):
+    """The tensors in an argument or a return: itself, or those of a list or tuple."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from tensors(v)
+
+
+def made(plan, result, inputs):
+    """(tensor, its memory's key) of each tensor with elements, on the host or a CUDA device, the
+    op made: the returns that alias no argument, except over an argument's memory (`inputs`:
+    _unsafe_view, what matmul reshapes with, returns its input's memory though its schema says
+    it aliases nothing)."""
+    values = result if len(plan.returns) > 1 else (result,)
+    aliased = None
+    for makes, value in zip(plan.returns, values):
+        if not makes:
+            continue
+        for t in tensors(value):
+            if t.numel() == 0 or t.device.type not in ("cpu", "cuda"):
+                continue
+            key = key_of(t)
+            if aliased is None:
+                aliased = {key_of(i) for i in inputs}
+            if key not in aliased:
+                yield t, key
+
+
+class Accesses:
+    """The tensors an op's arguments give it: those it reads, those it writes, and every one."""
+
+    __slots__ = ("reads", "writes", "every")
+
+    def __init__(self, plan, args, kwargs):
+        self.reads, self.writes, self.every = [], [], []
+        for role, value in zip(plan.positional, args):
+            if role >= 0:
+                self._add(role, value)
+        if kwargs:
+            for arg, value in kwargs.items():
+                role = plan.keyword.get(arg, -1)
+                if role >= 0:
+                    self._add(role, value)
+
+    def _add(self, role, value):
+        found = list(tensors(value))
+        self.every += found
+        if role & _READ:
+            self.reads += found
+        if role & _WRITE:
+            self.writes += found
+
+
+def device_of(tensors, kwargs):
+    """The CUDA device an op runs on (its first CUDA tensor's, else its device= argument's), or
+    None for an op of the host."""
+    for t in tensors:
+        if t.is_cuda:
+            return t.device
+    device = kwargs.get("device")
+    if device is not None:
+        device = torch.device(device)
+        if device.type == "cuda":
+            return device if device.index is not None else torch.device(
+                "cuda", torch.cuda.current_device())
+    return None
+
+
+def crosses(tensors, kwargs):
+    """Whether an op moves bytes between host and device memory."""
+    types = {t.device.type for t in tensors}
+    device = kwargs.get("device")
+    if device is not None:
+        types.add(torch.device(device).type)
+    return "cuda" in types and "cpu" in types

@@ -1,0 +1,240 @@
+"""A Python rank's set-up around its cases: the libraries it loads and the calls of torch it
+wraps, its case files and their registration (load), its worker loop (serve), and per rank
+process or per case (Rank.prepare) the seeds, the default process group, torch's CUDA trace
+hooks, the CUPTI count of work outside the op log and cprr's arena as torch's CUDA allocator.
+"""
+
+import argparse
+import glob
+import inspect
+import os
+import random
+import sys
+
+# torch before the compiled module: torch's NCCL and CUDA runtime are the ones loaded, not those
+# the compiled module's library would bring. A rank whose interpreter has no torch still serves:
+# each case file's failed import is then its problem (load), as the C++ worker reports a
+# registration error. So cprr.worker imports this module only after a template's own set-up.
+try:
+    import torch
+except ImportError:
+    torch = None
+if torch is not None:
+    import torch.distributed as dist
+
+    from cprr import _collectives, _gpu_hooks, _op_capture, _symmetric
+
+from cprr import _case, _case_body, _case_files, _cprr, _running  # noqa: E402
+
+
+class Rank:
+    """What the rank knows from its arguments, for the Python side of each case. A template
+    registers the cases with one of these still empty; each rank forked from it fills it in."""
+
+    def __init__(self, argv):
+        self.gpu_hooks = False  # torch's CUDA trace hooks forward to the running case
+        self.counter = None  # counts CUDA work outside the op log (the _cprr module), or None
+        self.symmetric = None  # torch's symmetric windows (cprr._symmetric), where torch has them
+        self.parse(argv)
+
+    def parse(self, argv):
+        ap = argparse.ArgumentParser(add_help=False)
+        ap.add_argument("--rank", type=int, default=0)
+        ap.add_argument("--world-size", type=int, default=1)
+        ap.add_argument("--rendezvous", default="")
+        ap.add_argument("--backend", default="cpu")
+        known, _ = ap.parse_known_args(argv)
+        self.rank = known.rank
+        self.world_size = known.world_size
+        self.rendezvous = known.rendezvous
+        self.backend = known.backend
+
+    def prepare(self, native):
+        """Everything a case needs before its body runs (`native`: its native context): returns
+        its ``ctx.device``."""
+        device = _device(native)
+        _ensure_process_group(self, native)
+        _install_gpu_hooks(self, native)
+        _start_counter(self, native)
+        _seed_everything(native.seed)
+        return device
+
+    def op_capture(self, native, counter):
+        """The op capture of a case (`counter`: the CUPTI count, or None)."""
+        return _op_capture.OpCapture(native, native.backend == "cuda", counter,
+                                     allocator=_cprr.torch_allocator_used(),
+                                     symmetric=self.symmetric)
+
+
+# ---- each case -------------------------------------------------------------------------------
+
+
+def _seed_everything(seed):
+    """The recorded seed, the same on every rank (as PyTorch tests seed every rank alike)."""
+    random.seed(seed)
+    torch.manual_seed(seed)  # the CPU generator and every CUDA device's
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed(seed & 0xFFFFFFFF)
+
+
+def _device(native):
+    """The case's ``ctx.device``: the rank's GPU on cuda (made current), else the CPU."""
+    if native.backend == "cuda":
+        torch.cuda.set_device(native.device_index)
+        return torch.device("cuda", native.device_index)
+    return torch.device("cpu")
+
+
+def _ensure_process_group(rank, native):
+    """The default process group, made by the world's first case and kept by pooled ones: gloo
+    on cpu; on cuda NCCL when every rank has a GPU of its own, gloo where ranks share one (NCCL
+    refuses two ranks on one GPU), as cprr's own collectives choose."""
+    if dist.is_initialized():
+        return
+    backend = "nccl" if native.backend == "cuda" and native.nccl else "gloo"
+    store = os.path.join(rank.rendezvous or ".", "torch_process_group")
+    options = {}
+    if backend == "nccl" and "device_id" in inspect.signature(dist.init_process_group).parameters:
+        # The NCCL communicator now, not at the first collective: torch's symmetric memory on
+        # NCCL (symm_mem.empty) needs it, and dies of a null communicator without (torch 2.11).
+        options["device_id"] = torch.device("cuda", native.device_index)
+    dist.init_process_group(
+        backend,
+        init_method=f"file://{store}",
+        rank=rank.rank,
+        world_size=rank.world_size,
+        **options,
+    )
+
+
+# ---- once per rank process, in its first cuda case (a template never touches CUDA) -----------
+
+
+def _install_gpu_hooks(rank, native):
+    """torch's CUDA trace hooks, forwarding to the running case (cprr._gpu_hooks)."""
+    if rank.gpu_hooks or native.backend != "cuda":
+        return
+    rank.gpu_hooks = _gpu_hooks.install(_running.capture)
+
+
+def _cupti_libraries():
+    """Where CUPTI may be: the loader's path, torch's own wheels, the CUDA toolkit."""
+    found = ["libcupti.so", "libcupti.so.13", "libcupti.so.12"]
+    site = os.path.dirname(os.path.dirname(os.path.abspath(torch.__file__)))
+    for pattern in (f"{site}/nvidia/**/libcupti.so*",
+                    "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so*",
+                    "/usr/local/cuda*/lib*/libcupti.so*"):
+        found += sorted(glob.glob(pattern, recursive=True))
+    return found
+
+
+def _start_counter(rank, native):
+    """Counting the CUDA work no op of the op log covers (native/unseen_work.h) into
+    `rank.counter` (False: it cannot). CPRR_UNSEEN_WORK=off leaves CUPTI to a profiler of the
+    user's."""
+    if rank.counter is not None or native.backend != "cuda":
+        return
+    if os.environ.get("CPRR_UNSEEN_WORK") == "off":
+        why = "CPRR_UNSEEN_WORK=off"
+    else:
+        why = _cprr.unseen_start(_cupti_libraries())
+    if why:
+        print(f"cprr: CUDA work outside the op log is not counted: {why}", file=sys.stderr)
+        rank.counter = False
+    else:
+        rank.counter = _cprr
+
+
+# ---- once per rank process, before its worker loop --------------------------------------------
+
+
+def load(cases):
+    """Everything a rank does before its worker loop: wraps torch's calls, imports the case
+    files and registers their cases. Returns the rank the bodies read (a template's: empty)."""
+    rank = Rank([])
+    rank.symmetric = _wrap_torch() if torch is not None else None
+    for problem in _case_files.load_cases(cases):
+        _cprr.add_error(problem)
+    if not cases:
+        _cprr.add_error("no case files: pass --cases FILE (cprecord --python FILE does)")
+    _case_body.register(_case.registered_cases(), _cprr, rank)
+    return rank
+
+
+def _wrap_torch():
+    """Wraps torch's collectives and symmetric-memory calls, before any case file is imported
+    (so a `from ... import` gets the wrapped ones), and pays torch's lazy imports now rather than
+    in the first case. Returns torch's symmetric windows, or None where it has none."""
+    _collectives.install()
+    symmetric = _symmetric.install(_running.capture, _cprr.torch_allocator_used)
+    _op_capture.warm_up()
+    return symmetric
+
+
+def serve(rank, argv):
+    """The worker loop of the rank whose command line is `argv` (the worker, then the rank's own
+    arguments); returns its exit status."""
+    rank.parse(argv[1:])
+    use_cprr_allocator(rank)
+    status = _cprr.serve(argv)
+    _case_body.flush()
+    return status
+
+
+def use_cprr_allocator(rank):
+    """cprr's device arena as torch's CUDA allocator, for every case of this cuda rank
+    (native/torch_allocator.h): tensors are placed by the case's placement policy, as a C++
+    case's buffers are, and a replay can move them. torch.cuda.change_current_allocator works only
+    before torch first touches CUDA, so here, before the worker loop. CPRR_TORCH_ALLOCATOR=off
+    (and CPRR_OP_CAPTURE=off, which this needs for record_stream) leaves torch's own; so does a
+    torch without CUDAPluggableAllocator (before 2.0) or a case file that used CUDA on import.
+    torch.cuda.memory_allocated, max_memory_allocated, memory_reserved and
+    reset_peak_memory_stats answer from cprr's count (memory_statistics); the rest of torch's
+    statistics (memory_stats, memory_snapshot) raise under any pluggable allocator."""
+    if rank.backend != "cuda" or "off" in (os.environ.get("CPRR_TORCH_ALLOCATOR"),
+                                            os.environ.get("CPRR_OP_CAPTURE")):
+        return
+    memory = getattr(torch.cuda, "memory", None)
+    pluggable = getattr(memory, "CUDAPluggableAllocator", None)
+    if pluggable is None or not hasattr(memory, "change_current_allocator"):
+        print(f"cprr: torch {torch.__version__} has no CUDAPluggableAllocator: tensors keep "
+              "torch's caching allocator (placement policies do not apply)", file=sys.stderr)
+        return
+    if torch.cuda.is_initialized():
+        print("cprr: CUDA was initialized before the worker loop (at import?): tensors keep "
+              "torch's caching allocator (placement policies do not apply)", file=sys.stderr)
+        return
+    library = os.path.join(os.path.dirname(os.path.abspath(_cprr.__file__)), "libcprr_pyrank.so")
+    memory.change_current_allocator(pluggable(library, "cprr_torch_alloc", "cprr_torch_free"))
+    _cprr.use_torch_allocator()
+    memory_statistics(torch, _cprr)
+
+
+def memory_statistics(torch, native):
+    """torch.cuda's byte counts from cprr's allocator (torch's pluggable allocator has none): a
+    case that checks it freed what it allocated works as under torch's caching allocator. cprr
+    keeps no cache, so what is reserved is what is allocated. One device per rank: `device` is
+    accepted and ignored. `native`: the _cprr module (torch_memory, reset_torch_peak)."""
+
+    def memory_allocated(device=None):
+        return native.torch_memory()[0]
+
+    def max_memory_allocated(device=None):
+        return native.torch_memory()[1]
+
+    def reset_peak_memory_stats(device=None):
+        native.reset_torch_peak()
+
+    replacements = {
+        "memory_allocated": memory_allocated,
+        "max_memory_allocated": max_memory_allocated,
+        "memory_reserved": memory_allocated,
+        "max_memory_reserved": max_memory_allocated,
+        "reset_peak_memory_stats": reset_peak_memory_stats,
+        "reset_max_memory_allocated": reset_peak_memory_stats,
+    }
+    for name, fn in replacements.items():
+        for module in (torch.cuda, torch.cuda.memory):
+            if hasattr(module, name):
+                setattr(module, name, fn)

@@ -1,0 +1,60 @@
+"""The case running on this thread: its native context and its op capture.
+
+The worker sets them for the length of a case body (``running``); what the body calls reads them:
+the collectives' wrappers (cprr._collectives), ``ctx``'s captures (cprr._context), torch's CUDA
+trace hooks and symmetric-memory wrappers. Per thread, because torch's own threads (NCCL's
+watchdog) call the same hooks, and what they do is not the case body's. Imports neither torch nor
+the rest of cprr: the package's import (the pytest plugin's, the controller's) stays torch-free.
+"""
+
+import threading
+
+_state = threading.local()
+
+
+def current():
+    """The native case context of the running case on this thread, or None."""
+    return getattr(_state, "native", None)
+
+
+def capture():
+    """The running case's op capture (cprr._op_capture.OpCapture) on this thread, or None."""
+    return getattr(_state, "capture", None)
+
+
+class running:
+    """Within the block, calls on this thread are recorded into `native`, and the tensors they
+    touch logged by `capture` (a cprr._op_capture.OpCapture, or None)."""
+
+    def __init__(self, native, capture=None):
+        self._native = native
+        self._capture = capture
+
+    def __enter__(self):
+        _state.native = self._native
+        _state.capture = self._capture
+        _state.depth = 0
+        return self
+
+    def __exit__(self, *exc):
+        _state.native = None
+        _state.capture = None
+        return False
+
+
+def in_call():
+    """Whether a torch.distributed call cprr wraps is running on this thread: torch's helpers
+    (all_gather_object) make wrapped calls of their own, and only the outermost is the case's."""
+    return getattr(_state, "depth", 0) > 0
+
+
+class call:
+    """The block of the outermost wrapped torch.distributed call (see in_call)."""
+
+    def __enter__(self):
+        _state.depth = 1
+        return self
+
+    def __exit__(self, *exc):
+        _state.depth = 0
+        return False

@@ -1,0 +1,116 @@
+"""What the Python unit tests share: one fake of the running case's native context.
+
+FakeNative stands for the _cprr module's CaseContext (python/native/bindings.cpp: the same
+methods, arguments and defaults) and does with each call what the rank's Context does with it
+that a test can see: track() returns increasing buffer ids (1, 2, ...) and adds a tensor made
+and written by an op to that op's writes; library_op() returns the op's seq (its index in `log`);
+enter_collective() returns sequence numbers of its own. Tests import it (``from conftest import
+FakeNative``) and subclass it for special behaviour.
+"""
+
+import collections
+
+import torch  # noqa: F401  before the compiled module, as a rank imports them (cprr._rank_setup)
+
+# A track() call: what the capture told the native side of a tensor's memory.
+Track = collections.namedtuple(
+    "Track", "name address bytes device native_stream written_by symmetric_offset")
+
+
+class FakeAllocation:
+    """An arena allocation (the binding's Allocation)."""
+
+    def __init__(self, id, address, bytes, device):
+        self.id, self.address, self.bytes, self.device = id, address, bytes, device
+
+
+class FakeNative:
+    """The binding's CaseContext, recording. `log`: every op and ordering, as dicts (kind, name,
+    stream, native_stream, reads, writes, event), collectives too (kind "collective");
+    `tracks`: Track per track() call; `freed`: (buffer, stream) per untrack(); `collectives`:
+    ("enter", seq, fingerprint), ("complete", seq), ("p2p", kind, peer, dtype, bytes)."""
+
+    def __init__(self, rank=0, world_size=1, seed=0, case_name="test/case", params=None,
+                 backend="cpu", device_index=-1, nccl=False, first_collective=100):
+        self.rank, self.world_size, self.seed = rank, world_size, seed
+        self.case_name = case_name
+        self.params = dict(params or {})
+        self.backend, self.device_index, self.nccl = backend, device_index, nccl
+        self.log, self.tracks, self.freed, self.collectives = [], [], [], []
+        self.captures, self.unseen, self.allocations = [], [], []
+        self.released = []  # what torch_released() hands out next (cprr's arena as torch's)
+        self.record_streams = []  # (address, native_stream) per torch_record_stream()
+        self._next_collective = first_collective
+
+    def capture(self, is_output, name, address, bytes, dtype, shape, native_stream):
+        self.captures.append((is_output, name, address, bytes, dtype, list(shape),
+                              native_stream))
+
+    def enter_collective(self, kind, dtype, bytes, root, op, stream):
+        seq = self._next_collective
+        self._next_collective += 7  # not 0, 1, 2...: callers must hand back what they got
+        self.collectives.append(("enter", seq, (kind, dtype, bytes, root, op)))
+        self._append("collective", kind, stream)
+        return seq
+
+    def complete_collective(self, seq):
+        self.collectives.append(("complete", seq))
+
+    def note_p2p(self, kind, peer, dtype, bytes):
+        self.collectives.append(("p2p", kind, peer, dtype, bytes))
+
+    def track(self, name, address, bytes, device, native_stream, written_by,
+              symmetric_offset=-1):
+        self.tracks.append(Track(name, address, bytes, device, native_stream, written_by,
+                                 symmetric_offset))
+        buffer = len(self.tracks)
+        if written_by >= 0:
+            self.log[written_by]["writes"].append((buffer, 0, bytes))
+        return buffer
+
+    def untrack(self, buffer, stream):
+        self.freed.append((buffer, stream))
+
+    def library_op(self, kind, name, stream, native_stream, reads, writes):
+        self._append(kind, name, stream, native_stream, reads, writes)
+        return len(self.log) - 1, False
+
+    def library_order(self, kind, name, stream, event):
+        self._append(kind, name, stream, event=event)
+
+    def synchronize_library(self):
+        pass
+
+    def note_unseen(self, what):
+        self.unseen.append(what)
+
+    def torch_released(self):
+        out, self.released = self.released, []
+        return out
+
+    def torch_record_stream(self, address, native_stream):
+        self.record_streams.append((address, native_stream))
+
+    def alloc(self, name, bytes, pool):
+        self.allocations.append(FakeAllocation(len(self.allocations) + 1, 0, bytes,
+                                               pool != "host" and self.backend == "cuda"))
+        return self.allocations[-1]
+
+    def free(self, id):
+        pass
+
+    def _append(self, kind, name, stream, native_stream=0, reads=(), writes=(), event=-1):
+        self.log.append(dict(kind=kind, name=name, stream=stream, native_stream=native_stream,
+                             reads=list(reads), writes=list(writes), event=event))
+
+    # ---- views for the tests ----------------------------------------------------------------
+
+    @property
+    def ops(self):
+        """(name, reads, writes) of the access ops, in order."""
+        return [(o["name"], o["reads"], o["writes"]) for o in self.log
+                if o["kind"] in ("kernel", "copy", "host")]
+
+    def fingerprints(self):
+        """The collectives entered, as (kind, dtype, bytes, root, op)."""
+        return [e[2] for e in self.collectives if e[0] == "enter"]
