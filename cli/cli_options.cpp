@@ -74,10 +74,10 @@ CLI::Option* add_trace_option(CLI::App& app, std::string& trace, std::string_vie
                               std::string_view what) {
   return app
       .add_option("--trace", trace,
-                  fmt::format("time every op and write {} as a Chrome trace (Perfetto, "
-                              "chrome://tracing): a process per rank, a track per stream and the "
-                              "host, ops with their real start and duration, collectives and "
-                              "races as arrows, allocations as instants",
+                  fmt::format("time every op and write a Chrome trace (Perfetto, chrome://tracing) "
+                              "of {}: a process per rank, a track per stream and the host, ops "
+                              "with their real start and duration, collectives and races as "
+                              "arrows, allocations as instants",
                               what))
       ->type_name(std::string(type));
 }

@@ -446,7 +446,7 @@ void add_record_options(CLI::App& app, RecordOptions& o, LaunchFlags& launch) {
                  "(allocation-order) | never_reuse | shuffled (reuse order drawn from the case "
                  "seed, the same on every rank)");
   add_trace_option(app, o.shared.trace, "DIR",
-                   "every execution of each case with a verdict or not as expected to "
+                   "each execution of every case with a verdict or not as expected to "
                    "DIR/case-<id>-<mode>-<repeat>.json");
   app.add_flag("--json", o.json, "print one JSON document on stdout and nothing else there");
   app.add_flag("--list", o.list,

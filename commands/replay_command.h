@@ -11,9 +11,10 @@
 namespace cprr {
 
 struct ReplayCommandOptions {
-  /// --db, --mode, the shared options (cli/cli_options.h) and --launcher: what every replay
-  /// takes. replay.case_id is set from case_id.
-  ReplayOptions replay;
+  /// --db (./cprr.db, where cprecord writes by default), --mode, the shared options
+  /// (cli/cli_options.h) and --launcher: what every replay takes. replay.case_id is set from
+  /// case_id.
+  ReplayOptions replay{.db = "cprr.db"};
   bool list = false;
   std::optional<int64_t> case_id;
   bool all = false;               ///< triage a run (replayer/replay_all.h)

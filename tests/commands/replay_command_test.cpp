@@ -65,6 +65,10 @@ ReplayCommandOptions of_case(int64_t id) {
   return o;
 }
 
+TEST(ReplayCommand, ReadsTheDatabaseCprecordWritesByDefault) {
+  EXPECT_EQ(ReplayCommandOptions{}.replay.db, RecordOptions{}.db);
+}
+
 TEST(ReplayCommand, ExactlyOneOfListAllAndCase) {
   ReplayCommandOptions none;
   EXPECT_THAT(usage_error(none), HasSubstr("give exactly one of --list, --all and --case ID"));
