@@ -147,7 +147,8 @@ class OpCapture(TorchDispatchMode):
         if plan.name in _op_schema.LIFTS and args and isinstance(args[0], torch.Tensor):
             self._lifted(args[0])
         access = _op_schema.Accesses(plan, args, kwargs)
-        reads, writes = self.touches(access.reads), self.touches(access.writes)
+        touches = self.tensors.touches  # the per-op path calls the roles directly
+        reads, writes = touches(access.reads), touches(access.writes)
         if not (reads or writes or plan.makes):
             return self._run(func, args, kwargs)
         return self._logged(func, plan, access, (reads, writes), args, kwargs)
@@ -161,7 +162,7 @@ class OpCapture(TorchDispatchMode):
     def _logged(self, func, plan, access, touched, args, kwargs):
         """Runs an op as one op of the log (`touched`: the bytes it reads, those it writes)."""
         device = _op_schema.device_of(access.every, kwargs)
-        stream, handle = self.stream_of(device)
+        stream, handle = self._order.stream_of(device)
         copy = stream >= 0 and plan.copy and _op_schema.crosses(access.every, kwargs)
         kind = "copy" if copy else ("host" if stream < 0 else "kernel")
         where = caller()
