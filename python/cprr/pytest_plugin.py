@@ -10,7 +10,8 @@ that replays it. pytest's own ``--junitxml`` reports them.
 
 Options: --cprr-mode pool|fresh|both, --cprr-db PATH (default: a file in pytest's temporary
 directory), --cprr-backend auto|cpu|cuda, --cprr-cprecord PATH (default: $CPRR_CPRECORD, then
-cprecord next to cprr-pyworker or on PATH), --cprr-arg ARG (repeatable: passed to cprecord).
+the cprecord of the build tree or prefix this package is in, then cprecord next to cprr-pyworker
+or on PATH), --cprr-arg ARG (repeatable: passed to cprecord).
 """
 
 import itertools
@@ -52,19 +53,37 @@ def labels_of(definition):
     return out
 
 
+def _beside_package():
+    """Where the cprecord of this package would be, nearest first: the build tree's
+    (build/python/cprr -> build/tools/cprecord) and an installed prefix's
+    (PREFIX/lib/cprr/python/cprr -> PREFIX/bin/cprecord)."""
+    here = os.path.dirname(os.path.realpath(__file__))
+    out = []
+    for _ in range(4):
+        here = os.path.dirname(here)
+        out += [os.path.join(here, "tools", "cprecord"), os.path.join(here, "bin", "cprecord")]
+    return out
+
+
 def _cprecord(config):
+    """The cprecord to run: --cprr-cprecord, $CPRR_CPRECORD, the one that belongs to this package
+    (so a build tree's plugin runs that build's cprecord, whatever PATH says), the one beside
+    cprr-pyworker on PATH, cprecord on PATH."""
     given = config.getoption("--cprr-cprecord") or os.environ.get("CPRR_CPRECORD")
     if given:
         return given
+    looked = _beside_package()
     worker = shutil.which("cprr-pyworker")
     if worker:
-        beside = os.path.join(os.path.dirname(os.path.realpath(worker)), "cprecord")
-        if os.access(beside, os.X_OK):
-            return beside
+        looked.append(os.path.join(os.path.dirname(os.path.realpath(worker)), "cprecord"))
+    for candidate in looked:
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
     found = shutil.which("cprecord")
     if not found:
         raise pytest.UsageError(
-            "cprr: cprecord not found; pass --cprr-cprecord PATH or set CPRR_CPRECORD")
+            "cprr: cprecord not found: looked at " + ", ".join(looked) + " and on PATH; pass "
+            "--cprr-cprecord PATH or set CPRR_CPRECORD")
     return found
 
 

@@ -132,3 +132,47 @@ def test_labels_of_agrees_with_cprecords_plan(tmp_path, cprecord):
     assert ours == planned
     assert "demo/grid{alpha=x,zeta=20}@2" in ours
     assert "test_grid/default_named@2" in ours
+
+
+class _NoOptions:
+    """A pytest config whose --cprr-* options were not given."""
+
+    def getoption(self, name):
+        return None
+
+
+def _plugin_at(monkeypatch, tmp_path):
+    """The plugin as if imported from a package at tmp_path/python/cprr, with nothing of cprr
+    in the environment or on PATH."""
+    from cprr import pytest_plugin
+    monkeypatch.setattr(pytest_plugin, "__file__",
+                        str(tmp_path / "python" / "cprr" / "pytest_plugin.py"))
+    monkeypatch.delenv("CPRR_CPRECORD", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    return pytest_plugin
+
+
+def _executable(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_the_plugin_runs_the_cprecord_of_its_build_tree_or_prefix(monkeypatch, tmp_path):
+    plugin = _plugin_at(monkeypatch, tmp_path)
+    installed = _executable(tmp_path / "bin" / "cprecord")  # PREFIX/lib/.. is tmp_path here
+    assert plugin._cprecord(_NoOptions()) == installed
+    built = _executable(tmp_path / "tools" / "cprecord")  # build/python/cprr -> build/tools
+    assert plugin._cprecord(_NoOptions()) == built, "the build tree's, before a prefix's"
+    monkeypatch.setenv("CPRR_CPRECORD", "/given/cprecord")
+    assert plugin._cprecord(_NoOptions()) == "/given/cprecord", "CPRR_CPRECORD wins"
+
+
+def test_without_a_cprecord_the_error_names_where_it_looked(monkeypatch, tmp_path):
+    plugin = _plugin_at(monkeypatch, tmp_path)
+    with pytest.raises(pytest.UsageError) as e:
+        plugin._cprecord(_NoOptions())
+    assert str(tmp_path / "tools" / "cprecord") in str(e.value)
+    assert str(tmp_path / "bin" / "cprecord") in str(e.value)
+    assert "--cprr-cprecord" in str(e.value)

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Runs every command line README.md shows in a ```sh block, as written, so the README cannot
+drift from what the build does (ctest readme_commands_run_as_written).
+
+    readme_commands.py --source SRC --build BUILD --work DIR
+
+The commands run in order in DIR, a scratch folder that looks like a checkout whose build is
+BUILD (build/, corpus/, examples/ and tools/ link there), with HOME=DIR/home, PATH=/usr/bin:/bin
+and nothing of cprr's in the environment: a new user's shell. Every line must match one rule
+below, which says what it must do (its exit code, the files it leaves) or why CI cannot run it
+(other hosts, GPUs); a line no rule knows fails the test, naming the line. A placeholder (N) is
+what the README says to put there. README's pytest command also runs against the installed
+prefix (its package, the prefix's cprecord). Exits 1 naming each command that did not do what
+its rule says; prints one line per command.
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+
+class Rule:
+    """What a README line must do: `pattern` finds it; `codes`: the exit codes it may end with
+    (None: not run here, `why` says why); `makes`: files it must leave in the work folder."""
+
+    def __init__(self, pattern, codes=(0,), makes=(), why=""):
+        self.pattern = re.compile(pattern)
+        self.codes = codes
+        self.makes = makes
+        self.why = why
+
+
+RULES = [
+    # The set-up commands: CI runs the test command (.ci/run); the main job's build is this
+    # build, and its run (what follows the build) runs here.
+    Rule(r"^tools/setup\.sh && cmake -S \. -B build && cmake --build build -j\"\$\(nproc\)\" && "
+         r"ctest --test-dir build --output-on-failure$", None,
+         why="the test command: CI runs it (.ci/run holds this line)"),
+    Rule(r"^tools/setup\.sh && cmake -S \. -B build && cmake --build build .*--target cprecord "
+         r"cpreplay cpworker && (build/tools/cprecord .*)$", (0,),
+         makes=("cprr.db", "cprr-junit.xml")),
+    # A first session.
+    Rule(r"^build/tools/cprecord --backend cpu --mode both --filter 'cp_maxlogit_race@2' "
+         r"--db demo\.db$", (0,), makes=("demo.db",)),
+    Rule(r"^build/tools/cpreplay --db demo\.db --case N$", (1,)),
+    Rule(r"^build/tools/cpreplay --db demo\.db --case N --trace race\.json$", (1,),
+         makes=("race.json",)),
+    # The installed package.
+    Rule(r"^cmake --install build --prefix \"\$HOME/cprr\"", (0,), makes=("home/cprr/bin/cprecord",)),
+    Rule(r"^cmake -S examples -B build-examples", (0,), makes=("build-examples/my_cases",)),
+    Rule(r"^\"\$HOME/cprr/bin/cprecord\" --worker build-examples/my_cases", (0,),
+         makes=("mine.db",)),
+    # Python cases.
+    Rule(r"^build/tools/cprecord --python corpus/python ", (0,), makes=("py.db",)),
+    Rule(r"^build/tools/cpreplay --db py\.db --case 3 ", (0, 1)),
+    Rule(r"^PYTHONPATH=build/python /usr/bin/python3 -m pytest -p cprr\.pytest_plugin ", (0,)),
+    # Many hosts: a cluster's commands, cprecord on its PATH.
+    Rule(r"^cprecord .*--launcher (mpirun|srun)", None,
+         why="a cluster's command: other hosts, GPUs, an allocation"),
+]
+
+
+def readme_lines(path):
+    """The command lines of README.md's ```sh blocks, comments and blank lines left out."""
+    lines, inside = [], False
+    with open(path) as f:
+        for raw in f:
+            line = raw.rstrip("\n")
+            if line.startswith("```"):
+                inside = line.strip() == "```sh"
+                continue
+            if inside and line.strip() and not line.lstrip().startswith("#"):
+                lines.append(line.strip())
+    return lines
+
+
+def workspace(source, build, work):
+    """A new folder that looks like a fresh checkout built into `build`."""
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(os.path.join(work, "home"))
+    for name, target in (("build", build), ("corpus", os.path.join(source, "corpus")),
+                         ("examples", os.path.join(source, "examples")),
+                         ("tools", os.path.join(source, "tools"))):
+        link = os.path.join(work, name)
+        if not os.path.lexists(link):
+            os.symlink(target, link)
+
+
+def run(line, work, env, log):
+    """Runs `line` through bash in `work`; returns its exit code and output."""
+    p = subprocess.run(["bash", "-c", line], cwd=work, env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    with open(log, "a") as f:
+        f.write(f"$ {line}\n{p.stdout}\n[exit {p.returncode}]\n")
+    return p.returncode, p.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--work", required=True)
+    a = ap.parse_args()
+    source, build, work = (os.path.abspath(p) for p in (a.source, a.build, a.work))
+    workspace(source, build, work)
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.path.join(work, "home"), "LANG": "C.UTF-8",
+           # Nothing written into the source tree through the links: no bytecode, no pytest cache.
+           "PYTHONDONTWRITEBYTECODE": "1", "PYTEST_ADDOPTS": "-p no:cacheprovider"}
+    log = os.path.join(work, "readme_commands.log")
+    with open(os.path.join(source, ".ci", "run")) as f:
+        ci = f.read()
+    problems, placeholders = [], {}
+    for line in readme_lines(os.path.join(source, "README.md")):
+        rules = [r for r in RULES if r.pattern.search(line)]
+        if len(rules) != 1:
+            problems.append(f"README line known to {len(rules)} rules (want 1): {line}")
+            continue
+        rule = rules[0]
+        if rule.codes is None:
+            if "test command" in rule.why and line not in ci:
+                problems.append(f".ci/run does not run README's test command: {line}")
+            print(f"not run ({rule.why}): {line}")
+            continue
+        # The main job: what follows its build steps (this build) runs.
+        command = rule.pattern.search(line).group(1) if rule.pattern.groups else line
+        for name, value in placeholders.items():
+            command = re.sub(rf"\b{name}\b", value, command)
+        code, out = run(command, work, env, log)
+        missing = [m for m in rule.makes if not os.path.exists(os.path.join(work, m))]
+        ok = code in rule.codes and not missing
+        print(f"{'ok' if ok else 'FAILED'} (exit {code}): {command}")
+        if not ok:
+            problems.append(f"{command}: exit {code} (want {' or '.join(map(str, rule.codes))})"
+                            + (f", left no {', '.join(missing)}" if missing else "")
+                            + f"; the last of its output:\n{out[-1500:]}")
+        # README: the table names the race's case as "case N (bug/cp_maxlogit_race@2): ...".
+        found = re.search(r"case (\d+) \(bug/cp_maxlogit_race@2\)", out)
+        if found:
+            placeholders["N"] = found.group(1)
+        if line.startswith("PYTHONPATH=build/python"):
+            # The same command from the installed prefix: its package, its cprecord.
+            installed = os.path.join(env["HOME"], "cprr", "lib", "cprr", "python")
+            again = command.replace("PYTHONPATH=build/python", f"PYTHONPATH={installed}", 1)
+            code, out = run(again, work, env, log)
+            print(f"{'ok' if code == 0 else 'FAILED'} (exit {code}): {again}")
+            if code != 0:
+                problems.append(f"{again}: exit {code}; the last of its output:\n{out[-1500:]}")
+    for p in problems:
+        print("README:", p, file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
