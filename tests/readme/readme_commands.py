@@ -9,8 +9,8 @@ BUILD (build/, corpus/, examples/ and tools/ link there), with HOME=DIR/home, PA
 and nothing of cprr's in the environment: a new user's shell. Every line must match one rule
 below, which says what it must do (its exit code, the files it leaves) or why CI cannot run it
 (other hosts, GPUs); a line no rule knows fails the test, naming the line. A placeholder (N) is
-what the README says to put there. README's pytest command also runs against the installed
-prefix (its package, the prefix's cprecord). Exits 1 naming each command that did not do what
+what the README says to put there. README's Python commands also run from the installed prefix
+(from_prefix). Exits 1 naming each command that did not do what
 its rule says; prints one line per command.
 """
 import argparse
@@ -76,6 +76,18 @@ def readme_lines(path):
     return lines
 
 
+def from_prefix(command, prefix):
+    """The Python commands again from the installed prefix (README's install line put it there):
+    the pytest command with the prefix's package, --python with the prefix's cprecord and no
+    PYTHONPATH (its cprr-pyworker finds its own package). None for any other command."""
+    if command.startswith("PYTHONPATH=build/python "):
+        return command.replace("build/python", f"{prefix}/lib/cprr/python", 1)
+    if command.startswith("build/tools/cprecord --python "):
+        return (command.replace("build/tools/cprecord", f"{prefix}/bin/cprecord", 1)
+                .replace("--db py.db", "--db py-installed.db"))
+    return None
+
+
 def workspace(source, build, work):
     """A new folder that looks like a fresh checkout built into `build`."""
     shutil.rmtree(work, ignore_errors=True)
@@ -139,10 +151,8 @@ def main():
         found = re.search(r"case (\d+) \(bug/cp_maxlogit_race@2\)", out)
         if found:
             placeholders["N"] = found.group(1)
-        if line.startswith("PYTHONPATH=build/python"):
-            # The same command from the installed prefix: its package, its cprecord.
-            installed = os.path.join(env["HOME"], "cprr", "lib", "cprr", "python")
-            again = command.replace("PYTHONPATH=build/python", f"PYTHONPATH={installed}", 1)
+        again = from_prefix(command, os.path.join(env["HOME"], "cprr"))
+        if again:
             code, out = run(again, work, env, log)
             print(f"{'ok' if code == 0 else 'FAILED'} (exit {code}): {again}")
             if code != 0:
