@@ -70,13 +70,15 @@ def body(definition, rank):
 
 def register(definitions, native_module, rank):
     """Registers each case with `native_module` (the _cprr module); a name registered twice is
-    an error the worker reports."""
-    seen = set()
+    an error the worker reports, naming both definitions."""
+    first = {}
     for d in definitions:
-        if d.name in seen:
-            native_module.add_error(f"case '{d.name}' is registered twice (again at {d.source})")
+        if d.name in first:
+            native_module.add_error(
+                f"case '{d.name}' is defined twice: at {first[d.name].source} and at {d.source}; "
+                "give one of them another name (@cprr.case(name=...))")
             continue
-        seen.add(d.name)
+        first[d.name] = d
         native_module.add_case(
             d.name, d.world_sizes, d.grid_text(), d.expect, d.timeout_s, d.description,
             d.seeded_bug, body(d, rank))

@@ -63,9 +63,12 @@ PYBIND11_MODULE(_cprr, m) {
             timeout_s,       std::move(description), std::move(seeded_bug)};
         // The worker calls bodies without the GIL (serve released it): take it for the call. The
         // callable is kept in a shared holder released under the GIL, never by a C++ thread
-        // that does not hold it.
+        // that does not hold it. The registry holding it is a static destroyed at exit, after
+        // the interpreter finalized: the GIL can never be taken then (it would block forever,
+        // and the process with it), and the object went with the interpreter, so it is left.
         auto fn =
             std::shared_ptr<py::function>(new py::function(std::move(body)), [](py::function* f) {
+              if (Py_IsInitialized() == 0) return;
               py::gil_scoped_acquire gil;
               delete f;
             });

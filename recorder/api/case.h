@@ -13,6 +13,7 @@
 // static destructors or atexit handlers (Backend::teardown_left_to_exit), so a case must not
 // leave work for them (write and close its files in the body).
 #include <functional>
+#include <source_location>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,7 @@ using Hook = void (*)();
 struct RegisteredCase {
   CaseInfo info;
   CaseBody body = nullptr;
+  std::string where;  ///< "file:line" of its CPRR_CASE, for messages; empty when unknown
 };
 
 /// The cases and hooks linked into this binary. Filled by static initializers before main and
@@ -36,7 +38,8 @@ struct RegisteredCase {
 /// worker at start rather than thrown from a static initializer.
 class Registry {
  public:
-  void add_case(std::string name, CaseOptions options, CaseBody body);
+  /// `where`: "file:line" of the definition, so a name defined twice names both places.
+  void add_case(std::string name, CaseOptions options, CaseBody body, std::string where = {});
   void add_reset_hook(Hook hook) { reset_hooks_.push_back(hook); }
   void add_worker_init(Hook hook) { worker_inits_.push_back(hook); }
   /// A problem found while loading cases some other way (a Python case file that failed to
@@ -60,7 +63,9 @@ class Registry {
 /// registration needs a place that exists before main.
 Registry& registry();
 
-bool register_case(std::string name, CaseOptions options, CaseBody body);
+/// CPRR_CASE's registration; `where` defaults to the macro's place in the case author's file.
+bool register_case(std::string name, CaseOptions options, CaseBody body,
+                   std::source_location where = std::source_location::current());
 bool register_reset_hook(Hook hook);
 bool register_worker_init(Hook hook);
 
