@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <fmt/ranges.h>
 #include <chrono>
 #include <deque>
 #include <filesystem>
@@ -320,8 +321,16 @@ std::optional<std::vector<CaseInstance>> plan_of(const RecordOptions& o, RecordS
       return std::nullopt;
     }
   }
-  const std::vector<CaseInstance> matched =
-      expand(fetch_catalog(s.worker, s.worker_args), s.filter);
+  const Catalog catalog = fetch_catalog(s.worker, s.worker_args);
+  if (catalog.cases.empty()) {
+    // Said as what it is, not as a --filter that matched nothing.
+    if (!o.python.empty()) {
+      CPRR_THROW_AS(UsageError, "--python {}: no @cprr.case in these files",
+                    fmt::join(o.python, " "));
+    }
+    CPRR_THROW_AS(UsageError, "worker {} registers no case (CPRR_CASE)", s.worker);
+  }
+  const std::vector<CaseInstance> matched = expand(catalog, s.filter);
   std::vector<CaseInstance> plan = select(matched, s.selection);
   if (plan.empty() && !o.shard.empty() && !matched.empty()) {
     // A small plan split over many CI jobs leaves some empty: that job has nothing to do.

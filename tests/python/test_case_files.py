@@ -1,7 +1,7 @@
 """A run over case files that cannot all be loaded: a file that does not import, or two cases of
 one name, fail the run at once (exit 2) naming the file and line or both definitions, and leave no
 database behind; the rank process exits as soon as it said so (it used to wait forever at
-interpreter exit, and cprecord 30 s for a frame)."""
+interpreter exit, and cprecord 30 s for a frame). Files without a case say so."""
 
 import os
 import shutil
@@ -57,3 +57,11 @@ def test_two_cases_of_one_name_name_both_definitions(cases, tmp_path):
     assert ("case 'demo/good' is defined twice: at test_again.py:5 and at test_good.py:5"
             in run.stdout), run.stdout
     assert not (tmp_path / "run.db").exists()
+
+
+def test_files_without_cases_say_so_and_not_that_a_filter_matched_nothing(cases, tmp_path):
+    (cases / "test_good.py").write_text("import cprr\n")
+    run = _record(cases, tmp_path / "run.db")
+    assert run.returncode == 2, run.stdout
+    assert f"--python {cases}: no @cprr.case in these files" in run.stdout, run.stdout
+    assert "--filter" not in run.stdout
