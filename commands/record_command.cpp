@@ -540,7 +540,6 @@ int record_main(int argc, char** argv) {
     o.shared.interrupt = &*interrupt;
     o.log_lines = !tty_err;  // a CI log gets a line per execution as it finishes
     o.launch = finish_launch_options(launch);
-    check_standby(o.shared.standby, o.launch.kind);
     o.shared.fork_from_template = python_template_from_env();
     return run_record(o, std::cout, std::cerr, tty_err, color,
                       std::vector<std::string>(argv, argv + argc));
