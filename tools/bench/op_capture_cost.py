@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""What the Python op capture costs per aten op on CPU tensors, without a GPU or a world.
+
+    tools/bench/op_capture_cost.py [PACKAGE_DIR...]   (default: this checkout's python/)
+
+For each package folder (e.g. this checkout's python/ and an older one, `git archive REV python`
+unpacked, to compare two versions side by side in one run) it runs one body of 802 host ops
+(torch.add, add_, mul, sum on 256 floats) plain and under cprr._op_capture.OpCapture with a native
+side that records nothing (Idle), 15 times each after 3 warm-ups, and prints the medians and the
+capture's cost per op. Each folder runs in a process of its own (the package is imported once).
+"""
+import os
+import subprocess
+import sys
+
+OPS = 2 + 200 * 4
+
+MEASURE = r"""
+import statistics, sys, time
+sys.path.insert(0, sys.argv[1])
+import torch
+from cprr import _op_capture
+
+def body():
+    a, b = torch.ones(256), torch.zeros(256)
+    for _ in range(200):
+        c = a + b
+        b.add_(c)
+        d = c * 2
+        d.sum()
+
+def once(capture):
+    t = time.perf_counter()
+    if capture is None:
+        body()
+    else:
+        with capture:
+            body()
+    return time.perf_counter() - t
+
+def idle():
+    return _op_capture.OpCapture(_op_capture.Idle())
+
+for _ in range(3):
+    once(None), once(idle())
+plain = statistics.median(once(None) for _ in range(15))
+captured = statistics.median(once(idle()) for _ in range(15))
+print(f"{plain * 1e3:.2f} {captured * 1e3:.2f} {(captured - plain) / int(sys.argv[2]) * 1e6:.2f}")
+"""
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    folders = sys.argv[1:] or [os.path.join(here, "..", "..", "python")]
+    print(f"{'package':<40} {'plain ms':>9} {'captured ms':>12} {'us per op':>10}  ({OPS} ops)")
+    for folder in folders:
+        out = subprocess.run([sys.executable, "-c", MEASURE, os.path.abspath(folder), str(OPS)],
+                             check=True, stdout=subprocess.PIPE, text=True).stdout.split()
+        print(f"{folder:<40} {out[0]:>9} {out[1]:>12} {out[2]:>10}")
+
+
+if __name__ == "__main__":
+    main()
