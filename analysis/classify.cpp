@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "analysis/failure_headline.h"
+
 namespace cprr {
 namespace {
 
@@ -42,6 +44,13 @@ Classification judged(ExecStatus status, std::string summary) {
   return c;
 }
 
+// The error (over a fail) of the lowest rank that reported one, as the summary names it.
+Classification reported_failure(const std::vector<RankReport>& ranks, const FirstRanks& f) {
+  const int r = f.errored >= 0 ? f.errored : f.failed;
+  return judged(f.errored >= 0 ? ExecStatus::error : ExecStatus::fail,
+                fmt::format("rank {}: {}", r, failure_headline(ranks[r].done->error)));
+}
+
 }  // namespace
 
 Classification classify(const std::vector<RankReport>& ranks, bool stop_requested) {
@@ -64,20 +73,25 @@ Classification classify(const std::vector<RankReport>& ranks, bool stop_requeste
     c.interrupted = true;
     return c;
   }
+  if (f.silent >= 0 && (f.errored >= 0 || f.failed >= 0)) {
+    // A rank that raised enters no later collective: the others' wait is its doing, not a hang.
+    Classification c = reported_failure(ranks, f);
+    c.released_by = failed_rank(ranks);
+    c.kill_world = true;
+    return c;
+  }
   if (f.silent >= 0) {
     Classification c = judged(ExecStatus::hang, "");
     c.needs_status_query = true;
     return c;
   }
-  if (f.errored >= 0) {
-    return judged(ExecStatus::error,
-                  fmt::format("rank {}: {}", f.errored, ranks[f.errored].done->error));
-  }
-  if (f.failed >= 0) {
-    return judged(ExecStatus::fail,
-                  fmt::format("rank {}: {}", f.failed, ranks[f.failed].done->error));
-  }
+  if (f.errored >= 0 || f.failed >= 0) return reported_failure(ranks, f);
   return judged(ExecStatus::pass, "");
+}
+
+int failed_rank(const std::vector<RankReport>& ranks) {
+  const FirstRanks f = first_ranks(ranks);
+  return f.errored >= 0 ? f.errored : f.failed;
 }
 
 }  // namespace cprr

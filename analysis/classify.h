@@ -16,7 +16,13 @@ struct Classification {
   std::string summary;
   /// A hang: ask the silent ranks' watchdogs (World::query_status) before diagnose_hang().
   bool needs_status_query = false;
-  /// Crash, hang, error or interruption: the world is no longer trusted and must be killed.
+  /// The rank whose failure (or harness error) came while others were still running, e.g.
+  /// waiting in a collective it will never join; -1: none. Its failure is the status, and the
+  /// controller asks the others' watchdogs what they were doing (World::query_status,
+  /// describe_released) for the note.
+  int released_by = -1;
+  /// Crash, hang, error, interruption, or ranks released mid-case: the world is no longer
+  /// trusted (its communicator is left mid-collective) and must be killed.
   bool kill_world = false;
   /// The stop descriptor fired while a rank was still running: an `error` saying nothing about
   /// the case (ExecutionResult::interrupted).
@@ -27,9 +33,15 @@ struct Classification {
 };
 
 /// Judges `ranks` (one report per rank, in rank order). Precedence: a rank that died without a
-/// result -> crash; a broken control channel -> crash; a rank that never answered -> hang, or an
-/// interruption when `stop_requested`; a rank's harness error -> error; a failed body -> fail;
-/// else pass. The summary names the lowest rank of the deciding kind.
+/// result -> crash; a broken control channel -> crash; a rank that never answered -> an
+/// interruption when `stop_requested`, else the error or fail of a rank that reported one (it
+/// is why the others never finished: `released_by`), else hang; a rank's harness error -> error;
+/// a failed body -> fail; else pass. The summary names the lowest rank of the deciding kind,
+/// with its failure's headline (failure_headline).
 Classification classify(const std::vector<RankReport>& ranks, bool stop_requested);
+
+/// The rank whose reported failure a summary names: the lowest with a harness error, else the
+/// lowest with a failed body; -1 when no rank reported either.
+int failed_rank(const std::vector<RankReport>& ranks);
 
 }  // namespace cprr

@@ -1,9 +1,8 @@
 #include "analysis/hang_diagnosis.h"
 
-#include <algorithm>
-
 #include <fmt/ranges.h>
 
+#include <algorithm>
 
 namespace cprr {
 namespace {
@@ -70,11 +69,27 @@ std::string diagnose_hang(const std::vector<RankReport>& ranks) {
     }
   }
   for (int r = 0; r < static_cast<int>(ps.size()); ++r) {
-    parts.push_back(ps[r].known ? fmt::format("rank {}: {}, last collective #{}", r, ps[r].doing,
-                                              ps[r].last)
-                                : fmt::format("rank {}: {}", r, ps[r].doing));
+    parts.push_back(
+        ps[r].known ? fmt::format("rank {}: {}, last collective #{}", r, ps[r].doing, ps[r].last)
+                    : fmt::format("rank {}: {}", r, ps[r].doing));
   }
   return "hang: " + fmt::format("{}", fmt::join(parts, "; "));
+}
+
+std::string describe_released(const std::vector<RankReport>& ranks, int failed) {
+  std::vector<std::string> parts;
+  std::vector<int> released;
+  for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
+    const RankReport& rep = ranks[r];
+    if (rep.done || rep.exit || !rep.protocol_error.empty()) continue;
+    released.push_back(r);
+    const Progress p = progress_of(rep);
+    parts.push_back(p.known ? fmt::format("rank {} was {}", r, p.doing)
+                            : fmt::format("rank {} gave {}", r, p.doing));
+  }
+  if (released.empty()) return {};
+  return fmt::format("{} when rank {} failed: {} ended with its world, which is replaced",
+                     fmt::join(parts, "; "), failed, released.size() > 1 ? "they were" : "it was");
 }
 
 }  // namespace cprr

@@ -1,6 +1,7 @@
 #include "cli/report.h"
 
 #include <fmt/format.h>
+#include <string.h>
 
 #include <nlohmann/json.hpp>
 
@@ -269,6 +270,9 @@ void print_json(std::ostream& out, const std::vector<CaseOutcome>& outcomes, con
       {"unexpected", unexpected},
       {"exit_code", info.exit_code},
       {"stopped", info.stopped ? nlohmann::json(*info.stopped) : nlohmann::json()},
+      {"interrupted_by", info.signal != 0
+                             ? nlohmann::json(fmt::format("SIG{}", sigabbrev_np(info.signal)))
+                             : nlohmann::json()},
       {"shuffle_seed", info.shuffle_seed ? nlohmann::json(*info.shuffle_seed) : nlohmann::json()},
       {"launcher", info.launcher}};
   out << doc.dump(2) << '\n';

@@ -25,6 +25,7 @@ struct RunInfo {
   std::optional<std::string> stopped;    ///< why the run ended before its plan (--fail-fast)
   std::optional<uint64_t> shuffle_seed;  ///< --shuffle: the seed of the case order
   std::string launcher = "local";        ///< --launcher and its options (engine/launcher.h)
+  int signal = 0;  ///< the signal that interrupted the run (its cases are not judged); 0: none
 };
 
 /// What identifies a planned instance in JSON (plan_id, name, label, params, world_size, seed,

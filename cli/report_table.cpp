@@ -1,11 +1,16 @@
 #include "cli/report_table.h"
 
 #include <fmt/format.h>
+#include <string.h>
 
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <set>
+#include <string_view>
 #include <vector>
+
+#include "analysis/classify.h"
 
 namespace cprr {
 namespace {
@@ -72,6 +77,31 @@ void print_world_starts(std::ostream& out, const std::vector<ExecutionResult>& r
                        duration(largest[i].first));
   }
   out << " (each world's steps: --json startup_phases)\n";
+}
+
+// The whole traceback (or multi-line message) of the rank each failing case's summary names,
+// once per case: the table's note has room for its last line only.
+void print_tracebacks(std::ostream& out, const std::vector<ExecutionResult>& results,
+                      const std::map<uint32_t, const CaseOutcome*>& by_case) {
+  std::set<uint32_t> shown;
+  for (const ExecutionResult& e : results) {
+    const CaseOutcome& o = *by_case.at(e.case_id);
+    if (o.against.count(e.id) == 0 || shown.count(e.case_id) != 0) continue;
+    const int r = failed_rank(e.ranks);
+    if (r < 0) continue;
+    const std::string& error = e.ranks[r].done->error;
+    const std::size_t end = error.find_last_not_of('\n');
+    if (end == std::string::npos || error.find('\n') > end) continue;  // one line: the note has it
+    shown.insert(e.case_id);
+    out << fmt::format("case {} ({}): rank {} in the {} execution {}:\n", o.case_id, e.label, r,
+                       mode_name(e.mode), e.id);
+    std::size_t at = 0;
+    while (at <= end) {
+      const std::size_t nl = std::min(error.find('\n', at), end + 1);
+      out << "    " << std::string_view(error).substr(at, nl - at) << '\n';
+      at = nl + 1;
+    }
+  }
 }
 
 }  // namespace
@@ -142,9 +172,14 @@ void print_table(std::ostream& out, const std::vector<ExecutionResult>& results,
                          o.differential->describe(), replay_hint(info, o.case_id));
     }
   }
-  const std::string verdict = unexpected == 0
-                                  ? paint(color, "32", "all as expected")
-                                  : paint(color, "1;31", fmt::format("{} unexpected", unexpected));
+  print_tracebacks(out, results, by_case);
+  // An interrupted run judged nothing: "all as expected" would claim what was never run.
+  const std::string verdict =
+      info.signal != 0  ? paint(color, "1;33",
+                                fmt::format("interrupted by SIG{}, {} unexpected before it",
+                                            sigabbrev_np(info.signal), unexpected))
+      : unexpected == 0 ? paint(color, "32", "all as expected")
+                        : paint(color, "1;31", fmt::format("{} unexpected", unexpected));
   out << fmt::format("\n{} executions ({}), {} cases: {}; backend {}, mode {}{}, {:.2f} s\n",
                      results.size(), tally, outcomes.size(), verdict, info.backend, info.mode,
                      info.launcher == "local" ? "" : ", launcher " + info.launcher, info.wall_s);

@@ -1,9 +1,9 @@
 #include "commands/record_command.h"
 
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <fmt/ranges.h>
 #include <chrono>
 #include <deque>
 #include <filesystem>
@@ -13,6 +13,7 @@
 #include <set>
 
 #include "cli/cli_options.h"
+#include "cli/code_files.h"
 #include "cli/junit.h"
 #include "cli/report.h"
 #include "cli/report_table.h"
@@ -269,6 +270,8 @@ void say_gpu_sharing(const std::vector<CaseInstance>& plan, const RecordOptions&
 struct RecordSetup {
   std::string worker;
   std::vector<std::string> worker_args;
+  /// The code the cases come from (run.code): the case files the catalog names, or the worker.
+  std::vector<std::string> code;
   std::string backend;
   std::vector<Mode> modes;
   std::optional<std::regex> filter;
@@ -330,6 +333,7 @@ std::optional<std::vector<CaseInstance>> plan_of(const RecordOptions& o, RecordS
     }
     CPRR_THROW_AS(UsageError, "worker {} registers no case (CPRR_CASE)", s.worker);
   }
+  s.code = s.worker_args.empty() ? std::vector<std::string>{s.worker} : catalog.files;
   const std::vector<CaseInstance> matched = expand(catalog, s.filter);
   std::vector<CaseInstance> plan = select(matched, s.selection);
   if (plan.empty() && !o.shard.empty() && !matched.empty()) {
@@ -385,7 +389,8 @@ int finish_run(const RecordOptions& o, const RecordSetup& s, const Ran& ran, Rec
       code,
       ran.executed.stopped,
       s.shuffle_seed,
-      describe(o.launch)};
+      describe(o.launch),
+      signal};
   if (!o.junit.empty()) write_junit_file(o.junit, outcomes, results, info);
   const std::string& trace_dir = o.shared.trace;
   if (!trace_dir.empty()) {
@@ -504,9 +509,9 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   if (!o.junit.empty()) check_file_target("--junit", o.junit);  // before the run, not after
   if (s.backend == "cuda") say_gpu_sharing(*plan, o, err);
   if (!o.shared.trace.empty()) prepare_trace_dir(o.shared.trace);
-  RecordWriter writer(
-      o.db, RunMeta{s.backend, o.mode, std::string(placement_name(s.placement)), s.worker, argv,
-                    kProtocolVersion, s.shuffle_seed, o.launch, s.worker_args});
+  RecordWriter writer(o.db, RunMeta{s.backend, o.mode, std::string(placement_name(s.placement)),
+                                    s.worker, argv, kProtocolVersion, s.shuffle_seed, o.launch,
+                                    s.worker_args, fingerprint(s.code)});
   const std::vector<int64_t> case_ids = writer.add_cases(*plan);
   Controller controller(controller_config(o, s));
   const PlanRun executed = run_plan(

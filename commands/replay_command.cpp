@@ -111,6 +111,7 @@ void print_replay_json(std::ostream& out, const ReplayReport& r, const std::stri
       {"replayed",
        {{"fresh", status_json(r.replayed_fresh)}, {"pool", status_json(r.replayed_pool)}}},
       {"log", r.log},
+      {"code_changes", r.code_changes},
       {"exit_code", r.exit_code()}};
   out << doc.dump(2) << '\n';
 }
@@ -118,6 +119,9 @@ void print_replay_json(std::ostream& out, const ReplayReport& r, const std::stri
 void print_replay_text(std::ostream& out, const ReplayReport& r) {
   out << fmt::format("case {} {} (run {}): {}\n", r.recorded.id, r.label, r.recorded.run_id,
                      verdict_name(r.verdict));
+  for (const std::string& change : r.code_changes) {
+    out << "  replayed other code: " << change << '\n';
+  }
   if (r.allocation) out << "  allocation: " << r.allocation->mismatch.describe() << '\n';
   if (r.collective_mismatch) {
     out << "  collective: " << r.collective_mismatch->mismatch.describe() << '\n';
@@ -186,6 +190,10 @@ CLI::Option* add_replay_options(CLI::App& app, ReplayCommandOptions& o, int64_t&
                  "both: both, and delta-debug the predecessors when they differ (default)")
       ->check(CLI::IsMember({"fresh", "pool", "both"}));
   add_worker_option(app, r.shared.worker, "(default: the one recorded in the run)");
+  app.add_flag("--strict", r.strict,
+               "refuse to replay (exit 2) when a case file or the worker changed since the run "
+               "was recorded; without it the replay says so and goes on")
+      ->excludes(list);
   add_timeout_option(app, r.shared.timeout_s);
   add_trace_option(app, r.shared.trace, "FILE",
                    "the first replay (fresh, else pooled) of --case to FILE")

@@ -1,13 +1,16 @@
 #include "replayer/replay.h"
 
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <functional>
 
+#include "analysis/classify.h"
 #include "analysis/compare.h"
 #include "cli/cli_options.h"
+#include "cli/code_files.h"
 #include "cli/trace.h"
 #include "recorder/engine/controller.h"
 #include "recorder/engine/plan.h"
@@ -19,6 +22,15 @@
 
 namespace cprr {
 namespace {
+
+// A Python run's case files as its worker took them (--cases PATH ...), for messages.
+std::string case_files(const RecordedRun& run) {
+  std::vector<std::string> paths;
+  for (std::size_t i = 0; i + 1 < run.worker_args.size(); ++i) {
+    if (run.worker_args[i] == "--cases") paths.push_back(run.worker_args[i + 1]);
+  }
+  return fmt::format("{}", fmt::join(paths, " "));
+}
 
 // Everything needed to run the recorded case again: the controller set-up and the instances.
 class Rebuild {
@@ -56,22 +68,34 @@ class Rebuild {
 
   /// Refuses, before anything runs, a worker that is no cprr worker or lacks one of `cases`
   /// (a rebuilt binary, another --worker): those replays would say nothing about the case.
-  void require_cases(const std::vector<const CaseInstance*>& cases) const {
+  /// A Python run's are its case files, not a worker binary: what is said of them is about
+  /// those files.
+  void require_cases(const std::vector<const CaseInstance*>& cases, const RecordedRun& run) const {
+    const bool python = !config_.worker_args.empty();
     Catalog catalog;
     try {
       catalog = fetch_catalog(config_.worker, config_.worker_args);
     } catch (const std::exception& e) {
+      if (python) {
+        CPRR_THROW("cannot load the case files of run {} ({}): {}", run.id, case_files(run),
+                   e.what());
+      }
       CPRR_THROW("cannot replay with worker {}: {}", config_.worker, e.what());
     }
     for (const CaseInstance* c : cases) {
       const bool known = std::any_of(catalog.cases.begin(), catalog.cases.end(),
                                      [&](const CaseInfo& i) { return i.name == c->info.name; });
-      if (!known) {
+      if (known) continue;
+      if (python) {
         CPRR_THROW_AS(UsageError,
-                      "worker {} has no case named {}: pass --worker with the binary that "
-                      "recorded the run",
-                      config_.worker, c->info.name);
+                      "the case files of run {} ({}) no longer define a case named {}: it was "
+                      "renamed or removed since the record; restore it, or record the run again",
+                      run.id, case_files(run), c->info.name);
       }
+      CPRR_THROW_AS(UsageError,
+                    "worker {} has no case named {}: pass --worker with the binary that "
+                    "recorded the run",
+                    config_.worker, c->info.name);
     }
   }
 
@@ -132,6 +156,19 @@ const RecordedExecution* first_of(const std::vector<RecordedExecution>& execs, M
 std::string describe(const ExecutionResult& r) {
   return r.summary.empty() ? std::string(status_name(r.status))
                            : fmt::format("{} ({})", status_name(r.status), r.summary);
+}
+
+// The whole traceback (or multi-line message) of the rank a failed replay's summary names, which
+// shows only its last line; not again when the other replay's is the same text.
+void say_traceback(const ExecutionResult& r, const char* which, std::string& said,
+                   const std::function<void(const std::string&)>& say) {
+  const int rank = failed_rank(r.ranks);
+  if (rank < 0) return;
+  std::string error = r.ranks[rank].done->error;
+  while (!error.empty() && error.back() == '\n') error.pop_back();
+  if (error.find('\n') == std::string::npos || error == said) return;
+  said = error;
+  say(fmt::format("rank {} in the {} replay:\n{}", rank, which, error));
 }
 
 // Delta-debugs the predecessors: which of them, run before the target, make it diverge from the
@@ -307,10 +344,12 @@ Replays run_replays(const ReplayOptions& o, const Record& record, Rebuild& rb, R
                     const Say& say) {
   const CaseInstance& target = rep.recorded.instance;
   Replays r;
+  std::string said;  // the traceback said last
   if (o.mode != "pool") {
     r.fresh = rb.fresh(target, 0);  // the replays after it hang on what it and the pooled one show
     rep.replayed_fresh = r.fresh->status;
     say("fresh replay: " + describe(*r.fresh));
+    say_traceback(*r.fresh, "fresh", said, say);
   }
   if (o.mode != "fresh") {
     std::vector<const CaseInstance*> before;
@@ -319,6 +358,7 @@ Replays run_replays(const ReplayOptions& o, const Record& record, Rebuild& rb, R
     rep.replayed_pool = r.pooled->status;
     say(fmt::format("pooled replay after {} predecessor(s): {}", record.preds.size(),
                     describe(*r.pooled)));
+    say_traceback(*r.pooled, "pooled", said, say);
   }
   if (const std::string& trace = o.shared.trace; !trace.empty()) {
     write_trace_file("--trace", trace, r.fresh ? *r.fresh : *r.pooled);
@@ -371,6 +411,30 @@ void judge(const Record& record, const Replays& replays, Rebuild& rb, ReplayRepo
   if (decision.localize_polluters) localize_leak(record.preds, target, *fresh, rb, rep, say);
 }
 
+// Says which recorded case files or worker changed since the record; refuses with --strict.
+void check_code(const ReplayOptions& o, const RecordedRun& run, ReplayReport& rep, const Say& say) {
+  // Another --worker was chosen on purpose: the recorded one is not what runs.
+  const bool other_worker = !o.shared.worker.empty() && o.shared.worker != run.worker;
+  std::vector<CodeFile> compared;
+  for (const CodeFile& f : run.code) {
+    if (!(other_worker && f.path == run.worker)) compared.push_back(f);
+  }
+  rep.code_changes = code_changes(compared, run.worker, run.id);
+  if (rep.code_changes.empty()) return;
+  if (o.strict) {
+    CPRR_THROW_AS(UsageError,
+                  "--strict: not replaying case {}: {}; record the run again, or "
+                  "drop --strict to replay the code as it is now",
+                  o.case_id, fmt::join(rep.code_changes, "; "));
+  }
+  for (const std::string& change : rep.code_changes) {
+    say(
+        fmt::format("warning: {}: the replay runs the code as it is now, so its verdict may "
+                    "reflect the change (--strict refuses)",
+                    change));
+  }
+}
+
 }  // namespace
 
 ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* user) {
@@ -389,7 +453,8 @@ ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* 
   const CaseInstance& target = rep.recorded.instance;
   std::vector<const CaseInstance*> needed{&target};
   for (const RecordedCase& p : record.preds) needed.push_back(&p.instance);
-  rb.require_cases(needed);
+  check_code(o, record.run, rep, say);
+  rb.require_cases(needed, record.run);
   say_transport(as_asked, record.run, target.world_size, record.either(), say);
   judge(record, run_replays(o, record, rb, rep, say), rb, rep, say);
   return rep;

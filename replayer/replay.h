@@ -37,6 +37,9 @@ struct ReplayOptions {
   SharedOptions shared;
   /// --launcher and its options; nullopt: start the ranks the way the run did (run.launcher).
   std::optional<LaunchOptions> launch;
+  /// --strict: refuse to replay (UsageError) when a case file or the worker changed since the
+  /// record (cli/code_files.h); without it the replay goes on and says so first.
+  bool strict = false;
   /// What each replay's controller makes its worlds with; empty: real rank processes
   /// (ProcessWorlds). The seam where tests count the worlds started.
   std::function<std::unique_ptr<WorldFactory>()> worlds;
@@ -76,6 +79,9 @@ struct ReplayReport {
   bool poison_confirmed = false;
   /// The case under every placement policy (allocator_order, uninitialized_read), in order.
   std::vector<PlacementReplay> placements;
+  /// The recorded case files or worker that changed or are gone since the record, one line each
+  /// (code_changes): the verdict may reflect the change.
+  std::vector<std::string> code_changes;
   std::string trace;             ///< where the trace was written; empty: none asked for
   std::vector<std::string> log;  ///< what was done, in order, for humans
   /// 0 when the case reproduced and met its expectation; 1 otherwise.

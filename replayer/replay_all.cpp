@@ -99,6 +99,7 @@ Triage triage_run(const TriageOptions& o, ReplayProgress progress, void* user) {
     }
     row.report = replay_case(ro, nullptr, nullptr);
     t.replays += row.report->replays;
+    if (t.code_changes.empty()) t.code_changes = row.report->code_changes;
   }
   return t;
 }
@@ -108,6 +109,12 @@ void print_triage_text(std::ostream& out, const Triage& t) {
   for (const TriageRow& r : t.rows) width = std::max(width, r.recorded.instance.label().size());
   out << fmt::format("run {}: {} of {} case(s) failed, diverged or got a verdict\n", t.run_id,
                      t.rows.size(), t.cases_in_run);
+  for (const std::string& change : t.code_changes) {
+    out << fmt::format(
+        "warning: {}: the replays ran the code as it is now, so their verdicts "
+        "may reflect the change (--strict refuses)\n",
+        change);
+  }
   out << fmt::format("{:>5}  {:<{}}  {:<19}  {:<19}  {:>7}  {}\n", "case", "label", width,
                      "verdict", "expected", "replays", "where");
   for (const TriageRow& r : t.rows) {
@@ -140,6 +147,7 @@ void print_triage_json(std::ostream& out, const Triage& t) {
                         {"cases_in_run", t.cases_in_run},
                         {"cases", std::move(rows)},
                         {"replays", t.replays},
+                        {"code_changes", t.code_changes},
                         {"exit_code", t.exit_code()}}
              .dump(2)
       << '\n';

@@ -36,6 +36,8 @@ struct Triage {
   std::size_t cases_in_run = 0;
   std::vector<TriageRow> rows;
   int replays = 0;
+  /// The run's case files or worker that changed since the record (ReplayReport::code_changes).
+  std::vector<std::string> code_changes;
   /// 0 every triaged case got its expected verdict; 1 otherwise (or some were not replayed).
   int exit_code() const;
 };

@@ -23,6 +23,8 @@ constexpr int kShuffleVersion = 8;
 constexpr int kLauncherVersion = 9;
 /// The version that added run.worker_args.
 constexpr int kWorkerArgsVersion = 11;
+/// The version that added run.code.
+constexpr int kCodeVersion = 12;
 /// The schema version that added collective.op and execution.symmetric_pool.
 constexpr int kVersion5 = 5;
 /// The schema version that added execution.collectives and rank_gpus.
@@ -354,14 +356,14 @@ LaunchOptions launch_from_json(const std::string& text, int64_t run_id) {
 }
 
 std::vector<RecordedRun> RecordReader::runs() const {
-  Statement st(db_,
-               fmt::format("SELECT id, started_at, finished_at, exit_code, backend, mode, "
-                           "placement, worker, environment, tool_version, host, argv, "
-                           "libraries, {}, {}, {}, {} FROM run ORDER BY id",
-                           db_.schema_version() >= kStoppedVersion ? "stopped" : "NULL",
-                           db_.schema_version() >= kShuffleVersion ? "shuffle_seed" : "NULL",
-                           db_.schema_version() >= kLauncherVersion ? "launcher" : "NULL",
-                           db_.schema_version() >= kWorkerArgsVersion ? "worker_args" : "'[]'"));
+  Statement st(db_, fmt::format("SELECT id, started_at, finished_at, exit_code, backend, mode, "
+                                "placement, worker, environment, tool_version, host, argv, "
+                                "libraries, {}, {}, {}, {}, {} FROM run ORDER BY id",
+                                db_.schema_version() >= kStoppedVersion ? "stopped" : "NULL",
+                                db_.schema_version() >= kShuffleVersion ? "shuffle_seed" : "NULL",
+                                db_.schema_version() >= kLauncherVersion ? "launcher" : "NULL",
+                                db_.schema_version() >= kWorkerArgsVersion ? "worker_args" : "'[]'",
+                                db_.schema_version() >= kCodeVersion ? "code" : "'[]'"));
   std::vector<RecordedRun> out;
   while (st.step()) {
     RecordedRun r;
@@ -386,6 +388,9 @@ std::vector<RecordedRun> RecordReader::runs() const {
     if (!st.is_null(14)) r.shuffle_seed = static_cast<uint64_t>(st.int64(14));
     if (!st.is_null(15)) r.launch = launch_from_json(st.text(15), r.id);
     r.worker_args = nlohmann::json::parse(st.text(16)).get<std::vector<std::string>>();
+    for (const nlohmann::json& f : nlohmann::json::parse(st.text(17))) {
+      r.code.push_back(CodeFile{f.at("path").get<std::string>(), f.at("xxh3").get<std::string>()});
+    }
     out.push_back(std::move(r));
   }
   return out;

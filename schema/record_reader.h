@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "data/case_info.h"
+#include "data/code_file.h"
 #include "data/execution.h"
 #include "data/launch_options.h"
 #include "schema/record.h"
@@ -28,6 +29,7 @@ struct RecordedRun {
   LaunchOptions launch;                  ///< how its ranks were started (local before version 9)
   std::string backend, mode, placement, worker;
   std::vector<std::string> worker_args;  ///< the worker's own arguments (none before version 11)
+  std::vector<CodeFile> code;  ///< the case files or the worker as recorded (none before 12)
   std::vector<std::pair<std::string, std::string>> environment;
   std::string tool_version, host;
   std::vector<std::string> argv;

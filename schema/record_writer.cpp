@@ -133,8 +133,8 @@ RecordWriter::RecordWriter(const std::string& path, const RunMeta& meta)
   Transaction tx(db_);
   Statement st(db_,
                "INSERT INTO run (started_at, tool_version, host, backend, mode, placement, worker, "
-               "argv, libraries, environment, shuffle_seed, launcher, worker_args) "
-               "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)");
+               "argv, libraries, environment, shuffle_seed, launcher, worker_args, code) "
+               "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   st.bind(1, now_iso8601()).bind(2, std::string_view(CPRR_VERSION)).bind(3, host_name());
   st.bind(4, meta.backend).bind(5, meta.mode).bind(6, meta.placement).bind(7, meta.worker);
   st.bind(8, nlohmann::json(meta.argv).dump())
@@ -143,6 +143,9 @@ RecordWriter::RecordWriter(const std::string& path, const RunMeta& meta)
   if (meta.shuffle_seed) st.bind(11, static_cast<int64_t>(*meta.shuffle_seed));
   if (meta.launch.kind != LauncherKind::local) st.bind(12, launch_json(meta.launch));
   st.bind(13, nlohmann::json(meta.worker_args).dump());
+  nlohmann::json code = nlohmann::json::array();
+  for (const CodeFile& f : meta.code) code.push_back({{"path", f.path}, {"xxh3", f.xxh3}});
+  st.bind(14, code.dump());
   st.run();
   run_id_ = db_.last_insert_id();
   tx.commit();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "data/case_info.h"
+#include "data/code_file.h"
 #include "data/execution.h"
 #include "data/launch_options.h"
 #include "schema/record.h"
@@ -27,6 +28,7 @@ struct RunMeta {
   std::optional<uint64_t> shuffle_seed;  ///< cprecord --shuffle: the seed of the case order
   LaunchOptions launch;                  ///< cprecord --launcher and its options
   std::vector<std::string> worker_args;  ///< given to the worker before the rank's own arguments
+  std::vector<CodeFile> code;            ///< the case files or the worker, with content hashes
 };
 
 /// run.launcher's JSON object (schema.sql) for a launcher other than local.

@@ -1,9 +1,9 @@
--- cprr store: the SQLite schema. Version 11 (schema/store.h: kSchemaVersion and its bump rule;
+-- cprr store: the SQLite schema. Version 12 (schema/store.h: kSchemaVersion and its bump rule;
 -- store_open.cpp: kMigrations). Version 2 added test_case.verdict, as_expected and fresh_vs_pool;
 -- version 3 op.read_spans and write_spans; version 4 op.peer and op.epoch; version 5
 -- collective.op and execution.symmetric_pool; version 6 the views at the end of this file;
 -- version 7 run.stopped; version 8 run.shuffle_seed; version 9 run.launcher; version 10
--- execution.collectives and rank_gpus; version 11 run.worker_args.
+-- execution.collectives and rank_gpus; version 11 run.worker_args; version 12 run.code.
 --
 -- One database file holds any number of runs. The recorder writes the run row and the planned
 -- cases first, then every execution with all its per-rank rows in ONE transaction, committed
@@ -43,7 +43,11 @@ CREATE TABLE run (
   -- (version 11) JSON array: the arguments the worker takes before the rank's own (cprecord
   -- --python: ["--cases", FILE...], the Python case files its rank processes import); cpreplay
   -- starts the same worker with the same arguments. [] for a worker binary of cases.
-  worker_args   TEXT NOT NULL DEFAULT '[]'
+  worker_args   TEXT NOT NULL DEFAULT '[]',
+  -- (version 12) JSON array of {"path", "xxh3"}: the code the cases came from as recorded, each
+  -- case file of a Python run or the worker binary of a C++ run, with the XXH3-64 of its content
+  -- (16 hex digits; "" when it could not be read). cpreplay says which changed since. [] before.
+  code          TEXT NOT NULL DEFAULT '[]'
 );
 
 -- A case instance as planned: case x grid point x world size. `id` is what cpreplay --case takes.

@@ -55,6 +55,8 @@ constexpr std::string_view kMigrations[] = {
     "ELSE 'gloo' END;",
     // 10 -> 11: the worker's own arguments (schema.sql: run.worker_args; Python case files).
     "ALTER TABLE run ADD COLUMN worker_args TEXT NOT NULL DEFAULT '[]';",
+    // 11 -> 12: the code the cases came from, with content hashes (schema.sql: run.code).
+    "ALTER TABLE run ADD COLUMN code TEXT NOT NULL DEFAULT '[]';",
 };
 /// The version that added the views (schema.sql's last section).
 constexpr int kViewsVersion = 6;

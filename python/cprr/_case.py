@@ -22,6 +22,7 @@ class CaseDefinition:
     description: str = ""
     seeded_bug: str = ""
     source: str = ""  # file:line of the definition, for messages
+    file: str = ""  # the defining file, absolute: the catalog's case files (their hashes)
 
     def grid_text(self) -> List[tuple]:
         """The grid as the catalog carries it: every value as its text."""
@@ -93,6 +94,8 @@ def case(
         source = (
             f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}" if code else repr(f)
         )
+        file = os.path.abspath(code.co_filename) if code and os.path.isfile(code.co_filename) \
+            else ""
         defn = CaseDefinition(
             name=name or _default_name(f),
             body=f,
@@ -103,6 +106,7 @@ def case(
             description=description or (f.__doc__ or "").strip().split("\n")[0],
             seeded_bug=seeded_bug,
             source=source,
+            file=file,
         )
         _check(defn)
         _REGISTERED.append(defn)

@@ -60,8 +60,10 @@ def body(definition, rank):
                     counter.unseen_watch(False)
                 _report_outside(native, capture, counter)
             return None
-        except BaseException:  # a failure of the case: its traceback is the report
-            return traceback.format_exc()
+        except BaseException as e:  # a failure of the case: its traceback is the report
+            # From the case's own frame on: this function's frame is cprr's, not the user's.
+            tb = e.__traceback__.tb_next or e.__traceback__
+            return "".join(traceback.format_exception(type(e), e, tb))
         finally:
             flush()
 

@@ -89,6 +89,9 @@ def add_case(name: str, world_sizes: Sequence[int], grid: Sequence[Tuple[str, Se
 def add_error(message: str, /) -> None:
     """A problem found while loading cases: the worker reports it and exits before serving."""
 
+def add_source_file(path: str, /) -> None:
+    """A file the cases were loaded from: the catalog names it, and cprecord records its hash."""
+
 def case_names() -> List[str]: ...
 def serve(argv: Sequence[str], /) -> int:
     """Runs the rank process's worker loop with these arguments (argv[0] first); returns its

@@ -158,7 +158,10 @@ def load(cases):
         _cprr.add_error(problem)
     if not cases:
         _cprr.add_error("no case files: pass --cases FILE (cprecord --python FILE does)")
-    _case_body.register(_case.registered_cases(), _cprr, rank)
+    definitions = _case.registered_cases()
+    _case_body.register(definitions, _cprr, rank)
+    for path in sorted({d.file for d in definitions if d.file}):
+        _cprr.add_source_file(path)
     return rank
 
 

@@ -9,7 +9,7 @@ its case as expected, and fails with the verdict, the finding and the ``cpreplay
 that replays it. pytest's own ``--junitxml`` reports them.
 
 Options: --cprr-mode pool|fresh|both, --cprr-db PATH (default: a file in pytest's temporary
-directory), --cprr-backend auto|cpu|cuda, --cprr-cprecord PATH (default: $CPRR_CPRECORD, then
+directory, which pytest prunes after three runs), --cprr-backend auto|cpu|cuda, --cprr-cprecord PATH (default: $CPRR_CPRECORD, then
 the cprecord of the build tree or prefix this package is in, then cprecord next to cprr-pyworker
 or on PATH), --cprr-arg ARG (repeatable: passed to cprecord).
 """
@@ -123,11 +123,28 @@ def _describe(case, results):
         finding = case.get(key)
         if finding:
             lines.append(f"  {key}: {finding.get('detail', finding)}")
+    shown = set()
     for e in case.get("executions", []):
         if e.get("counts_against_run") and e.get("summary"):
             lines.append(f"  {e['mode']} execution {e['id']}: {e['summary']}")
+            rank, text = _failure_text(e)
+            if text and text not in shown:  # the summary has its last line only
+                shown.add(text)
+                lines.append(f"  rank {rank}:")
+                lines.extend("    " + line for line in text.splitlines())
     lines.append(f"  replay: cpreplay --db {results['db']} --case {case['id']}")
     return "\n".join(lines)
+
+
+def _failure_text(execution):
+    """(rank, whole traceback) of the rank an execution's summary names (an error over a fail,
+    the lowest rank), when it is more than one line; (None, None) otherwise."""
+    for outcome in ("error", "fail"):
+        for r in execution.get("ranks", []):
+            text = (r.get("error") or "").rstrip("\n")
+            if r.get("outcome") == outcome:
+                return (r.get("rank"), text) if "\n" in text else (None, None)
+    return None, None
 
 
 def _record(session, config):
@@ -135,8 +152,7 @@ def _record(session, config):
         return _STATE["results"]
     items = [i for i in session.items if isinstance(i, CprrCaseItem)]
     files = sorted({str(i.fspath) for i in items})
-    db = config.getoption("--cprr-db") or os.path.join(tempfile.mkdtemp(prefix="cprr-"),
-                                                       "cprr.db")
+    db = config.getoption("--cprr-db") or _default_db(config)
     labels = sorted({i.label for i in items})
     cmd = [_cprecord(config), "--python", *files, "--mode", config.getoption("--cprr-mode"),
            "--backend", config.getoption("--cprr-backend"), "--db", db, "--json",
@@ -152,6 +168,26 @@ def _record(session, config):
                               f"{run.stderr.strip()[-4000:] or run.stdout.strip()[-4000:]}")
     _STATE["results"] = results
     return results
+
+
+def _default_db(config):
+    """A file in pytest's temporary directory, which pytest prunes (it keeps the last three
+    runs, so the replay command a failure prints finds the file afterwards); without pytest's
+    tmpdir plugin, a folder of cprr's own, removed when the session ends."""
+    factory = getattr(config, "_tmp_path_factory", None)
+    if factory is not None:
+        return str(factory.mktemp("cprr") / "cprr.db")
+    folder = tempfile.mkdtemp(prefix="cprr-")
+    _OWN_FOLDERS.append(folder)
+    return os.path.join(folder, "cprr.db")
+
+
+_OWN_FOLDERS = []
+
+
+def pytest_unconfigure(config):
+    while _OWN_FOLDERS:
+        shutil.rmtree(_OWN_FOLDERS.pop(), ignore_errors=True)
 
 
 def pytest_pycollect_makeitem(collector, name, obj):

@@ -81,6 +81,7 @@ PYBIND11_MODULE(_cprr, m) {
       py::arg("name"), py::arg("world_sizes"), py::arg("grid"), py::arg("expect"),
       py::arg("timeout_s"), py::arg("description"), py::arg("seeded_bug"), py::arg("body"));
   m.def("add_error", &cprr::python::add_error);
+  m.def("add_source_file", &cprr::python::add_source_file);
   m.def("case_names", &cprr::python::case_names);
   m.def(
       "serve",

@@ -174,6 +174,8 @@ void add_case(CaseSpec spec, Body body) {
 
 void add_error(std::string message) { registry().add_error(std::move(message)); }
 
+void add_source_file(std::string path) { registry().add_source_file(std::move(path)); }
+
 std::vector<std::string> case_names() {
   std::vector<std::string> names;
   for (const RegisteredCase& c : registry().cases()) names.push_back(c.info.name);

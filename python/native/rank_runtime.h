@@ -118,6 +118,8 @@ void add_case(CaseSpec spec, Body body);
 /// A problem found while loading cases (an import that failed): the worker reports it and exits
 /// before serving, as it does for a C++ registration error.
 void add_error(std::string message);
+/// A file the cases were loaded from (the catalog names it; cprecord records its content hash).
+void add_source_file(std::string path);
 /// The registered cases' names.
 std::vector<std::string> case_names();
 /// Runs the worker (recorder/rank/worker.h) with these arguments (argv[0] first); returns its

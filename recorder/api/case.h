@@ -45,18 +45,22 @@ class Registry {
   /// A problem found while loading cases some other way (a Python case file that failed to
   /// import): reported like a registration error.
   void add_error(std::string message) { errors_.push_back(std::move(message)); }
+  /// A file cases were loaded from (a Python case file): the catalog names it (Catalog::files).
+  void add_source_file(std::string path) { source_files_.push_back(std::move(path)); }
 
   const RegisteredCase* find(std::string_view name) const;
   const std::vector<RegisteredCase>& cases() const { return cases_; }
   const std::vector<Hook>& reset_hooks() const { return reset_hooks_; }
   const std::vector<Hook>& worker_inits() const { return worker_inits_; }
   const std::vector<std::string>& errors() const { return errors_; }
+  const std::vector<std::string>& source_files() const { return source_files_; }
 
  private:
   std::vector<RegisteredCase> cases_;
   std::vector<Hook> reset_hooks_;
   std::vector<Hook> worker_inits_;
   std::vector<std::string> errors_;
+  std::vector<std::string> source_files_;
 };
 
 /// The process's registry. A function-local static is the one global cprr has: static

@@ -7,6 +7,7 @@
 #include "analysis/hang_diagnosis.h"
 #include "analysis/layout_check.h"
 #include "recorder/engine/world.h"
+#include "recorder/launch/proc_tree.h"
 #include "runtime/error.h"
 
 namespace cprr {
@@ -100,7 +101,27 @@ Controller::Controller(ControllerConfig config)
 Controller::Controller(ControllerConfig config, std::unique_ptr<WorldFactory> worlds)
     : config_(std::move(config)), worlds_(std::move(worlds)) {}
 
-Controller::~Controller() { close_pools(); }
+Controller::~Controller() {
+  close_pools();
+  end_strays();
+}
+
+void Controller::end_strays() {
+  // Every world is gone: what its ranks left that escaped their world's sweep (a process that
+  // left the world's process group, e.g. a daemon that called setsid) was reparented here.
+  std::vector<pid_t> strays;
+  for (pid_t p : unowned_children()) {
+    strays.push_back(p);
+    for (pid_t d : descendants(p)) strays.push_back(d);
+  }
+  if (strays.empty()) return;
+  std::vector<std::string> each;
+  for (pid_t p : strays) each.push_back(fmt::format("pid {} ({})", p, command_line(p)));
+  kill_each(strays);
+  fmt::print(stderr, "cprr: {} process{} the ranks left running, killed at exit: {}\n",
+             strays.size(), strays.size() == 1 ? "" : "es", fmt::join(each, ", "));
+  reap_orphans();
+}
 
 void Controller::close_pools() {
   pools_.clear();
@@ -251,6 +272,11 @@ void Controller::classify(ExecutionResult& res, WorldHandle& world) {
     world.query_status(res.id, res.ranks, config_.status_grace);
     res.summary = diagnose_hang(res.ranks);
   }
+  if (c.released_by >= 0) {
+    world.query_status(res.id, res.ranks, config_.status_grace);
+    const std::string released = describe_released(res.ranks, c.released_by);
+    res.note += (res.note.empty() ? "" : "; ") + released;
+  }
   if (res.status == ExecStatus::crash || res.status == ExecStatus::hang) {
     // What the ranks without a result had called; a disagreement there is the likely cause of
     // the crash or hang: say so where the status is read (the verdict names it too).
@@ -258,6 +284,11 @@ void Controller::classify(ExecutionResult& res, WorldHandle& world) {
     if (const auto m = check_collectives(res)) {
       res.summary += "; the ranks called a collective differently: " + m->describe();
     }
+  }
+  if (const std::string left =
+          world.end_leftovers(fmt::format("case {} ({})", res.case_id, res.label));
+      !left.empty()) {
+    res.note += (res.note.empty() ? "" : "; ") + left;
   }
   if (c.kill_world) world.kill(config_.kill_grace);
   world.fill_tails(res.ranks);

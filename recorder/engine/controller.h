@@ -42,7 +42,7 @@ struct ControllerConfig : WorldSpec {
   std::optional<double> timeout_override_s;
   std::chrono::milliseconds startup_timeout{60000};
   std::chrono::milliseconds kill_grace{500};     ///< TERM -> KILL
-  std::chrono::milliseconds after_death{2000};   ///< how long survivors of a crash get
+  std::chrono::milliseconds after_death{2000};   ///< what survivors of a crash or failure get
   std::chrono::milliseconds status_grace{1000};  ///< how long watchdogs get to answer
   std::size_t log_tail_bytes = 16 * 1024;
   /// Ranks time every op and allocation (CaseCapture::timeline) for a trace (--trace).
@@ -131,6 +131,9 @@ class Controller {
   void close_pools();
 
  private:
+  /// After close_pools(): kills what ranks left that no world's sweep (end_leftovers) found,
+  /// now this process's children as a subreaper, naming them on stderr.
+  void end_strays();
   WorldHandle& world_for(const CaseInstance& inst, Mode mode, std::unique_ptr<WorldHandle>& fresh,
                          ExecutionResult& res);
   std::chrono::milliseconds deadline_for(const CaseInstance& inst) const;

@@ -29,6 +29,8 @@ class RankProcess {
   /// Why its end can never be known (the connection to its supervisor broke: its host, the
   /// launcher or the supervisor died); "" while it can.
   virtual std::string lost() const { return {}; }
+  /// Its pid on this host while it is held (a local rank, unreaped); -1 for a launched one.
+  virtual pid_t local_pid() const { return -1; }
   /// Its end is known, or it is lost: nothing more will come of it.
   bool gone() { return poll().has_value() || !lost().empty(); }
 };
@@ -45,6 +47,7 @@ class LocalRank : public RankProcess {
     if (child_.held()) signal_group(group_, sig);
   }
   void reap() override { child_.reap(); }
+  pid_t local_pid() const override { return child_.held() ? child_.pid() : -1; }
 
  private:
   ChildProcess child_;

@@ -19,6 +19,7 @@
 #include "data/text_forms.h"
 #include "recorder/engine/transport_choice.h"
 #include "recorder/engine/wait_text.h"
+#include "recorder/launch/proc_tree.h"
 #include "recorder/launch/token.h"
 #include "runtime/error.h"
 
@@ -150,10 +151,15 @@ World::World(const WorldConfig& config, uint64_t id, RankSpawner& spawner, RankL
       CPRR_CHECK(listener != nullptr, "world {}: launcher {} needs a rank listener", id, launcher_);
       launch_ranks(config, *listener);
     } else {
+      // What a rank leaves when it ends is reparented here, not to init: end_leftovers finds it.
+      become_subreaper();
       for (int r = 0; r < config.world_size; ++r) spawn_rank(r, config, spawner);
     }
     logs_.start();
     await_ready(config, begin);
+    for (Rank& r : ranks_) {
+      if (const pid_t pid = r.process->local_pid(); pid > 0) r.started_with = descendants(pid);
+    }
   } catch (...) {
     kill(std::chrono::milliseconds(100));
     std::error_code ec;

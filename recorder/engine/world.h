@@ -70,14 +70,16 @@ class World : public WorldHandle {
   /// Sends the case to every rank and marks the log positions for its tails.
   void start(const RunCase& msg) override;
   /// Waits for every rank's CaseDone for `execution` until `deadline`. A rank that dies ends
-  /// its wait; once one died, the others get at most `after_death` more. A rank whose channel
-  /// reaches EOF while it keeps running gets a protocol_error. Returns early, with the ranks still
-  /// running, when the stop descriptor fires (stop_requested()).
+  /// its wait; once one died or reported a failure, the others get at most `after_death` more. A
+  /// rank whose channel reaches EOF while it keeps running gets a protocol_error. Returns early,
+  /// with the ranks still running, when the stop descriptor fires (stop_requested()).
   std::vector<RankReport> collect(uint64_t execution, Clock::time_point deadline,
                                   std::chrono::milliseconds after_death) override;
   /// Also returns early when every rank is stuck in the same collective and their calls of it
   /// conflict (blocked_mismatch over the flight records, read every kLiveCheckInterval): the
-  /// mismatch is named at once instead of after the deadline. stopped_early() says so.
+  /// mismatch is named at once instead of after the deadline; and when a rank failed and another
+  /// waits in a collective the failed one never entered. stopped_early() says so, and why
+  /// ranks were still running at the `after_death` past a failure.
   std::string stopped_early() const override { return stopped_early_; }
   /// Asks ranks without a result for their watchdog status and waits for all of them together, at
   /// most `grace`: a rank that cannot answer (stopped, stuck with its watchdog) costs the others
@@ -86,6 +88,7 @@ class World : public WorldHandle {
                     std::chrono::milliseconds grace) override;
   /// Reads the flight-<rank> files of the world directory (data/flight_record.h).
   void read_flight_records(uint64_t execution, std::vector<RankReport>& reports) override;
+  std::string end_leftovers(const std::string& after) override;
   /// TERM, then KILL after `grace`, to the whole group; reaps all ranks; marks not reusable.
   void kill(std::chrono::milliseconds grace) override;
   /// Fills each report's stdout/stderr tails with what the ranks wrote since start().
@@ -100,11 +103,22 @@ class World : public WorldHandle {
     uint64_t out_mark = 0;
     uint64_t err_mark = 0;
     Clock::time_point spawned_at{};
+    /// Its descendants when the world was ready: not the cases' doing (end_leftovers).
+    std::vector<pid_t> started_with;
   };
   void spawn_rank(int rank, const WorldConfig& config, RankSpawner& spawner);
   /// The live collective check of collect(): true (and stopped_early_ set) when every rank is
   /// blocked in one collective they called differently, the same at two checks in a row.
   bool blocked_in_mismatch(uint64_t execution, const std::vector<RankReport>& reports);
+  /// The other live check: true (and stopped_early_ set) when a rank reported a failure and a
+  /// rank still running entered a collective (its flight record) that the failed one never
+  /// entered, so it can never complete.
+  bool blocked_on_failure(uint64_t execution, const std::vector<RankReport>& reports);
+  /// collect() ended at `after_death` past a rank's failure with ranks still running: says so
+  /// in stopped_early_.
+  void note_released_at_grace(const std::vector<RankReport>& reports);
+  /// Whether the rank reported a failed body or a harness error.
+  static bool failed(const RankReport& report);
   /// Starts the launcher job and takes its ranks' connections from `listener`; the job's output
   /// is drained after the ranks' (log indices 2W and 2W+1).
   void launch_ranks(const WorldConfig& config, RankListener& listener);
@@ -137,14 +151,17 @@ class World : public WorldHandle {
   UniqueFd job_err_;                 ///< its stderr, until handed to logs_
   std::string job_err_text_;         ///< its stderr read before logs_ took the pipe
   std::string launcher_;             ///< describe(config.launch), for messages
-  std::string stopped_early_;  ///< collect()'s early return, when it made one
+  std::string stopped_early_;        ///< collect()'s early return, when it made one
   /// The live check's last sighting of a blocking mismatch: each rank's flight-record length
   /// (empty: none). It stops the wait only when the next check sees the same, nothing entered.
   std::vector<std::size_t> live_seen_;
   Clock::time_point live_first_{};  ///< when live_seen_ was first seen
-  std::string symmetric_pool_;       ///< the ranks' Connected::symmetric_pool, summarized at start
-  std::string collectives_;          ///< the transport chosen at start (transport_choice.h)
-  std::string rank_gpus_;            ///< each rank's GPU, from the hellos
+  /// last_created_pid() when end_leftovers last looked (read before it looked).
+  std::optional<pid_t> swept_at_;
+  Clock::time_point failed_at_{};  ///< when collect() read the first failed rank's report
+  std::string symmetric_pool_;     ///< the ranks' Connected::symmetric_pool, summarized at start
+  std::string collectives_;        ///< the transport chosen at start (transport_choice.h)
+  std::string rank_gpus_;          ///< each rank's GPU, from the hellos
   LogDrain logs_;
   bool reusable_ = true;
   double startup_ms_ = 0;

@@ -1,17 +1,22 @@
 // World, second half: dispatching one execution to the ranks and collecting every rank's answer,
 // with the checks made while they run (a rank gone, a deadline, collectives called differently).
 // The first half (world.cpp) spawns, starts and ends worlds.
+#include <fmt/ranges.h>
 #include <poll.h>
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "analysis/layout_check.h"
 #include "data/flight_record.h"
 #include "recorder/engine/wait_text.h"
 #include "recorder/engine/world.h"
+#include "recorder/launch/proc_tree.h"
 #include "runtime/error.h"
 
 namespace cprr {
@@ -107,6 +112,7 @@ std::vector<RankReport> World::collect(uint64_t execution, Clock::time_point dea
   std::vector<RankReport> reports(ranks_.size());
   stopped_early_.clear();
   live_seen_.clear();
+  failed_at_ = {};
   auto next_check = Clock::now() + kLiveCheckInterval;
   for (;;) {
     std::vector<pollfd> fds;
@@ -121,7 +127,9 @@ std::vector<RankReport> World::collect(uint64_t execution, Clock::time_point dea
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
     if (fds.empty() || left.count() <= 0 || stop_requested()) break;
     if (size() > 1 && Clock::now() >= next_check) {
-      if (blocked_in_mismatch(execution, reports)) break;
+      if (blocked_in_mismatch(execution, reports) || blocked_on_failure(execution, reports)) {
+        break;
+      }
       next_check = Clock::now() + kLiveCheckInterval;
     }
     if (stop_fd_ >= 0) fds.push_back(pollfd{stop_fd_, POLLIN, 0});  // last: no rank index
@@ -134,10 +142,66 @@ std::vector<RankReport> World::collect(uint64_t execution, Clock::time_point dea
       if (!pump(r, execution, reports[r])) {
         on_eof(r, reports[r]);
         deadline = std::min(deadline, Clock::now() + after_death);
+      } else if (failed(reports[r]) && size() > 1) {
+        // A rank that raised takes no further part: the others get what a crash's survivors
+        // get, and the live check releases at once those waiting in a collective it left.
+        deadline = std::min(deadline, Clock::now() + after_death);
+        if (failed_at_ == Clock::time_point{}) failed_at_ = Clock::now();
+        next_check = Clock::now();
       }
     }
   }
+  if (stopped_early_.empty() && !stop_requested()) note_released_at_grace(reports);
   return reports;
+}
+
+bool World::failed(const RankReport& report) {
+  return report.done && report.done->outcome != RankOutcome::ok;
+}
+
+bool World::blocked_on_failure(uint64_t execution, const std::vector<RankReport>& reports) {
+  // A rank that failed calls no later collective: the collectives it entered are all the
+  // execution can complete (the default group's need every rank).
+  int failed_rank = -1;
+  uint64_t entered = 0;
+  for (int r = 0; r < size(); ++r) {
+    if (!failed(reports[r])) continue;
+    const auto& log = reports[r].done->capture.collectives;
+    const uint64_t n = log.empty() ? 0 : log.back().seq + 1;
+    if (failed_rank < 0 || n < entered) std::tie(failed_rank, entered) = std::pair(r, n);
+  }
+  if (failed_rank < 0) return false;
+  for (int r = 0; r < size(); ++r) {
+    if (reports[r].done || ranks_[r].eof) continue;
+    const std::optional<FlightLog> log =
+        read_flight_log(flight_record_path(rendezvous_, r), execution);
+    if (!log || log->entered.empty() || log->entered.back().seq < entered) continue;
+    const auto waits = std::find_if(log->entered.begin(), log->entered.end(),
+                                    [&](const CollectiveRecord& c) { return c.seq >= entered; });
+    stopped_early_ = fmt::format(
+        "stopped {:.1f} ms after rank {} failed, not at the deadline: rank {} had entered "
+        "collective #{} ({}), which rank {} never did",
+        std::chrono::duration<double, std::milli>(Clock::now() - failed_at_).count(), failed_rank,
+        r, waits->seq, waits->kind, failed_rank);
+    return true;
+  }
+  return false;
+}
+
+void World::note_released_at_grace(const std::vector<RankReport>& reports) {
+  int failed_rank = -1;
+  std::vector<int> running;
+  for (int r = 0; r < size(); ++r) {
+    if (failed(reports[r]) && failed_rank < 0) failed_rank = r;
+    if (!reports[r].done && !ranks_[r].eof && reports[r].protocol_error.empty()) {
+      running.push_back(r);
+    }
+  }
+  if (failed_rank < 0 || running.empty()) return;
+  stopped_early_ =
+      fmt::format("stopped {:.1f} s after rank {} failed, with rank{} {} still running",
+                  std::chrono::duration<double>(Clock::now() - failed_at_).count(), failed_rank,
+                  running.size() > 1 ? "s" : "", fmt::join(running, ","));
 }
 
 bool World::blocked_in_mismatch(uint64_t execution, const std::vector<RankReport>& reports) {
@@ -202,6 +266,44 @@ void World::on_eof(int r, RankReport& report) {
                                 ? "closed its control channel inside a frame, still running"
                                 : "closed its control channel mid-case, still running";
   }
+}
+
+std::string World::end_leftovers(const std::string& after) {
+  if (job_) return {};
+  // Nothing forked anywhere since the last look: nothing new can be running.
+  const std::optional<pid_t> last = last_created_pid();
+  if (last && last == swept_at_) return {};
+  swept_at_ = last;
+  // Per rank, and -1 for orphans of the world's ranks reparented here (their rank ended, or
+  // the process that forked them did): still in the world's process group.
+  std::map<int, std::vector<pid_t>> left;
+  for (int r = 0; r < size(); ++r) {
+    const pid_t pid = ranks_[r].process->local_pid();
+    if (pid <= 0) continue;
+    for (pid_t p : descendants(pid)) {
+      if (std::find(ranks_[r].started_with.begin(), ranks_[r].started_with.end(), p) ==
+          ranks_[r].started_with.end()) {
+        left[r].push_back(p);
+      }
+    }
+  }
+  if (group_ > 0) {
+    for (pid_t orphan : unowned_children(group_)) {
+      left[-1].push_back(orphan);
+      for (pid_t p : descendants(orphan)) left[-1].push_back(p);
+    }
+  }
+  std::vector<std::string> said;
+  for (const auto& [r, pids] : left) {
+    std::vector<std::string> each;
+    for (pid_t p : pids) each.push_back(fmt::format("pid {} ({})", p, command_line(p)));
+    kill_each(pids);
+    said.push_back(fmt::format("{} left {} process{} running after {}: {}, killed",
+                               r < 0 ? "a rank that ended" : fmt::format("rank {}", r), pids.size(),
+                               pids.size() == 1 ? "" : "es", after, fmt::join(each, ", ")));
+  }
+  reap_orphans();
+  return fmt::format("{}", fmt::join(said, "; "));
 }
 
 void World::query_status(uint64_t execution, std::vector<RankReport>& reports,

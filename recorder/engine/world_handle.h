@@ -93,13 +93,22 @@ class WorldHandle {
   virtual void start(const RunCase& msg) = 0;
   /// Every rank's report for `execution`: its result, or how it died or broke, or nothing when
   /// it was still running at `deadline` (or when the stop descriptor fired). Once a rank died
-  /// the others get at most `after_death` more.
+  /// or reported a failure the others get at most `after_death` more.
   virtual std::vector<RankReport> collect(uint64_t execution, Clock::time_point deadline,
                                           std::chrono::milliseconds after_death) = 0;
   /// Why the last collect() returned before its deadline with ranks still running, other than
-  /// the stop descriptor (its ranks stuck in a collective they called differently); empty: it
-  /// did not.
+  /// the stop descriptor (its ranks stuck in a collective they called differently, or one a
+  /// failed rank never entered, or still running after one failed); empty: it did not.
   virtual std::string stopped_early() const { return {}; }
+  /// Ends every process the ranks started since the world was ready that still runs (a case's
+  /// fork, a library's helper; orphans of a rank that died included) and says so, one clause per
+  /// rank: "rank 1 left 1 process running after <after>: pid 4242 (sleep 100), killed"; empty
+  /// when there were none. Local ranks only: a launched rank's supervisor ends what its rank
+  /// leaves when the rank ends.
+  virtual std::string end_leftovers(const std::string& after) {
+    (void)after;
+    return {};
+  }
   /// Fills the watchdog answers of ranks without a result, waiting at most `grace` for all.
   virtual void query_status(uint64_t execution, std::vector<RankReport>& reports,
                             std::chrono::milliseconds grace) = 0;

@@ -20,6 +20,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "recorder/launch/proc_tree.h"
 #include "runtime/error.h"
 
 extern char** environ;
@@ -261,6 +262,19 @@ int reap_orphans() {
     if (::waitpid(pid, &status, WNOHANG) == pid) ++reaped;
   }
   return reaped;
+}
+
+std::vector<pid_t> unowned_children(pid_t group) {
+  Children& c = children();
+  std::lock_guard lock(c.mu);
+  if (c.arriving > 0) return {};
+  std::vector<pid_t> out;
+  for (pid_t pid : listed_children()) {
+    if (c.owned.contains(pid)) continue;
+    const auto s = proc_stat(pid);
+    if (s && s->state != 'Z' && (group < 0 || s->pgrp == group)) out.push_back(pid);
+  }
+  return out;
 }
 
 std::string find_on_path(const std::string& name) {

@@ -98,6 +98,12 @@ void become_subreaper();
 /// Returns how many it reaped.
 int reap_orphans();
 
+/// The live children of this process that no ChildProcess owns, in process group `group` (any
+/// group when -1): orphans this subreaper took in (a case's process whose rank ended), or, in a
+/// process that is no subreaper, children made by other means. Empty while a child is arriving:
+/// it cannot be told from an orphan yet.
+std::vector<pid_t> unowned_children(pid_t group = -1);
+
 /// Sends `sig` to every process of group `pgid` (ESRCH is not an error). Only while a member of
 /// it is known to be unreaped (ChildProcess::held): else the id may be a stranger's group by now.
 void signal_group(pid_t pgid, int sig);

@@ -27,7 +27,7 @@ namespace cprr {
 inline constexpr uint32_t kProtocolMagic = 0x52525043;  // "CPRR" read as little-endian bytes
 /// Bump when any message below changes layout or meaning. Controller and worker of different
 /// versions refuse each other at the hello with a message naming both versions.
-inline constexpr uint32_t kProtocolVersion = 12;  // 2: Hello.comm_id, Bootstrap, Connected, Abort;
+inline constexpr uint32_t kProtocolVersion = 13;  // 2: Hello.comm_id, Bootstrap, Connected, Abort;
                                                   // 3: OpRecord read_spans/write_spans;
                                                   // 4: OpRecord peer/epoch, RunCase.perturbation;
                                                   // 5: Perturbation.poison;
@@ -40,6 +40,7 @@ inline constexpr uint32_t kProtocolVersion = 12;  // 2: Hello.comm_id, Bootstrap
                                                   // 10: Hello.device/gpu, Bootstrap.transport
                                                   // 11: DType i8, i16, f16, bf16 (Python cases)
                                                   // 12: Hello.gpu names the host on cpu
+                                                  // 13: Catalog.files
 inline constexpr uint32_t kMaxFrameBytes = 256u << 20;
 
 /// First message of every rank: who it is.
@@ -138,10 +139,14 @@ struct CaseDone : RankResult {
 /// The worker's registered cases (sent instead of running cases when started with --catalog).
 struct Catalog {
   std::vector<CaseInfo> cases;
+  /// The source files its cases were defined in, absolute (a Python worker's case files); empty
+  /// for a worker binary, whose cases are the binary itself. cprecord records their content
+  /// hashes, so cpreplay can say when one changed since (data/code_file.h).
+  std::vector<std::string> files;
   bool operator==(const Catalog&) const = default;
   template <class A>
   void serialize(A& a) {
-    a(cases);
+    a(cases, files);
   }
 };
 

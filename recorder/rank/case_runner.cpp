@@ -1,6 +1,8 @@
 #include "recorder/rank/case_runner.h"
 
 #include <chrono>
+#include <exception>
+#include <string>
 
 namespace cprr {
 namespace {
@@ -14,6 +16,16 @@ double ms_since(Clock::time_point t) {
 const char* phase_name(int p) {
   static constexpr const char* kNames[] = {"idle", "reset", "body", "drain", "capture"};
   return p >= 0 && p < 5 ? kNames[p] : "?";
+}
+
+std::string what_was_thrown(const std::exception_ptr& thrown) {
+  try {
+    std::rethrow_exception(thrown);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "the case threw something that is no std::exception (so it has no message)";
+  }
 }
 
 }  // namespace
@@ -65,12 +77,13 @@ CaseDone CaseRunner::run(const RunCase& msg) {
     c->body(ctx);
     set_phase(Phase::drain, msg.execution);
     ctx.drain();
-  } catch (const std::exception& e) {
+  } catch (...) {
+    // Any throw, std::exception or not: a throw the rank let escape would end it as a crash.
     done.outcome = RankOutcome::fail;
-    done.error = e.what();
+    done.error = what_was_thrown(std::current_exception());
     try {
       ctx.drain();  // ops still queued must not outlive the case's buffers
-    } catch (const std::exception&) {
+    } catch (...) {
     }
   }
   if (const std::string why = state_.backend->broken(); !why.empty()) {

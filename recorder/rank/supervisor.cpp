@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "recorder/launch/proc_tree.h"
 #include "recorder/launch/process.h"
 #include "recorder/launch/token.h"
 #include "recorder/protocol/protocol.h"
@@ -69,12 +70,19 @@ Link open_channel(const SupervisorArgs& a, int rank, Channel ch, const std::stri
   return link;
 }
 
-// Ends the rank's whole process group (what the case spawned included) and reaps the rank.
+// Ends the rank's whole process group (what the case spawned included) and reaps the rank; then
+// what left the group (a daemon that called setsid) and was reparented here, the subreaper.
 void end_group(ChildProcess& child) {
   // The rank, unreaped until after this, keeps the group's id its own.
   child.signal_group(SIGKILL);
   child.wait(5000);
   child.reap();
+  std::vector<pid_t> strays;
+  for (pid_t p : unowned_children()) {
+    strays.push_back(p);
+    for (pid_t d : descendants(p)) strays.push_back(d);
+  }
+  kill_each(strays);
 }
 
 }  // namespace
@@ -135,6 +143,7 @@ int supervise(const SupervisorArgs& a) {
   if (const auto local_size = launcher_local_size()) {
     spec.env.emplace_back("CPRR_LOCAL_SIZE", std::to_string(*local_size));
   }
+  become_subreaper();  // what the rank leaves when it ends comes here, not to init
   ChildProcess child = ChildProcess::spawn(spec);  // leads its own group
   control.fd.reset();  // the rank holds them now: their EOF is the rank's
   out.fd.reset();

@@ -157,6 +157,7 @@ int send_catalog(const WorkerArgs& a, UniqueFd control) {
   RankChannel channel{std::move(control)};
   Catalog cat;
   for (const auto& c : registry().cases()) cat.cases.push_back(c.info);
+  cat.files = registry().source_files();
   channel.send_hello(hello_of(a));
   channel.send(FromRank{std::move(cat)});
   return 0;

@@ -16,7 +16,8 @@ namespace cprr {
 // Lets gtest print a judgement that differs from the expected one.
 void PrintTo(const Classification& c, std::ostream* os) {
   *os << "{" << status_name(c.status) << ", \"" << c.summary << "\", query=" << c.needs_status_query
-      << ", kill=" << c.kill_world << ", interrupted=" << c.interrupted << "}";
+      << ", released_by=" << c.released_by << ", kill=" << c.kill_world
+      << ", interrupted=" << c.interrupted << "}";
 }
 
 namespace {
@@ -85,9 +86,38 @@ TEST(Classify, ASilentRankIsAHangThatAsksTheWatchdogsBeforeTheKill) {
             (Judged{.status = hang, .needs_status_query = true, .kill_world = true}));
 }
 
-TEST(Classify, AHangWinsOverAnErrorAndAFail) {
-  EXPECT_EQ(classify({errored("e"), failed("f"), silent()}, false),
-            (Judged{.status = hang, .needs_status_query = true, .kill_world = true}));
+TEST(Classify, AFailWhileOthersStillRunIsThatFailReleasingThemAndEndingTheWorld) {
+  // Rank 1 raised before a collective rank 0 waits in: rank 1's failure, not a hang.
+  EXPECT_EQ(classify({silent(), failed("ValueError: bad"), passed()}, false),
+            (Judged{.status = fail,
+                    .summary = "rank 1: ValueError: bad",
+                    .released_by = 1,
+                    .kill_world = true}));
+}
+
+TEST(Classify, AnErrorWhileOthersStillRunWinsOverAFail) {
+  EXPECT_EQ(classify({failed("f"), silent(), errored("backend broken")}, false),
+            (Judged{.status = error,
+                    .summary = "rank 2: backend broken",
+                    .released_by = 2,
+                    .kill_world = true}));
+}
+
+TEST(Classify, ASummaryShowsAPythonFailuresExceptionLineNotItsFirst) {
+  EXPECT_EQ(classify({passed(), failed("Traceback (most recent call last):\n"
+                                       "  File \"/w/test_x.py\", line 9, in body\n"
+                                       "    raise ValueError('bad')\n"
+                                       "ValueError: bad\n")},
+                     false),
+            (Judged{.status = fail, .summary = "rank 1: ValueError: bad (test_x.py:9)"}));
+}
+
+TEST(Classify, AStopWinsOverAFailWhileOthersStillRun) {
+  EXPECT_EQ(classify({failed("f"), silent()}, true),
+            (Judged{.status = error,
+                    .summary = "interrupted while rank 1 was still running the case",
+                    .kill_world = true,
+                    .interrupted = true}));
 }
 
 TEST(Classify, ASilentRankAfterAStopIsAnInterruptionWithoutAQuery) {

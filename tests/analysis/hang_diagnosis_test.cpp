@@ -79,5 +79,21 @@ TEST(DiagnoseHang, SaysWhatEachBusyStreamIsRunning) {
                            "last collective #0"));
 }
 
+TEST(DescribeReleased, SaysWhatEachRankWithoutAResultWasDoingWhenTheOtherFailed) {
+  EXPECT_EQ(describe_released({waiting("body", 1, "all_reduce", 0), failed("ValueError: bad"),
+                               waiting("drain", 0, "all_reduce", 0), silent()},
+                              1),
+            "rank 0 was in body (waiting in collective #1 all_reduce); rank 2 was in drain; "
+            "rank 3 gave no answer from its watchdog when rank 1 failed: they were ended with "
+            "its world, which is replaced");
+}
+
+TEST(DescribeReleased, NamesNoRankThatReportedDiedOrBrokeItsChannel) {
+  EXPECT_EQ(describe_released({passed(), failed("f"), killed_by(9), broken("eof")}, 1), "");
+  EXPECT_EQ(describe_released({failed("f"), waiting("body", 0, "barrier", -1)}, 0),
+            "rank 1 was in body (waiting in collective #0 barrier) when rank 0 failed: it was "
+            "ended with its world, which is replaced");
+}
+
 }  // namespace
 }  // namespace cprr

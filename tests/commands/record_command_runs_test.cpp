@@ -92,6 +92,19 @@ TEST(RecordCommand, AnInterruptedRunStoresEveryExecutionItReportsBeforeItEnds) {
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].exit_code, 128 + SIGINT) << "finished, with the signal's exit code";
   EXPECT_EQ(stored_executions(o.db, runs[0].id), reported_executions(doc));
+  EXPECT_EQ(doc.at("interrupted_by"), "SIGINT");
+}
+
+TEST(RecordCommand, AnInterruptedRunsTableSaysSoInsteadOfAllAsExpected) {
+  InterruptWatch watch;
+  RecordOptions o = opts(kFixture, "^test/interrupt_recorder\\{", /*as_json=*/false);
+  o.db = test_db() + ".interrupt-table";
+  o.repeat = 20;
+  o.shared.interrupt = &watch;
+  const Recorded r = record(o);
+  EXPECT_EQ(r.code, 128 + SIGINT);
+  EXPECT_THAT(r.out, HasSubstr("cases: interrupted by SIGINT, 0 unexpected before it;"));
+  EXPECT_THAT(r.out, Not(HasSubstr("all as expected")));
 }
 
 TEST(RecordCommand, RerunFailedRunsOnlyWhatTheLatestRunHadNotAsExpected) {

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 
@@ -19,6 +20,7 @@ namespace cprr {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using namespace record_test;  // NOLINT(google-build-using-namespace): this folder's own helpers
 
 struct Replayed {
@@ -127,6 +129,36 @@ TEST(ReplayCommand, AnotherWorkerIsUsedAndOneThatCannotRunIsRefusedByName) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("healthy/noop"));
   }
+}
+
+// A run recorded with a copy of the worker, which is then rebuilt (a byte appended: still the same
+// cases, and still runs): the replay says the worker changed and goes on; --strict refuses.
+TEST(ReplayCommand, AWorkerChangedSinceTheRecordIsSaidAndStrictRefusesIt) {
+  namespace fs = std::filesystem;
+  const fs::path copy = test_db() + ".worker";
+  fs::copy_file(kWorker, copy, fs::copy_options::overwrite_existing);
+  RecordOptions ro = opts(copy.string(), "^healthy/noop@2$");
+  ro.db = test_db() + ".changed";
+  ro.mode = "fresh";
+  ASSERT_EQ(record(ro).code, 0);
+  ReplayCommandOptions o;
+  o.replay.db = ro.db;
+  o.case_id = 1;
+  o.replay.mode = "fresh";
+  const Replayed same = replay(o);
+  EXPECT_EQ(same.code, 0) << same.err;
+  EXPECT_THAT(same.out, Not(HasSubstr("replayed other code")));
+
+  std::ofstream(copy, std::ios::app) << '\n';
+  const Replayed changed = replay(o);
+  EXPECT_EQ(changed.code, 0) << changed.err;
+  EXPECT_THAT(changed.out, HasSubstr("replayed other code: worker " + copy.string() +
+                                     " changed since run 1 was recorded (its content differs)"));
+  o.replay.strict = true;
+  EXPECT_THAT(usage_error(o), HasSubstr("--strict: not replaying case 1: worker " + copy.string() +
+                                        " changed since run 1 was recorded"));
+  fs::remove(copy);
+  fs::remove(ro.db);
 }
 
 }  // namespace

@@ -243,6 +243,7 @@ TEST(RecordRoundTrip, TheRunRowComesBack) {
     RunMeta shuffled = meta;
     shuffled.shuffle_seed = kMaxSeed;
     shuffled.worker_args = {"--cases", "/t/test \xc3\xbc.py", ""};
+    shuffled.code = {CodeFile{"/t/test \xc3\xbc.py", "00000000000000ff"}, CodeFile{"/t/x.py", ""}};
     RecordWriter(db.path(), shuffled).finish(0);
   }
   ::unsetenv("CPRR_ROUNDTRIP_PROBE");
@@ -251,6 +252,9 @@ TEST(RecordRoundTrip, TheRunRowComesBack) {
   EXPECT_EQ(runs[2].shuffle_seed, kMaxSeed);
   EXPECT_EQ(runs[2].worker_args, (std::vector<std::string>{"--cases", "/t/test \xc3\xbc.py", ""}));
   EXPECT_TRUE(runs[0].worker_args.empty()) << "a worker binary of cases takes none";
+  EXPECT_EQ(runs[2].code,
+            (std::vector<CodeFile>{{"/t/test \xc3\xbc.py", "00000000000000ff"}, {"/t/x.py", ""}}));
+  EXPECT_TRUE(runs[0].code.empty());
   EXPECT_FALSE(runs[1].shuffle_seed.has_value()) << "plan order";
   EXPECT_EQ(runs[1].stopped, "--fail-fast: case 3 (a \xc3\xbc@2) was not as expected");
   const RecordedRun& r = runs[0];

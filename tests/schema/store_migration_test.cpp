@@ -115,20 +115,32 @@ int64_t count(const std::string& path, const std::string& sql) {
 
 const RunMeta kMeta{"cpu", "both", "best_fit", "/bin/worker", {}};
 
-/// schema.sql as version 10 had it: run without worker_args (version 11).
-std::string without_worker_args(std::string sql) {
-  const std::string from = ",\n  -- (version 11)",
-                    last = "worker_args   TEXT NOT NULL DEFAULT '[]'";
+/// `sql` less the last column of run, added in `version` and declared by `last`, with its
+/// comment: schema.sql as the version before had it.
+std::string without_last_run_column(std::string sql, int version, const std::string& last) {
+  const std::string from = fmt::format(",\n  -- (version {})", version);
   const std::size_t a = sql.find(from), b = sql.find(last);
   EXPECT_NE(a, std::string::npos);
   EXPECT_NE(b, std::string::npos);
   if (a != std::string::npos && b != std::string::npos) sql.erase(a, b + last.size() - a);
   return sql;
 }
-/// The run table's columns before version 11.
+
+/// schema.sql as version 11 had it: run without code (version 12).
+std::string without_code(std::string sql) {
+  return without_last_run_column(std::move(sql), 12, "code          TEXT NOT NULL DEFAULT '[]'");
+}
+
+/// schema.sql as version 10 had it: run without worker_args (version 11) and code.
+std::string without_worker_args(std::string sql) {
+  return without_last_run_column(without_code(std::move(sql)), 11,
+                                 "worker_args   TEXT NOT NULL DEFAULT '[]'");
+}
+/// The run table's columns before version 11, and before version 12.
 const std::string kRunColumns10 =
     "id, started_at, finished_at, exit_code, tool_version, host, backend, mode, placement, "
     "worker, argv, libraries, environment, stopped, shuffle_seed, launcher";
+const std::string kRunColumns11 = kRunColumns10 + ", worker_args";
 const std::string kJudgementColumns =
     "SELECT count(*) FROM pragma_table_info('test_case') "
     "WHERE name IN ('verdict', 'as_expected', 'fresh_vs_pool')";
@@ -362,6 +374,30 @@ TEST(StoreMigration, AVersionTenRunReadsWithNoWorkerArgumentsAndMigratesToThem) 
   EXPECT_EQ(Database::open(v10, Database::Mode::read_write).schema_version(), kSchemaVersion);
   EXPECT_EQ(schema_of(v10), schema_of(v11));
   EXPECT_TRUE(RecordReader(v10).runs().at(0).worker_args.empty());
+}
+
+TEST(StoreMigration, AVersionElevenRunReadsWithNoCodeAndMigratesToIt) {
+  TempDb dir;
+  const std::string v12 = dir.path("v12.db"), v11 = dir.path("v11.db");
+  RunMeta meta = kMeta;
+  meta.worker_args = {"--cases", "/tmp/test_a.py"};
+  meta.code = {CodeFile{"/tmp/test_a.py", "0123456789abcdef"}, CodeFile{"/tmp/gone.py", ""}};
+  {
+    RecordWriter w(v12, meta);
+    w.add_cases({instance(1, "a/python", {}, 2)});
+    w.finish(0);
+  }
+  EXPECT_EQ(RecordReader(v12).runs().at(0).code, meta.code);
+  std::string sql = without_code(std::string(schema_sql()));
+  sql += "PRAGMA user_version = 11; ATTACH '" + v12 + "' AS src;";
+  sql += "INSERT INTO run SELECT " + kRunColumns11 + " FROM src.run;";
+  sql += "INSERT INTO test_case SELECT * FROM src.test_case;";
+  exec_plain(v11, sql);
+  EXPECT_TRUE(RecordReader(v11).runs().at(0).code.empty());
+  EXPECT_EQ(RecordReader(v11).runs().at(0).worker_args, meta.worker_args);
+  EXPECT_EQ(Database::open(v11, Database::Mode::read_write).schema_version(), kSchemaVersion);
+  EXPECT_EQ(schema_of(v11), schema_of(v12));
+  EXPECT_TRUE(RecordReader(v11).runs().at(0).code.empty());
 }
 
 }  // namespace

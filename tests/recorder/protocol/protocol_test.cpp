@@ -111,6 +111,7 @@ TEST(ProtocolRoundTrip, CatalogWithGridExpectAndTimeout) {
   b.options.timeout_s = 0;
   b.options.description = "";
   cat.cases = {a, b};
+  cat.files = {"/home/u/tests/test_model.py", "/home/u/tests/test_pipe line.py"};
   EXPECT_EQ(round_trip_from_rank(cat), cat);
 }
 

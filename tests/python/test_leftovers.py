@@ -1,0 +1,70 @@
+"""A Python case that forks a process and leaves it running: cprecord kills it after the case,
+names it in the execution's note, and leaves no descendant when it exits."""
+
+import json
+import os
+import subprocess
+import textwrap
+import time
+
+import pytest
+
+from test_plugin import CPRECORD, PACKAGE_ROOT
+
+CASES = textwrap.dedent('''
+    import os
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    import cprr
+
+    PID_FILE = {pid_file!r}
+
+
+    @cprr.case(name="leaves/a_sleeping_child", world_sizes=[2])
+    def sleeping_child(ctx):
+        t = torch.ones(4)
+        dist.all_reduce(t)
+        if ctx.rank == 1:
+            pid = os.fork()
+            if pid == 0:
+                time.sleep(600)
+                os._exit(0)
+            with open(PID_FILE, "w") as f:
+                f.write(str(pid))
+        ctx.output("t", t)
+''')
+
+
+def _runs(pid):
+    """Whether `pid` runs (a zombie does not), after at most 2 s for a SIGKILL to land."""
+    for _ in range(100):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return False
+        if state == "Z":
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_a_forked_child_is_killed_after_the_case_and_named(tmp_path):
+    if not os.access(CPRECORD, os.X_OK):
+        pytest.fail(f"no cprecord at {CPRECORD}: set CPRR_CPRECORD")
+    pid_file = tmp_path / "child.pid"
+    (tmp_path / "test_leaves.py").write_text(CASES.format(pid_file=str(pid_file)))
+    env = dict(os.environ, PYTHONPATH=PACKAGE_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    run = subprocess.run([CPRECORD, "--python", str(tmp_path / "test_leaves.py"), "--backend",
+                          "cpu", "--db", str(tmp_path / "run.db"), "--json"], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    child = int(pid_file.read_text())
+    execution = json.loads(run.stdout)["cases"][0]["executions"][0]
+    assert execution["status"] == "pass", execution
+    assert (f"rank 1 left 1 process running after case 1 (leaves/a_sleeping_child@2): "
+            f"pid {child} (") in execution["note"], execution
+    assert not _runs(child), f"pid {child} outlived cprecord"
