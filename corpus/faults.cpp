@@ -1,11 +1,13 @@
 // Fault fixtures for the harness itself: a library that floods stdout/stderr (seed 000), a rank
-// that segfaults, a rank that skips a collective. The last two expect crash/hang: the run is
-// green when the harness classifies them right and every other case still passes.
+// that segfaults, a rank that throws before a collective, a rank that skips a collective. The
+// last three expect crash/fail/hang: the run is green when the harness classifies them right and
+// every other case still passes.
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 #include "kernels/corpus_kernels.h"
@@ -72,6 +74,23 @@ CPRR_CASE(segfault_rank, "bug/segfault_rank",
     *target = 42;
   }
   ctx.barrier(ctx.stream());
+  ctx.synchronize();
+}
+
+CPRR_CASE(throw_before_collective, "fault/throw_before_collective",
+          {.world_sizes = {2, 4},
+           .expect = Expect::fail,
+           .description = "the last rank throws between two all_reduces: its fail at once, the "
+                          "others released from the second, not a hang"}) {
+  const Buffer buf = ctx.alloc("data", 4096);
+  ctx.launch(ctx.stream(), "fill", 4096 / 4, kernels::FillConst<float>{buf.as<float>(), 1.0f},
+             Access{{}, {buf}});
+  ctx.all_reduce(ctx.stream(), buf, DType::f32);
+  ctx.synchronize();
+  if (ctx.rank() == ctx.world_size() - 1) {
+    throw std::runtime_error("the last rank found a bad shape after collective #0");
+  }
+  ctx.all_reduce(ctx.stream(), buf, DType::f32);
   ctx.synchronize();
 }
 

@@ -18,6 +18,16 @@ def exception(ctx):
         raise ValueError(f"rank {ctx.rank} found {x.sum().item()}")
 
 
+@cprr.case(name="fault/py_exception_before_collective", world_sizes=[2], expect="fail")
+def exception_before_collective(ctx):
+    """rank 1 raises between two all-reduces: its fail at once, rank 0 released from the second"""
+    x = torch.ones(4, device=ctx.device)
+    dist.all_reduce(x)
+    if ctx.rank == 1:
+        raise ValueError(f"rank {ctx.rank} found {x.sum().item()}")
+    dist.all_reduce(x)
+
+
 @cprr.case(name="fault/py_segfault", world_sizes=[2], expect="crash")
 def segfault(ctx):
     """rank 1 dies by a signal in the middle of the case"""
