@@ -44,11 +44,44 @@ Classification judged(ExecStatus status, std::string summary) {
   return c;
 }
 
+// How many collectives a rank that reported entered (their numbers run from 0).
+uint64_t entered_count(const RankReport& rep) {
+  const auto& log = rep.done->capture.collectives;
+  return log.empty() ? 0 : log.back().seq + 1;
+}
+
+// A rank that finished after calling a collective a failed rank never entered left it pending
+// in the transport (an NCCL kernel, an async op nobody waited for): it can never complete, and
+// the world's next collective would queue behind it. "" when there is none.
+std::string pending_after_failure(const std::vector<RankReport>& ranks) {
+  int f = -1;  // the failed rank that entered the fewest collectives
+  for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
+    const bool failed = ranks[r].done && ranks[r].done->outcome != RankOutcome::ok;
+    if (failed && (f < 0 || entered_count(ranks[r]) < entered_count(ranks[f]))) f = r;
+  }
+  if (f < 0) return {};
+  const uint64_t entered = entered_count(ranks[f]);
+  for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
+    if (r == f || !ranks[r].done) continue;
+    for (const CollectiveRecord& c : ranks[r].done->capture.collectives) {
+      if (c.seq < entered) continue;
+      return fmt::format(
+          "rank {} called collective #{} ({}), which rank {} never entered before it failed, so "
+          "it can never complete: the world is replaced",
+          r, c.seq, c.kind, f);
+    }
+  }
+  return {};
+}
+
 // The error (over a fail) of the lowest rank that reported one, as the summary names it.
 Classification reported_failure(const std::vector<RankReport>& ranks, const FirstRanks& f) {
   const int r = f.errored >= 0 ? f.errored : f.failed;
-  return judged(f.errored >= 0 ? ExecStatus::error : ExecStatus::fail,
-                fmt::format("rank {}: {}", r, failure_headline(ranks[r].done->error)));
+  Classification c = judged(f.errored >= 0 ? ExecStatus::error : ExecStatus::fail,
+                            fmt::format("rank {}: {}", r, failure_headline(ranks[r].done->error)));
+  c.note = pending_after_failure(ranks);
+  if (!c.note.empty()) c.kill_world = true;
+  return c;
 }
 
 }  // namespace

@@ -21,12 +21,15 @@ struct Classification {
   /// controller asks the others' watchdogs what they were doing (World::query_status,
   /// describe_released) for the note.
   int released_by = -1;
-  /// Crash, hang, error, interruption, or ranks released mid-case: the world is no longer
-  /// trusted (its communicator is left mid-collective) and must be killed.
+  /// Crash, hang, error, interruption, ranks released mid-case, or a rank that finished with a
+  /// collective a failed rank never entered (NCCL, an async op): the world is no longer trusted
+  /// (its communicator is left mid-collective) and must be killed.
   bool kill_world = false;
   /// The stop descriptor fired while a rank was still running: an `error` saying nothing about
   /// the case (ExecutionResult::interrupted).
   bool interrupted = false;
+  /// Why a failing world is killed when no rank was released: for the execution's note.
+  std::string note;
 
   /// Field by field; tests compare whole judgements.
   bool operator==(const Classification&) const = default;

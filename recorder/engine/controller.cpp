@@ -267,6 +267,7 @@ void Controller::classify(ExecutionResult& res, WorldHandle& world) {
   res.status = c.status;
   res.summary = c.summary;
   res.interrupted = c.interrupted;
+  if (!c.note.empty()) res.note += (res.note.empty() ? "" : "; ") + c.note;
   if (c.needs_status_query) {
     // The watchdogs' answers are what diagnose_hang lines up; ask before the ranks are killed.
     world.query_status(res.id, res.ranks, config_.status_grace);
@@ -274,8 +275,9 @@ void Controller::classify(ExecutionResult& res, WorldHandle& world) {
   }
   if (c.released_by >= 0) {
     world.query_status(res.id, res.ranks, config_.status_grace);
+    // A rank may have answered since collect() stopped: then it is not described as released.
     const std::string released = describe_released(res.ranks, c.released_by);
-    res.note += (res.note.empty() ? "" : "; ") + released;
+    if (!released.empty()) res.note += (res.note.empty() ? "" : "; ") + released;
   }
   if (res.status == ExecStatus::crash || res.status == ExecStatus::hang) {
     // What the ranks without a result had called; a disagreement there is the likely cause of

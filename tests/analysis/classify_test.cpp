@@ -17,7 +17,7 @@ namespace cprr {
 void PrintTo(const Classification& c, std::ostream* os) {
   *os << "{" << status_name(c.status) << ", \"" << c.summary << "\", query=" << c.needs_status_query
       << ", released_by=" << c.released_by << ", kill=" << c.kill_world
-      << ", interrupted=" << c.interrupted << "}";
+      << ", interrupted=" << c.interrupted << ", note=\"" << c.note << "\"}";
 }
 
 namespace {
@@ -93,6 +93,43 @@ TEST(Classify, AFailWhileOthersStillRunIsThatFailReleasingThemAndEndingTheWorld)
                     .summary = "rank 1: ValueError: bad",
                     .released_by = 1,
                     .kill_world = true}));
+}
+
+// A rank whose body failed after these collectives (seq, kind).
+RankReport failed_after(std::vector<std::pair<uint64_t, std::string>> collectives) {
+  RankReport rep = finished_after(std::move(collectives));
+  rep.done->outcome = RankOutcome::fail;
+  rep.done->error = "ValueError: bad";
+  return rep;
+}
+
+TEST(Classify, AFinishedRankWithACollectiveTheFailedOneNeverEnteredEndsTheWorld) {
+  // NCCL, or an async op nobody waited for: rank 0 returned with #1 still pending.
+  EXPECT_EQ(
+      classify({finished_after({{0, "all_reduce"}, {1, "all_reduce"}}),
+                failed_after({{0, "all_reduce"}})},
+               false),
+      (Judged{.status = fail,
+              .summary = "rank 1: ValueError: bad",
+              .kill_world = true,
+              .note = "rank 0 called collective #1 (all_reduce), which rank 1 never entered before "
+                      "it failed, so it can never complete: the world is replaced"}));
+  // Every collective of the others was one the failed rank entered too: the world stays.
+  EXPECT_EQ(
+      classify({finished_after({{0, "all_reduce"}}), failed_after({{0, "all_reduce"}})}, false),
+      (Judged{.status = fail, .summary = "rank 1: ValueError: bad"}));
+}
+
+TEST(Classify, ThePendingCollectiveIsJudgedAgainstTheFailedRankThatEnteredFewest) {
+  // Rank 0 failed after #1, rank 1 after #0: rank 0's #1 can never complete.
+  EXPECT_EQ(
+      classify({failed_after({{0, "barrier"}, {1, "broadcast"}}), failed_after({{0, "barrier"}})},
+               false),
+      (Judged{.status = fail,
+              .summary = "rank 0: ValueError: bad",
+              .kill_world = true,
+              .note = "rank 0 called collective #1 (broadcast), which rank 1 never entered "
+                      "before it failed, so it can never complete: the world is replaced"}));
 }
 
 TEST(Classify, AnErrorWhileOthersStillRunWinsOverAFail) {

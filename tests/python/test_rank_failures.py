@@ -71,6 +71,15 @@ CASES = textwrap.dedent('''
             raise RuntimeError("checked after the all-reduce")
 
 
+    @cprr.case(name="raises/async_left_pending", world_sizes=[2])
+    def async_left_pending(ctx):
+        t = torch.ones(4)
+        dist.all_reduce(t)
+        if ctx.rank == 1:
+            raise ValueError("rank 1 gave up")
+        dist.all_reduce(t, async_op=True)  # never waited for: pending when the case ends
+
+
     @cprr.case(name="healthy/after_them", world_sizes=[2, 3])
     def healthy(ctx):
         t = torch.ones(4)
@@ -158,6 +167,26 @@ def test_the_pooled_world_is_replaced_only_when_ranks_were_released(recorded):
     healthy = pooled["healthy/after_them@2"]
     assert healthy["status"] == "pass", healthy
     assert released["world"] != kept["world"], (released, kept)
+
+
+def test_a_collective_a_finished_rank_left_pending_replaces_the_world(recorded):
+    """Rank 0 ends its body with an async all-reduce rank 1 never joins: the world's next
+    collective would queue behind it, so the world is replaced (whether rank 0 was still in the
+    case when the check saw it, or had finished), and the next case passes."""
+    report = recorded[4]
+    case = _case(report, "raises/async_left_pending@2")
+    for e in case["executions"]:
+        assert e["status"] == "fail", e
+        released = ("rank 0 had entered collective #1 (all_reduce), which rank 1 never did"
+                    in e["note"])
+        finished = ("rank 0 called collective #1 (all_reduce), which rank 1 never entered before "
+                    "it failed, so it can never complete: the world is replaced" in e["note"])
+        assert released or finished, e
+    pooled = next(e for e in case["executions"] if e["mode"] == "pool")
+    after = next(e for e in _case(report, "healthy/after_them@2")["executions"]
+                 if e["mode"] == "pool")
+    assert after["status"] == "pass", after
+    assert after["world"] != pooled["world"], (pooled, after)
 
 
 def test_the_console_shows_the_exception_line_and_the_traceback(recorded):

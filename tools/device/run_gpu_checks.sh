@@ -7,7 +7,7 @@
 #   tools/device/run_gpu_checks.sh [tests] [corpus] [races] [symmetric] [trace] [bench] [recording]
 #                                  [standby] [launcher] [examples] [triage] [python] [pybench]
 #                                  [mismatch] [descriptors] [pyraces] [pycost] [pyalloc]
-#                                  [pysymmetric]
+#                                  [pysymmetric] [faults]
 #                                  (default: tests corpus races symmetric trace bench; bench
 #                                  includes recording: issue 14's figures from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
@@ -261,6 +261,24 @@ for step in "${steps[@]}"; do
         >"$out/launcher_table.txt" 2>&1
       report "$(tail -n 3 "$out/launcher_table.txt")"
       ;;
+    faults)
+      # Issue 37: a rank that throws (C++) or raises (Python) before a collective on cuda: its
+      # fail at once, the others released from NCCL (or the staged Gloo) and the world replaced;
+      # a case's leftover process killed and named (fault/leave_process in the fixture worker).
+      timeout 300 "$b/tools/cprecord" --backend cuda --mode both --json \
+        --filter '^(fault/|healthy/noop@)' --db "$out/faults_cuda.db" >"$out/faults_cuda.json" \
+        2>"$out/faults_cuda.err"
+      report "faults cuda (C++) rc=$?" "$(python3 tools/device/faults_table.py "$out/faults_cuda.json" 2>&1)"
+      timeout 120 "$b/tools/cprecord" --worker "$b/tests/cprr_fixture_worker" --backend cuda \
+        --json --filter '^test/(throw_on_one_rank|leave_process)' --db "$out/faults_fixture.db" \
+        >"$out/faults_fixture.json" 2>"$out/faults_fixture.err"
+      report "faults cuda (fixture) rc=$?" "$(python3 tools/device/faults_table.py "$out/faults_fixture.json" 2>&1)"
+      python_module || continue
+      timeout 300 "$b/tools/cprecord" --python corpus/python --backend cuda --mode both --json \
+        --filter '^fault/' --db "$out/faults_python.db" >"$out/faults_python.json" \
+        2>"$out/faults_python.err"
+      report "faults cuda (Python) rc=$?" "$(python3 tools/device/faults_table.py "$out/faults_python.json" 2>&1)"
+      ;;
     examples)
       # examples/, built against the installed package (tools/device/build.sh), on cuda in both
       # modes: every example case as expected (a pass; the native-kernel race named), fresh and
@@ -373,7 +391,7 @@ for step in "${steps[@]}"; do
       # with its breakdown (hash, transfer, decode, store).
       bench recording 400 --backend cuda --runs 20
       ;;
-    *) echo "unknown step '$step' (tests, corpus, races, symmetric, trace, bench, recording, standby, launcher, examples, triage, python, pybench, mismatch, descriptors)" >&2; exit 2 ;;
+    *) echo "unknown step '$step' (tests, corpus, races, symmetric, trace, bench, recording, standby, launcher, examples, triage, python, pybench, mismatch, descriptors, faults, ...)" >&2; exit 2 ;;
   esac
 done
 
