@@ -279,9 +279,10 @@ void Controller::classify(ExecutionResult& res, WorldHandle& world) {
     const std::string released = describe_released(res.ranks, c.released_by);
     if (!released.empty()) res.note += (res.note.empty() ? "" : "; ") + released;
   }
-  if (res.status == ExecStatus::crash || res.status == ExecStatus::hang) {
+  if (res.status == ExecStatus::crash || res.status == ExecStatus::hang || c.released_by >= 0) {
     // What the ranks without a result had called; a disagreement there is the likely cause of
-    // the crash or hang: say so where the status is read (the verdict names it too).
+    // the crash or hang (or of a rank's failure: gloo raising on a size it was not sent): say
+    // so where the status is read (the verdict names it too).
     world.read_flight_records(res.id, res.ranks);
     if (const auto m = check_collectives(res)) {
       res.summary += "; the ranks called a collective differently: " + m->describe();
