@@ -9,7 +9,8 @@ its case as expected, and fails with the verdict, the finding and the ``cpreplay
 that replays it. pytest's own ``--junitxml`` reports them.
 
 Options: --cprr-mode pool|fresh|both, --cprr-db PATH (default: a file in pytest's temporary
-directory, which pytest prunes after three runs), --cprr-backend auto|cpu|cuda, --cprr-cprecord PATH (default: $CPRR_CPRECORD, then
+directory, which pytest prunes after three runs; without pytest's tmpdir plugin, a folder removed
+when the session ends), --cprr-backend auto|cpu|cuda, --cprr-cprecord PATH (default: $CPRR_CPRECORD, then
 the cprecord of the build tree or prefix this package is in, then cprecord next to cprr-pyworker
 or on PATH), --cprr-arg ARG (repeatable: passed to cprecord).
 """
@@ -132,7 +133,11 @@ def _describe(case, results):
                 shown.add(text)
                 lines.append(f"  rank {rank}:")
                 lines.extend("    " + line for line in text.splitlines())
-    lines.append(f"  replay: cpreplay --db {results['db']} --case {case['id']}")
+    if results.get("removed_at_end"):
+        lines.append(f"  replay: the database ({results['db']}) is removed when the session ends: "
+                     f"pass --cprr-db PATH to keep it, then cpreplay --db PATH --case {case['id']}")
+    else:
+        lines.append(f"  replay: cpreplay --db {results['db']} --case {case['id']}")
     return "\n".join(lines)
 
 
@@ -159,7 +164,8 @@ def _record(session, config):
            "--filter", "^(" + "|".join(re.escape(label) for label in labels) + ")$",
            *config.getoption("--cprr-arg")]
     run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    results = {"db": db, "cases": {}, "problem": ""}
+    results = {"db": db, "cases": {}, "problem": "",
+               "removed_at_end": os.path.dirname(db) in _STATE.get("own_folders", [])}
     try:
         report = json.loads(run.stdout)
         results["cases"] = {c["label"]: c for c in report.get("cases", [])}
@@ -178,16 +184,13 @@ def _default_db(config):
     if factory is not None:
         return str(factory.mktemp("cprr") / "cprr.db")
     folder = tempfile.mkdtemp(prefix="cprr-")
-    _OWN_FOLDERS.append(folder)
+    _STATE.setdefault("own_folders", []).append(folder)
     return os.path.join(folder, "cprr.db")
 
 
-_OWN_FOLDERS = []
-
-
 def pytest_unconfigure(config):
-    while _OWN_FOLDERS:
-        shutil.rmtree(_OWN_FOLDERS.pop(), ignore_errors=True)
+    for folder in _STATE.pop("own_folders", []):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def pytest_pycollect_makeitem(collector, name, obj):

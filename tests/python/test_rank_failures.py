@@ -223,3 +223,14 @@ def test_the_pytest_item_shows_the_exception_line_and_the_traceback(tmp_path):
     # The database is in pytest's own temporary directory, which pytest prunes.
     db = re.search(r"replay: cpreplay --db (\S+) --case", failure).group(1)
     assert "pytest-of-" in db, db
+
+
+def test_without_pytests_tmpdir_the_default_database_is_removed_at_the_end(tmp_path):
+    (tmp_path / "test_raises.py").write_text(CASES)
+    run = _pytest(tmp_path, "-p", "no:tmpdir", "test_raises.py", "-k", "before_all_reduce and 2")
+    out = run.stdout
+    assert run.returncode == 1, out
+    said = re.search(r"replay: the database \((\S+)\) is removed when the session ends: pass "
+                     r"--cprr-db PATH to keep it", out)
+    assert said, out
+    assert not os.path.exists(os.path.dirname(said.group(1))), said.group(1)
