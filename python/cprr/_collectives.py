@@ -100,6 +100,7 @@ _ACCESS = {
     "isend": (("tensor",), ()),
     "recv": ((), ("tensor",)),
     "irecv": ((), ("tensor",)),
+    "batch_isend_irecv": (("sends",), ("recvs",)),
 }
 
 
@@ -151,7 +152,8 @@ def _issue(name, bound, call, native, what):
     reads, writes = _tensors_of(bound, reads), _tensors_of(bound, writes)
     device = device_of(reads + writes, {})
     stream = c.stream_of(device)[0]
-    is_async = bool(bound.get("async_op", False)) or name in ("isend", "irecv")
+    is_async = (bool(bound.get("async_op", False))
+                or name in ("isend", "irecv", "batch_isend_irecv"))
     if is_async:
         event = c.streams.new_event()
         c.order("record", f"dist.{name} issued", stream, event)
@@ -168,6 +170,8 @@ def _issue(name, bound, call, native, what):
     done = c.streams.new_event()
     c.order("record", f"dist.{name} done", stream, done)
     c.used_by(reads + writes, stream)
+    if isinstance(work, list):  # batch_isend_irecv: a Work per op (or one for the batch)
+        return [_Work(w, c, name, done, device) for w in work]
     return _Work(work, c, name, done, device)
 
 
@@ -220,6 +224,42 @@ def _wrap(name, original):
     return wrapper
 
 
+def _wrap_batch(original):
+    """batch_isend_irecv: torch's coalescing takes only its own Work objects, so the batch's
+    isend/irecv calls run unwrapped (inside the wrapper they are a nested call) and the batch is
+    logged as one async call that reads what it sends and writes what it receives, each op
+    noted as point-to-point, its Works waited for as any async call's."""
+
+    @functools.wraps(original)
+    def wrapper(p2p_op_list, *args, **kwargs):
+        native = _running.current()
+        if native is None or _running.in_call():
+            return original(p2p_op_list, *args, **kwargs)
+        ops = list(p2p_op_list)
+        sends = [p for p in ops if _base_name(p.op) == "isend"]
+        recvs = [p for p in ops if _base_name(p.op) == "irecv"]
+        bound = {"sends": [p.tensor for p in sends], "recvs": [p.tensor for p in recvs]}
+
+        def note(stream):
+            for kind, batch in (("send", sends), ("recv", recvs)):
+                for p in batch:
+                    if p.peer is not None and p.peer >= 0:
+                        native.note_p2p(kind, int(p.peer), _tensors.dtype_name(p.tensor),
+                                        _tensors.nbytes(p.tensor))
+
+        with _running.call():
+            return _issue("batch_isend_irecv", bound,
+                          functools.partial(original, p2p_op_list, *args, **kwargs), native, note)
+
+    wrapper.__cprr_wrapped__ = original
+    return wrapper
+
+
+def _base_name(op):
+    """The torch.distributed name of a P2POp's op, wrapped by cprr or not."""
+    return getattr(getattr(op, "__cprr_wrapped__", op), "__name__", "")
+
+
 def install():
     """Wraps torch.distributed's collectives and point-to-point calls, in the package and in
     distributed_c10d (where torch's own helpers, e.g. all_gather_object, look them up). Done once,
@@ -235,3 +275,9 @@ def install():
         setattr(c10d, name, wrapped)
         if getattr(dist, name, None) is original:
             setattr(dist, name, wrapped)
+    original = getattr(c10d, "batch_isend_irecv", None)
+    if original is not None and not hasattr(original, "__cprr_wrapped__"):
+        wrapped = _wrap_batch(original)
+        c10d.batch_isend_irecv = wrapped
+        if getattr(dist, "batch_isend_irecv", None) is original:
+            dist.batch_isend_irecv = wrapped

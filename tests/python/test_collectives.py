@@ -31,7 +31,8 @@ def record(fn, first_seq=100):
 def test_install_wraps_the_package_and_c10d(group):
     from torch.distributed import distributed_c10d as c10d
 
-    for name in ("all_reduce", "broadcast", "all_gather", "barrier", "send", "recv"):
+    for name in ("all_reduce", "broadcast", "all_gather", "barrier", "send", "recv",
+                 "batch_isend_irecv"):
         assert hasattr(getattr(dist, name), "__cprr_wrapped__"), name
         assert getattr(c10d, name) is getattr(dist, name), name
     before = dist.all_reduce
