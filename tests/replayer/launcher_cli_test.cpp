@@ -129,6 +129,34 @@ TEST_F(LauncherCli, CorpusThroughMpirunMatchesLocalAtW2AndW4InBothModes) {
   expect_pooled_worlds_reused(doc);
 }
 
+// A case whose rank leaves a process running (a child in the rank's group, or a daemon that left
+// it with setsid) through mpirun: nothing of it outlives cprecord, whatever the launcher.
+TEST_F(LauncherCli, NothingACaseLeftRunningOutlivesCprecordThroughMpirun) {
+  for (const std::string how : {"child", "daemon"}) {
+    SCOPED_TRACE(how);
+    const std::string pid_file = path("left-" + how);
+    const auto rec = run("CPRR_FIXTURE_LEFT_PID=" + pid_file + " " + kRecord +
+                             " --backend cpu --launcher mpirun --worker " CPRR_FIXTURE_WORKER_PATH
+                             " --json --db " + path(how + ".db") +
+                             " --filter '^test/leave_process\\{how=" + how + "\\}@2$'",
+                         true);
+    EXPECT_EQ(rec.code, 0) << rec.out.substr(0, 3000);
+    pid_t left = 0;
+    std::ifstream(pid_file) >> left;
+    ASSERT_GT(left, 0) << "the case wrote no pid: " << rec.out.substr(0, 3000);
+    // Gone, or at most a zombie that init reaps: never running after cprecord ended.
+    bool runs = false;
+    for (int i = 0; i < 100; ++i) {
+      const std::string stat = read_file("/proc/" + std::to_string(left) + "/stat");
+      const std::size_t close = stat.rfind(')');
+      runs = close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+      if (!runs) break;
+      ::usleep(20000);
+    }
+    EXPECT_FALSE(runs) << "pid " << left << " outlived cprecord";
+  }
+}
+
 // Run by ctest as `srun_corpus_matches_local`, after tests/launch/slurm_cluster.sh started a
 // private single-node Slurm (root, Slurm installed) and with SLURM_CONF pointing at it.
 TEST(SrunCli, CorpusThroughSrunMatchesLocalAtW2AndW4InBothModes) {
