@@ -135,11 +135,11 @@ TEST_F(LauncherCli, NothingACaseLeftRunningOutlivesCprecordThroughMpirun) {
   for (const std::string how : {"child", "daemon"}) {
     SCOPED_TRACE(how);
     const std::string pid_file = path("left-" + how);
-    const auto rec = run("CPRR_FIXTURE_LEFT_PID=" + pid_file + " " + kRecord +
-                             " --backend cpu --launcher mpirun --worker " CPRR_FIXTURE_WORKER_PATH
-                             " --json --db " + path(how + ".db") +
-                             " --filter '^test/leave_process\\{how=" + how + "\\}@2$'",
-                         true);
+    const auto rec = run(
+        "CPRR_FIXTURE_LEFT_PID=" + pid_file + " " + kRecord +
+            " --backend cpu --launcher mpirun --worker " CPRR_FIXTURE_WORKER_PATH " --json --db " +
+            path(how + ".db") + " --filter '^test/leave_process\\{how=" + how + "\\}@2$'",
+        true);
     EXPECT_EQ(rec.code, 0) << rec.out.substr(0, 3000);
     pid_t left = 0;
     std::ifstream(pid_file) >> left;
