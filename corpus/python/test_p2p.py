@@ -11,11 +11,18 @@ import torch.distributed as dist
 import cprr
 
 
+def _p2p_device(ctx):
+    """Where point-to-point tensors live: the rank's GPU with NCCL; the host with gloo, whose
+    send and recv take CPU tensors only (a CUDA tensor's address ends in 'writev: Bad address'),
+    as where ranks share a GPU."""
+    return ctx.device if dist.get_backend() == "nccl" else torch.device("cpu")
+
+
 @cprr.case(name="healthy/py_batch_ring", world_sizes=[2, 4],
            description="each rank sends to its right and receives from its left in one batch")
 def batch_ring(ctx):
-    send = torch.full((256,), float(ctx.rank), device=ctx.device)
-    recv = torch.empty(256, device=ctx.device)
+    send = torch.full((256,), float(ctx.rank), device=_p2p_device(ctx))
+    recv = torch.empty(256, device=_p2p_device(ctx))
     right, left = (ctx.rank + 1) % ctx.world_size, (ctx.rank - 1) % ctx.world_size
     ops = [dist.P2POp(dist.isend, send, right), dist.P2POp(dist.irecv, recv, left)]
     for work in dist.batch_isend_irecv(ops):
@@ -25,8 +32,8 @@ def batch_ring(ctx):
 
 def _exchange(ctx, wait_first):
     # Two pipeline stages swap activations; the stage then reduces what it received.
-    acts = torch.arange(4096, dtype=torch.float32, device=ctx.device) * (ctx.rank + 1)
-    recv = torch.zeros(4096, device=ctx.device)
+    acts = torch.arange(4096, dtype=torch.float32, device=_p2p_device(ctx)) * (ctx.rank + 1)
+    recv = torch.zeros(4096, device=_p2p_device(ctx))
     peer = 1 - ctx.rank
     works = dist.batch_isend_irecv([dist.P2POp(dist.isend, acts, peer),
                                     dist.P2POp(dist.irecv, recv, peer)])

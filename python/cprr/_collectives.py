@@ -155,11 +155,14 @@ def _issue(name, bound, call, native, what):
     is_async = (bool(bound.get("async_op", False))
                 or name in ("isend", "irecv", "batch_isend_irecv"))
     if is_async:
-        event = c.streams.new_event()
-        c.order("record", f"dist.{name} issued", stream, event)
         stream_of_call = c.streams.new_stream()
-        c.order("wait", f"dist.{name} starts after what was issued before it", stream_of_call,
-                event)
+        if stream >= 0:
+            event = c.streams.new_event()
+            c.order("record", f"dist.{name} issued", stream, event)
+            c.order("wait", f"dist.{name} starts after what was issued before it",
+                    stream_of_call, event)
+        # (Called from the host, for CPU tensors on cuda: a stream op follows everything the host
+        # issued before it, so there is nothing to record.)
         stream = stream_of_call
     c.note(f"dist.{name}", reads, writes, stream=stream)
     what(stream)

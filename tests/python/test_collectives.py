@@ -184,3 +184,20 @@ def test_an_async_collective_runs_on_its_own_stream_until_its_work_is_waited_for
         ["aten.sum", 0, [(1, 0, 16)], [(3, 0, 4)]],
     ]
     assert native.collectives[-1][0] == "complete"
+
+
+def test_an_async_call_from_the_host_on_a_device_backend_records_nothing_on_the_host(group):
+    # CPU tensors on cuda: the caller is the host (-1), which records no event; the call's own
+    # stream follows what the host issued before it by issue order, and Work.wait() is the host
+    # waiting for the call's done event.
+    native = FakeNative(backend="cuda")
+    capture = _op_capture.OpCapture(native, device_backend=True)
+    with _running.running(native, capture), capture:
+        t = torch.ones(4)
+        dist.all_reduce(t, async_op=True).wait()
+    log = steps(native)
+    assert all(not (s[0] == "record" and s[1] < 0) for s in log), log
+    call = next(s for s in log if s[0] == "dist.all_reduce")
+    assert call[1] > 0, log  # a stream of its own
+    assert ["record", call[1], 0] in log, log  # done, on that stream
+    assert log[-1] == ["wait", -1, 0], log  # Work.wait(): the host waits for it
