@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -118,6 +119,16 @@ std::string wait_clause(const RaceOp& a, const RaceOp& b) {
   return fmt::format("an event recorded after {} on {}", op_text(a), thread_text(a.stream));
 }
 
+// An async torch.distributed call as the Python runtime names its op ("dist.isend at f.py:3",
+// "dist.all_reduce(async_op=True) at f.py:9"): what orders a later op after it is a wait() on
+// the Work the call returned, which is how its user fixes the race.
+bool async_torch_call(const std::string& name) {
+  if (!name.starts_with("dist.")) return false;
+  const std::string_view call = std::string_view(name).substr(0, name.find(" at "));
+  return call.ends_with("(async_op=True)") || call == "dist.isend" || call == "dist.irecv" ||
+         call == "dist.batch_isend_irecv";
+}
+
 // The edge whose absence is the race: the second op's thread must wait for the first op.
 std::string fix_text(const RaceOp& a, const RaceOp& b) {
   if (a.rank != b.rank) {
@@ -126,12 +137,15 @@ std::string fix_text(const RaceOp& a, const RaceOp& b) {
         "{}, before {}",
         b.rank, thread_text(b.stream), a.rank, op_text(a), thread_text(a.stream), op_text(b));
   }
-  if (b.stream < 0) {
-    return fmt::format("the host must synchronize {} after {} before {}", thread_text(a.stream),
-                       op_text(a), op_text(b));
-  }
-  return fmt::format("{} must wait for an event recorded after {} on {}, before {}",
-                     thread_text(b.stream), op_text(a), thread_text(a.stream), op_text(b));
+  const std::string edge =
+      b.stream < 0
+          ? fmt::format("the host must synchronize {} after {} before {}", thread_text(a.stream),
+                        op_text(a), op_text(b))
+          : fmt::format("{} must wait for an event recorded after {} on {}, before {}",
+                        thread_text(b.stream), op_text(a), thread_text(a.stream), op_text(b));
+  if (!async_torch_call(a.name)) return edge;
+  return fmt::format("call wait() on the Work that {} returned, before {} (in the op log: {})",
+                     op_text(a), op_text(b), edge);
 }
 
 // The fix of a group: one edge reads as before; several are one instruction with a clause each.

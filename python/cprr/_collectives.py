@@ -164,7 +164,9 @@ def _issue(name, bound, call, native, what):
         # (Called from the host, for CPU tensors on cuda: a stream op follows everything the host
         # issued before it, so there is nothing to record.)
         stream = stream_of_call
-    c.note(f"dist.{name}", reads, writes, stream=stream)
+    # An async collective says so in its name: a race with it is fixed by waiting on its Work.
+    label = f"dist.{name}(async_op=True)" if bound.get("async_op") else f"dist.{name}"
+    c.note(label, reads, writes, stream=stream)
     what(stream)
     with c.in_op():
         work = call()

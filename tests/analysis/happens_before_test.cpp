@@ -239,6 +239,36 @@ TEST(HappensBefore, EventRecordedBeforeTheWriterIsARace) {
             "1, before op #3 (kernel 'maximum')");
 }
 
+TEST(HappensBefore, AReadBeforeAnAsyncTorchCallsWorkIsWaitedForIsFixedByWaitingOnTheWork) {
+  // As the Python runtime logs an async call: on a stream of its own, after what was issued.
+  for (const std::string call :
+       {"dist.all_reduce(async_op=True)", "dist.irecv", "dist.batch_isend_irecv"}) {
+    SCOPED_TRACE(call);
+    Log l;
+    l.record(0, 0);
+    l.wait(1, 0);
+    l.kernel(1, call + " at stage.py:41", {kX}, {kX});
+    l.kernel(0, "aten.sum at stage.py:42", {kX}, {});
+    const HbResult r = check({l});
+    ASSERT_EQ(r.races.size(), 1u);
+    EXPECT_EQ(r.races[0].fix,
+              "call wait() on the Work that op #2 (kernel '" + call +
+                  " at stage.py:41') returned, before op #3 (kernel 'aten.sum at stage.py:42') "
+                  "(in the op log: stream 0 must wait for an event recorded after op #2 (kernel '" +
+                  call +
+                  " at stage.py:41') on stream 1, before op #3 (kernel 'aten.sum at "
+                  "stage.py:42'))");
+  }
+  // A blocking call returns no Work: the fix stays the ordering itself.
+  Log l;
+  l.kernel(1, "dist.all_reduce at stage.py:41", {kX}, {kX});
+  l.kernel(0, "aten.sum at stage.py:42", {kX}, {});
+  const HbResult r = check({l});
+  ASSERT_EQ(r.races.size(), 1u);
+  EXPECT_EQ(r.races[0].fix.rfind("stream 0 must wait for an event recorded after op #0", 0), 0u)
+      << r.races[0].fix;
+}
+
 TEST(HappensBefore, WriteDuringAnInFlightCollectiveOnAnotherStreamIsARace) {
   Log r0, r1;
   r0.record(1, 0);

@@ -176,7 +176,7 @@ def test_an_async_collective_runs_on_its_own_stream_until_its_work_is_waited_for
     assert steps(native)[1:] == [
         ["record", 0, 0],  # what the case issued before the call...
         ["wait", stream, 0],  # ...comes before it on its stream
-        ["dist.all_reduce", stream, [(1, 0, 16)], [(1, 0, 16)]],
+        ["dist.all_reduce(async_op=True)", stream, [(1, 0, 16)], [(1, 0, 16)]],
         ["collective all_reduce", stream],
         ["record", stream, 1],  # done
         ["aten.sum", 0, [(1, 0, 16)], [(2, 0, 4)]],
@@ -197,7 +197,7 @@ def test_an_async_call_from_the_host_on_a_device_backend_records_nothing_on_the_
         dist.all_reduce(t, async_op=True).wait()
     log = steps(native)
     assert all(not (s[0] == "record" and s[1] < 0) for s in log), log
-    call = next(s for s in log if s[0] == "dist.all_reduce")
+    call = next(s for s in log if s[0] == "dist.all_reduce(async_op=True)")
     assert call[1] > 0, log  # a stream of its own
     assert ["record", call[1], 0] in log, log  # done, on that stream
     assert log[-1] == ["wait", -1, 0], log  # Work.wait(): the host waits for it
