@@ -136,6 +136,16 @@ class _Work:
                 self._event)
         return result
 
+    def is_completed(self):
+        """Polling instead of waiting: once it says True, what the case does next is ordered
+        after the call, as after wait()."""
+        done = self._work.is_completed()
+        c = _running.capture()
+        if done and c is self._capture:
+            c.order("wait", f"dist.{self._name} Work.is_completed()",
+                    c.stream_of(self._device)[0], self._event)
+        return done
+
     def __getattr__(self, attr):
         return getattr(self._work, attr)
 

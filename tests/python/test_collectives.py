@@ -201,3 +201,18 @@ def test_an_async_call_from_the_host_on_a_device_backend_records_nothing_on_the_
     assert call[1] > 0, log  # a stream of its own
     assert ["record", call[1], 0] in log, log  # done, on that stream
     assert log[-1] == ["wait", -1, 0], log  # Work.wait(): the host waits for it
+
+
+def test_a_work_polled_until_completed_orders_what_follows_as_a_wait_does(group):
+    native = FakeNative()
+    capture = _op_capture.OpCapture(native)
+    with _running.running(native, capture), capture:
+        t = torch.ones(4)
+        work = dist.all_reduce(t, async_op=True)
+        while not work.is_completed():
+            pass
+        t.sum()
+    log = steps(native)
+    done = next(s for s in log if s[0] == "record" and s[1] > 0)
+    assert log[-2] == ["wait", 0, done[2]], log  # is_completed() said True: ordered
+    assert log[-1][0] == "aten.sum", log
