@@ -40,10 +40,12 @@ def body(definition, rank):
     cprr._rank_setup.Rank it runs in."""
 
     def run(native):
+        active = None  # the running block: the process groups the case made, to end
         try:
             ctx = Context(native, definition, rank.prepare(native))
             if os.environ.get("CPRR_OP_CAPTURE") == "off":  # only to measure what capture costs
-                with _running.running(native):
+                active = _running.running(native)
+                with active:
                     definition.body(ctx)
                 return None
             # The body's own frame comes next in a failure's traceback: no helper between.
@@ -52,8 +54,9 @@ def body(definition, rank):
                 counter.unseen_take()  # what the world did before this case is not the case's
                 counter.unseen_watch(True)
             capture = rank.op_capture(native, counter)
+            active = _running.running(native, capture)
             try:
-                with _running.running(native, capture), capture:
+                with active, capture:
                     definition.body(ctx)
             finally:
                 if counter:
@@ -65,6 +68,8 @@ def body(definition, rank):
             tb = e.__traceback__.tb_next or e.__traceback__
             return "".join(traceback.format_exception(type(e), e, tb))
         finally:
+            if active is not None:
+                rank.end_groups(active.groups)
             flush()
 
     return run

@@ -270,6 +270,35 @@ def _wrap_batch(original):
     return wrapper
 
 
+def _wrap_new_group(original):
+    """new_group (and what calls it: new_subgroups, DeviceMesh): a group made while a case runs
+    is the case's, ended with it (cprr._running.made_group)."""
+
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        group = original(*args, **kwargs)
+        if _running.current() is not None and group is not None and \
+                group is not dist.GroupMember.NON_GROUP_MEMBER:
+            _running.made_group(group)
+        return group
+
+    wrapper.__cprr_wrapped__ = original
+    return wrapper
+
+
+def end_groups(groups):
+    """Destroys `groups` (those a case made), newest first; one the case destroyed itself is
+    skipped. Returns how many were destroyed."""
+    ended = 0
+    for group in reversed(groups):
+        try:
+            dist.destroy_process_group(group)
+            ended += 1
+        except (ValueError, RuntimeError):  # destroyed by the case already
+            pass
+    return ended
+
+
 def _base_name(op):
     """The torch.distributed name of a P2POp's op, wrapped by cprr or not."""
     return getattr(getattr(op, "__cprr_wrapped__", op), "__name__", "")
@@ -290,6 +319,12 @@ def install():
         setattr(c10d, name, wrapped)
         if getattr(dist, name, None) is original:
             setattr(dist, name, wrapped)
+    original = getattr(c10d, "new_group", None)
+    if original is not None and not hasattr(original, "__cprr_wrapped__"):
+        wrapped = _wrap_new_group(original)
+        c10d.new_group = wrapped
+        if getattr(dist, "new_group", None) is original:
+            dist.new_group = wrapped
     original = getattr(c10d, "batch_isend_irecv", None)
     if original is not None and not hasattr(original, "__cprr_wrapped__"):
         wrapped = _wrap_batch(original)

@@ -59,6 +59,11 @@ class Rank:
         _seed_everything(native.seed)
         return device
 
+    def end_groups(self, groups):
+        """Ends the process groups a case made and left (cprr._running.made_group)."""
+        if groups and torch is not None:
+            _collectives.end_groups(groups)
+
     def op_capture(self, native, counter):
         """The op capture of a case (`counter`: the CUPTI count, or None)."""
         return _op_capture.OpCapture(native, native.backend == "cuda", counter,

@@ -34,12 +34,24 @@ class running:
         _state.native = self._native
         _state.capture = self._capture
         _state.depth = 0
+        _state.groups = []
+        self.groups = []
         return self
 
     def __exit__(self, *exc):
         _state.native = None
         _state.capture = None
+        # The process groups the block made (made_group), for the caller to end.
+        self.groups, _state.groups = _state.groups, []
         return False
+
+
+def made_group(group):
+    """A process group the running case made (torch.distributed.new_group, wrapped): its case
+    ends it (cprr._case_body), so a pooled rank's next case finds only the groups it had
+    before, as a fresh rank would."""
+    if getattr(_state, "native", None) is not None:
+        _state.groups.append(group)
 
 
 def in_call():
