@@ -304,6 +304,18 @@ def _base_name(op):
     return getattr(getattr(op, "__cprr_wrapped__", op), "__name__", "")
 
 
+def _replace(c10d, name, wrap):
+    """Puts wrap(original) in place of `name` in distributed_c10d and, where it is the same
+    function, in torch.distributed; once (a wrapped one is left as it is)."""
+    original = getattr(c10d, name, None)
+    if original is None or hasattr(original, "__cprr_wrapped__"):
+        return
+    wrapped = wrap(original)
+    setattr(c10d, name, wrapped)
+    if getattr(dist, name, None) is original:
+        setattr(dist, name, wrapped)
+
+
 def install():
     """Wraps torch.distributed's collectives and point-to-point calls, in the package and in
     distributed_c10d (where torch's own helpers, e.g. all_gather_object, look them up). Done once,
@@ -312,22 +324,6 @@ def install():
     from torch.distributed import distributed_c10d as c10d
 
     for name in list(_COLLECTIVES) + list(_P2P):
-        original = getattr(c10d, name, None)
-        if original is None or hasattr(original, "__cprr_wrapped__"):
-            continue
-        wrapped = _wrap(name, original)
-        setattr(c10d, name, wrapped)
-        if getattr(dist, name, None) is original:
-            setattr(dist, name, wrapped)
-    original = getattr(c10d, "new_group", None)
-    if original is not None and not hasattr(original, "__cprr_wrapped__"):
-        wrapped = _wrap_new_group(original)
-        c10d.new_group = wrapped
-        if getattr(dist, "new_group", None) is original:
-            dist.new_group = wrapped
-    original = getattr(c10d, "batch_isend_irecv", None)
-    if original is not None and not hasattr(original, "__cprr_wrapped__"):
-        wrapped = _wrap_batch(original)
-        c10d.batch_isend_irecv = wrapped
-        if getattr(dist, "batch_isend_irecv", None) is original:
-            dist.batch_isend_irecv = wrapped
+        _replace(c10d, name, functools.partial(_wrap, name))
+    _replace(c10d, "new_group", _wrap_new_group)
+    _replace(c10d, "batch_isend_irecv", _wrap_batch)

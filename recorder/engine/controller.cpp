@@ -20,6 +20,11 @@ void interrupt(ExecutionResult& res, const std::string& why) {
   res.summary = why;
 }
 
+// Appends `more` (when there is any) to the execution's note, clauses separated by "; ".
+void add_note(ExecutionResult& res, const std::string& more) {
+  if (!more.empty()) res.note += (res.note.empty() ? "" : "; ") + more;
+}
+
 }  // namespace
 
 WorldStarters::~WorldStarters() {
@@ -238,9 +243,7 @@ ExecutionResult Controller::run(const CaseInstance& inst, Mode mode, Placement p
     world.start(RunCase{res.id, inst.info.name, inst.params, inst.seed, placement, perturbation,
                         config_.timeline});
     res.ranks = world.collect(res.id, config_.now() + deadline_for(inst), config_.after_death);
-    if (const std::string why = world.stopped_early(); !why.empty()) {
-      res.note += (res.note.empty() ? "" : "; ") + why;
-    }
+    add_note(res, world.stopped_early());
     classify(res, world);
     if (mode == Mode::pool && !world.reusable()) pools_.erase(inst.world_size);
   } catch (const Interrupted& e) {
@@ -267,7 +270,7 @@ void Controller::classify(ExecutionResult& res, WorldHandle& world) {
   res.status = c.status;
   res.summary = c.summary;
   res.interrupted = c.interrupted;
-  if (!c.note.empty()) res.note += (res.note.empty() ? "" : "; ") + c.note;
+  add_note(res, c.note);
   if (c.needs_status_query) {
     // The watchdogs' answers are what diagnose_hang lines up; ask before the ranks are killed.
     world.query_status(res.id, res.ranks, config_.status_grace);
@@ -276,8 +279,7 @@ void Controller::classify(ExecutionResult& res, WorldHandle& world) {
   if (c.released_by >= 0) {
     world.query_status(res.id, res.ranks, config_.status_grace);
     // A rank may have answered since collect() stopped: then it is not described as released.
-    const std::string released = describe_released(res.ranks, c.released_by);
-    if (!released.empty()) res.note += (res.note.empty() ? "" : "; ") + released;
+    add_note(res, describe_released(res.ranks, c.released_by));
   }
   if (res.status == ExecStatus::crash || res.status == ExecStatus::hang || c.released_by >= 0) {
     // What the ranks without a result had called; a disagreement there is the likely cause of
@@ -288,11 +290,7 @@ void Controller::classify(ExecutionResult& res, WorldHandle& world) {
       res.summary += "; the ranks called a collective differently: " + m->describe();
     }
   }
-  if (const std::string left =
-          world.end_leftovers(fmt::format("case {} ({})", res.case_id, res.label));
-      !left.empty()) {
-    res.note += (res.note.empty() ? "" : "; ") + left;
-  }
+  add_note(res, world.end_leftovers(fmt::format("case {} ({})", res.case_id, res.label)));
   if (c.kill_world) world.kill(config_.kill_grace);
   world.fill_tails(res.ranks);
 }
