@@ -44,31 +44,20 @@ Classification judged(ExecStatus status, std::string summary) {
   return c;
 }
 
-// How many collectives a rank that reported entered (their numbers run from 0).
-uint64_t entered_count(const RankReport& rep) {
-  const auto& log = rep.done->capture.collectives;
-  return log.empty() ? 0 : log.back().seq + 1;
-}
-
 // A rank that finished after calling a collective a failed rank never entered left it pending
 // in the transport (an NCCL kernel, an async op nobody waited for): it can never complete, and
 // the world's next collective would queue behind it. "" when there is none.
 std::string pending_after_failure(const std::vector<RankReport>& ranks) {
-  int f = -1;  // the failed rank that entered the fewest collectives
+  const std::optional<EarliestFailure> f = earliest_failure(ranks);
+  if (!f) return {};
   for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
-    const bool failed = ranks[r].done && ranks[r].done->outcome != RankOutcome::ok;
-    if (failed && (f < 0 || entered_count(ranks[r]) < entered_count(ranks[f]))) f = r;
-  }
-  if (f < 0) return {};
-  const uint64_t entered = entered_count(ranks[f]);
-  for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
-    if (r == f || !ranks[r].done) continue;
+    if (r == f->rank || !ranks[r].done) continue;
     for (const CollectiveRecord& c : ranks[r].done->capture.collectives) {
-      if (c.seq < entered) continue;
+      if (c.seq < f->entered) continue;
       return fmt::format(
           "rank {} called collective #{} ({}), which rank {} never entered before it failed, so "
           "it can never complete: the world is replaced",
-          r, c.seq, c.kind, f);
+          r, c.seq, c.kind, f->rank);
     }
   }
   return {};
@@ -125,6 +114,28 @@ Classification classify(const std::vector<RankReport>& ranks, bool stop_requeste
 int failed_rank(const std::vector<RankReport>& ranks) {
   const FirstRanks f = first_ranks(ranks);
   return f.errored >= 0 ? f.errored : f.failed;
+}
+
+bool has_failed(const RankReport& rep) { return rep.done && rep.done->outcome != RankOutcome::ok; }
+
+std::optional<EarliestFailure> earliest_failure(const std::vector<RankReport>& ranks) {
+  std::optional<EarliestFailure> out;
+  for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
+    if (!has_failed(ranks[r])) continue;
+    const auto& log = ranks[r].done->capture.collectives;
+    const uint64_t entered = log.empty() ? 0 : log.back().seq + 1;
+    if (!out || entered < out->entered) out = EarliestFailure{r, entered};
+  }
+  return out;
+}
+
+std::optional<FailureText> failure_beyond_summary(const std::vector<RankReport>& ranks) {
+  const int r = failed_rank(ranks);
+  if (r < 0) return std::nullopt;
+  std::string text = ranks[r].done->error;
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  if (text.find('\n') == std::string::npos) return std::nullopt;  // the summary has it all
+  return FailureText{r, std::move(text)};
 }
 
 }  // namespace cprr

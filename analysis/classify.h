@@ -1,6 +1,8 @@
 #pragma once
 // Classifying an execution: from every rank's report, how the execution ended and what the
 // controller must do about it. Pure: the controller does the I/O (status queries, kills, tails).
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,27 @@ struct Classification {
 /// a failed body -> fail; else pass. The summary names the lowest rank of the deciding kind,
 /// with its failure's headline (failure_headline).
 Classification classify(const std::vector<RankReport>& ranks, bool stop_requested);
+
+/// Whether the rank reported a failed body or a harness error.
+bool has_failed(const RankReport& rep);
+
+/// The rank that reported a failure having entered the fewest collectives, and how many it
+/// entered (their numbers run from 0): a collective numbered from there on needs a rank that
+/// will call no more, so it can never complete (the default group's need every rank).
+struct EarliestFailure {
+  int rank = -1;
+  uint64_t entered = 0;
+};
+/// nullopt when no rank reported a failure.
+std::optional<EarliestFailure> earliest_failure(const std::vector<RankReport>& ranks);
+
+/// The whole failure text (trailing newlines cut) of the rank a summary names, when it says more
+/// than the summary's one line (a traceback); nullopt otherwise.
+struct FailureText {
+  int rank = -1;
+  std::string text;
+};
+std::optional<FailureText> failure_beyond_summary(const std::vector<RankReport>& ranks);
 
 /// The rank whose reported failure a summary names: the lowest with a harness error, else the
 /// lowest with a failed body; -1 when no rank reported either.

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string_view>
 #include <vector>
 
@@ -87,20 +88,13 @@ void print_tracebacks(std::ostream& out, const std::vector<ExecutionResult>& res
   for (const ExecutionResult& e : results) {
     const CaseOutcome& o = *by_case.at(e.case_id);
     if (o.against.count(e.id) == 0 || shown.count(e.case_id) != 0) continue;
-    const int r = failed_rank(e.ranks);
-    if (r < 0) continue;
-    const std::string& error = e.ranks[r].done->error;
-    const std::size_t end = error.find_last_not_of('\n');
-    if (end == std::string::npos || error.find('\n') > end) continue;  // one line: the note has it
+    const std::optional<FailureText> failure = failure_beyond_summary(e.ranks);
+    if (!failure) continue;
     shown.insert(e.case_id);
-    out << fmt::format("case {} ({}): rank {} in the {} execution {}:\n", o.case_id, e.label, r,
-                       mode_name(e.mode), e.id);
-    std::size_t at = 0;
-    while (at <= end) {
-      const std::size_t nl = std::min(error.find('\n', at), end + 1);
-      out << "    " << std::string_view(error).substr(at, nl - at) << '\n';
-      at = nl + 1;
-    }
+    out << fmt::format("case {} ({}): rank {} in the {} execution {}:\n", o.case_id, e.label,
+                       failure->rank, mode_name(e.mode), e.id);
+    std::istringstream lines(failure->text);
+    for (std::string line; std::getline(lines, line);) out << "    " << line << '\n';
   }
 }
 

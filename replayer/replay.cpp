@@ -162,13 +162,10 @@ std::string describe(const ExecutionResult& r) {
 // shows only its last line; not again when the other replay's is the same text.
 void say_traceback(const ExecutionResult& r, const char* which, std::string& said,
                    const std::function<void(const std::string&)>& say) {
-  const int rank = failed_rank(r.ranks);
-  if (rank < 0) return;
-  std::string error = r.ranks[rank].done->error;
-  while (!error.empty() && error.back() == '\n') error.pop_back();
-  if (error.find('\n') == std::string::npos || error == said) return;
-  said = error;
-  say(fmt::format("rank {} in the {} replay:\n{}", rank, which, error));
+  const std::optional<FailureText> failure = failure_beyond_summary(r.ranks);
+  if (!failure || failure->text == said) return;
+  said = failure->text;
+  say(fmt::format("rank {} in the {} replay:\n{}", failure->rank, which, failure->text));
 }
 
 // Delta-debugs the predecessors: which of them, run before the target, make it diverge from the

@@ -29,6 +29,9 @@ def made_and_left(ctx):
     pair = dist.new_group(list(range(ctx.world_size)))
     t = torch.full((8,), float(ctx.rank + 1), device=ctx.device)
     dist.all_reduce(t, group=pair)
+    singles = [dist.new_group([r]) for r in range(ctx.world_size)]  # as new_subgroups does
+    gone = dist.new_group(list(range(ctx.world_size)))
+    dist.destroy_process_group(gone)  # one the case ends itself
     ctx.output("sum", t)
 
 

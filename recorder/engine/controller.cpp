@@ -114,17 +114,10 @@ Controller::~Controller() {
 void Controller::end_strays() {
   // Every world is gone: what its ranks left that escaped their world's sweep (a process that
   // left the world's process group, e.g. a daemon that called setsid) was reparented here.
-  std::vector<pid_t> strays;
-  for (pid_t p : unowned_children()) {
-    strays.push_back(p);
-    for (pid_t d : descendants(p)) strays.push_back(d);
-  }
+  const std::vector<pid_t> strays = unowned_trees();
   if (strays.empty()) return;
-  std::vector<std::string> each;
-  for (pid_t p : strays) each.push_back(fmt::format("pid {} ({})", p, command_line(p)));
-  kill_each(strays);
   fmt::print(stderr, "cprr: {} process{} the ranks left running, killed at exit: {}\n",
-             strays.size(), strays.size() == 1 ? "" : "es", fmt::join(each, ", "));
+             strays.size(), strays.size() == 1 ? "" : "es", kill_and_name(strays));
   reap_orphans();
 }
 

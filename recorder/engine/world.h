@@ -117,8 +117,6 @@ class World : public WorldHandle {
   /// collect() ended at `after_death` past a rank's failure with ranks still running: says so
   /// in stopped_early_.
   void note_released_at_grace(const std::vector<RankReport>& reports);
-  /// Whether the rank reported a failed body or a harness error.
-  static bool failed(const RankReport& report);
   /// Starts the launcher job and takes its ranks' connections from `listener`; the job's output
   /// is drained after the ranks' (log indices 2W and 2W+1).
   void launch_ranks(const WorldConfig& config, RankListener& listener);

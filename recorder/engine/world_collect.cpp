@@ -8,10 +8,10 @@
 #include <chrono>
 #include <map>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "analysis/classify.h"
 #include "analysis/layout_check.h"
 #include "data/flight_record.h"
 #include "recorder/engine/wait_text.h"
@@ -142,7 +142,7 @@ std::vector<RankReport> World::collect(uint64_t execution, Clock::time_point dea
       if (!pump(r, execution, reports[r])) {
         on_eof(r, reports[r]);
         deadline = std::min(deadline, Clock::now() + after_death);
-      } else if (failed(reports[r]) && size() > 1) {
+      } else if (has_failed(reports[r]) && size() > 1) {
         // A rank that raised takes no further part: the others get what a crash's survivors
         // get, and the live check releases at once those waiting in a collective it left.
         deadline = std::min(deadline, Clock::now() + after_death);
@@ -155,29 +155,20 @@ std::vector<RankReport> World::collect(uint64_t execution, Clock::time_point dea
   return reports;
 }
 
-bool World::failed(const RankReport& report) {
-  return report.done && report.done->outcome != RankOutcome::ok;
-}
-
 bool World::blocked_on_failure(uint64_t execution, const std::vector<RankReport>& reports) {
   // A rank that failed calls no later collective: the collectives it entered are all the
-  // execution can complete (the default group's need every rank).
-  int failed_rank = -1;
-  uint64_t entered = 0;
-  for (int r = 0; r < size(); ++r) {
-    if (!failed(reports[r])) continue;
-    const auto& log = reports[r].done->capture.collectives;
-    const uint64_t n = log.empty() ? 0 : log.back().seq + 1;
-    if (failed_rank < 0 || n < entered) std::tie(failed_rank, entered) = std::pair(r, n);
-  }
-  if (failed_rank < 0) return false;
+  // execution can complete.
+  const std::optional<EarliestFailure> failed = earliest_failure(reports);
+  if (!failed) return false;
+  const int failed_rank = failed->rank;
   for (int r = 0; r < size(); ++r) {
     if (reports[r].done || ranks_[r].eof) continue;
     const std::optional<FlightLog> log =
         read_flight_log(flight_record_path(rendezvous_, r), execution);
-    if (!log || log->entered.empty() || log->entered.back().seq < entered) continue;
-    const auto waits = std::find_if(log->entered.begin(), log->entered.end(),
-                                    [&](const CollectiveRecord& c) { return c.seq >= entered; });
+    if (!log || log->entered.empty() || log->entered.back().seq < failed->entered) continue;
+    const auto waits =
+        std::find_if(log->entered.begin(), log->entered.end(),
+                     [&](const CollectiveRecord& c) { return c.seq >= failed->entered; });
     stopped_early_ = fmt::format(
         "stopped {:.1f} ms after rank {} failed, not at the deadline: rank {} had entered "
         "collective #{} ({}), which rank {} never did",
@@ -192,7 +183,7 @@ void World::note_released_at_grace(const std::vector<RankReport>& reports) {
   int failed_rank = -1;
   std::vector<int> running;
   for (int r = 0; r < size(); ++r) {
-    if (failed(reports[r]) && failed_rank < 0) failed_rank = r;
+    if (has_failed(reports[r]) && failed_rank < 0) failed_rank = r;
     if (!reports[r].done && !ranks_[r].eof && reports[r].protocol_error.empty()) {
       running.push_back(r);
     }
@@ -288,19 +279,15 @@ std::string World::end_leftovers(const std::string& after) {
     }
   }
   if (group_ > 0) {
-    for (pid_t orphan : unowned_children(group_)) {
-      left[-1].push_back(orphan);
-      for (pid_t p : descendants(orphan)) left[-1].push_back(p);
+    if (std::vector<pid_t> orphans = unowned_trees(group_); !orphans.empty()) {
+      left[-1] = std::move(orphans);
     }
   }
   std::vector<std::string> said;
   for (const auto& [r, pids] : left) {
-    std::vector<std::string> each;
-    for (pid_t p : pids) each.push_back(fmt::format("pid {} ({})", p, command_line(p)));
-    kill_each(pids);
     said.push_back(fmt::format("{} left {} process{} running after {}: {}, killed",
                                r < 0 ? "a rank that ended" : fmt::format("rank {}", r), pids.size(),
-                               pids.size() == 1 ? "" : "es", after, fmt::join(each, ", ")));
+                               pids.size() == 1 ? "" : "es", after, kill_and_name(pids)));
   }
   reap_orphans();
   return fmt::format("{}", fmt::join(said, "; "));

@@ -1,5 +1,6 @@
 #include "recorder/launch/proc_tree.h"
 
+#include <fmt/format.h>
 #include <signal.h>
 
 #include <cstdlib>
@@ -81,6 +82,15 @@ std::optional<pid_t> last_created_pid() {
   const long pid = std::strtol(text.c_str() + space + 1, &end, 10);
   if (end == text.c_str() + space + 1 || pid <= 0) return std::nullopt;
   return static_cast<pid_t>(pid);
+}
+
+std::string kill_and_name(const std::vector<pid_t>& pids) {
+  std::string names;
+  for (pid_t p : pids) {
+    names += fmt::format("{}pid {} ({})", names.empty() ? "" : ", ", p, command_line(p));
+  }
+  kill_each(pids);
+  return names;
 }
 
 void kill_each(const std::vector<pid_t>& pids) {

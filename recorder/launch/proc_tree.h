@@ -38,4 +38,8 @@ std::optional<pid_t> last_created_pid();
 /// SIGKILLs each of `pids` (one already gone is skipped).
 void kill_each(const std::vector<pid_t>& pids);
 
+/// Names each of `pids` ("pid 4242 (sleep 100)", joined by ", "), then SIGKILLs them: what a
+/// report says of the processes it ended.
+std::string kill_and_name(const std::vector<pid_t>& pids);
+
 }  // namespace cprr

@@ -277,6 +277,15 @@ std::vector<pid_t> unowned_children(pid_t group) {
   return out;
 }
 
+std::vector<pid_t> unowned_trees(pid_t group) {
+  std::vector<pid_t> out;
+  for (pid_t p : unowned_children(group)) {
+    out.push_back(p);
+    for (pid_t d : descendants(p)) out.push_back(d);
+  }
+  return out;
+}
+
 std::string find_on_path(const std::string& name) {
   if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0 ? name : "";
   const char* path = std::getenv("PATH");

@@ -104,6 +104,10 @@ int reap_orphans();
 /// it cannot be told from an orphan yet.
 std::vector<pid_t> unowned_children(pid_t group = -1);
 
+/// unowned_children(group), each followed by its live descendants: what a subreaper ends when
+/// it ends what its children left behind.
+std::vector<pid_t> unowned_trees(pid_t group = -1);
+
 /// Sends `sig` to every process of group `pgid` (ESRCH is not an error). Only while a member of
 /// it is known to be unreaped (ChildProcess::held): else the id may be a stranger's group by now.
 void signal_group(pid_t pgid, int sig);

@@ -77,12 +77,7 @@ void end_group(ChildProcess& child) {
   child.signal_group(SIGKILL);
   child.wait(5000);
   child.reap();
-  std::vector<pid_t> strays;
-  for (pid_t p : unowned_children()) {
-    strays.push_back(p);
-    for (pid_t d : descendants(p)) strays.push_back(d);
-  }
-  kill_each(strays);
+  kill_each(unowned_trees());
 }
 
 }  // namespace
