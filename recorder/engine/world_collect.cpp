@@ -180,18 +180,18 @@ bool World::blocked_on_failure(uint64_t execution, const std::vector<RankReport>
 }
 
 void World::note_released_at_grace(const std::vector<RankReport>& reports) {
-  int failed_rank = -1;
+  // The rank the summary names (classify), so the note and the status agree on who failed.
+  const int failed = failed_rank(reports);
   std::vector<int> running;
   for (int r = 0; r < size(); ++r) {
-    if (has_failed(reports[r]) && failed_rank < 0) failed_rank = r;
     if (!reports[r].done && !ranks_[r].eof && reports[r].protocol_error.empty()) {
       running.push_back(r);
     }
   }
-  if (failed_rank < 0 || running.empty()) return;
+  if (failed < 0 || running.empty()) return;
   stopped_early_ =
       fmt::format("stopped {:.1f} s after rank {} failed, with rank{} {} still running",
-                  std::chrono::duration<double>(Clock::now() - failed_at_).count(), failed_rank,
+                  std::chrono::duration<double>(Clock::now() - failed_at_).count(), failed,
                   running.size() > 1 ? "s" : "", fmt::join(running, ","));
 }
 
