@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "analysis/channels.h"
 #include "analysis/failure_headline.h"
 
 namespace cprr {
@@ -48,16 +51,13 @@ Classification judged(ExecStatus status, std::string summary) {
 // in the transport (an NCCL kernel, an async op nobody waited for): it can never complete, and
 // the world's next collective would queue behind it. "" when there is none.
 std::string pending_after_failure(const std::vector<RankReport>& ranks) {
-  const std::optional<EarliestFailure> f = earliest_failure(ranks);
-  if (!f) return {};
   for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
-    if (r == f->rank || !ranks[r].done) continue;
-    for (const CollectiveRecord& c : ranks[r].done->capture.collectives) {
-      if (c.seq < f->entered) continue;
+    if (!ranks[r].done) continue;
+    if (const auto left = left_by_failure(ranks, r, ranks[r].done->capture.collectives)) {
       return fmt::format(
-          "rank {} called collective #{} ({}), which rank {} never entered before it failed, so "
-          "it can never complete: the world is replaced",
-          r, c.seq, c.kind, f->rank);
+          "rank {} called {}, which rank {} never entered before it failed, so it can never "
+          "complete: the world is replaced",
+          r, call_phrase(left->call), left->failed);
     }
   }
   return {};
@@ -118,15 +118,27 @@ int failed_rank(const std::vector<RankReport>& ranks) {
 
 bool has_failed(const RankReport& rep) { return rep.done && rep.done->outcome != RankOutcome::ok; }
 
-std::optional<EarliestFailure> earliest_failure(const std::vector<RankReport>& ranks) {
-  std::optional<EarliestFailure> out;
-  for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
-    if (!has_failed(ranks[r])) continue;
-    const auto& log = ranks[r].done->capture.collectives;
-    const uint64_t entered = log.empty() ? 0 : log.back().seq + 1;
-    if (!out || entered < out->entered) out = EarliestFailure{r, entered};
+std::optional<LeftByFailure> left_by_failure(const std::vector<RankReport>& ranks, int rank,
+                                             const std::vector<CollectiveRecord>& log) {
+  std::vector<const std::vector<CollectiveRecord>*> logs;
+  for (const RankReport& rep : ranks) logs.push_back(rep.done ? &rep.done->capture.collectives : nullptr);
+  for (const CollectiveRecord& c : log) {
+    for (int f = 0; f < static_cast<int>(ranks.size()); ++f) {
+      if (f == rank || !has_failed(ranks[f])) continue;
+      const std::vector<CollectiveRecord>& failed_log = ranks[f].done->capture.collectives;
+      bool needs_it = false;
+      if (c.is_p2p()) {
+        // The failed rank is the other end: it sent (or took) fewer than this one's number.
+        needs_it = c.peer == f && reached(failed_log, f, channel_of(c, rank)) <= c.seq;
+      } else {
+        const std::vector<int> members = members_of(c, static_cast<int>(ranks.size()), logs);
+        needs_it = std::find(members.begin(), members.end(), f) != members.end() &&
+                   reached(failed_log, f, channel_of(c, rank)) <= c.seq;
+      }
+      if (needs_it) return LeftByFailure{f, c};
+    }
   }
-  return out;
+  return std::nullopt;
 }
 
 std::optional<FailureText> failure_beyond_summary(const std::vector<RankReport>& ranks) {

@@ -48,15 +48,18 @@ Classification classify(const std::vector<RankReport>& ranks, bool stop_requeste
 /// Whether the rank reported a failed body or a harness error.
 bool has_failed(const RankReport& rep);
 
-/// The rank that reported a failure having entered the fewest collectives, and how many it
-/// entered (their numbers run from 0): a collective numbered from there on needs a rank that
-/// will call no more, so it can never complete (the default group's need every rank).
-struct EarliestFailure {
-  int rank = -1;
-  uint64_t entered = 0;
+/// A call a rank entered that a failed rank (one that reported a failure: it calls no more)
+/// never took part in, so it can never complete: a collective of a group the failed rank is in,
+/// numbered past what it entered there, or a message to or from it past what it sent or
+/// received.
+struct LeftByFailure {
+  int failed = -1;  ///< the failed rank
+  CollectiveRecord call;
 };
-/// nullopt when no rank reported a failure.
-std::optional<EarliestFailure> earliest_failure(const std::vector<RankReport>& ranks);
+/// The first call of `log` (rank `rank`'s: its flight record or its collective log) that a failed
+/// rank of `ranks` left behind; nullopt when there is none or no rank failed.
+std::optional<LeftByFailure> left_by_failure(const std::vector<RankReport>& ranks, int rank,
+                                             const std::vector<CollectiveRecord>& log);
 
 /// The whole failure text (trailing newlines cut) of the rank a summary names, when it says more
 /// than the summary's one line (a traceback); nullopt otherwise.

@@ -3,30 +3,36 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <map>
+#include <utility>
+
+#include "analysis/channels.h"
 
 namespace cprr {
 namespace {
 
 struct Progress {
   bool known = true;  // false: its watchdog never answered, so where it is cannot be told
-  int64_t last = -1;  // last collective this rank entered (or logged, if it finished)
-  std::string kind;
+  bool done = false;
+  // What it entered: its collective log if it finished, else its flight record, else (no
+  // flight record) the last collective its watchdog saw, as the world's.
+  std::vector<CollectiveRecord> log;
   std::string doing;
 };
 
 Progress progress_of(const RankReport& rep) {
   Progress p;
   if (rep.done) {
-    const auto& log = rep.done->capture.collectives;
-    if (!log.empty()) {
-      p.last = static_cast<int64_t>(log.back().seq);
-      p.kind = log.back().kind;
-    }
+    p.done = true;
+    p.log = rep.done->capture.collectives;
     p.doing = "finished the case";
   } else if (rep.watchdog) {
     const WatchdogStatus& w = *rep.watchdog;
-    p.last = w.entered_seq;
-    p.kind = w.entered_kind;
+    p.log = rep.entered;
+    if (p.log.empty() && w.entered_seq >= 0) {
+      p.log.push_back(CollectiveRecord{.seq = static_cast<uint64_t>(w.entered_seq),
+                                       .kind = w.entered_kind});
+    }
     p.doing = w.running.empty() ? "in " + w.phase
                                 : fmt::format("in {}: {}", w.phase, fmt::join(w.running, "; "));
     if (w.entered_seq > w.completed_seq) {
@@ -43,35 +49,79 @@ std::string ranks_phrase(const std::vector<int>& ranks) {
   return fmt::format("rank{} {}", ranks.size() > 1 ? "s" : "", fmt::join(ranks, ","));
 }
 
+// "last collective #3", "last collective #2 of group 1 (all_gather)", "last recv #1 from rank 0".
+std::string last_phrase(const Progress& p) {
+  if (p.log.empty()) return "last collective #-1";
+  const CollectiveRecord& c = p.log.back();
+  if (!c.is_p2p() && c.group == 0) return fmt::format("last collective #{}", c.seq);
+  return "last " + call_phrase(c, true);
+}
+
+using Logs = std::vector<const std::vector<CollectiveRecord>*>;
+
+// Per group: the highest collective any rank that answered entered, and the members that never
+// joined it.
+void never_joined(const std::vector<Progress>& ps, const Logs& logs,
+                  const std::vector<const std::vector<GroupRecord>*>& groups,
+                  std::vector<std::string>& parts) {
+  std::map<uint32_t, std::pair<int, const CollectiveRecord*>> top;  // group -> (rank, call)
+  for (int r = 0; r < static_cast<int>(ps.size()); ++r) {
+    if (!ps[r].known) continue;
+    for (const CollectiveRecord& c : ps[r].log) {
+      if (c.is_p2p()) continue;
+      auto& t = top[c.group];
+      if (t.second == nullptr || c.seq > t.second->seq) t = {r, &c};
+    }
+  }
+  for (const auto& [group, t] : top) {
+    const CollectiveRecord& c = *t.second;
+    std::vector<int> behind;
+    for (int m : members_of(c, static_cast<int>(ps.size()), logs)) {
+      if (ps[m].known && reached(ps[m].log, m, CallChannel{group}) <= c.seq) behind.push_back(m);
+    }
+    if (behind.empty()) continue;
+    const std::string where = group == 0 ? "" : group_phrase(group, groups, c.members) + ": ";
+    parts.push_back(fmt::format("{}{} never joined collective #{} ({}){}", where,
+                                ranks_phrase(behind), c.seq, c.kind,
+                                c.where.empty() ? "" : " at " + c.where));
+  }
+}
+
+// A rank blocked in a send or recv whose other end never made its side.
+void unmatched_messages(const std::vector<Progress>& ps, std::vector<std::string>& parts) {
+  for (int r = 0; r < static_cast<int>(ps.size()); ++r) {
+    if (!ps[r].known || ps[r].done || ps[r].log.empty() || !ps[r].log.back().is_p2p()) continue;
+    const CollectiveRecord& c = ps[r].log.back();
+    if (c.peer >= static_cast<int>(ps.size()) || !ps[c.peer].known) continue;
+    const uint64_t other = reached(ps[c.peer].log, c.peer, channel_of(c, r));
+    if (other > c.seq) continue;
+    parts.push_back(fmt::format("rank {} blocked in {}; rank {} {} {}", r, call_phrase(c, true),
+                                c.peer, c.kind == "recv" ? "sent" : "received", other));
+  }
+}
+
 }  // namespace
 
 std::string diagnose_hang(const std::vector<RankReport>& ranks) {
   std::vector<Progress> ps;
   for (const auto& r : ranks) ps.push_back(progress_of(r));
+  Logs logs;
+  std::vector<const std::vector<GroupRecord>*> groups;
+  for (const auto& r : ranks) groups.push_back(r.done ? &r.done->capture.groups : nullptr);
+  for (const Progress& p : ps) logs.push_back(p.known ? &p.log : nullptr);
   // Only ranks that answered (or finished) are lined up: a silent rank's progress is unknown,
   // so it is named as silent, never counted among those that "never joined".
-  const Progress* top = nullptr;
   std::vector<int> silent;
   for (int r = 0; r < static_cast<int>(ps.size()); ++r) {
     if (!ps[r].known) silent.push_back(r);
-    if (ps[r].known && (top == nullptr || ps[r].last > top->last)) top = &ps[r];
   }
   std::vector<std::string> parts;
   if (!silent.empty()) parts.push_back(ranks_phrase(silent) + " gave no answer from the watchdog");
-  if (top != nullptr && top->last >= 0) {
-    std::vector<int> behind;
-    for (int r = 0; r < static_cast<int>(ps.size()); ++r) {
-      if (ps[r].known && ps[r].last < top->last) behind.push_back(r);
-    }
-    if (!behind.empty()) {
-      parts.push_back(fmt::format("{} never joined collective #{} ({})", ranks_phrase(behind),
-                                  top->last, top->kind));
-    }
-  }
+  unmatched_messages(ps, parts);
+  never_joined(ps, logs, groups, parts);
   for (int r = 0; r < static_cast<int>(ps.size()); ++r) {
-    parts.push_back(
-        ps[r].known ? fmt::format("rank {}: {}, last collective #{}", r, ps[r].doing, ps[r].last)
-                    : fmt::format("rank {}: {}", r, ps[r].doing));
+    parts.push_back(ps[r].known ? fmt::format("rank {}: {}, {}", r, ps[r].doing, last_phrase(ps[r]))
+                                : fmt::format("rank {}: {}", r, ps[r].doing));
   }
   return "hang: " + fmt::format("{}", fmt::join(parts, "; "));
 }

@@ -1,5 +1,10 @@
 #include "analysis/layout_check.h"
 
+#include <algorithm>
+#include <map>
+
+#include "analysis/channels.h"
+
 #include <fmt/format.h>
 
 #include <array>
@@ -83,12 +88,25 @@ std::optional<LayoutMismatch> check_symmetric_layout(const std::vector<const Cas
 }
 
 std::string CollectiveMismatch::describe() const {
+  const std::string prefix = group_name.empty() ? "" : group_name + ": ";
+  std::string text;
   if (field == "count") {
-    return fmt::format("rank {} made {} collective(s), rank {} made {}", rank_a, value_a, rank_b,
-                       value_b);
+    text = p2p ? fmt::format("rank {} sent {} message(s) to rank {}, which received {}", rank_a,
+                             value_a, rank_b, value_b)
+               : fmt::format("rank {} made {} collective(s), rank {} made {}", rank_a, value_a,
+                             rank_b, value_b);
+  } else if (p2p) {
+    text = fmt::format("message #{} from rank {} to rank {}: rank {} sends {} {}, rank {} receives "
+                       "{} {}",
+                       seq, rank_a, rank_b, rank_a, field, value_a, rank_b, field, value_b);
+  } else {
+    text = fmt::format("collective #{} ({}): rank {} has {} {}, rank {} has {} {}", seq, kind,
+                       rank_a, field, value_a, rank_b, field, value_b);
   }
-  return fmt::format("collective #{} ({}): rank {} has {} {}, rank {} has {} {}", seq, kind, rank_a,
-                     field, value_a, rank_b, field, value_b);
+  if (!where_a.empty() && !where_b.empty()) {
+    text += fmt::format(" (rank {} at {}, rank {} at {})", rank_a, where_a, rank_b, where_b);
+  }
+  return prefix + text;
 }
 
 namespace {
@@ -96,8 +114,21 @@ namespace {
 std::optional<CollectiveMismatch> compare_calls(const CollectiveRecord& a,
                                                 const CollectiveRecord& b, int32_t ra, int32_t rb) {
   const auto differ = [&](const char* field, std::string va, std::string vb) {
-    return CollectiveMismatch{a.seq, ra, rb, field, std::move(va), std::move(vb), a.kind};
+    CollectiveMismatch m{a.seq, ra, rb, field, std::move(va), std::move(vb), a.kind};
+    m.group = a.group;
+    m.members = a.members;
+    m.p2p = a.is_p2p();
+    m.where_a = a.where;
+    m.where_b = b.where;
+    return m;
   };
+  if (a.is_p2p()) {  // a send against its recv: what travels must agree
+    if (a.dtype != b.dtype) {
+      return differ("dtype", std::string(dtype_name(a.dtype)), std::string(dtype_name(b.dtype)));
+    }
+    if (a.bytes != b.bytes) return differ("bytes", std::to_string(a.bytes), std::to_string(b.bytes));
+    return std::nullopt;
+  }
   if (a.kind != b.kind) return differ("kind", a.kind, b.kind);
   if (a.dtype != b.dtype) {
     return differ("dtype", std::string(dtype_name(a.dtype)), std::string(dtype_name(b.dtype)));
@@ -112,72 +143,174 @@ std::optional<CollectiveMismatch> compare_calls(const CollectiveRecord& a,
   return std::nullopt;
 }
 
-}  // namespace
+using Logs = std::vector<const std::vector<CollectiveRecord>*>;
 
-std::optional<CollectiveMismatch> check_collective_logs(
-    const std::vector<const std::vector<CollectiveRecord>*>& logs, bool complete) {
-  const int ref = reference_rank(logs);
-  if (ref < 0) return std::nullopt;
-  const std::vector<CollectiveRecord>& want = *logs[ref];
-  for (std::size_t r = ref + 1; r < logs.size(); ++r) {
+// Every rank's records on each channel (index = rank; a rank without records has none).
+std::map<CallChannel, std::vector<std::vector<const CollectiveRecord*>>> by_channel(const Logs& logs,
+                                                                               bool complete) {
+  std::map<CallChannel, std::vector<std::vector<const CollectiveRecord*>>> out;
+  // The world's collectives are compared even where no rank made one: a count of 0 is a count.
+  if (complete) out[CallChannel{}].resize(logs.size());
+  for (std::size_t r = 0; r < logs.size(); ++r) {
     if (!logs[r]) continue;
-    const std::vector<CollectiveRecord>& got = *logs[r];
-    const auto rb = static_cast<int32_t>(r);
-    // By sequence number: a flight record holds only an execution's last collectives, so the
-    // two logs may start at different numbers.
-    std::size_t i = 0, j = 0;
-    while (i < want.size() && j < got.size()) {
-      if (want[i].seq < got[j].seq) {
-        ++i;
-      } else if (got[j].seq < want[i].seq) {
-        ++j;
-      } else if (auto m = compare_calls(want[i++], got[j++], ref, rb)) {
-        return m;
-      }
+    for (const CollectiveRecord& c : *logs[r]) {
+      auto& sides = out[channel_of(c, static_cast<int>(r))];
+      sides.resize(logs.size());
+      sides[r].push_back(&c);
     }
-    if (complete && want.size() != got.size()) {
-      return CollectiveMismatch{
-          std::min(want.size(), got.size()), ref, rb, "count", std::to_string(want.size()),
-          std::to_string(got.size())};
+  }
+  return out;
+}
+
+// Two sides of one channel, by number: a flight record holds only an execution's last calls, so
+// the two may start at different numbers.
+std::optional<CollectiveMismatch> compare_sides(const std::vector<const CollectiveRecord*>& want,
+                                                const std::vector<const CollectiveRecord*>& got,
+                                                int32_t ra, int32_t rb) {
+  std::size_t i = 0, j = 0;
+  while (i < want.size() && j < got.size()) {
+    if (want[i]->seq < got[j]->seq) {
+      ++i;
+    } else if (got[j]->seq < want[i]->seq) {
+      ++j;
+    } else if (auto m = compare_calls(*want[i++], *got[j++], ra, rb)) {
+      return m;
     }
   }
   return std::nullopt;
 }
 
-std::optional<CollectiveMismatch> blocked_mismatch(
-    const std::vector<const std::vector<CollectiveRecord>*>& logs) {
+std::optional<CollectiveMismatch> count_differs(const CallChannel& ch, std::size_t a, std::size_t b,
+                                                int32_t ra, int32_t rb) {
+  if (a == b) return std::nullopt;
+  CollectiveMismatch m{std::min(a, b), ra, rb, "count", std::to_string(a), std::to_string(b)};
+  m.group = ch.group;
+  m.p2p = ch.is_p2p();
+  return m;
+}
+
+std::optional<CollectiveMismatch> check_group(
+    const CallChannel& ch, const std::vector<std::vector<const CollectiveRecord*>>& sides,
+    const Logs& logs, bool complete) {
+  int ref = -1;
+  for (std::size_t r = 0; r < sides.size(); ++r) {
+    if (sides[r].empty()) continue;
+    if (ref < 0) {
+      ref = static_cast<int>(r);
+    } else if (auto m = compare_sides(sides[ref], sides[r], ref, static_cast<int32_t>(r))) {
+      return m;
+    }
+  }
+  if (!complete) return std::nullopt;
+  // Every member with a log made as many: one that made none is a member still.
+  std::vector<int> members;
+  if (ref >= 0) {
+    members = members_of(*sides[ref].front(), static_cast<int>(logs.size()), logs);
+  } else {
+    for (std::size_t r = 0; r < logs.size(); ++r) members.push_back(static_cast<int>(r));
+  }
+  int first = -1;
+  for (int r : members) {
+    if (r >= static_cast<int>(logs.size()) || !logs[r]) continue;
+    if (first < 0) {
+      first = r;
+    } else if (auto m = count_differs(ch, sides[first].size(), sides[r].size(), first, r)) {
+      return m;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<CollectiveMismatch> check_collective_logs(const Logs& logs, bool complete) {
+  for (const auto& [ch, sides] : by_channel(logs, complete)) {
+    if (!ch.is_p2p()) {
+      if (auto m = check_group(ch, sides, logs, complete)) return m;
+      continue;
+    }
+    const std::size_t s = static_cast<std::size_t>(ch.sender);
+    const std::size_t d = static_cast<std::size_t>(ch.receiver);
+    if (s >= logs.size() || d >= logs.size()) continue;
+    if (auto m = compare_sides(sides[s], sides[d], ch.sender, ch.receiver)) return m;
+    if (complete && logs[s] && logs[d]) {
+      if (auto m = count_differs(ch, sides[s].size(), sides[d].size(), ch.sender, ch.receiver)) {
+        return m;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<CollectiveMismatch> blocked_mismatch(const Logs& logs) {
   if (logs.size() < 2) return std::nullopt;
-  std::vector<std::vector<CollectiveRecord>> last;
-  for (const std::vector<CollectiveRecord>* log : logs) {
-    if (log == nullptr || log->empty()) return std::nullopt;
-    if (!last.empty() && log->back().seq != last.front().front().seq) return std::nullopt;
-    // Only what blocks is compared: dtype and reduction are made equal.
-    CollectiveRecord call = log->back();
+  // What each rank is blocked in: its last call, with only what blocks compared (dtype and
+  // reduction made equal; a message's dtype of the same size travels too).
+  std::vector<std::vector<CollectiveRecord>> last(logs.size());
+  for (std::size_t r = 0; r < logs.size(); ++r) {
+    if (logs[r] == nullptr || logs[r]->empty()) continue;
+    CollectiveRecord call = logs[r]->back();
     call.dtype = DType::u8;
     call.op = ReduceOp::sum;
-    last.push_back({std::move(call)});
+    last[r].push_back(std::move(call));
   }
-  std::vector<const std::vector<CollectiveRecord>*> calls;
-  for (const auto& l : last) calls.push_back(&l);
-  return check_collective_logs(calls, /*complete=*/false);
+  Logs calls;
+  for (const auto& l : last) calls.push_back(l.empty() ? nullptr : &l);
+  for (const auto& [ch, sides] : by_channel(calls, false)) {
+    if (ch.is_p2p()) {
+      const std::size_t s = static_cast<std::size_t>(ch.sender);
+      const std::size_t d = static_cast<std::size_t>(ch.receiver);
+      if (s < sides.size() && d < sides.size() && !sides[s].empty() && !sides[d].empty() &&
+          sides[s].front()->seq == sides[d].front()->seq) {
+        if (auto m = compare_calls(*sides[s].front(), *sides[d].front(), ch.sender, ch.receiver)) {
+          return m;
+        }
+      }
+      continue;
+    }
+    // Only when every member of the group is blocked in the same call of it.
+    const CollectiveRecord* any = nullptr;
+    for (const auto& side : sides) {
+      if (!side.empty()) any = side.front();
+    }
+    if (any == nullptr) continue;
+    const std::vector<int> members = members_of(*any, static_cast<int>(logs.size()), calls);
+    const bool all_in = members.size() >= 2 && std::all_of(members.begin(), members.end(), [&](int r) {
+      return !sides[r].empty() && sides[r].front()->seq == any->seq;
+    });
+    if (all_in) {
+      if (auto m = check_group(ch, sides, calls, false)) return m;
+    }
+  }
+  return std::nullopt;
 }
 
 std::optional<CollectiveMismatch> check_collectives(const std::vector<const CaseCapture*>& ranks) {
-  std::vector<const std::vector<CollectiveRecord>*> logs;
-  for (const CaseCapture* c : ranks) logs.push_back(c ? &c->collectives : nullptr);
-  return check_collective_logs(logs, /*complete=*/true);
+  Logs logs;
+  std::vector<const std::vector<GroupRecord>*> groups;
+  for (const CaseCapture* c : ranks) {
+    logs.push_back(c ? &c->collectives : nullptr);
+    groups.push_back(c ? &c->groups : nullptr);
+  }
+  std::optional<CollectiveMismatch> m = check_collective_logs(logs, /*complete=*/true);
+  if (m) m->group_name = group_phrase(m->group, groups, m->members);
+  return m;
 }
 
 std::optional<CollectiveMismatch> check_collectives(const ExecutionResult& e) {
-  std::vector<const std::vector<CollectiveRecord>*> logs;
+  Logs logs;
+  std::vector<const std::vector<GroupRecord>*> groups;
   // A body that threw stopped calling collectives early: only bodies that returned on every
   // rank make their counts comparable.
   bool complete = !e.ranks.empty();
   for (const RankReport& r : e.ranks) {
     logs.push_back(r.done ? &r.done->capture.collectives : &r.entered);
+    groups.push_back(r.done ? &r.done->capture.groups : nullptr);
     complete = complete && r.done && r.done->outcome == RankOutcome::ok;
   }
-  return check_collective_logs(logs, complete);
+  std::optional<CollectiveMismatch> m = check_collective_logs(logs, complete);
+  if (m) m->group_name = group_phrase(m->group, groups, m->members);
+  return m;
 }
 
 namespace {

@@ -39,33 +39,43 @@ struct LayoutMismatch {
 /// differ freely.
 std::optional<LayoutMismatch> check_symmetric_layout(const std::vector<const CaseCapture*>& ranks);
 
-/// The first collective two ranks called differently.
+/// The first collective (or message) two ranks called differently.
 struct CollectiveMismatch {
-  uint64_t seq = 0;  ///< the collective's number on the communicator
-  int32_t rank_a = 0;
-  int32_t rank_b = 0;
-  /// kind | dtype | bytes | root | op | count (a rank made fewer collectives)
+  uint64_t seq = 0;  ///< the collective's number in its group (the message's on its channel)
+  int32_t rank_a = 0;  ///< a message's sender
+  int32_t rank_b = 0;  ///< a message's receiver
+  /// kind | dtype | bytes | root | op | count (a rank made fewer collectives, or messages)
   std::string field;
   std::string value_a, value_b;
   std::string kind;  ///< rank a's call ("all_reduce"); empty for a count mismatch
+  uint32_t group = 0;      ///< its group (0: the world)
+  uint64_t members = 0;    ///< its group's members as recorded (CollectiveRecord::members)
+  bool p2p = false;        ///< a send against its recv
+  std::string where_a, where_b;  ///< each side's file:line where recorded
+  std::string group_name;  ///< "group 2 (tp, ranks 2,3)"; empty for the world
 
-  /// "collective #3 (all_reduce): rank 0 has bytes 4096, rank 1 has bytes 2048".
+  /// "collective #3 (all_reduce): rank 0 has bytes 4096, rank 1 has bytes 2048", with the group
+  /// first ("group 2 (tp, ranks 2,3): ...") and the callers' lines last where known; "message #1
+  /// from rank 0 to rank 1: rank 0 sends bytes 64, rank 1 receives bytes 32".
   std::string describe() const;
 };
 
-/// Compares every rank's collective log (index = rank; null: no log) with the lowest rank's, by
-/// sequence number: kind, dtype, root, the reduction of an all_reduce and (except for
-/// all_to_all_v, whose sizes differ by design) bytes. When `complete` (every rank ran the case
-/// to its end), also how many collectives each made; a log cut short by a crash or a hang is
-/// compared only as far as it goes.
+/// Compares every rank's collective log (index = rank; null: no log) channel by channel
+/// (analysis/channels.h): a group's collectives against its lowest rank's by number (kind, dtype,
+/// root, the reduction of an all_reduce and, except for all_to_all_v, bytes), each send against
+/// the recv of the same number (dtype, bytes). When `complete` (every rank ran the case to its
+/// end), also how many each member made in each group, and how many messages each receiver took
+/// of what its sender sent; a log cut short by a crash or a hang is compared only as far as it
+/// goes.
 std::optional<CollectiveMismatch> check_collective_logs(
     const std::vector<const std::vector<CollectiveRecord>*>& logs, bool complete);
-/// The collective a world is stuck in, named while it runs: every rank's flight log (index =
-/// rank, oldest first; null or empty: no decision) ends at the same collective #k, and their calls
-/// of #k differ in kind, bytes or root (check_collective_logs on those calls alone), which no
-/// transport completes consistently. A difference in dtype of the same size or in the reduction
-/// alone is left to the post-mortem check: such a call completes (with wrong results), and
-/// stopping it would lose the outputs. A rank still on its way to #k, or past it, makes no
+/// The collective a world is stuck in, named while it runs: every member of a group (every rank,
+/// for the world) has its flight log (index = rank, oldest first; null or empty: no decision)
+/// end at the same collective #k of the group, and their calls of #k differ in kind, bytes or
+/// root, which no transport completes consistently; or a sender and its receiver are blocked in
+/// the same message with another size. A difference in dtype of the same size or in the
+/// reduction alone is left to the post-mortem check: such a call completes (with wrong results),
+/// and stopping it would lose the outputs. A rank still on its way to #k, or past it, makes no
 /// decision: a slow rank that enters #k with the same call is never a finding.
 std::optional<CollectiveMismatch> blocked_mismatch(
     const std::vector<const std::vector<CollectiveRecord>*>& logs);

@@ -118,7 +118,12 @@ RankOps ops_from_log(int32_t rank, const std::vector<AllocRecord>& allocs,
     op.writes = ranges_of(by_id, rec, rec.writes, rec.write_spans);
     op.role = role_of(rec);
     op.event = rec.event;
-    if (op.role == SyncRole::collective) op.collective_seq = collectives++;
+    if (op.role == SyncRole::collective) {
+      // Its group and its number there; a record from before groups numbered the world's
+      // collectives in log order and left the event at -1.
+      op.communicator = rec.event >= 0 ? static_cast<int32_t>(rec.event) : 0;
+      op.collective_seq = rec.event >= 0 ? rec.epoch : collectives++;
+    }
     if (rec.kind == "put") {
       for (ByteRange& w : op.writes) w.owner = rec.peer;  // the bytes are the peer's window
     }

@@ -10,7 +10,8 @@
 //   an id names one allocation; freed bytes reused by a later buffer are compared by offset.
 // - `sync` of stream s is a host join of s, `sync` of -1 a join of every stream; the read-back
 //   behind Context::read is the `copy` named "read back", which the host waits for.
-// - Collectives are numbered in log order (Context numbers them per case, one communicator).
+// - A collective op names its group (`event`) and its number there (`epoch`); a record from
+//   before groups has event -1: the world's, numbered in log order.
 // - A `put` writes its peer's memory: its write ranges are owned by the peer. A `signal` to peer
 //   p on semaphore s and p's `wait_signal` from this rank on s share one world-wide semaphore key
 //   (semaphore_key), with the epochs the log records.

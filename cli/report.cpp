@@ -52,6 +52,10 @@ nlohmann::json execution_json(const ExecutionResult& e, bool counts_against_run)
   nlohmann::json ranks = nlohmann::json::array();
   for (std::size_t r = 0; r < e.ranks.size(); ++r)
     ranks.push_back(rank_json(static_cast<int>(r), e.ranks[r]));
+  nlohmann::json groups = nlohmann::json::array();
+  for (const GroupRecord& g : groups_of(e)) {
+    groups.push_back({{"id", g.id}, {"ranks", g.ranks}, {"backend", g.backend}, {"name", g.name}});
+  }
   nlohmann::json phases = nlohmann::json::array();  // in order: they add up to startup_ms
   for (const StartupPhase& p : e.startup_phases)
     phases.push_back({{"phase", p.name}, {"ms", p.ms}});
@@ -71,6 +75,7 @@ nlohmann::json execution_json(const ExecutionResult& e, bool counts_against_run)
           {"symmetric_pool", e.symmetric_pool},
           {"collectives", e.collectives},
           {"rank_gpus", e.rank_gpus},
+          {"groups", std::move(groups)},
           {"ranks", std::move(ranks)}};
 }
 
@@ -124,6 +129,8 @@ nlohmann::json uninitialized_json(const Finding<UninitRead>& f) {
 nlohmann::json collective_json(const Finding<CollectiveMismatch>& f) {
   const CollectiveMismatch& m = f.mismatch;
   return {{"seq", m.seq},
+          {"group", m.group},
+          {"p2p", m.p2p},
           {"kind", m.kind.empty() ? nlohmann::json() : nlohmann::json(m.kind)},
           {"field", m.field},
           {"ranks", {m.rank_a, m.rank_b}},

@@ -4,6 +4,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -66,6 +67,10 @@ class TraceBuilder {
     }
     add_collective_flows();
     add_race_flows();
+    json groups = json::array();
+    for (const GroupRecord& g : groups_of(e_)) {
+      groups.push_back({{"id", g.id}, {"ranks", g.ranks}, {"backend", g.backend}, {"name", g.name}});
+    }
     return json{{"traceEvents", std::move(events_)},
                 {"displayTimeUnit", "ns"},
                 {"otherData",
@@ -73,7 +78,8 @@ class TraceBuilder {
                   {"label", e_.label},
                   {"mode", std::string(mode_name(e_.mode))},
                   {"status", std::string(status_name(e_.status))},
-                  {"summary", e_.summary}}}};
+                  {"summary", e_.summary},
+                  {"groups", std::move(groups)}}}};
   }
 
  private:
@@ -102,7 +108,9 @@ class TraceBuilder {
     std::set<int> tids{kHostTid};
     std::map<uint32_t, const AllocRecord*> buffers;
     for (const AllocRecord& a : cap.allocs) buffers.emplace(a.buffer, &a);
-    std::size_t collective = 0;  // the k-th collective op is collective record k
+    // A collective op names its group and number (event, epoch); in a record from before
+    // groups (event -1) the k-th collective op is collective record k.
+    std::size_t collective = 0;
     for (std::size_t i = 0; i < cap.ops.size() && i < tl.ops.size(); ++i) {
       const OpRecord& op = cap.ops[i];
       const OpTime& t = tl.ops[i];
@@ -127,9 +135,11 @@ class TraceBuilder {
                          {"dur", s.dur},
                          {"args", std::move(args)}});
       slices_[{rank, op.seq}] = s;
-      if (is_collective && record < cap.collectives.size()) {
+      if (is_collective && op.event >= 0) {
+        collectives_[{static_cast<uint32_t>(op.event), op.epoch, op.name}].push_back(s);
+      } else if (is_collective && record < cap.collectives.size()) {
         const CollectiveRecord& c = cap.collectives[record];
-        collectives_[{c.seq, c.kind}].push_back(s);
+        collectives_[{c.group, c.seq, c.kind}].push_back(s);
       }
     }
     for (std::size_t i = 0; i < cap.allocs.size() && i < tl.allocs.size(); ++i) {
@@ -180,8 +190,11 @@ class TraceBuilder {
 
   void add_collective_flows() {
     for (auto& [key, points] : collectives_) {
-      const auto& [seq, kind] = key;
-      add_flow(points, fmt::format("{} #{}", kind, seq), "collective", {{"collective", seq}});
+      const auto& [group, seq, kind] = key;
+      add_flow(points,
+               group == 0 ? fmt::format("{} #{}", kind, seq)
+                          : fmt::format("{} #{} (group {})", kind, seq, group),
+               "collective", {{"collective", seq}, {"group", group}});
     }
   }
 
@@ -213,7 +226,7 @@ class TraceBuilder {
   std::map<std::pair<int, uint64_t>, Slice> slices_;  // (rank, op seq) -> its event
   /// (collective seq, kind) -> its slice on each rank; ranks that disagree on the kind (a
   /// collective mismatch) get no arrow between them.
-  std::map<std::pair<uint64_t, std::string>, std::vector<Slice>> collectives_;
+  std::map<std::tuple<uint32_t, uint64_t, std::string>, std::vector<Slice>> collectives_;
   uint64_t next_flow_id_ = 1;
 };
 

@@ -95,20 +95,46 @@ struct OpRecord {
   }
 };
 
-/// One collective, numbered per communicator; lining these up across ranks shows who skipped one.
+/// One collective or point-to-point message, numbered where it is matched across ranks: a
+/// collective by its group (`seq`: its number among the group's collectives), a send or recv by
+/// its channel (group, sender, receiver; `seq`: the message's number on it). Lining these up
+/// across ranks shows who skipped one, called it differently, or waits for a message never sent.
 struct CollectiveRecord {
   uint64_t seq = 0;
-  std::string kind;  ///< all_reduce | all_gather | all_to_all_v | broadcast | barrier
+  /// all_reduce | all_gather | all_to_all_v | broadcast | barrier | ... | send | recv
+  std::string kind;
   int32_t stream = 0;
   DType dtype = DType::u8;
-  uint64_t bytes = 0;  ///< bytes this rank sends
-  int32_t root = -1;
+  uint64_t bytes = 0;  ///< bytes this rank sends (a recv: bytes it receives)
+  int32_t root = -1;   ///< a rooted collective's root, as a rank of the world
   ReduceOp op = ReduceOp::sum;  ///< all_reduce's reduction (sum for every other kind)
+  uint32_t group = 0;           ///< the group it runs on (GroupRecord::id; 0: the world)
+  /// The group's ranks of the world, bit r for rank r; 0: every rank (the world, or a world of
+  /// over 64 ranks, whose groups are then told by their logs alone).
+  uint64_t members = 0;
+  int32_t peer = -1;  ///< send: the receiver; recv: the sender (ranks of the world); else -1
+  std::string where;  ///< the caller's file:line where the library knows it; else empty
 
+  bool is_p2p() const { return peer >= 0; }
   bool operator==(const CollectiveRecord&) const = default;
   template <class A>
   void serialize(A& a) {
-    a(seq, kind, stream, dtype, bytes, root, op);
+    a(seq, kind, stream, dtype, bytes, root, op, group, members, peer, where);
+  }
+};
+
+/// A process group a rank took part in during a case: its id is its creation order in the
+/// process (equal across ranks: every rank creates every group, torch's rule), 0 the world.
+struct GroupRecord {
+  uint32_t id = 0;
+  std::vector<int32_t> ranks;  ///< its ranks of the world, in group-rank order
+  std::string backend;         ///< gloo | nccl | ... as the library names it
+  std::string name;            ///< what the library calls it (a DeviceMesh dim, a description)
+
+  bool operator==(const GroupRecord&) const = default;
+  template <class A>
+  void serialize(A& a) {
+    a(id, ranks, backend, name);
   }
 };
 
@@ -149,12 +175,14 @@ struct CaseCapture {
   std::vector<AllocRecord> allocs;
   std::vector<OpRecord> ops;
   std::vector<CollectiveRecord> collectives;
+  /// The groups other than the world that `collectives` use or the case made, by id.
+  std::vector<GroupRecord> groups;
   Timeline timeline;
 
   bool operator==(const CaseCapture&) const = default;
   template <class A>
   void serialize(A& a) {
-    a(probes, outputs, allocs, ops, collectives, timeline);
+    a(probes, outputs, allocs, ops, collectives, groups, timeline);
   }
 };
 

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <string.h>
 
+#include <map>
+
 namespace cprr {
 
 std::string ExitInfo::describe() const {
@@ -29,6 +31,17 @@ bool meets(ExecStatus s, Expect e) {
 
 bool across_transports(const ExecutionResult& a, const ExecutionResult& b) {
   return !a.collectives.empty() && !b.collectives.empty() && a.collectives != b.collectives;
+}
+
+std::vector<GroupRecord> groups_of(const ExecutionResult& e) {
+  std::map<uint32_t, GroupRecord> by_id;
+  for (const RankReport& rep : e.ranks) {
+    if (!rep.done) continue;
+    for (const GroupRecord& g : rep.done->capture.groups) by_id.try_emplace(g.id, g);
+  }
+  std::vector<GroupRecord> out;
+  for (auto& [id, g] : by_id) out.push_back(std::move(g));
+  return out;
 }
 
 }  // namespace cprr

@@ -37,10 +37,22 @@ struct FlightEntry {
   char kind[32];
   uint8_t dtype;
   uint8_t op;
-  uint8_t pad[6];
+  uint8_t pad[2];
+  uint32_t group;
+  uint64_t members;
+  int32_t peer;
+  /// The caller's file:line, NUL-padded; the start is cut from a longer one (the line stays).
+  char where[60];
   int64_t entered_ns;  ///< steady clock when the rank entered it
 };
-static_assert(sizeof(FlightEntry) == 72);
+static_assert(sizeof(FlightEntry) == 144);
+
+// The end of `text` in a NUL-padded field of `N` bytes: the last byte stays NUL.
+template <std::size_t N>
+void copy_tail(const std::string& text, char (&field)[N]) {
+  const std::size_t n = std::min(text.size(), N - 1);
+  text.copy(field, n, text.size() - n);
+}
 
 constexpr uint64_t kFileBytes = sizeof(FlightHeader) + kFlightSlots * sizeof(FlightEntry);
 
@@ -90,10 +102,15 @@ void FlightRecorder::enter(const CollectiveRecord& c) {
                   static_cast<uint8_t>(c.dtype),
                   static_cast<uint8_t>(c.op),
                   {},
+                  c.group,
+                  c.members,
+                  c.peer,
+                  {},
                   std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now().time_since_epoch())
                       .count()};
   c.kind.copy(e.kind, sizeof e.kind - 1);  // the last byte stays NUL
+  copy_tail(c.where, e.where);
   // Published after the entry: a reader that sees the count sees the entry.
   h.entered.store(n + 1, std::memory_order_release);
 }
@@ -132,6 +149,10 @@ std::optional<FlightLog> read_flight_log(const std::string& path, uint64_t execu
     c.kind.assign(e.kind, ::strnlen(e.kind, sizeof e.kind));
     c.dtype = static_cast<DType>(e.dtype);
     c.op = static_cast<ReduceOp>(e.op);
+    c.group = e.group;
+    c.members = e.members;
+    c.peer = e.peer;
+    c.where.assign(e.where, ::strnlen(e.where, sizeof e.where));
     out.entered.push_back(std::move(c));
     out.entered_ns.push_back(e.entered_ns);
   }

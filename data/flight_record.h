@@ -24,8 +24,9 @@ class MappedRegion;
 inline constexpr uint32_t kFlightMagic = 0x544c4643;  // "CFLT" read as little-endian bytes
 /// Bump when FlightHeader or the entry layout changes (the reader ignores other versions).
 /// 2: each entry holds when it was entered. 3: the kind by name (any kind a Python case's
-/// collectives have), not as a code for the five C++ ones.
-inline constexpr uint32_t kFlightVersion = 3;
+/// collectives have), not as a code for the five C++ ones. 4: the group, its members, the peer
+/// of a send or recv, and the caller's line.
+inline constexpr uint32_t kFlightVersion = 4;
 /// The ring keeps the last this many collectives of an execution.
 inline constexpr uint64_t kFlightSlots = 1024;
 
@@ -43,7 +44,8 @@ class FlightRecorder {
 
   /// Starts the record of `execution`: what an earlier execution entered no longer counts.
   void begin(uint64_t execution);
-  /// Records a collective about to be entered (its seq numbers the execution's collectives).
+  /// Records a collective or message about to be entered (its seq numbers it in its group or
+  /// channel).
   void enter(const CollectiveRecord& c);
 
  private:

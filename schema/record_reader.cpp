@@ -25,6 +25,9 @@ constexpr int kLauncherVersion = 9;
 constexpr int kWorkerArgsVersion = 11;
 /// The version that added run.code.
 constexpr int kCodeVersion = 12;
+/// The version that added collective groups and messages (collective.position, group_id,
+/// members, peer, site; process_group).
+constexpr int kGroupsVersion = 13;
 /// The schema version that added collective.op and execution.symmetric_pool.
 constexpr int kVersion5 = 5;
 /// The schema version that added execution.collectives and rank_gpus.
@@ -273,9 +276,34 @@ std::string op_query(int version) {
 
 std::string collective_query(int version) {
   return fmt::format(
-      "SELECT rank, seq, kind, stream, dtype, bytes, root, {} FROM collective "
-      "WHERE execution_id = ? ORDER BY rank, seq",
-      version >= kVersion5 ? "op" : "''");
+      "SELECT rank, seq, kind, stream, dtype, bytes, root, {}, {} FROM collective "
+      "WHERE execution_id = ? ORDER BY rank, {}",
+      version >= kVersion5 ? "op" : "''",
+      version >= kGroupsVersion ? "group_id, members, peer, site" : "0, 0, -1, ''",
+      version >= kGroupsVersion ? "position" : "seq");
+}
+
+std::string group_query(int version) {
+  return version >= kGroupsVersion
+             ? "SELECT rank, id, ranks, backend, name FROM process_group WHERE execution_id = ? "
+               "ORDER BY rank, id"
+             : "SELECT 0, 0, '', '', '' WHERE ? AND 0";
+}
+
+GroupRecord read_group(const Statement& st, std::string_view path) {
+  GroupRecord g{static_cast<uint32_t>(st.int64(1)), {}, st.text(3), st.text(4)};
+  const std::string ranks = st.text(2);
+  for (std::size_t at = 0; at < ranks.size();) {
+    const std::size_t comma = std::min(ranks.find(',', at), ranks.size());
+    int32_t r = -1;
+    const auto [end, ec] = std::from_chars(ranks.data() + at, ranks.data() + comma, r);
+    if (ec != std::errc() || end != ranks.data() + comma || r < 0) {
+      CPRR_THROW("{}: process group {} has ranks '{}', not a list of ranks", path, g.id, ranks);
+    }
+    g.ranks.push_back(r);
+    at = comma + 1;
+  }
+  return g;
 }
 
 CollectiveRecord read_collective(const Statement& st, std::string_view path) {
@@ -291,6 +319,10 @@ CollectiveRecord read_collective(const Statement& st, std::string_view path) {
     if (!parsed) CPRR_THROW("{}: unknown reduce op '{}' in the collective table", path, op);
     c.op = *parsed;
   }
+  c.group = static_cast<uint32_t>(st.int64(8));
+  c.members = st.u64(9);
+  c.peer = static_cast<int32_t>(st.int64(10));
+  c.where = st.text(11);
   return c;
 }
 
@@ -319,8 +351,9 @@ struct RecordReader::Statements {
                "SELECT rank, seq, is_free, buffer, name, pool, bytes, offset, stream "
                "FROM alloc_event WHERE execution_id = ? ORDER BY rank, seq"),
         ops(db, op_query(db.schema_version())),
-        collectives(db, collective_query(db.schema_version())) {}
-  Statement executions, ranks, captures, allocs, ops, collectives;
+        collectives(db, collective_query(db.schema_version())),
+        groups(db, group_query(db.schema_version())) {}
+  Statement executions, ranks, captures, allocs, ops, collectives, groups;
 };
 
 RecordReader::RecordReader(const std::string& path)
@@ -471,6 +504,10 @@ void RecordReader::read_logs(int64_t execution, std::vector<RankReport>& ranks) 
       capture_of(ranks, rank, "collective", execution, path)
           .collectives.push_back(read_collective(st, path));
     }
+  });
+  for_each_row(st_->groups, execution, [&](const Statement& st) {
+    capture_of(ranks, st.int64(0), "process_group", execution, path)
+        .groups.push_back(read_group(st, path));
   });
 }
 

@@ -1,6 +1,7 @@
 #include "schema/record_writer.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -95,8 +96,12 @@ struct RecordWriter::Statements {
            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"),
         collective(db,
                    "INSERT INTO collective (execution_id, rank, seq, kind, stream, dtype, bytes, "
-                   "root, op) VALUES (?,?,?,?,?,?,?,?,?)") {}
-  Statement execution, rank, capture, alloc, op, collective;
+                   "root, op, position, group_id, members, peer, site) "
+                   "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
+        group(db,
+              "INSERT INTO process_group (execution_id, rank, id, ranks, backend, name) "
+              "VALUES (?,?,?,?,?,?)") {}
+  Statement execution, rank, capture, alloc, op, collective, group;
   std::string text[4];  // scratch for joined columns, bound without copying until run()
 };
 
@@ -259,16 +264,26 @@ void RecordWriter::write_logs(int64_t execution, int rank, const CaseCapture& ca
     op.run();
   }
   write_collectives(execution, rank, cap.collectives);
+  Statement& group = st_->group;
+  for (const GroupRecord& g : cap.groups) {
+    text[0] = fmt::format("{}", fmt::join(g.ranks, ","));
+    group.bind(1, execution).bind(2, int64_t{rank}).bind(3, int64_t{g.id});
+    group.bind_view(4, text[0]).bind_view(5, g.backend).bind_view(6, g.name);
+    group.run();
+  }
 }
 
 void RecordWriter::write_collectives(int64_t execution, int rank,
                                      const std::vector<CollectiveRecord>& collectives) {
   Statement& coll = st_->collective;
-  for (const CollectiveRecord& c : collectives) {
+  for (std::size_t i = 0; i < collectives.size(); ++i) {
+    const CollectiveRecord& c = collectives[i];
     coll.bind(1, execution).bind(2, int64_t{rank}).bind(3, static_cast<int64_t>(c.seq));
     coll.bind_view(4, c.kind).bind(5, int64_t{c.stream}).bind_view(6, dtype_name(c.dtype));
     coll.bind(7, static_cast<int64_t>(c.bytes)).bind(8, int64_t{c.root});
     coll.bind_view(9, c.kind == "all_reduce" ? reduce_op_name(c.op) : std::string_view());
+    coll.bind(10, static_cast<int64_t>(i)).bind(11, int64_t{c.group}).bind_u64(12, c.members);
+    coll.bind(13, int64_t{c.peer}).bind_view(14, c.where);
     coll.run();
   }
 }

@@ -1,9 +1,10 @@
--- cprr store: the SQLite schema. Version 12 (schema/store.h: kSchemaVersion and its bump rule;
+-- cprr store: the SQLite schema. Version 13 (schema/store.h: kSchemaVersion and its bump rule;
 -- store_open.cpp: kMigrations). Version 2 added test_case.verdict, as_expected and fresh_vs_pool;
 -- version 3 op.read_spans and write_spans; version 4 op.peer and op.epoch; version 5
 -- collective.op and execution.symmetric_pool; version 6 the views at the end of this file;
 -- version 7 run.stopped; version 8 run.shuffle_seed; version 9 run.launcher; version 10
--- execution.collectives and rank_gpus; version 11 run.worker_args; version 12 run.code.
+-- execution.collectives and rank_gpus; version 11 run.worker_args; version 12 run.code; version
+-- 13 the collective's position, group, members, peer and site, and the process_group table.
 --
 -- One database file holds any number of runs. The recorder writes the run row and the planned
 -- cases first, then every execution with all its per-rank rows in ONE transaction, committed
@@ -193,15 +194,35 @@ CREATE TABLE op (
 CREATE TABLE collective (
   execution_id  INTEGER NOT NULL REFERENCES execution(id),
   rank          INTEGER NOT NULL,
+  -- its number in its group (a collective) or on its channel (a send or recv: group, sender,
+  -- receiver); before version 13 every collective was on the world's group
   seq           INTEGER NOT NULL,
-  kind          TEXT NOT NULL,
+  kind          TEXT NOT NULL,     -- all_reduce | all_gather | ... | send | recv
   stream        INTEGER NOT NULL,
   dtype         TEXT NOT NULL,
   bytes         INTEGER NOT NULL,
   root          INTEGER NOT NULL,
   -- (version 5) all_reduce's reduction: sum | max | min; '' for other kinds and before version 5
   op            TEXT NOT NULL DEFAULT '',
-  PRIMARY KEY (execution_id, rank, seq)
+  -- (version 13) its place in the rank's log (the order the rank called them)
+  position      INTEGER NOT NULL DEFAULT 0,
+  group_id      INTEGER NOT NULL DEFAULT 0,   -- process_group.id; 0: the world
+  members       INTEGER NOT NULL DEFAULT 0,   -- the group's ranks, bit r for rank r; 0: all
+  peer          INTEGER NOT NULL DEFAULT -1,  -- send: the receiver; recv: the sender; else -1
+  site          TEXT NOT NULL DEFAULT '',     -- the caller's file:line, where known
+  PRIMARY KEY (execution_id, rank, position)
+) WITHOUT ROWID;
+
+-- (version 13) A process group other than the world that a rank's collectives used or its case
+-- made, as that rank knew it.
+CREATE TABLE process_group (
+  execution_id  INTEGER NOT NULL REFERENCES execution(id),
+  rank          INTEGER NOT NULL,
+  id            INTEGER NOT NULL,  -- its creation order in the process, equal across its ranks
+  ranks         TEXT NOT NULL,     -- its ranks of the world in group-rank order, e.g. "2,3"
+  backend       TEXT NOT NULL,     -- gloo | nccl | ...
+  name          TEXT NOT NULL,     -- what the library calls it; '' when nothing
+  PRIMARY KEY (execution_id, rank, id)
 ) WITHOUT ROWID;
 
 -- ---- Views ----

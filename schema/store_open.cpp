@@ -19,8 +19,8 @@ namespace cprr::store_open {
 namespace {
 
 /// kMigrations[v - kOldestSchemaVersion] takes a database from version v to v + 1. Each step only
-/// adds (columns at the end of a table, new tables), so it leaves the file exactly as schema.sql
-/// creates it; the migration test compares the two.
+/// adds (columns at the end of a table, new tables; 13 rebuilds one table to change its key), so
+/// it leaves the file exactly as schema.sql creates it; the migration test compares the two.
 constexpr std::string_view kMigrations[] = {
     // 1 -> 2: the case judgement (schema.sql: test_case.verdict, as_expected, fresh_vs_pool).
     "ALTER TABLE test_case ADD COLUMN verdict TEXT;"
@@ -57,6 +57,26 @@ constexpr std::string_view kMigrations[] = {
     "ALTER TABLE run ADD COLUMN worker_args TEXT NOT NULL DEFAULT '[]';",
     // 11 -> 12: the code the cases came from, with content hashes (schema.sql: run.code).
     "ALTER TABLE run ADD COLUMN code TEXT NOT NULL DEFAULT '[]';",
+    // 12 -> 13: collectives per group and point-to-point messages (schema.sql: collective's
+    // position, group_id, members, peer, site; process_group). The key moves from seq (no longer
+    // unique: each group numbers its own) to position, so the table is rebuilt; every older
+    // collective was the world's, in seq order.
+    "CREATE TABLE collective_v13 ("
+    "  execution_id INTEGER NOT NULL REFERENCES execution(id), rank INTEGER NOT NULL,"
+    "  seq INTEGER NOT NULL, kind TEXT NOT NULL, stream INTEGER NOT NULL, dtype TEXT NOT NULL,"
+    "  bytes INTEGER NOT NULL, root INTEGER NOT NULL, op TEXT NOT NULL DEFAULT '',"
+    "  position INTEGER NOT NULL DEFAULT 0, group_id INTEGER NOT NULL DEFAULT 0,"
+    "  members INTEGER NOT NULL DEFAULT 0, peer INTEGER NOT NULL DEFAULT -1,"
+    "  site TEXT NOT NULL DEFAULT '', PRIMARY KEY (execution_id, rank, position)) WITHOUT ROWID;"
+    "INSERT INTO collective_v13 (execution_id, rank, seq, kind, stream, dtype, bytes, root, op,"
+    "  position) SELECT execution_id, rank, seq, kind, stream, dtype, bytes, root, op, seq "
+    "  FROM collective;"
+    "DROP TABLE collective;"
+    "ALTER TABLE collective_v13 RENAME TO collective;"
+    "CREATE TABLE process_group ("
+    "  execution_id INTEGER NOT NULL REFERENCES execution(id), rank INTEGER NOT NULL,"
+    "  id INTEGER NOT NULL, ranks TEXT NOT NULL, backend TEXT NOT NULL, name TEXT NOT NULL,"
+    "  PRIMARY KEY (execution_id, rank, id)) WITHOUT ROWID;",
 };
 /// The version that added the views (schema.sql's last section).
 constexpr int kViewsVersion = 6;

@@ -1,11 +1,11 @@
 """torch.distributed calls fingerprinted into cprr's logs.
 
-Each collective a case calls on the default group is numbered, written to the rank's flight
-record *before* torch sees it (so a mismatch that then hangs or aborts is still named) and to the
-collective log, which cprr compares across ranks (``collective_mismatch``), lines up in a hang
-diagnosis and draws in the trace. Point-to-point calls go to the op log only: each rank's differ
-by design. Calls on a subgroup are not numbered (the log has one communicator), nor made while no
-case runs (the worker's own set-up).
+Each collective a case calls is numbered in its group (cprr._groups names them), written to the
+rank's flight record *before* torch sees it (so a mismatch that then hangs or aborts is still
+named) and to the collective log, which cprr compares across the group's ranks
+(``collective_mismatch``), lines up in a hang diagnosis and draws in the trace. A send or recv is
+numbered on its channel (group, sender, receiver), so each recv is matched with its send. Calls
+made while no case runs (the worker's own set-up) are not numbered.
 """
 
 import functools
@@ -14,8 +14,9 @@ import inspect
 import torch
 import torch.distributed as dist
 
-from cprr import _running, _tensors
+from cprr import _groups, _running, _tensors
 from cprr._op_schema import device_of
+from cprr._where import caller
 
 
 def _op_name(op):
@@ -104,6 +105,28 @@ _ACCESS = {
 }
 
 
+# name -> (the argument naming the root, what only the root reads, what only the root writes):
+# a rooted collective's other ranks neither send their copy nor receive one (broadcast_object_list
+# broadcasts into a torch.empty on every rank but the root).
+_ROOTED = {
+    "broadcast": ("src", ("tensor",), ()),
+    "reduce": ("dst", (), ("tensor",)),
+    "scatter": ("src", ("scatter_list",), ()),
+    "gather": ("dst", (), ("gather_list",)),
+}
+
+
+def _access(name, bound):
+    """(arguments read, arguments written) by this rank's call of `name`."""
+    reads, writes = _ACCESS.get(name, ((), ()))
+    if name in _ROOTED:
+        root_arg, root_reads, root_writes = _ROOTED[name]
+        if bound.get(root_arg, 0) != dist.get_rank():
+            reads = tuple(a for a in reads if a not in root_reads)
+            writes = tuple(a for a in writes if a not in root_writes)
+    return reads, writes
+
+
 def _tensors_of(bound, names):
     out = []
     for n in names:
@@ -158,7 +181,7 @@ def _issue(name, bound, call, native, what):
     if c is None:
         what(0)
         return call()
-    reads, writes = _ACCESS.get(name, ((), ()))
+    reads, writes = _access(name, bound)
     reads, writes = _tensors_of(bound, reads), _tensors_of(bound, writes)
     device = device_of(reads + writes, {})
     stream = c.stream_of(device)[0]
@@ -194,9 +217,14 @@ _P2P = {"send": ("send", "dst"), "isend": ("send", "dst"), "recv": ("recv", "src
         "irecv": ("recv", "src")}
 
 
-def _on_default_group(args):
-    group = args.get("group")
-    return group is None or group is dist.group.WORLD or group == dist.GroupMember.WORLD
+def _enter_p2p(native, kind, peer, tensor, group, where):
+    """A send or recv entered on its channel; None for a recv from any source (no channel)."""
+    described = _groups.describe(group, native)
+    if peer is None or peer < 0 or described is None:
+        return None
+    number, members = described
+    return native.enter_p2p(kind, int(peer), _tensors.dtype_name(tensor), _tensors.nbytes(tensor),
+                            number, members, where)
 
 
 def _wrap(name, original):
@@ -209,30 +237,30 @@ def _wrap(name, original):
             return original(*args, **kwargs)
         bound = signature.bind(*args, **kwargs).arguments
         call = functools.partial(original, *args, **kwargs)
+        where = caller()
+        entered = []
         with _running.call():
             if name in _P2P:
                 kind, peer_arg = _P2P[name]
-                tensor = bound["tensor"]
-                peer = bound.get(peer_arg)
 
-                def note(stream):
-                    if peer is not None and peer >= 0:
-                        native.note_p2p(kind, int(peer), _tensors.dtype_name(tensor),
-                                        _tensors.nbytes(tensor))
+                def enter(stream):
+                    entered.append(_enter_p2p(native, kind, bound.get(peer_arg), bound["tensor"],
+                                              bound.get("group"), where))
+            else:
+                described = _groups.describe(bound.get("group"), native)
+                if described is None:  # not this rank's group: torch does nothing
+                    return call()
+                kind, dtype, size, root, op = _COLLECTIVES[name](bound)
+                group, members = described
 
-                return _issue(name, bound, call, native, note)
-            if not _on_default_group(bound):
-                return _issue(name, bound, call, native, lambda stream: None)
-            kind, dtype, size, root, op = _COLLECTIVES[name](bound)
-            entered = []
-
-            def enter(stream):
-                entered.append(native.enter_collective(kind, dtype, int(size), int(root), op,
-                                                       stream))
+                def enter(stream):
+                    entered.append(native.enter_collective(kind, dtype, int(size), int(root), op,
+                                                           stream, group, members, where))
 
             result = _issue(name, bound, call, native, enter)
             # An async call counts as completed once issued; its Work.wait() is the case's.
-            native.complete_collective(entered[0])
+            if entered and entered[0] is not None:
+                native.complete_collective(entered[0])
             return result
 
     wrapper.__cprr_wrapped__ = original
@@ -243,7 +271,7 @@ def _wrap_batch(original):
     """batch_isend_irecv: torch's coalescing takes only its own Work objects, so the batch's
     isend/irecv calls run unwrapped (inside the wrapper they are a nested call) and the batch is
     logged as one async call that reads what it sends and writes what it receives, each op
-    noted as point-to-point, its Works waited for as any async call's."""
+    entered on its channel, its Works waited for as any async call's."""
 
     @functools.wraps(original)
     def wrapper(p2p_op_list, *args, **kwargs):
@@ -254,32 +282,42 @@ def _wrap_batch(original):
         sends = [p for p in ops if _base_name(p.op) == "isend"]
         recvs = [p for p in ops if _base_name(p.op) == "irecv"]
         bound = {"sends": [p.tensor for p in sends], "recvs": [p.tensor for p in recvs]}
+        where = caller()
+        entered = []
 
-        def note(stream):
+        def enter(stream):
             for kind, batch in (("send", sends), ("recv", recvs)):
                 for p in batch:
-                    if p.peer is not None and p.peer >= 0:
-                        native.note_p2p(kind, int(p.peer), _tensors.dtype_name(p.tensor),
-                                        _tensors.nbytes(p.tensor))
+                    entered.append(_enter_p2p(native, kind, p.peer, p.tensor,
+                                              getattr(p, "group", None), where))
 
         with _running.call():
-            return _issue("batch_isend_irecv", bound,
-                          functools.partial(original, p2p_op_list, *args, **kwargs), native, note)
+            result = _issue("batch_isend_irecv", bound,
+                            functools.partial(original, p2p_op_list, *args, **kwargs), native,
+                            enter)
+        for handle in entered:
+            if handle is not None:
+                native.complete_collective(handle)
+        return result
 
     wrapper.__cprr_wrapped__ = original
     return wrapper
 
 
 def _wrap_new_group(original):
-    """new_group (and what calls it: new_subgroups, DeviceMesh): a group made while a case runs
-    is the case's, ended with it (cprr._running.made_group)."""
+    """new_group and split_group (and what calls them: new_subgroups, DeviceMesh): every group
+    is numbered as made (cprr._groups); one made while a case runs is the case's, in its log
+    and ended with it (cprr._running.made_group)."""
 
     @functools.wraps(original)
     def wrapper(*args, **kwargs):
         group = original(*args, **kwargs)
-        if _running.current() is not None and group is not None and \
+        _groups.made(group)
+        native = _running.current()
+        if native is not None and group is not None and \
                 group is not dist.GroupMember.NON_GROUP_MEMBER:
             _running.made_group(group)
+            _groups.describe(group, native)
         return group
 
     wrapper.__cprr_wrapped__ = original
@@ -304,16 +342,25 @@ def _base_name(op):
     return getattr(getattr(op, "__cprr_wrapped__", op), "__name__", "")
 
 
+# Modules of torch that import c10d's functions by name when torch.distributed is imported
+# (before cprr wraps them): DeviceMesh makes its groups with new_group and split_group.
+_IMPORTERS = ("torch.distributed.device_mesh", "torch.distributed._mesh_layout")
+
+
 def _replace(c10d, name, wrap):
     """Puts wrap(original) in place of `name` in distributed_c10d and, where it is the same
-    function, in torch.distributed; once (a wrapped one is left as it is)."""
+    function, in torch.distributed and the modules that imported it; once (a wrapped one is left
+    as it is)."""
+    import sys
+
     original = getattr(c10d, name, None)
     if original is None or hasattr(original, "__cprr_wrapped__"):
         return
     wrapped = wrap(original)
     setattr(c10d, name, wrapped)
-    if getattr(dist, name, None) is original:
-        setattr(dist, name, wrapped)
+    for module in [dist] + [sys.modules.get(m) for m in _IMPORTERS]:
+        if module is not None and getattr(module, name, None) is original:
+            setattr(module, name, wrapped)
 
 
 def install():
@@ -326,4 +373,5 @@ def install():
     for name in list(_COLLECTIVES) + list(_P2P):
         _replace(c10d, name, functools.partial(_wrap, name))
     _replace(c10d, "new_group", _wrap_new_group)
+    _replace(c10d, "split_group", _wrap_new_group)
     _replace(c10d, "batch_isend_irecv", _wrap_batch)

@@ -53,11 +53,18 @@ class CaseContext:
                 shape: Sequence[int], native_stream: int) -> None:
         """Hashes `bytes` at `address` as an output or probe; `dtype` a cprr dtype name."""
     def enter_collective(self, kind: str, dtype: str, bytes: int, root: int, op: str,
-                         stream: int, /) -> int:
+                         stream: int, group: int = 0, members: int = 0, where: str = "") -> int:
         """A collective entered (flight record, collective log); `op`: sum | max | min;
-        `stream`: an op-log stream. Returns its seq, for complete_collective."""
-    def complete_collective(self, seq: int, /) -> None: ...
-    def note_p2p(self, kind: str, peer: int, dtype: str, bytes: int, /) -> None: ...
+        `stream`: an op-log stream; `group`: 0 the world, else a note_group id; `members`: its
+        ranks, bit r for rank r (0: all); `where`: the caller's file:line. Returns a handle for
+        complete_collective."""
+    def complete_collective(self, handle: int, /) -> None: ...
+    def enter_p2p(self, kind: str, peer: int, dtype: str, bytes: int, group: int = 0,
+                  members: int = 0, where: str = "") -> int:
+        """A send to / recv from `peer` (a rank of the world), numbered on its channel.
+        Returns a handle for complete_collective."""
+    def note_group(self, id: int, ranks: Sequence[int], backend: str, name: str, /) -> None:
+        """A group other than the world, as the case's collectives use it."""
     def track(self, name: str, address: int, bytes: int, device: bool, native_stream: int,
               written_by: int, symmetric_offset: int = -1) -> int:
         """A tensor's memory in the allocation log; `written_by`: the op (seq) that made and

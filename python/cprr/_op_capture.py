@@ -245,8 +245,10 @@ class Idle:
     def library_op(self, *args):
         return self._number(), False
 
-    def enter_collective(self, *args):
+    def enter_collective(self, *args, **kwargs):
         return self._number()
+
+    enter_p2p = enter_collective
 
     def library_order(self, *args):
         pass
@@ -254,7 +256,7 @@ class Idle:
     def torch_released(self):
         return []
 
-    untrack = complete_collective = note_p2p = note_unseen = torch_record_stream = library_order
+    untrack = complete_collective = note_group = note_unseen = torch_record_stream = library_order
 
 
 def warm_up():

@@ -22,7 +22,7 @@ except ImportError:
 if torch is not None:
     import torch.distributed as dist
 
-    from cprr import _collectives, _gpu_hooks, _op_capture, _symmetric
+    from cprr import _collectives, _gpu_hooks, _groups, _op_capture, _symmetric
 
 from cprr import _case, _case_body, _case_files, _cprr, _running  # noqa: E402
 
@@ -35,6 +35,7 @@ class Rank:
         self.gpu_hooks = False  # torch's CUDA trace hooks forward to the running case
         self.counter = None  # counts CUDA work outside the op log (the _cprr module), or None
         self.symmetric = None  # torch's symmetric windows (cprr._symmetric), where torch has them
+        self.first_group = None  # the first group id of the running case (cprr._groups)
         self.parse(argv)
 
     def parse(self, argv):
@@ -54,15 +55,21 @@ class Rank:
         its ``ctx.device``."""
         device = _device(native)
         _ensure_process_group(self, native)
+        if torch is not None:
+            self.first_group = _groups.case_started()
         _install_gpu_hooks(self, native)
         _start_counter(self, native)
         _seed_everything(native.seed)
         return device
 
     def end_groups(self, groups):
-        """Ends the process groups a case made and left (cprr._running.made_group)."""
+        """Ends the process groups a case made and left (cprr._running.made_group); the ids of
+        every group the case made are free again."""
         if groups and torch is not None:
             _collectives.end_groups(groups)
+        if self.first_group is not None:
+            _groups.case_ended(self.first_group)
+            self.first_group = None
 
     def op_capture(self, native, counter):
         """The op capture of a case (`counter`: the CUPTI count, or None)."""

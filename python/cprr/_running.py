@@ -35,6 +35,7 @@ class running:
         _state.capture = self._capture
         _state.depth = 0
         _state.groups = []
+        _state.noted = set()
         self.groups = []
         return self
 
@@ -43,7 +44,13 @@ class running:
         _state.capture = None
         # The process groups the block made (made_group), for the caller to end.
         self.groups, _state.groups = _state.groups, []
+        _state.noted = None
         return False
+
+
+def noted_groups():
+    """The ids of the groups the running case noted in its log (cprr._groups), or None."""
+    return getattr(_state, "noted", None)
 
 
 def made_group(group):

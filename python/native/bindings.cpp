@@ -36,9 +36,14 @@ PYBIND11_MODULE(_cprr, m) {
       .def("capture", &CaseContext::capture, py::arg("is_output"), py::arg("name"),
            py::arg("address"), py::arg("bytes"), py::arg("dtype"), py::arg("shape"),
            py::arg("native_stream"))
-      .def("enter_collective", &CaseContext::enter_collective)
+      .def("enter_collective", &CaseContext::enter_collective, py::arg("kind"), py::arg("dtype"),
+           py::arg("bytes"), py::arg("root"), py::arg("op"), py::arg("stream"),
+           py::arg("group") = 0, py::arg("members") = 0, py::arg("where") = "")
       .def("complete_collective", &CaseContext::complete_collective)
-      .def("note_p2p", &CaseContext::note_p2p)
+      .def("enter_p2p", &CaseContext::enter_p2p, py::arg("kind"), py::arg("peer"),
+           py::arg("dtype"), py::arg("bytes"), py::arg("group") = 0, py::arg("members") = 0,
+           py::arg("where") = "")
+      .def("note_group", &CaseContext::note_group)
       .def("track", &CaseContext::track, py::arg("name"), py::arg("address"), py::arg("bytes"),
            py::arg("device"), py::arg("native_stream"), py::arg("written_by"),
            py::arg("symmetric_offset") = -1)

@@ -67,15 +67,25 @@ void CaseContext::capture(bool is_output, const std::string& name, uint64_t addr
 
 uint64_t CaseContext::enter_collective(const std::string& kind, const std::string& dtype,
                                        uint64_t bytes, int root, const std::string& op,
-                                       int stream) {
-  return LibraryHooks(ctx_).enter_collective(kind, dtype_of(dtype), bytes, root, op_of(op), stream);
+                                       int stream, uint32_t group, uint64_t members,
+                                       const std::string& where) {
+  return LibraryHooks(ctx_).enter_collective(kind, dtype_of(dtype), bytes, root, op_of(op), stream,
+                                             group, members, where);
 }
 
-void CaseContext::complete_collective(uint64_t seq) { LibraryHooks(ctx_).complete_collective(seq); }
+void CaseContext::complete_collective(uint64_t handle) {
+  LibraryHooks(ctx_).complete_collective(handle);
+}
 
-void CaseContext::note_p2p(const std::string& kind, int peer, const std::string& dtype,
-                           uint64_t bytes) {
-  LibraryHooks(ctx_).note_p2p(kind, peer, dtype_of(dtype), bytes);
+uint64_t CaseContext::enter_p2p(const std::string& kind, int peer, const std::string& dtype,
+                                uint64_t bytes, uint32_t group, uint64_t members,
+                                const std::string& where) {
+  return LibraryHooks(ctx_).enter_p2p(kind, peer, dtype_of(dtype), bytes, group, members, where);
+}
+
+void CaseContext::note_group(uint32_t id, std::vector<int32_t> ranks, const std::string& backend,
+                             const std::string& name) {
+  LibraryHooks(ctx_).note_group(GroupRecord{id, std::move(ranks), backend, name});
 }
 
 uint32_t CaseContext::track(const std::string& name, uint64_t address, uint64_t bytes, bool device,

@@ -64,11 +64,17 @@ class CaseContext {
   void capture(bool is_output, const std::string& name, uint64_t address, uint64_t bytes,
                const std::string& dtype, std::vector<int64_t> shape, uint64_t native_stream);
   /// LibraryHooks::enter_collective; `op` is sum | max | min; `stream` an op-log stream
-  /// (library_op).
+  /// (library_op); `group` 0 the world, else note_group's id; `members` its ranks as a bitmask.
   uint64_t enter_collective(const std::string& kind, const std::string& dtype, uint64_t bytes,
-                            int root, const std::string& op, int stream);
-  void complete_collective(uint64_t seq);
-  void note_p2p(const std::string& kind, int peer, const std::string& dtype, uint64_t bytes);
+                            int root, const std::string& op, int stream, uint32_t group,
+                            uint64_t members, const std::string& where);
+  void complete_collective(uint64_t handle);
+  /// LibraryHooks::enter_p2p: `kind` send | recv, `peer` a rank of the world.
+  uint64_t enter_p2p(const std::string& kind, int peer, const std::string& dtype, uint64_t bytes,
+                     uint32_t group, uint64_t members, const std::string& where);
+  /// LibraryHooks::note_group.
+  void note_group(uint32_t id, std::vector<int32_t> ranks, const std::string& backend,
+                  const std::string& name);
 
   /// Bytes an op touches: (buffer id from track, offset in it, length).
   using Touch = std::tuple<uint32_t, uint64_t, uint64_t>;

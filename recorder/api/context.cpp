@@ -26,6 +26,9 @@ void ForeignProgress::enter(uint64_t seq, const std::string& kind) {
   if (!progress_) progress_.emplace();
   progress_->entered_seq = static_cast<int64_t>(seq);
   progress_->entered_kind = kind;
+  // Each group and channel numbers its own calls: one entered after a higher-numbered one
+  // completed is still waited in (entered_seq > completed_seq says so).
+  if (progress_->completed_seq >= progress_->entered_seq) progress_->completed_seq = -1;
 }
 
 void ForeignProgress::complete(uint64_t seq, const std::string& kind) {

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -308,6 +309,11 @@ class Context {
   /// Fills a new allocation with the replay's poison pattern.
   void poison(const Buffer& b, Stream s);
   void enqueue_collective(Stream s, CollectiveCall call, const Access& access);
+  /// Numbers `c` in its group (a collective) or on its channel (a send or recv), appends it to
+  /// the collective log and enters it in the flight record; a collective is also logged as a
+  /// `collective` op of its stream (event: its group, epoch: its number), which the
+  /// happens-before check pairs across ranks. Returns its place in the log.
+  std::size_t enter(CollectiveRecord c, const Access& access, bool library);
   void capture(bool is_output, std::string name, const Buffer& b, DType dtype,
                std::vector<int64_t> shape, Stream s);
   /// A probe's or output's record, numbered among its kind's, and its op in the log (on `stream`,
@@ -324,7 +330,9 @@ class Context {
   Rng rng_;
   int streams_used_ = 1;
   uint32_t next_buffer_ = 1;
-  uint64_t next_collective_ = 0;
+  /// The next number of each group's collectives (group, -1, -1) and of each channel's messages
+  /// (group, sender, receiver).
+  std::map<std::tuple<uint32_t, int32_t, int32_t>, uint64_t> next_number_;
   uint64_t execution_ = 0;
   Perturbation perturbation_;
   /// One-sided epochs of this case: signals sent to and waits done for (peer, semaphore).

@@ -29,15 +29,31 @@ int64_t total(const std::vector<int64_t>& counts) {
 
 }  // namespace
 
+std::size_t Context::enter(CollectiveRecord c, const Access& access, bool library) {
+  const bool sends = c.kind == "send";
+  const auto channel = c.is_p2p() ? std::make_tuple(c.group, sends ? rank() : c.peer,
+                                                    sends ? c.peer : rank())
+                                  : std::make_tuple(c.group, -1, -1);
+  c.seq = next_number_[channel]++;
+  logs_.collectives.push_back(std::move(c));
+  const CollectiveRecord& entered = logs_.collectives.back();
+  if (state_.flight) state_.flight->enter(entered);
+  if (!entered.is_p2p()) {
+    OpRecord& op = log_op(entered.stream, "collective", entered.kind, access,
+                          static_cast<int64_t>(entered.group), library);
+    op.epoch = entered.seq;
+  }
+  return logs_.collectives.size() - 1;
+}
+
 void Context::enqueue_collective(Stream s, CollectiveCall call, const Access& access) {
-  call.seq = next_collective_++;
   const uint64_t bytes = call.kind == "all_to_all_v"
                              ? total(call.send_counts) * dtype_size(call.dtype)
                              : call.count * dtype_size(call.dtype);
-  logs_.collectives.push_back(CollectiveRecord{call.seq, call.kind, s.id, call.dtype, bytes,
-                                               call.kind == "broadcast" ? call.root : -1, call.op});
-  if (state_.flight) state_.flight->enter(logs_.collectives.back());
-  log_op(s.id, "collective", call.kind, access);
+  const std::size_t at = enter(CollectiveRecord{0, call.kind, s.id, call.dtype, bytes,
+                                                call.kind == "broadcast" ? call.root : -1, call.op},
+                               access, false);
+  call.seq = logs_.collectives[at].seq;
   state_.backend->collective(s.id, std::move(call));
   issued();
 }

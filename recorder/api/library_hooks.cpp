@@ -2,6 +2,10 @@
 // cprr's (Python cases), written into its Context's logs and captures.
 #include "recorder/api/library_hooks.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+
 #include "kernels/poison.h"
 #if CPRR_HAVE_CUDA
 #include "kernels/device_hash.h"
@@ -34,26 +38,67 @@ void LibraryHooks::capture_memory(bool is_output, std::string name, const std::b
   ctx_.issued();
 }
 
-uint64_t LibraryHooks::enter_collective(std::string kind, DType dtype, uint64_t bytes, int32_t root,
-                                        ReduceOp op, int stream) {
-  const uint64_t seq = ctx_.next_collective_++;
-  std::vector<CollectiveRecord>& collectives = ctx_.logs_.collectives;
-  collectives.push_back(CollectiveRecord{seq, kind, stream, dtype, bytes, root, op});
-  if (ctx_.state_.flight) ctx_.state_.flight->enter(collectives.back());
-  ctx_.state_.foreign->enter(seq, kind);
-  ctx_.log_op(stream, "collective", std::move(kind), Access{}, -1, true);
-  return seq;
+namespace {
+
+// The watchdog's words for a collective or message: "all_reduce", "all_reduce (group 2)",
+// "recv #3 from rank 0".
+std::string progress_kind(const CollectiveRecord& c) {
+  if (c.is_p2p()) {
+    return fmt::format("{} #{} {} rank {}{}", c.kind, c.seq, c.kind == "send" ? "to" : "from",
+                       c.peer, c.group == 0 ? "" : fmt::format(" (group {})", c.group));
+  }
+  return c.group == 0 ? c.kind : fmt::format("{} (group {})", c.kind, c.group);
 }
 
-void LibraryHooks::complete_collective(uint64_t seq) {
-  const std::vector<CollectiveRecord>& collectives = ctx_.logs_.collectives;
-  for (auto it = collectives.rbegin(); it != collectives.rend(); ++it) {
-    if (it->seq == seq) {
-      ctx_.state_.foreign->complete(seq, it->kind);
-      return;
-    }
+}  // namespace
+
+uint64_t LibraryHooks::enter_collective(std::string kind, DType dtype, uint64_t bytes, int32_t root,
+                                        ReduceOp op, int stream, uint32_t group, uint64_t members,
+                                        std::string where) {
+  CollectiveRecord c{0, std::move(kind), stream, dtype, bytes, root, op, group, members};
+  c.where = std::move(where);
+  const std::size_t at = ctx_.enter(std::move(c), Access{}, true);
+  const CollectiveRecord& entered = ctx_.logs_.collectives[at];
+  ctx_.state_.foreign->enter(entered.seq, progress_kind(entered));
+  return at;
+}
+
+uint64_t LibraryHooks::enter_p2p(std::string kind, int peer, DType dtype, uint64_t bytes,
+                                 uint32_t group, uint64_t members, std::string where) {
+  if (peer < 0 || peer >= ctx_.world_size()) {
+    CPRR_THROW_AS(CaseFailure, "{} with peer {}: the world has ranks 0..{}", kind, peer,
+                  ctx_.world_size() - 1);
   }
-  CPRR_THROW_AS(CaseFailure, "no collective #{} was entered in this case", seq);
+  // A host op with no accesses: it shows in the op log and the trace; the collective log
+  // numbers it on its channel.
+  ctx_.log_op(-1, "host",
+              fmt::format("{} {} bytes ({}) {} rank {}", kind, bytes, dtype_name(dtype),
+                          kind == "send" ? "to" : "from", peer),
+              Access{});
+  CollectiveRecord c{0, std::move(kind), -1, dtype, bytes, -1, ReduceOp::sum, group, members,
+                     peer};
+  c.where = std::move(where);
+  const std::size_t at = ctx_.enter(std::move(c), Access{}, true);
+  const CollectiveRecord& entered = ctx_.logs_.collectives[at];
+  ctx_.state_.foreign->enter(entered.seq, progress_kind(entered));
+  return at;
+}
+
+void LibraryHooks::complete_collective(uint64_t handle) {
+  const std::vector<CollectiveRecord>& collectives = ctx_.logs_.collectives;
+  if (handle >= collectives.size()) {
+    CPRR_THROW_AS(CaseFailure, "no collective #{} was entered in this case", handle);
+  }
+  const CollectiveRecord& c = collectives[handle];
+  ctx_.state_.foreign->complete(c.seq, progress_kind(c));
+}
+
+void LibraryHooks::note_group(GroupRecord group) {
+  std::vector<GroupRecord>& groups = ctx_.logs_.groups;
+  const auto same = [&](const GroupRecord& g) { return g.id == group.id; };
+  if (std::find_if(groups.begin(), groups.end(), same) == groups.end()) {
+    groups.push_back(std::move(group));
+  }
 }
 
 LibraryMemory& LibraryHooks::library_memory() {
@@ -154,19 +199,6 @@ void LibraryHooks::synchronize_library() { ctx_.state_.backend->synchronize_devi
 void LibraryHooks::library_unseen(std::string what) {
   ctx_.log_op(-1, "unseen", std::move(what), Access{}, -1, true);
   ctx_.mark_end();
-}
-
-void LibraryHooks::note_p2p(std::string kind, int peer, DType dtype, uint64_t bytes) {
-  if (peer < 0 || peer >= ctx_.world_size()) {
-    CPRR_THROW_AS(CaseFailure, "{} with peer {}: the world has ranks 0..{}", kind, peer,
-                  ctx_.world_size() - 1);
-  }
-  // A host op with no accesses: it shows in the op log and the trace, and numbers no collective
-  // (the happens-before check pairs ranks' collectives by their order).
-  ctx_.log_op(-1, "host",
-              fmt::format("{} {} bytes ({}) {} rank {}", kind, bytes, dtype_name(dtype),
-                          kind == "send" ? "to" : "from", peer),
-              Access{});
 }
 
 }  // namespace cprr

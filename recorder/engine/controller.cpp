@@ -267,6 +267,7 @@ void Controller::classify(ExecutionResult& res, WorldHandle& world) {
   if (c.needs_status_query) {
     // The watchdogs' answers are what diagnose_hang lines up; ask before the ranks are killed.
     world.query_status(res.id, res.ranks, config_.status_grace);
+    world.read_flight_records(res.id, res.ranks);  // where each rank is, per group and channel
     res.summary = diagnose_hang(res.ranks);
   }
   if (c.released_by >= 0) {
@@ -278,7 +279,7 @@ void Controller::classify(ExecutionResult& res, WorldHandle& world) {
     // What the ranks without a result had called; a disagreement there is the likely cause of
     // the crash or hang (or of a rank's failure: gloo raising on a size it was not sent): say
     // so where the status is read (the verdict names it too).
-    world.read_flight_records(res.id, res.ranks);
+    if (!c.needs_status_query) world.read_flight_records(res.id, res.ranks);  // read above if so
     if (const auto m = check_collectives(res)) {
       res.summary += "; the ranks called a collective differently: " + m->describe();
     }

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "analysis/channels.h"
 #include "analysis/classify.h"
 #include "analysis/layout_check.h"
 #include "data/flight_record.h"
@@ -156,24 +157,19 @@ std::vector<RankReport> World::collect(uint64_t execution, Clock::time_point dea
 }
 
 bool World::blocked_on_failure(uint64_t execution, const std::vector<RankReport>& reports) {
-  // A rank that failed calls no later collective: the collectives it entered are all the
-  // execution can complete.
-  const std::optional<EarliestFailure> failed = earliest_failure(reports);
-  if (!failed) return false;
-  const int failed_rank = failed->rank;
+  // A rank that failed calls no more: what it never entered can never complete.
   for (int r = 0; r < size(); ++r) {
     if (reports[r].done || ranks_[r].eof) continue;
     const std::optional<FlightLog> log =
         read_flight_log(flight_record_path(rendezvous_, r), execution);
-    if (!log || log->entered.empty() || log->entered.back().seq < failed->entered) continue;
-    const auto waits =
-        std::find_if(log->entered.begin(), log->entered.end(),
-                     [&](const CollectiveRecord& c) { return c.seq >= failed->entered; });
+    if (!log) continue;
+    const std::optional<LeftByFailure> left = left_by_failure(reports, r, log->entered);
+    if (!left) continue;
     stopped_early_ = fmt::format(
-        "stopped {:.1f} ms after rank {} failed, not at the deadline: rank {} had entered "
-        "collective #{} ({}), which rank {} never did",
-        std::chrono::duration<double, std::milli>(Clock::now() - failed_at_).count(), failed_rank,
-        r, waits->seq, waits->kind, failed_rank);
+        "stopped {:.1f} ms after rank {} failed, not at the deadline: rank {} had entered {}, "
+        "which rank {} never did",
+        std::chrono::duration<double, std::milli>(Clock::now() - failed_at_).count(),
+        left->failed, r, call_phrase(left->call), left->failed);
     return true;
   }
   return false;
@@ -196,15 +192,20 @@ void World::note_released_at_grace(const std::vector<RankReport>& reports) {
 }
 
 bool World::blocked_in_mismatch(uint64_t execution, const std::vector<RankReport>& reports) {
-  std::vector<FlightLog> logs;
+  // A rank that finished or ended is blocked in nothing: blocked_mismatch decides per group,
+  // among the ranks still running.
+  std::vector<FlightLog> logs(size());
+  bool any = false;
   for (int r = 0; r < size(); ++r) {
-    if (reports[r].done || ranks_[r].eof) return false;  // not every rank is stuck
+    if (reports[r].done || ranks_[r].eof) continue;
     std::optional<FlightLog> log = read_flight_log(flight_record_path(rendezvous_, r), execution);
-    if (!log || log->entered.empty()) return false;
-    logs.push_back(std::move(*log));
+    if (!log || log->entered.empty()) continue;
+    logs[r] = std::move(*log);
+    any = true;
   }
+  if (!any) return false;
   std::vector<const std::vector<CollectiveRecord>*> calls;
-  for (const FlightLog& l : logs) calls.push_back(&l.entered);
+  for (const FlightLog& l : logs) calls.push_back(l.entered.empty() ? nullptr : &l.entered);
   const std::optional<CollectiveMismatch> m = blocked_mismatch(calls);
   if (!m) {
     live_seen_.clear();
@@ -223,7 +224,9 @@ bool World::blocked_in_mismatch(uint64_t execution, const std::vector<RankReport
   if (!job_) {
     // Local ranks share this host's steady clock, which the entries' times are on.
     int64_t last_ns = 0;
-    for (const FlightLog& l : logs) last_ns = std::max(last_ns, l.entered_ns.back());
+    for (const FlightLog& l : logs) {
+      if (!l.entered_ns.empty()) last_ns = std::max(last_ns, l.entered_ns.back());
+    }
     const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                std::chrono::steady_clock::now().time_since_epoch())
                                .count();
@@ -235,9 +238,9 @@ bool World::blocked_in_mismatch(uint64_t execution, const std::vector<RankReport
                     std::chrono::duration<double, std::milli>(Clock::now() - live_first_).count());
   }
   stopped_early_ = fmt::format(
-      "stopped {} collective #{}, which the ranks called differently ({}), instead of waiting "
-      "out the deadline",
-      when, m->seq, m->describe());
+      "stopped {} {} #{}, which the ranks called differently ({}), instead of waiting out the "
+      "deadline",
+      when, m->p2p ? "message" : "collective", m->seq, m->describe());
   return true;
 }
 

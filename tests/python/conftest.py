@@ -41,23 +41,34 @@ class FakeNative:
         self.released = []  # what torch_released() hands out next (cprr's arena as torch's)
         self.record_streams = []  # (address, native_stream) per torch_record_stream()
         self._next_collective = first_collective
+        self.entered_in = []  # (group, members, where) per enter_collective / enter_p2p
+        self.groups = []  # note_group's arguments
 
     def capture(self, is_output, name, address, bytes, dtype, shape, native_stream):
         self.captures.append((is_output, name, address, bytes, dtype, list(shape),
                               native_stream))
 
-    def enter_collective(self, kind, dtype, bytes, root, op, stream):
+    def enter_collective(self, kind, dtype, bytes, root, op, stream, group=0, members=0,
+                         where=""):
         seq = self._next_collective
         self._next_collective += 7  # not 0, 1, 2...: callers must hand back what they got
         self.collectives.append(("enter", seq, (kind, dtype, bytes, root, op)))
+        self.entered_in.append((group, members, where))
         self._append("collective", kind, stream)
         return seq
 
     def complete_collective(self, seq):
         self.collectives.append(("complete", seq))
 
-    def note_p2p(self, kind, peer, dtype, bytes):
+    def enter_p2p(self, kind, peer, dtype, bytes, group=0, members=0, where=""):
+        seq = self._next_collective
+        self._next_collective += 7
         self.collectives.append(("p2p", kind, peer, dtype, bytes))
+        self.entered_in.append((group, members, where))
+        return seq
+
+    def note_group(self, id, ranks, backend, name):
+        self.groups.append((id, list(ranks), backend, name))
 
     def track(self, name, address, bytes, device, native_stream, written_by,
               symmetric_offset=-1):

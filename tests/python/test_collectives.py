@@ -124,14 +124,38 @@ def test_calls_outside_running_are_not_recorded(group):
     assert _running.current() is None
 
 
-def test_a_subgroup_call_is_not_recorded(group):
+def test_a_subgroup_call_is_recorded_in_its_group_which_is_noted_once(group):
     sub = dist.new_group([0])
     assert sub is not dist.group.WORLD
     t = torch.ones(3)
     native = record(lambda: (dist.all_reduce(t, group=sub), dist.barrier(group=sub),
                              dist.all_reduce(t, group=group)))
-    # Only the default group's call, explicitly given.
-    assert native.fingerprints() == [("all_reduce", "f32", 12, -1, "sum")]
+    assert native.fingerprints() == [("all_reduce", "f32", 12, -1, "sum"),
+                                     ("barrier", "u8", 0, -1, "sum"),
+                                     ("all_reduce", "f32", 12, -1, "sum")]
+    (first, members, where), second, world = native.entered_in
+    assert first >= 1 and members == 0b1, native.entered_in  # made before the case: its number
+    assert second[:2] == (first, members)
+    assert world[:2] == (0, 0), "the world explicitly given is the world"
+    assert where.startswith("test_collectives.py:"), where
+    assert native.groups == [(first, [0], "gloo", "")], "noted once, at its first use"
+
+
+def test_a_group_made_in_a_case_is_numbered_from_where_the_case_began(group):
+    from cprr import _groups
+
+    first = _groups.case_started()
+    native = FakeNative()
+    with _running.running(native):
+        made = [dist.new_group([0]), dist.new_group([0])]
+        dist.all_reduce(torch.ones(1), group=made[1])
+    _groups.case_ended(first)
+    assert [g[0] for g in native.groups] == [first, first + 1], "noted as made"
+    assert native.entered_in[0][0] == first + 1
+    for g in made:
+        dist.destroy_process_group(g)
+    # The next case's first group gets the same number, as a fresh rank's would.
+    assert _groups.case_started() == first
 
 
 def steps(native):

@@ -51,7 +51,15 @@ void fill_edge_logs(CaseCapture& cap) {
       {2, "all_to_all_v", 5, DType::f64, 12, 0},
       {3, "barrier", 0, DType::i64, 0, -1},
       {4, kUnicode, 0, DType::i32, 8, -1},
+      // Each group and channel numbers its own: seq repeats across them, in any log order.
+      {0, "all_gather", 1, DType::bf16, 4096, -1, ReduceOp::sum, kU32Max, kU64Max, -1,
+       "tp.py:12"},
+      {0, "send", -1, DType::f16, 6, -1, ReduceOp::sum, 3, uint64_t{1} << 63, kI32Max, kUnicode},
+      {0, "recv", -1, DType::u8, 0, -1, ReduceOp::sum, 0, 0, 0, ""},
   };
+  cap.groups = {{1, {2, 3}, "gloo", "tp"},  // in id order, as read back
+                {3, {kI32Max, 0}, kUnicode, kUnicode},
+                {kU32Max, {}, "", ""}};
 }
 
 /// Five ranks, one of each kind a rank can end as: reported with edge-value logs; died by a

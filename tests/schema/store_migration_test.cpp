@@ -126,9 +126,28 @@ std::string without_last_run_column(std::string sql, int version, const std::str
   return sql;
 }
 
+/// The collective table of versions 5 to 12, and its columns.
+constexpr const char* kCollectiveTable12 =
+    "CREATE TABLE collective (execution_id INTEGER NOT NULL REFERENCES execution(id), rank "
+    "INTEGER NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, stream INTEGER NOT NULL, dtype "
+    "TEXT NOT NULL, bytes INTEGER NOT NULL, root INTEGER NOT NULL, op TEXT NOT NULL DEFAULT '', "
+    "PRIMARY KEY (execution_id, rank, seq)) WITHOUT ROWID;\n\n";
+const std::string kCollectiveColumns12 =
+    "execution_id, rank, seq, kind, stream, dtype, bytes, root, op";
+
+/// schema.sql as version 12 had it: collective keyed by seq, no process_group (version 13).
+std::string without_groups(std::string sql) {
+  const std::size_t a = sql.find("CREATE TABLE collective ("), b = sql.find("-- ---- Views");
+  EXPECT_NE(a, std::string::npos);
+  EXPECT_NE(b, std::string::npos);
+  if (a != std::string::npos && b != std::string::npos) sql.replace(a, b - a, kCollectiveTable12);
+  return sql;
+}
+
 /// schema.sql as version 11 had it: run without code (version 12).
 std::string without_code(std::string sql) {
-  return without_last_run_column(std::move(sql), 12, "code          TEXT NOT NULL DEFAULT '[]'");
+  return without_last_run_column(without_groups(std::move(sql)), 12,
+                                 "code          TEXT NOT NULL DEFAULT '[]'");
 }
 
 /// schema.sql as version 10 had it: run without worker_args (version 11) and code.
@@ -232,9 +251,11 @@ TEST(StoreMigration, AVersionNineFileReadsItsBackendsTransportAndGainsItsColumns
   sql = without_worker_args(sql);
   sql += "PRAGMA user_version = 9; ATTACH '" + v10 + "' AS src;";
   sql += "INSERT INTO run SELECT " + kRunColumns10 + " FROM src.run;";
-  for (const char* t : {"test_case", "rank_result", "capture", "alloc_event", "op", "collective"}) {
+  for (const char* t : {"test_case", "rank_result", "capture", "alloc_event", "op"}) {
     sql += fmt::format("INSERT INTO {0} SELECT * FROM src.{0};", t);
   }
+  sql += fmt::format("INSERT INTO collective SELECT {0} FROM src.collective;",
+                     kCollectiveColumns12);
   sql +=
       "INSERT INTO execution SELECT id, run_id, case_id, mode, world_id, pool_position, attempt, "
       "status, as_expected, summary, started_at, wall_ms, startup_ms, symmetric_pool "
@@ -308,6 +329,51 @@ TEST(StoreMigration, TwoWritersOpeningAVersionOneFileTogetherMigrateItOnce) {
   EXPECT_EQ(count(v1, "PRAGMA user_version"), kSchemaVersion);
   EXPECT_EQ(count(v1, kJudgementColumns), 3);
   EXPECT_EQ(RecordReader(v1).runs().size(), 3u);
+}
+
+// Version 12 -> 13: a version-12 file's collectives (every one the world's, keyed by seq) read
+// as the world's group with no peer, and keep their order and values through the table's
+// rebuild; the file gains process_group, empty.
+TEST(StoreMigration, AVersionTwelveFilesCollectivesAreTheWorldsAndSurviveTheRebuild) {
+  TempDb dir;
+  const std::string v13 = dir.path("v13.db"), v12 = dir.path("v12.db");
+  const CaseInstance inst = instance(1, "a/all_reduce", {}, 2);
+  ExecutionResult written = execution(Mode::fresh, 1, 1);
+  for (RankReport& rep : written.ranks) {
+    if (!rep.done) continue;
+    rep.done->capture.collectives = {{0, "all_reduce", 0, DType::f32, 64, -1, ReduceOp::max},
+                                     {1, "barrier", 1, DType::u8, 0, -1},
+                                     {2, "broadcast", 0, DType::i64, 8, 1}};
+  }
+  int64_t case_id = 0, exec_id = 0;
+  {
+    RecordWriter w(v13, kMeta);
+    case_id = w.add_cases({inst})[0];
+    exec_id = w.write(written, case_id);
+    w.finish(0);
+  }
+  std::string sql = without_groups(std::string(schema_sql()));
+  sql += "PRAGMA user_version = 12; ATTACH '" + v13 + "' AS src;";
+  for (const char* t : {"run", "test_case", "execution", "rank_result", "capture", "alloc_event",
+                        "op"}) {
+    sql += fmt::format("INSERT INTO {0} SELECT * FROM src.{0};", t);
+  }
+  // Written in reverse: the order read back is seq's, not the rows'.
+  sql += fmt::format("INSERT INTO collective SELECT {0} FROM src.collective ORDER BY seq DESC;",
+                     kCollectiveColumns12);
+  exec_plain(v12, sql);
+  const ExecutionResult want = as_stored(written, exec_id, inst);
+  const auto read = [&](const char* when) {
+    SCOPED_TRACE(when);
+    const auto execs = RecordReader(v12).executions(case_id);
+    ASSERT_EQ(execs.size(), 1u);
+    EXPECT_EQ(want, execs[0].result);
+  };
+  read("read-only, as it is");
+  EXPECT_EQ(Database::open(v12, Database::Mode::read_write).schema_version(), kSchemaVersion);
+  EXPECT_EQ(schema_of(v12), schema_of(v13));
+  EXPECT_EQ(count(v12, "SELECT count(*) FROM process_group"), 0);
+  read("after the migration");
 }
 
 }  // namespace

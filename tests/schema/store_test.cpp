@@ -162,11 +162,18 @@ std::vector<Table> sample_tables() {
         {int64_t{100}, int64_t{0}, int64_t{2}, int64_t{1}, "signal"s, "signal"s, ""s, ""s,
          int64_t{63}, ""s, ""s, int64_t{3}, kMax}}},
       {"collective",
-       "execution_id, rank, seq",
+       "execution_id, rank, position",
        {{int64_t{100}, int64_t{0}, int64_t{0}, "all_reduce"s, int64_t{0}, "f32"s, int64_t{16},
-         int64_t{0}, "max"s},
+         int64_t{0}, "max"s, int64_t{0}, int64_t{0}, int64_t{0}, int64_t{-1}, ""s},
         {int64_t{100}, int64_t{1}, int64_t{0}, "broadcast"s, int64_t{1}, "u8"s, int64_t{0},
-         int64_t{1}, ""s}}},
+         int64_t{1}, ""s, int64_t{0}, int64_t{2}, U64{0x8000000000000003ULL}, int64_t{-1},
+         "tp.py:12"s},
+        {int64_t{100}, int64_t{1}, int64_t{0}, "recv"s, int64_t{-1}, "f16"s, int64_t{6},
+         int64_t{-1}, ""s, int64_t{1}, int64_t{2}, int64_t{0}, int64_t{0}, "stage.py:41"s}}},
+      {"process_group",
+       "execution_id, rank, id",
+       {{int64_t{100}, int64_t{1}, int64_t{2}, "0,1"s, "gloo"s, "tp"s},
+        {int64_t{100}, int64_t{1}, int64_t{4294967295}, ""s, ""s, ""s}}},
   };
 }
 

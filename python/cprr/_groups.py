@@ -1,0 +1,109 @@
+"""Process groups as cprr's logs name them.
+
+A group's id is its creation order in the process (the world is 0): torch has every rank of the
+world call new_group for every group, members or not, so the n-th group is the same group on
+every rank that takes part, which is what the checks need to line up its collectives. Groups a
+case makes are ended with it (cprr._case_body), and their numbers are given out again from where
+the case started, so a pooled rank's case numbers its groups as a fresh rank's does.
+
+A group made some other way than through new_group or split_group (wrapped by
+cprr._collectives) is numbered at its first use, from 1000 up: such ids are equal across ranks
+only when the ranks first use their groups in the same order.
+"""
+
+import torch.distributed as dist
+
+from cprr import _running
+
+# A group's first use numbers it from here when its creation was not seen.
+_UNSEEN_FIRST_ID = 1000
+_MAX_MASK_RANK = 64
+
+
+class _Registry:
+    """The groups of this process: id(group) -> (id, group), the group kept alive with it so its
+    id(...) is never reused by another object."""
+
+    def __init__(self):
+        self.ids = {}
+        self.next_id = 1
+        self.next_unseen = _UNSEEN_FIRST_ID
+
+
+_registry = _Registry()
+
+
+def made(group):
+    """new_group or split_group returned `group` (None or torch's non-member marker on a rank
+    outside it): the next id is its, on every rank."""
+    number = _registry.next_id
+    _registry.next_id += 1
+    if group is not None and group is not dist.GroupMember.NON_GROUP_MEMBER:
+        _registry.ids[id(group)] = (number, group)
+    return number
+
+
+def case_started():
+    """Where the running case's groups start; hand it back to case_ended."""
+    return _registry.next_id
+
+
+def case_ended(first_id):
+    """The case's groups are ended: their numbers are free again, as in a fresh rank."""
+    _registry.ids = {k: v for k, v in _registry.ids.items() if v[0] < first_id or
+                     v[0] >= _UNSEEN_FIRST_ID}
+    _registry.next_id = first_id
+
+
+def is_world(group):
+    return group is None or group is dist.group.WORLD or group is dist.GroupMember.WORLD
+
+
+def _ranks(group):
+    get = getattr(dist, "get_process_group_ranks", None)
+    if get is not None:
+        return [int(r) for r in get(group)]
+    from torch.distributed import distributed_c10d as c10d
+
+    by_global = c10d._pg_group_ranks[group]  # torch 1.13: global rank -> group rank
+    return [g for g, _ in sorted(by_global.items(), key=lambda item: item[1])]
+
+
+def _name(group):
+    """torch's description of the group (DeviceMesh names its dimensions' groups), or ''."""
+    desc = getattr(group, "group_desc", None)
+    if isinstance(desc, str) and desc and desc != "undefined":
+        return desc
+    return ""
+
+
+def _mask(ranks):
+    if not ranks or max(ranks) >= _MAX_MASK_RANK:
+        return 0  # told by the logs alone
+    mask = 0
+    for r in ranks:
+        mask |= 1 << r
+    return mask
+
+
+def describe(group, native):
+    """(id, members bitmask) of `group` as the logs name it, noting it for the running case
+    (native.note_group) the first time the case uses it. The world is (0, 0); None for torch's
+    marker of a group this rank is not in (torch ignores such a call)."""
+    if is_world(group):
+        return 0, 0
+    if group is dist.GroupMember.NON_GROUP_MEMBER:
+        return None
+    entry = _registry.ids.get(id(group))
+    if entry is None:
+        entry = (_registry.next_unseen, group)
+        _registry.next_unseen += 1
+        _registry.ids[id(group)] = entry
+    number = entry[0]
+    ranks = _ranks(group)
+    noted = _running.noted_groups()
+    if noted is not None and number not in noted:
+        noted.add(number)
+        backend = str(dist.get_backend(group))
+        native.note_group(number, ranks, backend, _name(group))
+    return number, _mask(ranks)

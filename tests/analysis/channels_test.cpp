@@ -1,0 +1,209 @@
+// Collectives per group and messages per channel (analysis/channels.h) through every check that
+// lines logs up across ranks: the mismatch checks (post-mortem and live), the hang diagnosis and
+// a failed rank's leftovers. Logs of a 2x2 mesh at W=4: tp groups 1 = {0,1} and 2 = {2,3}, dp
+// groups 3 = {0,2} and 4 = {1,3}; each group and channel numbers its own calls from 0.
+#include "analysis/channels.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "analysis/classify.h"
+#include "analysis/hang_diagnosis.h"
+#include "analysis/layout_check.h"
+#include "tests/analysis/rank_reports.h"
+
+namespace cprr {
+namespace {
+
+using namespace rank_reports;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr uint64_t kTp1 = 0b0011, kTp2 = 0b1100, kDp3 = 0b0101, kDp4 = 0b1010;
+
+CollectiveRecord in_group(uint32_t group, uint64_t members, uint64_t seq, const char* kind,
+                          uint64_t bytes, const char* where = "") {
+  CollectiveRecord c{seq, kind, 0, DType::f32, bytes, -1, ReduceOp::sum, group, members};
+  c.where = where;
+  return c;
+}
+
+CollectiveRecord message(const char* kind, int peer, uint64_t seq, uint64_t bytes,
+                         const char* where = "") {
+  CollectiveRecord c{seq, kind, -1, DType::f32, bytes, -1, ReduceOp::sum, 0, 0, peer};
+  c.where = where;
+  return c;
+}
+
+using Log = std::vector<CollectiveRecord>;
+
+TEST(Channels, EachGroupAndDirectionNumbersItsOwn) {
+  EXPECT_EQ(channel_of(in_group(2, kTp2, 5, "all_reduce", 4), 3), (CallChannel{2}));
+  EXPECT_EQ(channel_of(message("send", 2, 0, 4), 1), (CallChannel{0, 1, 2}));
+  EXPECT_EQ(channel_of(message("recv", 1, 0, 4), 2), (CallChannel{0, 1, 2}));
+  const Log log{in_group(1, kTp1, 0, "all_reduce", 4), message("send", 1, 0, 4),
+                in_group(1, kTp1, 1, "all_reduce", 4), message("send", 1, 1, 4)};
+  EXPECT_EQ(reached(log, 0, CallChannel{1}), 2u);
+  EXPECT_EQ(reached(log, 0, CallChannel{0, 0, 1}), 2u);
+  EXPECT_EQ(reached(log, 0, CallChannel{0, 1, 0}), 0u) << "what it received is another direction";
+  EXPECT_EQ(reached(log, 0, CallChannel{}), 0u);
+}
+
+TEST(Channels, MembersComeFromTheRecordOrFromTheLogs) {
+  EXPECT_EQ(members_of(in_group(3, kDp3, 0, "x", 0), 4, {}), (std::vector<int>{0, 2}));
+  EXPECT_EQ(members_of(in_group(0, 0, 0, "x", 0), 3, {}), (std::vector<int>{0, 1, 2}));
+  // Unrecorded members (a world of over 64 ranks): the ranks whose logs use the group.
+  const Log a{in_group(7, 0, 0, "x", 0)}, b{in_group(0, 0, 0, "x", 0)};
+  EXPECT_EQ(members_of(a.front(), 3, {&a, &b, &a}), (std::vector<int>{0, 2}));
+}
+
+TEST(Channels, PhrasesNameTheGroupTheChannelAndTheLine) {
+  EXPECT_EQ(call_phrase(in_group(0, 0, 3, "all_reduce", 4)), "collective #3 (all_reduce)");
+  EXPECT_EQ(call_phrase(in_group(2, kTp2, 3, "all_gather", 4, "tp.py:9"), true),
+            "collective #3 (all_gather) of group 2 at tp.py:9");
+  EXPECT_EQ(call_phrase(message("recv", 0, 2, 4)), "recv #2 from rank 0");
+  const std::vector<GroupRecord> named{{2, {2, 3}, "gloo", "tp"}};
+  EXPECT_EQ(group_phrase(2, {nullptr, &named}), "group 2 (tp, ranks 2,3)");
+  EXPECT_EQ(group_phrase(4, {&named}, kDp4), "group 4 (ranks 1,3)");
+  EXPECT_EQ(group_phrase(4, {&named}), "group 4");
+  EXPECT_EQ(group_phrase(0, {&named}), "");
+}
+
+// Each rank's log of a healthy mesh step: tp all-gather, dp all-reduce, each #0 of its group.
+std::vector<Log> mesh_logs() {
+  std::vector<Log> logs(4);
+  for (int r = 0; r < 4; ++r) {
+    const bool low = r < 2;
+    logs[r] = {in_group(low ? 1 : 2, low ? kTp1 : kTp2, 0, "all_gather", 256),
+               in_group(r % 2 == 0 ? 3 : 4, r % 2 == 0 ? kDp3 : kDp4, 0, "all_reduce", 512)};
+  }
+  return logs;
+}
+
+std::vector<const Log*> ptrs(const std::vector<Log>& logs) {
+  std::vector<const Log*> out;
+  for (const Log& l : logs) out.push_back(&l);
+  return out;
+}
+
+TEST(GroupChecks, GroupsNumberingFromZeroEachAreNoMismatch) {
+  const std::vector<Log> logs = mesh_logs();
+  EXPECT_FALSE(check_collective_logs(ptrs(logs), true).has_value());
+}
+
+TEST(GroupChecks, AMismatchInsideOneGroupNamesItsNumberAndRanks) {
+  std::vector<Log> logs = mesh_logs();
+  logs[3][0].bytes = 192;
+  logs[3][0].where = "tp.py:12";
+  logs[2][0].where = "tp.py:12";
+  const auto m = check_collective_logs(ptrs(logs), true);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->group, 2u);
+  EXPECT_EQ(m->describe(),
+            "collective #0 (all_gather): rank 2 has bytes 256, rank 3 has bytes 192 (rank 2 at "
+            "tp.py:12, rank 3 at tp.py:12)");
+  CaseCapture caps[4];
+  for (int r = 0; r < 4; ++r) caps[r].collectives = logs[r];
+  caps[2].groups = {{2, {2, 3}, "gloo", "tp"}};
+  const auto named = check_collectives({&caps[0], &caps[1], &caps[2], &caps[3]});
+  ASSERT_TRUE(named.has_value());
+  EXPECT_THAT(named->describe(), ::testing::StartsWith("group 2 (tp, ranks 2,3): collective #0"));
+}
+
+TEST(GroupChecks, AMemberThatSkippedItsGroupsCollectiveIsACountMismatch) {
+  std::vector<Log> logs = mesh_logs();
+  logs[3].pop_back();  // rank 3 never called dp group 4's all_reduce
+  const auto m = check_collective_logs(ptrs(logs), true);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->field, "count");
+  EXPECT_EQ(m->group, 4u);
+  EXPECT_EQ(std::make_pair(m->rank_a, m->rank_b), std::make_pair(1, 3));
+  EXPECT_FALSE(check_collective_logs(ptrs(logs), false).has_value()) << "a log cut short";
+}
+
+TEST(GroupChecks, ASendIsMatchedWithItsRecvBySize) {
+  std::vector<Log> logs(2);
+  logs[0] = {message("send", 1, 0, 64), message("send", 1, 1, 64, "stage.py:10")};
+  logs[1] = {message("recv", 0, 0, 64), message("recv", 0, 1, 32, "stage.py:20")};
+  const auto m = check_collective_logs(ptrs(logs), true);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_TRUE(m->p2p);
+  EXPECT_EQ(m->describe(),
+            "message #1 from rank 0 to rank 1: rank 0 sends bytes 64, rank 1 receives bytes 32 "
+            "(rank 0 at stage.py:10, rank 1 at stage.py:20)");
+  logs[1][1].bytes = 64;
+  EXPECT_FALSE(check_collective_logs(ptrs(logs), true).has_value());
+  logs[1].pop_back();
+  const auto count = check_collective_logs(ptrs(logs), true);
+  ASSERT_TRUE(count.has_value());
+  EXPECT_EQ(count->describe(), "rank 0 sent 2 message(s) to rank 1, which received 1");
+}
+
+TEST(GroupChecks, ALiveMismatchNeedsOnlyTheGroupsMembersBlockedInIt) {
+  // Ranks 2 and 3 are blocked in tp group 2's #0 with other sizes; ranks 0 and 1 finished.
+  const Log r2{in_group(2, kTp2, 0, "all_reduce", 512)}, r3{in_group(2, kTp2, 0, "all_reduce", 384)};
+  const auto m = blocked_mismatch({nullptr, nullptr, &r2, &r3});
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->group, 2u);
+  EXPECT_EQ(m->field, "bytes");
+  // One member still on its way: no decision.
+  const Log before{in_group(3, kDp3, 0, "all_reduce", 8)};
+  EXPECT_FALSE(blocked_mismatch({nullptr, nullptr, &r2, &before}).has_value());
+  // The world's collectives still need every rank.
+  const Log w0{in_group(0, 0, 4, "all_reduce", 8)}, w1{in_group(0, 0, 4, "all_reduce", 4)};
+  EXPECT_FALSE(blocked_mismatch({&w0, &w1, nullptr}).has_value());
+  EXPECT_TRUE(blocked_mismatch({&w0, &w1}).has_value());
+}
+
+RankReport stuck_in(Log entered) {
+  RankReport rep = waiting("body", 0, "x", -1);
+  rep.entered = std::move(entered);
+  return rep;
+}
+
+RankReport finished_with(Log log) {
+  RankReport rep = passed();
+  rep.done->capture.collectives = std::move(log);
+  return rep;
+}
+
+TEST(GroupHang, NamesTheGroupAndTheMemberThatNeverJoined) {
+  std::vector<Log> logs = mesh_logs();
+  Log r1 = logs[1];
+  r1.push_back(in_group(4, kDp4, 1, "all_reduce", 512, "dp.py:7"));
+  const std::string d = diagnose_hang({finished_with(logs[0]), stuck_in(r1),
+                                       finished_with(logs[2]), finished_with(logs[3])});
+  EXPECT_THAT(d, HasSubstr("group 4 (ranks 1,3): rank 3 never joined collective #1 (all_reduce) "
+                           "at dp.py:7"));
+  EXPECT_THAT(d, HasSubstr("rank 1: in body (waiting in collective #0 x), last collective #1 "
+                           "(all_reduce) of group 4 at dp.py:7"));
+  EXPECT_THAT(d, Not(HasSubstr("rank 0 never joined"))) << "rank 0 is not in group 4";
+}
+
+TEST(GroupHang, ARecvNeverSentNamesBothRanksTheNumberAndTheLine) {
+  const Log sender{message("send", 1, 0, 8), message("send", 1, 1, 8)};
+  const Log receiver{message("recv", 0, 0, 8), message("recv", 0, 1, 8),
+                     message("recv", 0, 2, 8, "stage.py:41")};
+  const std::string d = diagnose_hang({finished_with(sender), stuck_in(receiver)});
+  EXPECT_THAT(d, HasSubstr("rank 1 blocked in recv #2 from rank 0 at stage.py:41; rank 0 sent 2"));
+  EXPECT_THAT(d, Not(HasSubstr("never joined")));
+}
+
+TEST(GroupFailure, OnlyWhatTheFailedRankTakesPartInIsLeftByIt) {
+  // Rank 3 failed after tp group 2's #0; rank 0 waits in dp group 3's #0 (rank 3 is not in it)
+  // and rank 1 in dp group 4's #0 (it is).
+  RankReport failed3 = failed("ValueError: x");
+  failed3.done->capture.collectives = {in_group(2, kTp2, 0, "all_gather", 8)};
+  const std::vector<RankReport> ranks{stuck_in({}), stuck_in({}), passed(), failed3};
+  EXPECT_FALSE(left_by_failure(ranks, 0, {in_group(3, kDp3, 0, "all_reduce", 8)}).has_value());
+  const auto left = left_by_failure(ranks, 1, {in_group(4, kDp4, 0, "all_reduce", 8)});
+  ASSERT_TRUE(left.has_value());
+  EXPECT_EQ(left->failed, 3);
+  EXPECT_EQ(call_phrase(left->call), "collective #0 (all_reduce) of group 4");
+  // A recv from the failed rank past what it sent; one from another rank is not its doing.
+  EXPECT_TRUE(left_by_failure(ranks, 2, {message("recv", 3, 0, 8)}).has_value());
+  EXPECT_FALSE(left_by_failure(ranks, 2, {message("recv", 0, 0, 8)}).has_value());
+}
+
+}  // namespace
+}  // namespace cprr
