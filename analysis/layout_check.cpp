@@ -95,6 +95,16 @@ std::string CollectiveMismatch::describe() const {
                              value_a, rank_b, value_b)
                : fmt::format("rank {} made {} collective(s), rank {} made {}", rank_a, value_a,
                              rank_b, value_b);
+  } else if (field == "split") {
+    // "rank 0 sends 14 rows (7168 bytes) to rank 1, rank 1 expects 6 rows (3072 bytes)"
+    const auto amount = [&](const std::string& bytes) {
+      const uint64_t n = std::stoull(bytes);
+      return row_bytes > 0 && n % row_bytes == 0
+                 ? fmt::format("{} rows ({} bytes)", n / row_bytes, n)
+                 : fmt::format("{} bytes", n);
+    };
+    text = fmt::format("collective #{} ({}): rank {} sends {} to rank {}, rank {} expects {}", seq,
+                       kind, rank_a, amount(value_a), rank_b, rank_b, amount(value_b));
   } else if (p2p) {
     text = fmt::format("message #{} from rank {} to rank {}: rank {} sends {} {}, rank {} receives "
                        "{} {}",
@@ -189,9 +199,51 @@ std::optional<CollectiveMismatch> count_differs(const CallChannel& ch, std::size
   return m;
 }
 
+// An uneven all-to-all's #k: what each member sends to each other must be what that one expects
+// from it (bytes per peer, group-rank order); members whose call of #k recorded no splits, or
+// splits for another group size, are not compared.
+std::optional<CollectiveMismatch> check_splits(
+    const std::vector<std::vector<const CollectiveRecord*>>& sides, const Logs& logs) {
+  std::map<uint64_t, std::map<int, const CollectiveRecord*>> by_seq;
+  for (std::size_t r = 0; r < sides.size(); ++r) {
+    for (const CollectiveRecord* c : sides[r]) {
+      if (c->kind == "all_to_all_v" && !c->send_bytes.empty()) {
+        by_seq[c->seq][static_cast<int>(r)] = c;
+      }
+    }
+  }
+  for (const auto& [seq, calls] : by_seq) {
+    const CollectiveRecord& any = *calls.begin()->second;
+    const std::vector<int> members = members_of(any, static_cast<int>(logs.size()), logs);
+    const auto fits = [&](const CollectiveRecord& c) {
+      return c.send_bytes.size() == members.size() && c.recv_bytes.size() == members.size();
+    };
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      const auto a = calls.find(members[i]);
+      if (a == calls.end() || !fits(*a->second)) continue;
+      for (std::size_t j = 0; j < members.size(); ++j) {
+        const auto b = calls.find(members[j]);
+        if (i == j || b == calls.end() || !fits(*b->second)) continue;
+        const uint64_t sent = a->second->send_bytes[j], expected = b->second->recv_bytes[i];
+        if (sent == expected) continue;
+        CollectiveMismatch m{seq, members[i], members[j], "split", std::to_string(sent),
+                             std::to_string(expected), any.kind};
+        m.group = any.group;
+        m.members = any.members;
+        m.where_a = a->second->where;
+        m.where_b = b->second->where;
+        m.row_bytes = a->second->row_bytes == b->second->row_bytes ? a->second->row_bytes : 0;
+        return m;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<CollectiveMismatch> check_group(
     const CallChannel& ch, const std::vector<std::vector<const CollectiveRecord*>>& sides,
     const Logs& logs, bool complete) {
+  if (auto m = check_splits(sides, logs)) return m;
   int ref = -1;
   for (std::size_t r = 0; r < sides.size(); ++r) {
     if (sides[r].empty()) continue;

@@ -44,7 +44,8 @@ struct CollectiveMismatch {
   uint64_t seq = 0;  ///< the collective's number in its group (the message's on its channel)
   int32_t rank_a = 0;  ///< a message's sender
   int32_t rank_b = 0;  ///< a message's receiver
-  /// kind | dtype | bytes | root | op | count (a rank made fewer collectives, or messages)
+  /// kind | dtype | bytes | root | op | count (a rank made fewer collectives, or messages) |
+  /// split (an uneven all-to-all: what rank a sends to rank b, and what b expects from a)
   std::string field;
   std::string value_a, value_b;
   std::string kind;  ///< rank a's call ("all_reduce"); empty for a count mismatch
@@ -53,6 +54,7 @@ struct CollectiveMismatch {
   bool p2p = false;        ///< a send against its recv
   std::string where_a, where_b;  ///< each side's file:line where recorded
   std::string group_name;  ///< "group 2 (tp, ranks 2,3)"; empty for the world
+  uint64_t row_bytes = 0;  ///< split: the bytes of a row on both sides (0: told in bytes)
 
   /// "collective #3 (all_reduce): rank 0 has bytes 4096, rank 1 has bytes 2048", with the group
   /// first ("group 2 (tp, ranks 2,3): ...") and the callers' lines last where known; "message #1
@@ -62,7 +64,8 @@ struct CollectiveMismatch {
 
 /// Compares every rank's collective log (index = rank; null: no log) channel by channel
 /// (analysis/channels.h): a group's collectives against its lowest rank's by number (kind, dtype,
-/// root, the reduction of an all_reduce and, except for all_to_all_v, bytes), each send against
+/// root, the reduction of an all_reduce and, except for all_to_all_v, bytes), an uneven
+/// all-to-all's bytes to each peer against what that peer expects from it, each send against
 /// the recv of the same number (dtype, bytes). When `complete` (every rank ran the case to its
 /// end), also how many each member made in each group, and how many messages each receiver took
 /// of what its sender sent; a log cut short by a crash or a hang is compared only as far as it
@@ -71,8 +74,8 @@ std::optional<CollectiveMismatch> check_collective_logs(
     const std::vector<const std::vector<CollectiveRecord>*>& logs, bool complete);
 /// The collective a world is stuck in, named while it runs: every member of a group (every rank,
 /// for the world) has its flight log (index = rank, oldest first; null or empty: no decision)
-/// end at the same collective #k of the group, and their calls of #k differ in kind, bytes or
-/// root, which no transport completes consistently; or a sender and its receiver are blocked in
+/// end at the same collective #k of the group, and their calls of #k differ in kind, bytes, root
+/// or an all-to-all's bytes per peer, which no transport completes consistently; or a sender and its receiver are blocked in
 /// the same message with another size. A difference in dtype of the same size or in the
 /// reduction alone is left to the post-mortem check: such a call completes (with wrong results),
 /// and stopping it would lose the outputs. A rank still on its way to #k, or past it, makes no

@@ -114,12 +114,18 @@ struct CollectiveRecord {
   uint64_t members = 0;
   int32_t peer = -1;  ///< send: the receiver; recv: the sender (ranks of the world); else -1
   std::string where;  ///< the caller's file:line where the library knows it; else empty
+  /// An uneven all-to-all (all_to_all_v): the bytes this rank sends to, and expects from, each
+  /// rank of the group in group-rank order (ascending ranks of the world); empty: not recorded.
+  std::vector<uint64_t> send_bytes;
+  std::vector<uint64_t> recv_bytes;
+  uint64_t row_bytes = 0;  ///< the bytes of one row (dim 0) of its tensors; 0: not rows
 
   bool is_p2p() const { return peer >= 0; }
   bool operator==(const CollectiveRecord&) const = default;
   template <class A>
   void serialize(A& a) {
-    a(seq, kind, stream, dtype, bytes, root, op, group, members, peer, where);
+    a(seq, kind, stream, dtype, bytes, root, op, group, members, peer, where, send_bytes,
+      recv_bytes, row_bytes);
   }
 };
 

@@ -44,8 +44,13 @@ struct FlightEntry {
   /// The caller's file:line, NUL-padded; the start is cut from a longer one (the line stays).
   char where[60];
   int64_t entered_ns;  ///< steady clock when the rank entered it
+  uint32_t peers;      ///< how many of send_bytes / recv_bytes hold a peer's (0: none recorded)
+  uint32_t pad2;
+  uint64_t row_bytes;
+  uint64_t send_bytes[kFlightPeers];
+  uint64_t recv_bytes[kFlightPeers];
 };
-static_assert(sizeof(FlightEntry) == 144);
+static_assert(sizeof(FlightEntry) == 416);
 
 // The end of `text` in a NUL-padded field of `N` bytes: the last byte stays NUL.
 template <std::size_t N>
@@ -111,6 +116,13 @@ void FlightRecorder::enter(const CollectiveRecord& c) {
                       .count()};
   c.kind.copy(e.kind, sizeof e.kind - 1);  // the last byte stays NUL
   copy_tail(c.where, e.where);
+  const std::size_t peers = c.send_bytes.size();
+  if (peers > 0 && peers <= kFlightPeers && c.recv_bytes.size() == peers) {
+    e.peers = static_cast<uint32_t>(peers);
+    e.row_bytes = c.row_bytes;
+    std::copy(c.send_bytes.begin(), c.send_bytes.end(), e.send_bytes);
+    std::copy(c.recv_bytes.begin(), c.recv_bytes.end(), e.recv_bytes);
+  }
   // Published after the entry: a reader that sees the count sees the entry.
   h.entered.store(n + 1, std::memory_order_release);
 }
@@ -153,6 +165,10 @@ std::optional<FlightLog> read_flight_log(const std::string& path, uint64_t execu
     c.members = e.members;
     c.peer = e.peer;
     c.where.assign(e.where, ::strnlen(e.where, sizeof e.where));
+    const std::size_t peers = std::min<std::size_t>(e.peers, kFlightPeers);
+    c.send_bytes.assign(e.send_bytes, e.send_bytes + peers);
+    c.recv_bytes.assign(e.recv_bytes, e.recv_bytes + peers);
+    if (peers > 0) c.row_bytes = e.row_bytes;
     out.entered.push_back(std::move(c));
     out.entered_ns.push_back(e.entered_ns);
   }

@@ -9,6 +9,7 @@
 // The file is a versioned binary layout (FlightHeader, then kFlightSlots entries); the writer is
 // the only process that maps it writable, the controller only reads it after the rank died or
 // while it is stuck.
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -25,10 +26,13 @@ inline constexpr uint32_t kFlightMagic = 0x544c4643;  // "CFLT" read as little-e
 /// Bump when FlightHeader or the entry layout changes (the reader ignores other versions).
 /// 2: each entry holds when it was entered. 3: the kind by name (any kind a Python case's
 /// collectives have), not as a code for the five C++ ones. 4: the group, its members, the peer
-/// of a send or recv, and the caller's line.
+/// of a send or recv, the caller's line, an uneven all-to-all's bytes per peer.
 inline constexpr uint32_t kFlightVersion = 4;
 /// The ring keeps the last this many collectives of an execution.
 inline constexpr uint64_t kFlightSlots = 1024;
+/// An uneven all-to-all's bytes per peer are kept for groups of up to this many ranks (a larger
+/// group's are compared once its ranks report).
+inline constexpr std::size_t kFlightPeers = 16;
 
 /// The flight record file of `rank` in the world directory `dir`.
 std::string flight_record_path(const std::string& dir, int rank);

@@ -274,12 +274,32 @@ std::string op_query(int version) {
       spans, one_sided);
 }
 
+// A comma-separated list of numbers as the writer joins them ("" is none); `what` names the
+// column in the error.
+template <class T>
+std::vector<T> read_list(const std::string& text, std::string_view path, std::string_view what) {
+  std::vector<T> out;
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    T v{};
+    const auto [end, ec] = std::from_chars(text.data() + at, text.data() + comma, v);
+    if (ec != std::errc() || end != text.data() + comma) {
+      CPRR_THROW("{}: {} '{}' is not a list of numbers", path, what, text);
+    }
+    out.push_back(v);
+    at = comma + 1;
+  }
+  return out;
+}
+
 std::string collective_query(int version) {
   return fmt::format(
       "SELECT rank, seq, kind, stream, dtype, bytes, root, {}, {} FROM collective "
       "WHERE execution_id = ? ORDER BY rank, {}",
       version >= kVersion5 ? "op" : "''",
-      version >= kGroupsVersion ? "group_id, members, peer, site" : "0, 0, -1, ''",
+      version >= kGroupsVersion
+          ? "group_id, members, peer, site, send_bytes, recv_bytes, row_bytes"
+          : "0, 0, -1, '', '', '', 0",
       version >= kGroupsVersion ? "position" : "seq");
 }
 
@@ -292,17 +312,7 @@ std::string group_query(int version) {
 
 GroupRecord read_group(const Statement& st, std::string_view path) {
   GroupRecord g{static_cast<uint32_t>(st.int64(1)), {}, st.text(3), st.text(4)};
-  const std::string ranks = st.text(2);
-  for (std::size_t at = 0; at < ranks.size();) {
-    const std::size_t comma = std::min(ranks.find(',', at), ranks.size());
-    int32_t r = -1;
-    const auto [end, ec] = std::from_chars(ranks.data() + at, ranks.data() + comma, r);
-    if (ec != std::errc() || end != ranks.data() + comma || r < 0) {
-      CPRR_THROW("{}: process group {} has ranks '{}', not a list of ranks", path, g.id, ranks);
-    }
-    g.ranks.push_back(r);
-    at = comma + 1;
-  }
+  g.ranks = read_list<int32_t>(st.text(2), path, "process_group.ranks");
   return g;
 }
 
@@ -323,6 +333,9 @@ CollectiveRecord read_collective(const Statement& st, std::string_view path) {
   c.members = st.u64(9);
   c.peer = static_cast<int32_t>(st.int64(10));
   c.where = st.text(11);
+  c.send_bytes = read_list<uint64_t>(st.text(12), path, "collective.send_bytes");
+  c.recv_bytes = read_list<uint64_t>(st.text(13), path, "collective.recv_bytes");
+  c.row_bytes = st.u64(14);
   return c;
 }
 

@@ -96,8 +96,8 @@ struct RecordWriter::Statements {
            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"),
         collective(db,
                    "INSERT INTO collective (execution_id, rank, seq, kind, stream, dtype, bytes, "
-                   "root, op, position, group_id, members, peer, site) "
-                   "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
+                   "root, op, position, group_id, members, peer, site, send_bytes, recv_bytes, "
+                   "row_bytes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
         group(db,
               "INSERT INTO process_group (execution_id, rank, id, ranks, backend, name) "
               "VALUES (?,?,?,?,?,?)") {}
@@ -284,6 +284,10 @@ void RecordWriter::write_collectives(int64_t execution, int rank,
     coll.bind_view(9, c.kind == "all_reduce" ? reduce_op_name(c.op) : std::string_view());
     coll.bind(10, static_cast<int64_t>(i)).bind(11, int64_t{c.group}).bind_u64(12, c.members);
     coll.bind(13, int64_t{c.peer}).bind_view(14, c.where);
+    std::string(&text)[4] = st_->text;
+    text[0] = fmt::format("{}", fmt::join(c.send_bytes, ","));
+    text[1] = fmt::format("{}", fmt::join(c.recv_bytes, ","));
+    coll.bind_view(15, text[0]).bind_view(16, text[1]).bind_u64(17, c.row_bytes);
     coll.run();
   }
 }

@@ -4,7 +4,8 @@
 -- collective.op and execution.symmetric_pool; version 6 the views at the end of this file;
 -- version 7 run.stopped; version 8 run.shuffle_seed; version 9 run.launcher; version 10
 -- execution.collectives and rank_gpus; version 11 run.worker_args; version 12 run.code; version
--- 13 the collective's position, group, members, peer and site, and the process_group table.
+-- 13 the collective's position, group, members, peer, site and bytes per peer, and the
+-- process_group table.
 --
 -- One database file holds any number of runs. The recorder writes the run row and the planned
 -- cases first, then every execution with all its per-rank rows in ONE transaction, committed
@@ -210,6 +211,11 @@ CREATE TABLE collective (
   members       INTEGER NOT NULL DEFAULT 0,   -- the group's ranks, bit r for rank r; 0: all
   peer          INTEGER NOT NULL DEFAULT -1,  -- send: the receiver; recv: the sender; else -1
   site          TEXT NOT NULL DEFAULT '',     -- the caller's file:line, where known
+  -- an uneven all-to-all's bytes to and from each rank of its group, in group-rank order
+  -- ("7168,3072"); '' when not recorded
+  send_bytes    TEXT NOT NULL DEFAULT '',
+  recv_bytes    TEXT NOT NULL DEFAULT '',
+  row_bytes     INTEGER NOT NULL DEFAULT 0,   -- the bytes of one row of its tensors; 0: not rows
   PRIMARY KEY (execution_id, rank, position)
 ) WITHOUT ROWID;
 

@@ -58,7 +58,8 @@ constexpr std::string_view kMigrations[] = {
     // 11 -> 12: the code the cases came from, with content hashes (schema.sql: run.code).
     "ALTER TABLE run ADD COLUMN code TEXT NOT NULL DEFAULT '[]';",
     // 12 -> 13: collectives per group and point-to-point messages (schema.sql: collective's
-    // position, group_id, members, peer, site; process_group). The key moves from seq (no longer
+    // position, group_id, members, peer, site, send_bytes, recv_bytes, row_bytes;
+    // process_group). The key moves from seq (no longer
     // unique: each group numbers its own) to position, so the table is rebuilt; every older
     // collective was the world's, in seq order.
     "CREATE TABLE collective_v13 ("
@@ -67,7 +68,9 @@ constexpr std::string_view kMigrations[] = {
     "  bytes INTEGER NOT NULL, root INTEGER NOT NULL, op TEXT NOT NULL DEFAULT '',"
     "  position INTEGER NOT NULL DEFAULT 0, group_id INTEGER NOT NULL DEFAULT 0,"
     "  members INTEGER NOT NULL DEFAULT 0, peer INTEGER NOT NULL DEFAULT -1,"
-    "  site TEXT NOT NULL DEFAULT '', PRIMARY KEY (execution_id, rank, position)) WITHOUT ROWID;"
+    "  site TEXT NOT NULL DEFAULT '', send_bytes TEXT NOT NULL DEFAULT '',"
+    "  recv_bytes TEXT NOT NULL DEFAULT '', row_bytes INTEGER NOT NULL DEFAULT 0,"
+    "  PRIMARY KEY (execution_id, rank, position)) WITHOUT ROWID;"
     "INSERT INTO collective_v13 (execution_id, rank, seq, kind, stream, dtype, bytes, root, op,"
     "  position) SELECT execution_id, rank, seq, kind, stream, dtype, bytes, root, op, seq "
     "  FROM collective;"

@@ -174,3 +174,38 @@ def isend_buffer_rewritten(ctx):
            description="the twin: the Work is waited for before the buffer is scaled")
 def isend_buffer_rewritten_fixed(ctx):
     _send_activation(ctx, wait_first=True)
+
+
+# ---- an MoE dispatch whose receive counts were never exchanged ---------------------------------
+
+
+def _dispatch(ctx, exchange_counts):
+    # Each rank routes its tokens to the experts of every rank: how many go where depends on the
+    # rank. The receiver must learn how many rows come from each sender before the all-to-all.
+    hidden, w = 8, ctx.world_size
+    send_counts = [(ctx.rank + 2 * peer) % 5 + 1 for peer in range(w)]
+    tokens = torch.full((sum(send_counts), hidden), float(ctx.rank), device=_host(ctx))
+    if exchange_counts:
+        counts = torch.tensor(send_counts, dtype=torch.int64, device=_host(ctx))
+        got = torch.empty_like(counts)
+        dist.all_to_all_single(got, counts)
+        recv_counts = got.tolist()
+    else:
+        recv_counts = send_counts  # the bug: what this rank sends is not what it receives
+    out = torch.empty((sum(recv_counts), hidden), device=_host(ctx))
+    dist.all_to_all_single(out, tokens, output_split_sizes=recv_counts,
+                           input_split_sizes=send_counts)
+    ctx.output("routed", out)
+
+
+@cprr.case(name="bug/py_moe_counts_not_exchanged", world_sizes=[4], timeout_s=20,
+           seeded_bug="collective_mismatch",
+           description="an MoE dispatch sizes its receive buffer from its own send counts")
+def moe_counts_not_exchanged(ctx):
+    _dispatch(ctx, exchange_counts=False)
+
+
+@cprr.case(name="fixed/py_moe_counts_not_exchanged", world_sizes=[4],
+           description="the twin: the counts go through an all-to-all first")
+def moe_counts_exchanged(ctx):
+    _dispatch(ctx, exchange_counts=True)

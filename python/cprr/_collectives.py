@@ -82,6 +82,34 @@ _COLLECTIVES = {
     "barrier": lambda a: _fp("barrier"),
 }
 
+def _splits(name, bound, group):
+    """An uneven all-to-all's bytes to and from each rank of its group (group-rank order) and the
+    bytes of one row (0: not told in rows), as keyword arguments of enter_collective; {} for any
+    other call."""
+    if name == "all_to_all":
+        sends = [_tensors.nbytes(t) for t in bound["input_tensor_list"]]
+        recvs = [_tensors.nbytes(t) for t in bound["output_tensor_list"]]
+        return {"send_bytes": sends, "recv_bytes": recvs}
+    if name != "all_to_all_single":
+        return {}
+    inp, out = bound["input"], bound["output"]
+    in_splits, out_splits = bound.get("input_split_sizes"), bound.get("output_split_sizes")
+    if not (in_splits or out_splits) or inp.dim() == 0 or out.dim() == 0:
+        return {}
+    size = dist.get_world_size(None if _groups.is_world(group) else group)
+
+    def row(t):
+        return _tensors.nbytes(t) // t.shape[0] if t.shape[0] else 0
+
+    def per_rank(splits, t):
+        rows = list(splits) if splits else [t.shape[0] // size] * size
+        return [int(n) * row(t) for n in rows]
+
+    row_bytes = row(inp) if row(inp) == row(out) else 0
+    return {"send_bytes": per_rank(in_splits, inp), "recv_bytes": per_rank(out_splits, out),
+            "row_bytes": row_bytes}
+
+
 # name -> (arguments it reads, arguments it writes); an in-place collective's tensor is both.
 _ACCESS = {
     "all_reduce": (("tensor",), ("tensor",)),
@@ -252,10 +280,12 @@ def _wrap(name, original):
                     return call()
                 kind, dtype, size, root, op = _COLLECTIVES[name](bound)
                 group, members = described
+                splits = _splits(name, bound, bound.get("group"))
 
                 def enter(stream):
                     entered.append(native.enter_collective(kind, dtype, int(size), int(root), op,
-                                                           stream, group, members, where))
+                                                           stream, group, members, where,
+                                                           **splits))
 
             result = _issue(name, bound, call, native, enter)
             # An async call counts as completed once issued; its Work.wait() is the case's.

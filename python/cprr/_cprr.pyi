@@ -53,10 +53,13 @@ class CaseContext:
                 shape: Sequence[int], native_stream: int) -> None:
         """Hashes `bytes` at `address` as an output or probe; `dtype` a cprr dtype name."""
     def enter_collective(self, kind: str, dtype: str, bytes: int, root: int, op: str,
-                         stream: int, group: int = 0, members: int = 0, where: str = "") -> int:
+                         stream: int, group: int = 0, members: int = 0, where: str = "",
+                         send_bytes: Sequence[int] = (), recv_bytes: Sequence[int] = (),
+                         row_bytes: int = 0) -> int:
         """A collective entered (flight record, collective log); `op`: sum | max | min;
         `stream`: an op-log stream; `group`: 0 the world, else a note_group id; `members`: its
-        ranks, bit r for rank r (0: all); `where`: the caller's file:line. Returns a handle for
+        ranks, bit r for rank r (0: all); `where`: the caller's file:line; an uneven
+        all-to-all's bytes to and from each group rank and its row size. Returns a handle for
         complete_collective."""
     def complete_collective(self, handle: int, /) -> None: ...
     def enter_p2p(self, kind: str, peer: int, dtype: str, bytes: int, group: int = 0,

@@ -38,7 +38,9 @@ PYBIND11_MODULE(_cprr, m) {
            py::arg("native_stream"))
       .def("enter_collective", &CaseContext::enter_collective, py::arg("kind"), py::arg("dtype"),
            py::arg("bytes"), py::arg("root"), py::arg("op"), py::arg("stream"),
-           py::arg("group") = 0, py::arg("members") = 0, py::arg("where") = "")
+           py::arg("group") = 0, py::arg("members") = 0, py::arg("where") = "",
+           py::arg("send_bytes") = std::vector<uint64_t>{},
+           py::arg("recv_bytes") = std::vector<uint64_t>{}, py::arg("row_bytes") = 0)
       .def("complete_collective", &CaseContext::complete_collective)
       .def("enter_p2p", &CaseContext::enter_p2p, py::arg("kind"), py::arg("peer"),
            py::arg("dtype"), py::arg("bytes"), py::arg("group") = 0, py::arg("members") = 0,

@@ -68,9 +68,14 @@ void CaseContext::capture(bool is_output, const std::string& name, uint64_t addr
 uint64_t CaseContext::enter_collective(const std::string& kind, const std::string& dtype,
                                        uint64_t bytes, int root, const std::string& op,
                                        int stream, uint32_t group, uint64_t members,
-                                       const std::string& where) {
-  return LibraryHooks(ctx_).enter_collective(kind, dtype_of(dtype), bytes, root, op_of(op), stream,
-                                             group, members, where);
+                                       const std::string& where, std::vector<uint64_t> send_bytes,
+                                       std::vector<uint64_t> recv_bytes, uint64_t row_bytes) {
+  CollectiveRecord c{0, kind, stream, dtype_of(dtype), bytes, root, op_of(op), group, members};
+  c.where = where;
+  c.send_bytes = std::move(send_bytes);
+  c.recv_bytes = std::move(recv_bytes);
+  c.row_bytes = row_bytes;
+  return LibraryHooks(ctx_).enter_collective(std::move(c));
 }
 
 void CaseContext::complete_collective(uint64_t handle) {
@@ -80,7 +85,10 @@ void CaseContext::complete_collective(uint64_t handle) {
 uint64_t CaseContext::enter_p2p(const std::string& kind, int peer, const std::string& dtype,
                                 uint64_t bytes, uint32_t group, uint64_t members,
                                 const std::string& where) {
-  return LibraryHooks(ctx_).enter_p2p(kind, peer, dtype_of(dtype), bytes, group, members, where);
+  if (peer < 0) CPRR_THROW_AS(CaseFailure, "{} with peer {}: not a rank", kind, peer);
+  CollectiveRecord c{0, kind, -1, dtype_of(dtype), bytes, -1, ReduceOp::sum, group, members, peer};
+  c.where = where;
+  return LibraryHooks(ctx_).enter_collective(std::move(c));
 }
 
 void CaseContext::note_group(uint32_t id, std::vector<int32_t> ranks, const std::string& backend,

@@ -65,9 +65,12 @@ class CaseContext {
                const std::string& dtype, std::vector<int64_t> shape, uint64_t native_stream);
   /// LibraryHooks::enter_collective; `op` is sum | max | min; `stream` an op-log stream
   /// (library_op); `group` 0 the world, else note_group's id; `members` its ranks as a bitmask.
+  /// An uneven all-to-all gives its bytes to and from each group rank and its row size.
   uint64_t enter_collective(const std::string& kind, const std::string& dtype, uint64_t bytes,
                             int root, const std::string& op, int stream, uint32_t group,
-                            uint64_t members, const std::string& where);
+                            uint64_t members, const std::string& where,
+                            std::vector<uint64_t> send_bytes, std::vector<uint64_t> recv_bytes,
+                            uint64_t row_bytes);
   void complete_collective(uint64_t handle);
   /// LibraryHooks::enter_p2p: `kind` send | recv, `peer` a rank of the world.
   uint64_t enter_p2p(const std::string& kind, int peer, const std::string& dtype, uint64_t bytes,

@@ -52,32 +52,19 @@ std::string progress_kind(const CollectiveRecord& c) {
 
 }  // namespace
 
-uint64_t LibraryHooks::enter_collective(std::string kind, DType dtype, uint64_t bytes, int32_t root,
-                                        ReduceOp op, int stream, uint32_t group, uint64_t members,
-                                        std::string where) {
-  CollectiveRecord c{0, std::move(kind), stream, dtype, bytes, root, op, group, members};
-  c.where = std::move(where);
-  const std::size_t at = ctx_.enter(std::move(c), Access{}, true);
-  const CollectiveRecord& entered = ctx_.logs_.collectives[at];
-  ctx_.state_.foreign->enter(entered.seq, progress_kind(entered));
-  return at;
-}
-
-uint64_t LibraryHooks::enter_p2p(std::string kind, int peer, DType dtype, uint64_t bytes,
-                                 uint32_t group, uint64_t members, std::string where) {
-  if (peer < 0 || peer >= ctx_.world_size()) {
-    CPRR_THROW_AS(CaseFailure, "{} with peer {}: the world has ranks 0..{}", kind, peer,
-                  ctx_.world_size() - 1);
+uint64_t LibraryHooks::enter_collective(CollectiveRecord c) {
+  if (c.is_p2p()) {
+    if (c.peer >= ctx_.world_size()) {
+      CPRR_THROW_AS(CaseFailure, "{} with peer {}: the world has ranks 0..{}", c.kind, c.peer,
+                    ctx_.world_size() - 1);
+    }
+    // A host op with no accesses: it shows in the op log and the trace.
+    ctx_.log_op(-1, "host",
+                fmt::format("{} {} bytes ({}) {} rank {}", c.kind, c.bytes, dtype_name(c.dtype),
+                            c.kind == "send" ? "to" : "from", c.peer),
+                Access{});
+    c.stream = -1;
   }
-  // A host op with no accesses: it shows in the op log and the trace; the collective log
-  // numbers it on its channel.
-  ctx_.log_op(-1, "host",
-              fmt::format("{} {} bytes ({}) {} rank {}", kind, bytes, dtype_name(dtype),
-                          kind == "send" ? "to" : "from", peer),
-              Access{});
-  CollectiveRecord c{0, std::move(kind), -1, dtype, bytes, -1, ReduceOp::sum, group, members,
-                     peer};
-  c.where = std::move(where);
   const std::size_t at = ctx_.enter(std::move(c), Access{}, true);
   const CollectiveRecord& entered = ctx_.logs_.collectives[at];
   ctx_.state_.foreign->enter(entered.seq, progress_kind(entered));

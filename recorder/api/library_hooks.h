@@ -31,22 +31,15 @@ class LibraryHooks {
   /// on the CPU backend it is taken before this returns. Logged as an op of stream 0.
   void capture_memory(bool is_output, std::string name, const std::byte* data, uint64_t bytes,
                       DType dtype, std::vector<int64_t> shape, void* native = nullptr);
-  /// A collective the case's library is about to call, on group `group` (0: the world; its
-  /// ranks in `members`, CollectiveRecord's bitmask) from `where` (file:line): numbered among
-  /// the group's collectives, written to the flight record before the call (so a mismatch that
-  /// aborts or hangs is still named), logged on op-log stream `stream` (the library's, see
-  /// library_op), and reported by the watchdog as entered. Returns a handle for
-  /// complete_collective.
-  uint64_t enter_collective(std::string kind, DType dtype, uint64_t bytes, int32_t root,
-                            ReduceOp op, int stream = 0, uint32_t group = 0,
-                            uint64_t members = 0, std::string where = {});
-  /// A send to or recv from `peer` (a rank of the world) on group `group`: numbered on its
-  /// channel (group, sender, receiver), in the flight record and the collective log, where the
-  /// checks match each recv with its send; in the op log as a host op. Returns a handle for
-  /// complete_collective.
-  uint64_t enter_p2p(std::string kind, int peer, DType dtype, uint64_t bytes, uint32_t group = 0,
-                     uint64_t members = 0, std::string where = {});
-  /// The call enter_collective or enter_p2p returned `handle` for returned (the watchdog reports
+  /// A collective the case's library is about to call (`c`: its fingerprint, its group and
+  /// members, its caller's line; `c.stream` the op-log stream, the library's, see library_op):
+  /// numbered among its group's collectives, written to the flight record before the call (so a
+  /// mismatch that aborts or hangs is still named), and reported by the watchdog as entered.
+  /// A send or recv (`c.peer` a rank of the world) is numbered on its channel (group, sender,
+  /// receiver), where the checks match each recv with its send, and is a host op of the op log.
+  /// Returns a handle for complete_collective.
+  uint64_t enter_collective(CollectiveRecord c);
+  /// The call enter_collective returned `handle` for returned (the watchdog reports
   /// it as completed).
   void complete_collective(uint64_t handle);
   /// A group other than the world the case's collectives use or the case made: recorded once

@@ -42,7 +42,8 @@ inline constexpr uint32_t kProtocolVersion = 14;  // 2: Hello.comm_id, Bootstrap
                                                   // 12: Hello.gpu names the host on cpu
                                                   // 13: Catalog.files
                                                   // 14: CollectiveRecord group/members/peer/
-                                                  //     where, CaseCapture.groups
+                                                  //     where/send_bytes/recv_bytes/row_bytes,
+                                                  //     CaseCapture.groups
 inline constexpr uint32_t kMaxFrameBytes = 256u << 20;
 
 /// First message of every rank: who it is.

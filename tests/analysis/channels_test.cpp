@@ -155,6 +155,38 @@ TEST(GroupChecks, ALiveMismatchNeedsOnlyTheGroupsMembersBlockedInIt) {
   EXPECT_TRUE(blocked_mismatch({&w0, &w1}).has_value());
 }
 
+CollectiveRecord all_to_all(uint64_t seq, std::vector<uint64_t> sends,
+                            std::vector<uint64_t> recvs) {
+  CollectiveRecord c = in_group(0, 0, seq, "all_to_all_v", 0, "moe.py:9");
+  for (uint64_t b : sends) c.bytes += b;
+  c.send_bytes = std::move(sends);
+  c.recv_bytes = std::move(recvs);
+  c.row_bytes = 512;
+  return c;
+}
+
+TEST(GroupChecks, AnUnevenAllToAllIsComparedPerPeer) {
+  // Rank 0 sends 14 rows to rank 1, which expects 6; sizes may differ freely otherwise.
+  std::vector<Log> logs{{all_to_all(0, {1024, 14 * 512}, {1024, 2048})},
+                        {all_to_all(0, {2048, 512}, {6 * 512, 512})}};
+  auto m = check_collective_logs(ptrs(logs), true);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->describe(),
+            "collective #0 (all_to_all_v): rank 0 sends 14 rows (7168 bytes) to rank 1, rank 1 "
+            "expects 6 rows (3072 bytes) (rank 0 at moe.py:9, rank 1 at moe.py:9)");
+  EXPECT_TRUE(blocked_mismatch(ptrs(logs)).has_value()) << "no transport completes it";
+  logs[1][0].recv_bytes[0] = 14 * 512;
+  EXPECT_FALSE(check_collective_logs(ptrs(logs), true).has_value());
+  EXPECT_FALSE(blocked_mismatch(ptrs(logs)).has_value());
+  // Not in rows: told in bytes.
+  logs[1][0].recv_bytes[0] = 100;
+  logs[0][0].row_bytes = 0;
+  m = check_collective_logs(ptrs(logs), true);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_THAT(m->describe(), HasSubstr("rank 0 sends 7168 bytes to rank 1, rank 1 expects 100 "
+                                       "bytes"));
+}
+
 RankReport stuck_in(Log entered) {
   RankReport rep = waiting("body", 0, "x", -1);
   rep.entered = std::move(entered);

@@ -43,17 +43,19 @@ class FakeNative:
         self._next_collective = first_collective
         self.entered_in = []  # (group, members, where) per enter_collective / enter_p2p
         self.groups = []  # note_group's arguments
+        self.splits = []  # (send_bytes, recv_bytes, row_bytes) per enter_collective
 
     def capture(self, is_output, name, address, bytes, dtype, shape, native_stream):
         self.captures.append((is_output, name, address, bytes, dtype, list(shape),
                               native_stream))
 
     def enter_collective(self, kind, dtype, bytes, root, op, stream, group=0, members=0,
-                         where=""):
+                         where="", send_bytes=(), recv_bytes=(), row_bytes=0):
         seq = self._next_collective
         self._next_collective += 7  # not 0, 1, 2...: callers must hand back what they got
         self.collectives.append(("enter", seq, (kind, dtype, bytes, root, op)))
         self.entered_in.append((group, members, where))
+        self.splits.append((list(send_bytes), list(recv_bytes), row_bytes))
         self._append("collective", kind, stream)
         return seq
 

@@ -35,7 +35,7 @@ def recorded(tmp_path_factory):
 
 def test_every_case_is_as_expected_and_only_the_bugs_have_verdicts(recorded):
     cases, _, _ = recorded
-    assert len(cases) == 10, sorted(cases)
+    assert len(cases) == 12, sorted(cases)
     for name, case in cases.items():
         assert case["as_expected"], case
         if name.startswith("bug/"):
@@ -57,6 +57,15 @@ def test_an_object_collective_with_another_root_in_one_dp_group_is_named(recorde
     m = recorded[0]["bug/py_object_root_mismatch"]["collective_mismatch"]
     assert m["detail"].startswith("group 4 (ranks 1,3): collective #0 (broadcast): rank 1 has "
                                   "root 1, rank 3 has root 3"), m
+
+
+def test_an_moe_dispatch_whose_counts_were_never_exchanged_is_named_per_peer(recorded):
+    m = recorded[0]["bug/py_moe_counts_not_exchanged"]["collective_mismatch"]
+    assert m["field"] == "split", m
+    # Rank 0 routes (0 + 2*1) % 5 + 1 = 3 rows to rank 1; rank 1 expects from rank 0 what it
+    # sends there itself: (1 + 2*0) % 5 + 1 = 2 rows (of 8 f32: 32 bytes).
+    assert m["detail"].startswith("collective #0 (all_to_all_v): rank 0 sends 3 rows (96 bytes) "
+                                  "to rank 1, rank 1 expects 2 rows (64 bytes)"), m
 
 
 def test_a_dp_group_hang_names_the_member_that_never_joined(recorded):

@@ -56,6 +56,8 @@ void fill_edge_logs(CaseCapture& cap) {
        "tp.py:12"},
       {0, "send", -1, DType::f16, 6, -1, ReduceOp::sum, 3, uint64_t{1} << 63, kI32Max, kUnicode},
       {0, "recv", -1, DType::u8, 0, -1, ReduceOp::sum, 0, 0, 0, ""},
+      {1, "all_to_all_v", 0, DType::bf16, 10240, -1, ReduceOp::sum, 5, 0b11, -1, "moe.py:3",
+       {7168, 3072}, {kU64Max, 0}, 512},
   };
   cap.groups = {{1, {2, 3}, "gloo", "tp"},  // in id order, as read back
                 {3, {kI32Max, 0}, kUnicode, kUnicode},
