@@ -52,6 +52,18 @@ def _fp(kind, tensor=None, total=None, root=-1, op=None):
     return (kind + suffix, dtype, size, root, cprr_op)
 
 
+def _rank_arg(a, name, default=None):
+    """A rank argument (src, dst) as a rank of the world: torch 2.x also takes it as a rank of the
+    group (group_src, group_dst)."""
+    value = a.get(name)
+    group_value = a.get("group_" + name)
+    if value is None and group_value is not None:
+        group = a.get("group")
+        value = group_value if _groups.is_world(group) else dist.get_global_rank(group,
+                                                                                 group_value)
+    return default if value is None else value
+
+
 def _sum_bytes(tensors):
     return sum(_tensors.nbytes(t) for t in tensors)
 
@@ -59,8 +71,9 @@ def _sum_bytes(tensors):
 # name -> fingerprint of its bound arguments (a dict), for the default group's collectives.
 _COLLECTIVES = {
     "all_reduce": lambda a: _fp("all_reduce", a["tensor"], op=a.get("op", dist.ReduceOp.SUM)),
-    "broadcast": lambda a: _fp("broadcast", a["tensor"], root=a["src"]),
-    "reduce": lambda a: _fp("reduce", a["tensor"], root=a["dst"], op=a.get("op", dist.ReduceOp.SUM)),
+    "broadcast": lambda a: _fp("broadcast", a["tensor"], root=_rank_arg(a, "src")),
+    "reduce": lambda a: _fp("reduce", a["tensor"], root=_rank_arg(a, "dst"),
+                            op=a.get("op", dist.ReduceOp.SUM)),
     "all_gather": lambda a: _fp("all_gather", a["tensor"]),
     "all_gather_into_tensor": lambda a: _fp("all_gather", a["input_tensor"]),
     "_all_gather_base": lambda a: _fp("all_gather", a["input_tensor"]),
@@ -77,8 +90,8 @@ _COLLECTIVES = {
     "all_to_all_single": lambda a: _fp(
         "all_to_all_v" if a.get("input_split_sizes") or a.get("output_split_sizes")
         else "all_to_all", a["input"]),
-    "gather": lambda a: _fp("gather", a["tensor"], root=a.get("dst", 0)),
-    "scatter": lambda a: _fp("scatter", a["tensor"], root=a.get("src", 0)),
+    "gather": lambda a: _fp("gather", a["tensor"], root=_rank_arg(a, "dst", 0)),
+    "scatter": lambda a: _fp("scatter", a["tensor"], root=_rank_arg(a, "src", 0)),
     "barrier": lambda a: _fp("barrier"),
 }
 
@@ -149,7 +162,7 @@ def _access(name, bound):
     reads, writes = _ACCESS.get(name, ((), ()))
     if name in _ROOTED:
         root_arg, root_reads, root_writes = _ROOTED[name]
-        if bound.get(root_arg, 0) != dist.get_rank():
+        if _rank_arg(bound, root_arg, 0) != dist.get_rank():
             reads = tuple(a for a in reads if a not in root_reads)
             writes = tuple(a for a in writes if a not in root_writes)
     return reads, writes
@@ -272,8 +285,8 @@ def _wrap(name, original):
                 kind, peer_arg = _P2P[name]
 
                 def enter(stream):
-                    entered.append(_enter_p2p(native, kind, bound.get(peer_arg), bound["tensor"],
-                                              bound.get("group"), where))
+                    entered.append(_enter_p2p(native, kind, _rank_arg(bound, peer_arg),
+                                              bound["tensor"], bound.get("group"), where))
             else:
                 described = _groups.describe(bound.get("group"), native)
                 if described is None:  # not this rank's group: torch does nothing
