@@ -8,9 +8,9 @@
 namespace cprr {
 
 CallChannel channel_of(const CollectiveRecord& c, int rank) {
-  if (!c.is_p2p()) return CallChannel{c.group};
+  if (!c.is_p2p()) return CallChannel{c.group, -1, -1, c.members};
   const bool sends = c.kind == "send";
-  return CallChannel{c.group, sends ? rank : c.peer, sends ? c.peer : rank};
+  return CallChannel{c.group, sends ? rank : c.peer, sends ? c.peer : rank, c.members};
 }
 
 uint64_t reached(const std::vector<CollectiveRecord>& log, int rank, const CallChannel& ch) {
@@ -31,7 +31,7 @@ std::vector<int> members_of(const CollectiveRecord& c, int world,
     } else if (c.members != 0) {
       in = r < 64 && ((c.members >> r) & 1) != 0;
     } else if (r < static_cast<int>(logs.size()) && logs[r] != nullptr) {
-      const CallChannel ch{c.group};
+      const CallChannel ch{c.group, -1, -1, c.members};
       in = std::any_of(logs[r]->begin(), logs[r]->end(),
                        [&](const CollectiveRecord& x) { return channel_of(x, r) == ch; });
     }
@@ -57,7 +57,9 @@ std::string group_phrase(uint32_t group,
   for (const std::vector<GroupRecord>* list : groups) {
     if (list == nullptr) continue;
     for (const GroupRecord& g : *list) {
-      if (g.id != group) continue;
+      uint64_t mask = 0;
+      for (int32_t r : g.ranks) mask |= r >= 0 && r < 64 ? uint64_t{1} << r : 0;
+      if (g.id != group || (members != 0 && mask != members)) continue;
       return g.name.empty()
                  ? fmt::format("group {} (ranks {})", group, fmt::join(g.ranks, ","))
                  : fmt::format("group {} ({}, ranks {})", group, g.name, fmt::join(g.ranks, ","));

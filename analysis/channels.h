@@ -17,6 +17,9 @@ struct CallChannel {
   uint32_t group = 0;
   int32_t sender = -1;  ///< a message channel's sender (a rank of the world); -1: collectives
   int32_t receiver = -1;
+  /// The group's members as recorded: a library that gives one number to the groups one call
+  /// made (each rank its own) still has them told apart.
+  uint64_t members = 0;
 
   bool is_p2p() const { return sender >= 0; }
   auto operator<=>(const CallChannel&) const = default;

@@ -64,20 +64,21 @@ using Logs = std::vector<const std::vector<CollectiveRecord>*>;
 void never_joined(const std::vector<Progress>& ps, const Logs& logs,
                   const std::vector<const std::vector<GroupRecord>*>& groups,
                   std::vector<std::string>& parts) {
-  std::map<uint32_t, std::pair<int, const CollectiveRecord*>> top;  // group -> (rank, call)
+  std::map<CallChannel, std::pair<int, const CollectiveRecord*>> top;  // -> (rank, call)
   for (int r = 0; r < static_cast<int>(ps.size()); ++r) {
     if (!ps[r].known) continue;
     for (const CollectiveRecord& c : ps[r].log) {
       if (c.is_p2p()) continue;
-      auto& t = top[c.group];
+      auto& t = top[channel_of(c, r)];
       if (t.second == nullptr || c.seq > t.second->seq) t = {r, &c};
     }
   }
-  for (const auto& [group, t] : top) {
+  for (const auto& [ch, t] : top) {
     const CollectiveRecord& c = *t.second;
+    const uint32_t group = ch.group;
     std::vector<int> behind;
     for (int m : members_of(c, static_cast<int>(ps.size()), logs)) {
-      if (ps[m].known && reached(ps[m].log, m, CallChannel{group}) <= c.seq) behind.push_back(m);
+      if (ps[m].known && reached(ps[m].log, m, ch) <= c.seq) behind.push_back(m);
     }
     if (behind.empty()) continue;
     const std::string where = group == 0 ? "" : group_phrase(group, groups, c.members) + ": ";

@@ -34,10 +34,11 @@ bool across_transports(const ExecutionResult& a, const ExecutionResult& b) {
 }
 
 std::vector<GroupRecord> groups_of(const ExecutionResult& e) {
-  std::map<uint32_t, GroupRecord> by_id;
+  // By id and ranks: a library may give one number to the groups one call made.
+  std::map<std::pair<uint32_t, std::vector<int32_t>>, GroupRecord> by_id;
   for (const RankReport& rep : e.ranks) {
     if (!rep.done) continue;
-    for (const GroupRecord& g : rep.done->capture.groups) by_id.try_emplace(g.id, g);
+    for (const GroupRecord& g : rep.done->capture.groups) by_id.try_emplace({g.id, g.ranks}, g);
   }
   std::vector<GroupRecord> out;
   for (auto& [id, g] : by_id) out.push_back(std::move(g));

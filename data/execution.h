@@ -145,8 +145,8 @@ inline constexpr std::string_view kCollectivesGloo = transport_name(CollectiveTr
 /// outputs may differ by reduction order (float sums) with no bug in the case.
 bool across_transports(const ExecutionResult& a, const ExecutionResult& b);
 
-/// The groups other than the world the ranks of `e` recorded, by id, each once (the first rank's
-/// record of it).
+/// The groups other than the world the ranks of `e` recorded, by id and ranks, each once (the
+/// first rank's record of it).
 std::vector<GroupRecord> groups_of(const ExecutionResult& e);
 
 /// Whether an execution with status `s` meets the case's expectation.

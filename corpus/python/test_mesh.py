@@ -209,3 +209,25 @@ def moe_counts_not_exchanged(ctx):
            description="the twin: the counts go through an all-to-all first")
 def moe_counts_exchanged(ctx):
     _dispatch(ctx, exchange_counts=True)
+
+
+# ---- the same mesh through DeviceMesh, where torch has it ---------------------------------------
+
+
+@cprr.case(name="healthy/py_device_mesh", world_sizes=[4],
+           description="a 2x2 DeviceMesh (dp, tp): its dimensions' groups are recorded with "
+           "torch's names for them; torch without DeviceMesh makes the same groups by hand")
+def device_mesh(ctx):
+    try:
+        from torch.distributed.device_mesh import init_device_mesh
+    except ImportError:  # torch < 2.2
+        init_device_mesh = None
+    if init_device_mesh is not None:
+        mesh = init_device_mesh(ctx.device.type, (2, 2), mesh_dim_names=("dp", "tp"))
+        dp, tp = mesh.get_group("dp"), mesh.get_group("tp")
+    else:
+        tp, dp = _mesh(ctx)
+    x = torch.full((16,), float(ctx.rank), device=ctx.device)
+    dist.all_reduce(x, group=tp)
+    dist.all_reduce(x, group=dp)
+    ctx.output("x", x)

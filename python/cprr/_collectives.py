@@ -351,11 +351,19 @@ def _wrap_new_group(original):
     """new_group and split_group (and what calls them: new_subgroups, DeviceMesh): every group
     is numbered as made (cprr._groups); one made while a case runs is the case's, in its log
     and ended with it (cprr._running.made_group)."""
+    signature = inspect.signature(original)
+    splits = original.__name__ == "split_group"
 
     @functools.wraps(original)
     def wrapper(*args, **kwargs):
         group = original(*args, **kwargs)
-        _groups.made(group)
+        if splits:  # one call, a group per list of split_ranks: this rank's is its own
+            split_ranks = signature.bind(*args, **kwargs).arguments.get("split_ranks") or []
+            me = dist.get_rank()
+            index = next((i for i, ranks in enumerate(split_ranks) if me in ranks), None)
+            _groups.made_split(group, len(split_ranks), index)
+        else:
+            _groups.made(group)
         native = _running.current()
         if native is not None and group is not None and \
                 group is not dist.GroupMember.NON_GROUP_MEMBER:

@@ -43,6 +43,18 @@ def made(group):
     return number
 
 
+def made_split(group, subgroups, index):
+    """split_group returned `group`: one call makes `subgroups` groups (its split_ranks), each
+    rank getting the one at `index` (None: it is in none). Each is numbered in the order the call
+    lists them, so the same number is the same group on every rank."""
+    first = _registry.next_id
+    _registry.next_id += max(subgroups, 1)
+    if index is not None and group is not None and \
+            group is not dist.GroupMember.NON_GROUP_MEMBER:
+        _registry.ids[id(group)] = (first + index, group)
+    return first + index if index is not None else None
+
+
 def case_started():
     """Where the running case's groups start; hand it back to case_ended."""
     return _registry.next_id

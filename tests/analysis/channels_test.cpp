@@ -38,12 +38,12 @@ CollectiveRecord message(const char* kind, int peer, uint64_t seq, uint64_t byte
 using Log = std::vector<CollectiveRecord>;
 
 TEST(Channels, EachGroupAndDirectionNumbersItsOwn) {
-  EXPECT_EQ(channel_of(in_group(2, kTp2, 5, "all_reduce", 4), 3), (CallChannel{2}));
+  EXPECT_EQ(channel_of(in_group(2, kTp2, 5, "all_reduce", 4), 3), (CallChannel{2, -1, -1, kTp2}));
   EXPECT_EQ(channel_of(message("send", 2, 0, 4), 1), (CallChannel{0, 1, 2}));
   EXPECT_EQ(channel_of(message("recv", 1, 0, 4), 2), (CallChannel{0, 1, 2}));
   const Log log{in_group(1, kTp1, 0, "all_reduce", 4), message("send", 1, 0, 4),
                 in_group(1, kTp1, 1, "all_reduce", 4), message("send", 1, 1, 4)};
-  EXPECT_EQ(reached(log, 0, CallChannel{1}), 2u);
+  EXPECT_EQ(reached(log, 0, CallChannel{1, -1, -1, kTp1}), 2u);
   EXPECT_EQ(reached(log, 0, CallChannel{0, 0, 1}), 2u);
   EXPECT_EQ(reached(log, 0, CallChannel{0, 1, 0}), 0u) << "what it received is another direction";
   EXPECT_EQ(reached(log, 0, CallChannel{}), 0u);
@@ -89,6 +89,18 @@ std::vector<const Log*> ptrs(const std::vector<Log>& logs) {
 TEST(GroupChecks, GroupsNumberingFromZeroEachAreNoMismatch) {
   const std::vector<Log> logs = mesh_logs();
   EXPECT_FALSE(check_collective_logs(ptrs(logs), true).has_value());
+}
+
+TEST(GroupChecks, GroupsOneCallMadeUnderOneNumberAreToldApartByTheirMembers) {
+  // A library that numbers the groups of one split alike: tp {0,1} and {2,3} both "group 1".
+  std::vector<Log> logs(4);
+  for (int r = 0; r < 4; ++r) {
+    logs[r] = {in_group(1, r < 2 ? kTp1 : kTp2, 0, "all_reduce", r < 2 ? 64 : 128)};
+  }
+  EXPECT_FALSE(check_collective_logs(ptrs(logs), true).has_value())
+      << "each group's calls agree within it";
+  const std::vector<GroupRecord> split{{1, {0, 1}, "nccl", "mesh_tp"}, {1, {2, 3}, "nccl", "mesh_tp"}};
+  EXPECT_EQ(group_phrase(1, {&split}, kTp2), "group 1 (mesh_tp, ranks 2,3)");
 }
 
 TEST(GroupChecks, AMismatchInsideOneGroupNamesItsNumberAndRanks) {

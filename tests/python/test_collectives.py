@@ -141,6 +141,20 @@ def test_a_subgroup_call_is_recorded_in_its_group_which_is_noted_once(group):
     assert native.groups == [(first, [0], "gloo", "")], "noted once, at its first use"
 
 
+def test_the_groups_of_one_split_are_numbered_in_the_order_the_call_lists_them(group):
+    from cprr import _groups
+
+    first = _groups.case_started()
+    marker = object()
+    # A split into 3 groups whose second is this rank's, then one this rank is in none of.
+    assert _groups.made_split(marker, 3, 1) == first + 1
+    assert _groups.made_split(None, 2, None) is None
+    assert _groups.case_started() == first + 5, "every group of both calls has its number"
+    assert _groups._registry.ids[id(marker)][0] == first + 1
+    _groups.case_ended(first)
+    assert id(marker) not in _groups._registry.ids
+
+
 def test_a_group_made_in_a_case_is_numbered_from_where_the_case_began(group):
     from cprr import _groups
 
