@@ -26,6 +26,7 @@ class _Registry:
 
     def __init__(self):
         self.ids = {}
+        self.ranks = {}  # id(group) -> (group, its ranks of the world)
         self.next_id = 1
         self.next_unseen = _UNSEEN_FIRST_ID
 
@@ -64,6 +65,7 @@ def case_ended(first_id):
     """The case's groups are ended: their numbers are free again, as in a fresh rank."""
     _registry.ids = {k: v for k, v in _registry.ids.items() if v[0] < first_id or
                      v[0] >= _UNSEEN_FIRST_ID}
+    _registry.ranks = {k: v for k, v in _registry.ranks.items() if k in _registry.ids}
     _registry.next_id = first_id
 
 
@@ -112,7 +114,11 @@ def describe(group, native):
         _registry.next_unseen += 1
         _registry.ids[id(group)] = entry
     number = entry[0]
-    ranks = _ranks(group)
+    known = _registry.ranks.get(id(group))
+    if known is None or known[0] is not group:  # asked once per group: calls in loops are many
+        known = (group, _ranks(group))
+        _registry.ranks[id(group)] = known
+    ranks = known[1]
     noted = _running.noted_groups()
     if noted is not None and number not in noted:
         noted.add(number)
