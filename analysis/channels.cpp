@@ -41,17 +41,15 @@ std::vector<int> members_of(const CollectiveRecord& c, int world,
 }
 
 std::string call_phrase(const CollectiveRecord& c, bool with_site) {
-  std::string text =
-      c.is_p2p() ? fmt::format("{} #{} {} rank {}", c.kind, c.seq,
-                               c.kind == "send" ? "to" : "from", c.peer)
-                 : fmt::format("collective #{} ({})", c.seq, c.kind);
+  std::string text = c.is_p2p() ? fmt::format("{} #{} {} rank {}", c.kind, c.seq,
+                                              c.kind == "send" ? "to" : "from", c.peer)
+                                : fmt::format("collective #{} ({})", c.seq, c.kind);
   if (c.group != 0) text += fmt::format(" of group {}", c.group);
   if (with_site && !c.where.empty()) text += " at " + c.where;
   return text;
 }
 
-std::string group_phrase(uint32_t group,
-                         const std::vector<const std::vector<GroupRecord>*>& groups,
+std::string group_phrase(uint32_t group, const std::vector<const std::vector<GroupRecord>*>& groups,
                          uint64_t members) {
   if (group == 0) return {};
   for (const std::vector<GroupRecord>* list : groups) {

@@ -4,8 +4,8 @@
 // sender's n-th send to the receiver is the receiver's n-th recv from it). Every cross-rank check
 // of the collective logs (mismatch, hang diagnosis, a failed rank's leftovers) lines records up
 // through these, so none is keyed by a number alone.
-#include <cstdint>
 #include <compare>
+#include <cstdint>
 #include <string>
 #include <vector>
 

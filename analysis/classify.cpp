@@ -63,6 +63,39 @@ std::string pending_after_failure(const std::vector<RankReport>& ranks) {
   return {};
 }
 
+// Each reported rank's collective log (index = rank; null: no report).
+std::vector<const std::vector<CollectiveRecord>*> collective_logs(
+    const std::vector<RankReport>& ranks) {
+  std::vector<const std::vector<CollectiveRecord>*> logs;
+  for (const RankReport& rep : ranks) {
+    logs.push_back(rep.done ? &rep.done->capture.collectives : nullptr);
+  }
+  return logs;
+}
+
+// The last call of failed rank `r` that a rank which returned never entered: what the failure
+// likely came from (a transport error once that rank left, e.g. its group ended), or "" for none.
+std::string skipped_by_finished(const std::vector<RankReport>& ranks, int r) {
+  const std::vector<CollectiveRecord>& log = ranks[r].done->capture.collectives;
+  if (log.empty()) return {};
+  const CollectiveRecord& c = log.back();
+  const std::vector<const std::vector<CollectiveRecord>*> logs = collective_logs(ranks);
+  const std::vector<int> members =
+      c.is_p2p() ? std::vector<int>{c.peer} : members_of(c, static_cast<int>(ranks.size()), logs);
+  for (int m : members) {
+    if (m == r || m >= static_cast<int>(ranks.size()) || !ranks[m].done || has_failed(ranks[m])) {
+      continue;
+    }
+    if (reached(ranks[m].done->capture.collectives, m, channel_of(c, r)) <= c.seq) {
+      return fmt::format(
+          "rank {} had entered {}, which rank {} never entered: it returned "
+          "without it",
+          r, call_phrase(c, true), m);
+    }
+  }
+  return {};
+}
+
 // The error (over a fail) of the lowest rank that reported one, as the summary names it.
 Classification reported_failure(const std::vector<RankReport>& ranks, const FirstRanks& f) {
   const int r = f.errored >= 0 ? f.errored : f.failed;
@@ -70,6 +103,9 @@ Classification reported_failure(const std::vector<RankReport>& ranks, const Firs
                             fmt::format("rank {}: {}", r, failure_headline(ranks[r].done->error)));
   c.note = pending_after_failure(ranks);
   if (!c.note.empty()) c.kill_world = true;
+  if (const std::string skipped = skipped_by_finished(ranks, r); !skipped.empty()) {
+    c.note += (c.note.empty() ? "" : "; ") + skipped;
+  }
   return c;
 }
 
@@ -120,8 +156,7 @@ bool has_failed(const RankReport& rep) { return rep.done && rep.done->outcome !=
 
 std::optional<LeftByFailure> left_by_failure(const std::vector<RankReport>& ranks, int rank,
                                              const std::vector<CollectiveRecord>& log) {
-  std::vector<const std::vector<CollectiveRecord>*> logs;
-  for (const RankReport& rep : ranks) logs.push_back(rep.done ? &rep.done->capture.collectives : nullptr);
+  const std::vector<const std::vector<CollectiveRecord>*> logs = collective_logs(ranks);
   for (const CollectiveRecord& c : log) {
     for (int f = 0; f < static_cast<int>(ranks.size()); ++f) {
       if (f == rank || !has_failed(ranks[f])) continue;

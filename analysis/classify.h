@@ -30,7 +30,9 @@ struct Classification {
   /// The stop descriptor fired while a rank was still running: an `error` saying nothing about
   /// the case (ExecutionResult::interrupted).
   bool interrupted = false;
-  /// Why a failing world is killed when no rank was released: for the execution's note.
+  /// Why a failing world is killed when no rank was released, and the failed rank's last call
+  /// that a rank which returned never entered (where a transport error came from): for the
+  /// execution's note.
   std::string note;
 
   /// Field by field; tests compare whole judgements.

@@ -30,8 +30,8 @@ Progress progress_of(const RankReport& rep) {
     const WatchdogStatus& w = *rep.watchdog;
     p.log = rep.entered;
     if (p.log.empty() && w.entered_seq >= 0) {
-      p.log.push_back(CollectiveRecord{.seq = static_cast<uint64_t>(w.entered_seq),
-                                       .kind = w.entered_kind});
+      p.log.push_back(
+          CollectiveRecord{.seq = static_cast<uint64_t>(w.entered_seq), .kind = w.entered_kind});
     }
     p.doing = w.running.empty() ? "in " + w.phase
                                 : fmt::format("in {}: {}", w.phase, fmt::join(w.running, "; "));

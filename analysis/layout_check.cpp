@@ -1,15 +1,13 @@
 #include "analysis/layout_check.h"
 
-#include <algorithm>
-#include <map>
-
-#include "analysis/channels.h"
-
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <map>
 #include <string_view>
 
+#include "analysis/channels.h"
 #include "analysis/compare.h"
 
 namespace cprr {
@@ -106,9 +104,10 @@ std::string CollectiveMismatch::describe() const {
     text = fmt::format("collective #{} ({}): rank {} sends {} to rank {}, rank {} expects {}", seq,
                        kind, rank_a, amount(value_a), rank_b, rank_b, amount(value_b));
   } else if (p2p) {
-    text = fmt::format("message #{} from rank {} to rank {}: rank {} sends {} {}, rank {} receives "
-                       "{} {}",
-                       seq, rank_a, rank_b, rank_a, field, value_a, rank_b, field, value_b);
+    text = fmt::format(
+        "message #{} from rank {} to rank {}: rank {} sends {} {}, rank {} receives "
+        "{} {}",
+        seq, rank_a, rank_b, rank_a, field, value_a, rank_b, field, value_b);
   } else {
     text = fmt::format("collective #{} ({}): rank {} has {} {}, rank {} has {} {}", seq, kind,
                        rank_a, field, value_a, rank_b, field, value_b);
@@ -136,7 +135,8 @@ std::optional<CollectiveMismatch> compare_calls(const CollectiveRecord& a,
     if (a.dtype != b.dtype) {
       return differ("dtype", std::string(dtype_name(a.dtype)), std::string(dtype_name(b.dtype)));
     }
-    if (a.bytes != b.bytes) return differ("bytes", std::to_string(a.bytes), std::to_string(b.bytes));
+    if (a.bytes != b.bytes)
+      return differ("bytes", std::to_string(a.bytes), std::to_string(b.bytes));
     return std::nullopt;
   }
   if (a.kind != b.kind) return differ("kind", a.kind, b.kind);
@@ -156,8 +156,8 @@ std::optional<CollectiveMismatch> compare_calls(const CollectiveRecord& a,
 using Logs = std::vector<const std::vector<CollectiveRecord>*>;
 
 // Every rank's records on each channel (index = rank; a rank without records has none).
-std::map<CallChannel, std::vector<std::vector<const CollectiveRecord*>>> by_channel(const Logs& logs,
-                                                                               bool complete) {
+std::map<CallChannel, std::vector<std::vector<const CollectiveRecord*>>> by_channel(
+    const Logs& logs, bool complete) {
   std::map<CallChannel, std::vector<std::vector<const CollectiveRecord*>>> out;
   // The world's collectives are compared even where no rank made one: a count of 0 is a count.
   if (complete) out[CallChannel{}].resize(logs.size());
@@ -226,8 +226,9 @@ std::optional<CollectiveMismatch> check_splits(
         if (i == j || b == calls.end() || !fits(*b->second)) continue;
         const uint64_t sent = a->second->send_bytes[j], expected = b->second->recv_bytes[i];
         if (sent == expected) continue;
-        CollectiveMismatch m{seq, members[i], members[j], "split", std::to_string(sent),
-                             std::to_string(expected), any.kind};
+        CollectiveMismatch m{seq,     members[i],           members[j],
+                             "split", std::to_string(sent), std::to_string(expected),
+                             any.kind};
         m.group = any.group;
         m.members = any.members;
         m.where_a = a->second->where;
@@ -327,9 +328,10 @@ std::optional<CollectiveMismatch> blocked_mismatch(const Logs& logs) {
     }
     if (any == nullptr) continue;
     const std::vector<int> members = members_of(*any, static_cast<int>(logs.size()), calls);
-    const bool all_in = members.size() >= 2 && std::all_of(members.begin(), members.end(), [&](int r) {
-      return !sides[r].empty() && sides[r].front()->seq == any->seq;
-    });
+    const bool all_in =
+        members.size() >= 2 && std::all_of(members.begin(), members.end(), [&](int r) {
+          return !sides[r].empty() && sides[r].front()->seq == any->seq;
+        });
     if (all_in) {
       if (auto m = check_group(ch, sides, calls, false)) return m;
     }

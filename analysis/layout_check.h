@@ -41,7 +41,7 @@ std::optional<LayoutMismatch> check_symmetric_layout(const std::vector<const Cas
 
 /// The first collective (or message) two ranks called differently.
 struct CollectiveMismatch {
-  uint64_t seq = 0;  ///< the collective's number in its group (the message's on its channel)
+  uint64_t seq = 0;    ///< the collective's number in its group (the message's on its channel)
   int32_t rank_a = 0;  ///< a message's sender
   int32_t rank_b = 0;  ///< a message's receiver
   /// kind | dtype | bytes | root | op | count (a rank made fewer collectives, or messages) |
@@ -49,12 +49,12 @@ struct CollectiveMismatch {
   std::string field;
   std::string value_a, value_b;
   std::string kind;  ///< rank a's call ("all_reduce"); empty for a count mismatch
-  uint32_t group = 0;      ///< its group (0: the world)
-  uint64_t members = 0;    ///< its group's members as recorded (CollectiveRecord::members)
-  bool p2p = false;        ///< a send against its recv
+  uint32_t group = 0;            ///< its group (0: the world)
+  uint64_t members = 0;          ///< its group's members as recorded (CollectiveRecord::members)
+  bool p2p = false;              ///< a send against its recv
   std::string where_a, where_b;  ///< each side's file:line where recorded
-  std::string group_name;  ///< "group 2 (tp, ranks 2,3)"; empty for the world
-  uint64_t row_bytes = 0;  ///< split: the bytes of a row on both sides (0: told in bytes)
+  std::string group_name;        ///< "group 2 (tp, ranks 2,3)"; empty for the world
+  uint64_t row_bytes = 0;        ///< split: the bytes of a row on both sides (0: told in bytes)
 
   /// "collective #3 (all_reduce): rank 0 has bytes 4096, rank 1 has bytes 2048", with the group
   /// first ("group 2 (tp, ranks 2,3): ...") and the callers' lines last where known; "message #1
@@ -75,11 +75,11 @@ std::optional<CollectiveMismatch> check_collective_logs(
 /// The collective a world is stuck in, named while it runs: every member of a group (every rank,
 /// for the world) has its flight log (index = rank, oldest first; null or empty: no decision)
 /// end at the same collective #k of the group, and their calls of #k differ in kind, bytes, root
-/// or an all-to-all's bytes per peer, which no transport completes consistently; or a sender and its receiver are blocked in
-/// the same message with another size. A difference in dtype of the same size or in the
-/// reduction alone is left to the post-mortem check: such a call completes (with wrong results),
-/// and stopping it would lose the outputs. A rank still on its way to #k, or past it, makes no
-/// decision: a slow rank that enters #k with the same call is never a finding.
+/// or an all-to-all's bytes per peer, which no transport completes consistently; or a sender and
+/// its receiver are blocked in the same message with another size. A difference in dtype of the
+/// same size or in the reduction alone is left to the post-mortem check: such a call completes
+/// (with wrong results), and stopping it would lose the outputs. A rank still on its way to #k, or
+/// past it, makes no decision: a slow rank that enters #k with the same call is never a finding.
 std::optional<CollectiveMismatch> blocked_mismatch(
     const std::vector<const std::vector<CollectiveRecord>*>& logs);
 /// check_collective_logs over completed ranks' captures (index = rank; null: no log).

@@ -69,7 +69,8 @@ class TraceBuilder {
     add_race_flows();
     json groups = json::array();
     for (const GroupRecord& g : groups_of(e_)) {
-      groups.push_back({{"id", g.id}, {"ranks", g.ranks}, {"backend", g.backend}, {"name", g.name}});
+      groups.push_back(
+          {{"id", g.id}, {"ranks", g.ranks}, {"backend", g.backend}, {"name", g.name}});
     }
     return json{{"traceEvents", std::move(events_)},
                 {"displayTimeUnit", "ns"},

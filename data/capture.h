@@ -105,8 +105,8 @@ struct CollectiveRecord {
   std::string kind;
   int32_t stream = 0;
   DType dtype = DType::u8;
-  uint64_t bytes = 0;  ///< bytes this rank sends (a recv: bytes it receives)
-  int32_t root = -1;   ///< a rooted collective's root, as a rank of the world
+  uint64_t bytes = 0;           ///< bytes this rank sends (a recv: bytes it receives)
+  int32_t root = -1;            ///< a rooted collective's root, as a rank of the world
   ReduceOp op = ReduceOp::sum;  ///< all_reduce's reduction (sum for every other kind)
   uint32_t group = 0;           ///< the group it runs on (GroupRecord::id; 0: the world)
   /// The group's ranks of the world, bit r for rank r; 0: every rank (the world, or a world of

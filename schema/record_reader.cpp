@@ -297,9 +297,8 @@ std::string collective_query(int version) {
       "SELECT rank, seq, kind, stream, dtype, bytes, root, {}, {} FROM collective "
       "WHERE execution_id = ? ORDER BY rank, {}",
       version >= kVersion5 ? "op" : "''",
-      version >= kGroupsVersion
-          ? "group_id, members, peer, site, send_bytes, recv_bytes, row_bytes"
-          : "0, 0, -1, '', '', '', 0",
+      version >= kGroupsVersion ? "group_id, members, peer, site, send_bytes, recv_bytes, row_bytes"
+                                : "0, 0, -1, '', '', '', 0",
       version >= kGroupsVersion ? "position" : "seq");
 }
 

@@ -42,9 +42,8 @@ PYBIND11_MODULE(_cprr, m) {
            py::arg("send_bytes") = std::vector<uint64_t>{},
            py::arg("recv_bytes") = std::vector<uint64_t>{}, py::arg("row_bytes") = 0)
       .def("complete_collective", &CaseContext::complete_collective)
-      .def("enter_p2p", &CaseContext::enter_p2p, py::arg("kind"), py::arg("peer"),
-           py::arg("dtype"), py::arg("bytes"), py::arg("group") = 0, py::arg("members") = 0,
-           py::arg("where") = "")
+      .def("enter_p2p", &CaseContext::enter_p2p, py::arg("kind"), py::arg("peer"), py::arg("dtype"),
+           py::arg("bytes"), py::arg("group") = 0, py::arg("members") = 0, py::arg("where") = "")
       .def("note_group", &CaseContext::note_group)
       .def("track", &CaseContext::track, py::arg("name"), py::arg("address"), py::arg("bytes"),
            py::arg("device"), py::arg("native_stream"), py::arg("written_by"),

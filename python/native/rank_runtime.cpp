@@ -66,9 +66,9 @@ void CaseContext::capture(bool is_output, const std::string& name, uint64_t addr
 }
 
 uint64_t CaseContext::enter_collective(const std::string& kind, const std::string& dtype,
-                                       uint64_t bytes, int root, const std::string& op,
-                                       int stream, uint32_t group, uint64_t members,
-                                       const std::string& where, std::vector<uint64_t> send_bytes,
+                                       uint64_t bytes, int root, const std::string& op, int stream,
+                                       uint32_t group, uint64_t members, const std::string& where,
+                                       std::vector<uint64_t> send_bytes,
                                        std::vector<uint64_t> recv_bytes, uint64_t row_bytes) {
   CollectiveRecord c{0, kind, stream, dtype_of(dtype), bytes, root, op_of(op), group, members};
   c.where = where;

@@ -31,9 +31,9 @@ int64_t total(const std::vector<int64_t>& counts) {
 
 std::size_t Context::enter(CollectiveRecord c, const Access& access, bool library) {
   const bool sends = c.kind == "send";
-  const auto channel = c.is_p2p() ? std::make_tuple(c.group, sends ? rank() : c.peer,
-                                                    sends ? c.peer : rank())
-                                  : std::make_tuple(c.group, -1, -1);
+  const auto channel =
+      c.is_p2p() ? std::make_tuple(c.group, sends ? rank() : c.peer, sends ? c.peer : rank())
+                 : std::make_tuple(c.group, -1, -1);
   c.seq = next_number_[channel]++;
   logs_.collectives.push_back(std::move(c));
   const CollectiveRecord& entered = logs_.collectives.back();

@@ -168,8 +168,8 @@ bool World::blocked_on_failure(uint64_t execution, const std::vector<RankReport>
     stopped_early_ = fmt::format(
         "stopped {:.1f} ms after rank {} failed, not at the deadline: rank {} had entered {}, "
         "which rank {} never did",
-        std::chrono::duration<double, std::milli>(Clock::now() - failed_at_).count(),
-        left->failed, r, call_phrase(left->call), left->failed);
+        std::chrono::duration<double, std::milli>(Clock::now() - failed_at_).count(), left->failed,
+        r, call_phrase(left->call), left->failed);
     return true;
   }
   return false;

@@ -99,7 +99,8 @@ TEST(GroupChecks, GroupsOneCallMadeUnderOneNumberAreToldApartByTheirMembers) {
   }
   EXPECT_FALSE(check_collective_logs(ptrs(logs), true).has_value())
       << "each group's calls agree within it";
-  const std::vector<GroupRecord> split{{1, {0, 1}, "nccl", "mesh_tp"}, {1, {2, 3}, "nccl", "mesh_tp"}};
+  const std::vector<GroupRecord> split{{1, {0, 1}, "nccl", "mesh_tp"},
+                                       {1, {2, 3}, "nccl", "mesh_tp"}};
   EXPECT_EQ(group_phrase(1, {&split}, kTp2), "group 1 (mesh_tp, ranks 2,3)");
 }
 
@@ -153,7 +154,8 @@ TEST(GroupChecks, ASendIsMatchedWithItsRecvBySize) {
 
 TEST(GroupChecks, ALiveMismatchNeedsOnlyTheGroupsMembersBlockedInIt) {
   // Ranks 2 and 3 are blocked in tp group 2's #0 with other sizes; ranks 0 and 1 finished.
-  const Log r2{in_group(2, kTp2, 0, "all_reduce", 512)}, r3{in_group(2, kTp2, 0, "all_reduce", 384)};
+  const Log r2{in_group(2, kTp2, 0, "all_reduce", 512)},
+      r3{in_group(2, kTp2, 0, "all_reduce", 384)};
   const auto m = blocked_mismatch({nullptr, nullptr, &r2, &r3});
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->group, 2u);
@@ -215,8 +217,8 @@ TEST(GroupHang, NamesTheGroupAndTheMemberThatNeverJoined) {
   std::vector<Log> logs = mesh_logs();
   Log r1 = logs[1];
   r1.push_back(in_group(4, kDp4, 1, "all_reduce", 512, "dp.py:7"));
-  const std::string d = diagnose_hang({finished_with(logs[0]), stuck_in(r1),
-                                       finished_with(logs[2]), finished_with(logs[3])});
+  const std::string d = diagnose_hang(
+      {finished_with(logs[0]), stuck_in(r1), finished_with(logs[2]), finished_with(logs[3])});
   EXPECT_THAT(d, HasSubstr("group 4 (ranks 1,3): rank 3 never joined collective #1 (all_reduce) "
                            "at dp.py:7"));
   EXPECT_THAT(d, HasSubstr("rank 1: in body (waiting in collective #0 x), last collective #1 "
@@ -247,6 +249,24 @@ TEST(GroupFailure, OnlyWhatTheFailedRankTakesPartInIsLeftByIt) {
   // A recv from the failed rank past what it sent; one from another rank is not its doing.
   EXPECT_TRUE(left_by_failure(ranks, 2, {message("recv", 3, 0, 8)}).has_value());
   EXPECT_FALSE(left_by_failure(ranks, 2, {message("recv", 0, 0, 8)}).has_value());
+}
+
+TEST(GroupFailure, AFailureInACallAPeerReturnedWithoutIsNoted) {
+  // Rank 1 raised (a transport error) in dp group 4's #1, which rank 3 skipped and returned.
+  RankReport failed1 = failed("RuntimeError: Connection closed by peer");
+  failed1.done->capture.collectives = {in_group(4, kDp4, 0, "all_reduce", 8),
+                                       in_group(4, kDp4, 1, "all_reduce", 8, "dp.py:9")};
+  const std::vector<RankReport> ranks{finished_with({in_group(3, kDp3, 0, "all_reduce", 8)}),
+                                      failed1,
+                                      finished_with({in_group(3, kDp3, 0, "all_reduce", 8)}),
+                                      finished_with({in_group(4, kDp4, 0, "all_reduce", 8)})};
+  EXPECT_EQ(classify(ranks, false).note,
+            "rank 1 had entered collective #1 (all_reduce) of group 4 at dp.py:9, which rank 3 "
+            "never entered: it returned without it");
+  // Rank 3 took part: nothing to say.
+  RankReport joined =
+      finished_with({in_group(4, kDp4, 0, "all_reduce", 8), in_group(4, kDp4, 1, "all_reduce", 8)});
+  EXPECT_EQ(classify({ranks[0], failed1, ranks[2], joined}, false).note, "");
 }
 
 }  // namespace

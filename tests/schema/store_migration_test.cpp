@@ -254,8 +254,8 @@ TEST(StoreMigration, AVersionNineFileReadsItsBackendsTransportAndGainsItsColumns
   for (const char* t : {"test_case", "rank_result", "capture", "alloc_event", "op"}) {
     sql += fmt::format("INSERT INTO {0} SELECT * FROM src.{0};", t);
   }
-  sql += fmt::format("INSERT INTO collective SELECT {0} FROM src.collective;",
-                     kCollectiveColumns12);
+  sql +=
+      fmt::format("INSERT INTO collective SELECT {0} FROM src.collective;", kCollectiveColumns12);
   sql +=
       "INSERT INTO execution SELECT id, run_id, case_id, mode, world_id, pool_position, attempt, "
       "status, as_expected, summary, started_at, wall_ms, startup_ms, symmetric_pool "
@@ -354,8 +354,8 @@ TEST(StoreMigration, AVersionTwelveFilesCollectivesAreTheWorldsAndSurviveTheRebu
   }
   std::string sql = without_groups(std::string(schema_sql()));
   sql += "PRAGMA user_version = 12; ATTACH '" + v13 + "' AS src;";
-  for (const char* t : {"run", "test_case", "execution", "rank_result", "capture", "alloc_event",
-                        "op"}) {
+  for (const char* t :
+       {"run", "test_case", "execution", "rank_result", "capture", "alloc_event", "op"}) {
     sql += fmt::format("INSERT INTO {0} SELECT * FROM src.{0};", t);
   }
   // Written in reverse: the order read back is seq's, not the rows'.
