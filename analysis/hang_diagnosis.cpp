@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "analysis/channels.h"
+#include "data/flight_record.h"
 
 namespace cprr {
 namespace {
@@ -14,6 +15,7 @@ namespace {
 struct Progress {
   bool known = true;  // false: its watchdog never answered, so where it is cannot be told
   bool done = false;
+  bool wrapped = false;
   // What it entered: its collective log if it finished, else its flight record, else (no
   // flight record) the last collective its watchdog saw, as the world's.
   std::vector<CollectiveRecord> log;
@@ -29,7 +31,12 @@ Progress progress_of(const RankReport& rep) {
   } else if (rep.watchdog) {
     const WatchdogStatus& w = *rep.watchdog;
     p.log = rep.entered;
-    if (p.log.empty() && w.entered_seq >= 0) {
+    // A full ring lost its oldest calls: a group or channel absent from it is not known absent.
+    p.wrapped = p.log.size() + 1 >= kFlightSlots;
+    // Without a flight record, the watchdog's last call stands in when it is the world's (its
+    // words name a group or a peer otherwise, numbered apart).
+    if (p.log.empty() && w.entered_seq >= 0 &&
+        w.entered_kind.find(' ') == std::string::npos) {
       p.log.push_back(
           CollectiveRecord{.seq = static_cast<uint64_t>(w.entered_seq), .kind = w.entered_kind});
     }
@@ -78,7 +85,8 @@ void never_joined(const std::vector<Progress>& ps, const Logs& logs,
     const uint32_t group = ch.group;
     std::vector<int> behind;
     for (int m : members_of(c, static_cast<int>(ps.size()), logs)) {
-      if (ps[m].known && reached(ps[m].log, m, ch) <= c.seq) behind.push_back(m);
+      const uint64_t n = reached(ps[m].log, m, ch);
+      if (ps[m].known && n <= c.seq && !(ps[m].wrapped && n == 0)) behind.push_back(m);
     }
     if (behind.empty()) continue;
     const std::string where = group == 0 ? "" : group_phrase(group, groups, c.members) + ": ";
@@ -88,16 +96,19 @@ void never_joined(const std::vector<Progress>& ps, const Logs& logs,
   }
 }
 
-// A rank blocked in a send or recv whose other end never made its side.
+// A rank blocked in a send or recv whose other end never made its side: the first such call of
+// its log (a stream-ordered case issues later calls behind it, so it need not be the last).
 void unmatched_messages(const std::vector<Progress>& ps, std::vector<std::string>& parts) {
   for (int r = 0; r < static_cast<int>(ps.size()); ++r) {
-    if (!ps[r].known || ps[r].done || ps[r].log.empty() || !ps[r].log.back().is_p2p()) continue;
-    const CollectiveRecord& c = ps[r].log.back();
-    if (c.peer >= static_cast<int>(ps.size()) || !ps[c.peer].known) continue;
-    const uint64_t other = reached(ps[c.peer].log, c.peer, channel_of(c, r));
-    if (other > c.seq) continue;
-    parts.push_back(fmt::format("rank {} blocked in {}; rank {} {} {}", r, call_phrase(c, true),
-                                c.peer, c.kind == "recv" ? "sent" : "received", other));
+    if (!ps[r].known || ps[r].done) continue;
+    for (const CollectiveRecord& c : ps[r].log) {
+      if (!c.is_p2p() || c.peer >= static_cast<int>(ps.size()) || !ps[c.peer].known) continue;
+      const uint64_t other = reached(ps[c.peer].log, c.peer, channel_of(c, r));
+      if (other > c.seq || (ps[c.peer].wrapped && other == 0)) continue;
+      parts.push_back(fmt::format("rank {} blocked in {}; rank {} {} {}", r, call_phrase(c, true),
+                                  c.peer, c.kind == "recv" ? "sent" : "received", other));
+      break;
+    }
   }
 }
 

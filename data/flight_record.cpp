@@ -148,7 +148,8 @@ std::optional<FlightLog> read_flight_log(const std::string& path, uint64_t execu
   }
   const uint64_t n = h.entered.load(std::memory_order_acquire);
   FlightLog out;
-  for (uint64_t i = n > kFlightSlots ? n - kFlightSlots : 0; i < n; ++i) {
+  // Once the ring is full, its oldest slot is the next one written: it may be mid-write.
+  for (uint64_t i = n > kFlightSlots ? n - kFlightSlots + 1 : 0; i < n; ++i) {
     const FlightEntry& e = entries(map)[i % kFlightSlots];
     if (e.dtype > static_cast<uint8_t>(kLastDType) || e.op > static_cast<uint8_t>(ReduceOp::min)) {
       return std::nullopt;  // not written by FlightRecorder::enter

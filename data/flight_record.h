@@ -65,7 +65,8 @@ struct FlightLog {
   bool operator==(const FlightLog&) const = default;
 };
 
-/// The collectives the record at `path` holds for `execution` (at most the last kFlightSlots);
+/// The collectives the record at `path` holds for `execution` (at most the last kFlightSlots - 1:
+/// the oldest slot of a full ring may be mid-write);
 /// nullopt when there is no such file, it is not a flight record of this version, or it records
 /// another execution (the rank never started this one). Safe while the rank writes it.
 std::optional<FlightLog> read_flight_log(const std::string& path, uint64_t execution);

@@ -32,7 +32,9 @@ struct CollectiveProgress {
 /// One collective call; counts are elements of dtype. `seq` is the per-communicator sequence
 /// number (also used as the transport tag).
 struct CollectiveCall {
-  std::string kind;  ///< all_reduce | all_gather | all_to_all_v | broadcast | barrier
+  /// all_reduce | all_gather | all_to_all_v | broadcast | barrier | send | recv (`root`: the
+  /// peer; `seq`: the message's number to or from it, the tag the two sides match on)
+  std::string kind;
   uint64_t seq = 0;
   DType dtype = DType::u8;
   ReduceOp op = ReduceOp::sum;

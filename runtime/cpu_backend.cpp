@@ -197,6 +197,10 @@ void CpuBackend::run_collective(const CollectiveCall& c) {
     comm_->broadcast(c.out, c.count, c.dtype, c.root, tag);
   } else if (c.kind == "barrier") {
     comm_->barrier(tag);
+  } else if (c.kind == "send") {
+    comm_->send(c.in, c.count, c.dtype, c.root, tag);
+  } else if (c.kind == "recv") {
+    comm_->recv(c.out, c.count, c.dtype, c.root, tag);
   } else {
     CPRR_THROW("unknown collective '{}'", c.kind);
   }

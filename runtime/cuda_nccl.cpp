@@ -178,6 +178,10 @@ void NcclComm::enqueue(const CollectiveCall& c, cudaStream_t s, void* scratch) {
       recv_off += rc;
     }
     group.end();
+  } else if (c.kind == "send") {
+    CPRR_NCCL(ncclSend(c.in, c.count, t, c.root, comm_, s));
+  } else if (c.kind == "recv") {
+    CPRR_NCCL(ncclRecv(c.out, c.count, t, c.root, comm_, s));
   } else {
     CPRR_THROW("unknown collective '{}'", c.kind);
   }

@@ -174,6 +174,10 @@ void StagedCollectives::issue(int index, cudaStream_t s, const CollectiveCall& c
   } else if (c.kind == "all_to_all_v") {
     in_bytes = element_sum(c.send_counts) * elem;
     out_bytes = element_sum(c.recv_counts) * elem;
+  } else if (c.kind == "send") {
+    in_bytes = c.count * elem;
+  } else if (c.kind == "recv") {
+    out_bytes = c.count * elem;
   } else if (c.kind != "barrier") {
     CPRR_THROW("unknown collective '{}'", c.kind);
   }
@@ -199,6 +203,10 @@ void StagedCollectives::run_gloo(const CollectiveCall& c, std::byte* in, std::by
     comm_.all_to_all_v(in, c.send_counts, out, c.recv_counts, c.dtype, tag);
   } else if (c.kind == "barrier") {
     comm_.barrier(tag);
+  } else if (c.kind == "send") {
+    comm_.send(in, c.count, c.dtype, c.root, tag);
+  } else if (c.kind == "recv") {
+    comm_.recv(out, c.count, c.dtype, c.root, tag);
   }
 }
 

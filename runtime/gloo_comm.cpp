@@ -10,6 +10,8 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/transport/tcp/attr.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <gloo/types.h>
 #include <sys/socket.h>
 
 #include <cstddef>
@@ -189,6 +191,36 @@ void GlooComm::broadcast(void* buf, std::size_t count, DType dtype, int root, ui
       opts.setTag(tag);
       gloo::broadcast(opts);
     });
+  });
+}
+
+namespace {
+
+// Point-to-point messages' slots: a prefix of their own, so a message never matches a
+// collective's (Gloo's algorithms build theirs from other prefixes and the same tags).
+constexpr uint8_t kMessageSlotPrefix = 0xc7;
+
+}  // namespace
+
+void GlooComm::send(const void* buf, std::size_t count, DType dtype, int peer, uint32_t tag) {
+  CPRR_CHECK(peer >= 0 && peer < size_ && peer != rank_,
+             "send(tag {}) on rank {}: peer {} is not another rank of {}", tag, rank_, peer, size_);
+  guarded("send", tag, rank_, [&] {
+    auto ub = context_->createUnboundBuffer(const_cast<void*>(buf), count * dtype_size(dtype));
+    ub->send(peer, gloo::Slot::build(kMessageSlotPrefix, tag));
+    CPRR_CHECK(ub->waitSend(context_->getTimeout()), "send(tag {}) on rank {}: aborted", tag,
+               rank_);
+  });
+}
+
+void GlooComm::recv(void* buf, std::size_t count, DType dtype, int peer, uint32_t tag) {
+  CPRR_CHECK(peer >= 0 && peer < size_ && peer != rank_,
+             "recv(tag {}) on rank {}: peer {} is not another rank of {}", tag, rank_, peer, size_);
+  guarded("recv", tag, rank_, [&] {
+    auto ub = context_->createUnboundBuffer(buf, count * dtype_size(dtype));
+    ub->recv(peer, gloo::Slot::build(kMessageSlotPrefix, tag));
+    CPRR_CHECK(ub->waitRecv(context_->getTimeout()), "recv(tag {}) on rank {}: aborted", tag,
+               rank_);
   });
 }
 

@@ -46,6 +46,11 @@ class GlooComm {
   void broadcast(void* buf, std::size_t count, DType dtype, int root, uint32_t tag);
   /// Returns once every rank entered the barrier.
   void barrier(uint32_t tag);
+  /// Sends `count` elements at `buf` to rank `peer`; returns once they are sent. `tag` numbers
+  /// the messages to that peer: it matches the peer's recv with the same tag from this rank.
+  void send(const void* buf, std::size_t count, DType dtype, int peer, uint32_t tag);
+  /// Receives `count` elements from rank `peer` into `buf` (the send with the same tag).
+  void recv(void* buf, std::size_t count, DType dtype, int peer, uint32_t tag);
   /// Local, no communication: acc[i] = op(acc[i], other[i]) for `count` elements of `dtype`.
   static void reduce_into(void* acc, const void* other, std::size_t count, DType dtype,
                           ReduceOp op);

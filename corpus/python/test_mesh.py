@@ -231,3 +231,29 @@ def device_mesh(ctx):
     dist.all_reduce(x, group=tp)
     dist.all_reduce(x, group=dp)
     ctx.output("x", x)
+
+
+# ---- messages from any source -------------------------------------------------------------------
+
+
+@cprr.case(name="healthy/py_recv_from_any_source", world_sizes=[4],
+           description="the tp group's second rank receives without naming the sender, and the "
+           "dp groups pass their configs with send_object_list / recv_object_list")
+def recv_from_any_source(ctx):
+    tp, dp = _mesh(ctx)
+    t = torch.full((32,), float(ctx.rank), device=_host(ctx))
+    if ctx.rank % 2 == 0:
+        dist.send(t, dst=ctx.rank + 1, group=tp)
+        dist.send(t * 2, dst=ctx.rank + 1, group=tp)
+    else:
+        sender = dist.recv(t, group=tp)  # from any source
+        assert sender == ctx.rank - 1, sender
+        work = dist.irecv(t, group=tp)  # from any source too
+        work.wait()
+    if hasattr(dist, "recv_object_list"):  # torch >= 2.0
+        objs = [{"rank": ctx.rank}]
+        if ctx.rank < 2:
+            dist.send_object_list(objs, dst=ctx.rank + 2, group=dp)
+        else:
+            dist.recv_object_list(objs, group=dp)  # its two recvs from any source
+    ctx.output("t", t)

@@ -189,6 +189,12 @@ class _Work:
         self._name = name
         self._event = event
         self._device = device
+        self.when_done = None  # called once with the torch Work when it is known done
+
+    def _done(self):
+        if self.when_done is not None:
+            when_done, self.when_done = self.when_done, None
+            when_done(self._work)
 
     def wait(self, *args, **kwargs):
         c = _running.capture()
@@ -198,6 +204,7 @@ class _Work:
             result = self._work.wait(*args, **kwargs)
         c.order("wait", f"dist.{self._name} Work.wait()", c.stream_of(self._device)[0],
                 self._event)
+        self._done()
         return result
 
     def is_completed(self):
@@ -208,6 +215,7 @@ class _Work:
         if done and c is self._capture:
             c.order("wait", f"dist.{self._name} Work.is_completed()",
                     c.stream_of(self._device)[0], self._event)
+            self._done()
         return done
 
     def __getattr__(self, attr):
@@ -268,6 +276,42 @@ def _enter_p2p(native, kind, peer, tensor, group, where):
                             number, members, where)
 
 
+def _sender(group, source):
+    """The rank of the world a recv from any source got its message from (`source`: as torch
+    gives it, a rank of `group`)."""
+    if source is None or source < 0 or _groups.is_world(group):
+        return source
+    get = getattr(dist, "get_global_rank", None)
+    if get is None:
+        from torch.distributed import distributed_c10d as c10d
+
+        get = c10d._get_global_rank  # torch 1.13
+    return get(group, source)
+
+
+def _recv_from_any(name, bound, call, native, where):
+    """recv/irecv with no src: its channel is known once the message came (recv returns the
+    sender; an irecv's Work tells it once done), so it is numbered then, matched with its send
+    as any other. A hang inside it is named by the watchdog alone."""
+    group = bound.get("group")
+
+    def numbered(source):
+        handle = _enter_p2p(native, "recv", source, bound["tensor"], group, where)
+        if handle is not None:
+            native.complete_collective(handle)
+
+    result = _issue(name, bound, call, native, lambda stream: None)
+    if name == "recv":
+        numbered(result)  # torch returns the sender, a rank of the world
+    elif isinstance(result, _Work):
+        def done(work):
+            source = getattr(work, "_source_rank", None)
+            numbered(_sender(group, source()) if source is not None else None)
+
+        result.when_done = done
+    return result
+
+
 def _wrap(name, original):
     signature = inspect.signature(original)
 
@@ -283,6 +327,8 @@ def _wrap(name, original):
         with _running.call():
             if name in _P2P:
                 kind, peer_arg = _P2P[name]
+                if _rank_arg(bound, peer_arg) is None:  # a recv from any source
+                    return _recv_from_any(name, bound, call, native, where)
 
                 def enter(stream):
                     entered.append(_enter_p2p(native, kind, _rank_arg(bound, peer_arg),
@@ -358,8 +404,12 @@ def _wrap_new_group(original):
     def wrapper(*args, **kwargs):
         group = original(*args, **kwargs)
         if splits:  # one call, a group per list of split_ranks: this rank's is its own
-            split_ranks = signature.bind(*args, **kwargs).arguments.get("split_ranks") or []
+            arguments = signature.bind(*args, **kwargs).arguments
+            split_ranks = arguments.get("split_ranks") or []
+            parent = arguments.get("parent_pg")
             me = dist.get_rank()
+            if not _groups.is_world(parent):  # split_ranks are ranks of the parent group
+                me = dist.get_group_rank(parent, me)
             index = next((i for i, ranks in enumerate(split_ranks) if me in ranks), None)
             _groups.made_split(group, len(split_ranks), index)
         else:

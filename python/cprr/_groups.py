@@ -6,6 +6,10 @@ every rank that takes part, which is what the checks need to line up its collect
 case makes are ended with it (cprr._case_body), and their numbers are given out again from where
 the case started, so a pooled rank's case numbers its groups as a fresh rank's does.
 
+Every rank counts every creation: a group made with use_local_synchronization=True, or a
+split_group of a parent some ranks are not in, lets the counts of the ranks that skip it fall
+behind, and the same group may then have other numbers on them.
+
 A group made some other way than through new_group or split_group (wrapped by
 cprr._collectives) is numbered at its first use, from 1000 up: such ids are equal across ranks
 only when the ranks first use their groups in the same order.
@@ -29,6 +33,7 @@ class _Registry:
         self.ranks = {}  # id(group) -> (group, its ranks of the world)
         self.next_id = 1
         self.next_unseen = _UNSEEN_FIRST_ID
+        self.case_unseen = None  # next_unseen when the running case began
 
 
 _registry = _Registry()
@@ -58,13 +63,18 @@ def made_split(group, subgroups, index):
 
 def case_started():
     """Where the running case's groups start; hand it back to case_ended."""
+    _registry.case_unseen = _registry.next_unseen
     return _registry.next_id
 
 
 def case_ended(first_id):
     """The case's groups are ended: their numbers are free again, as in a fresh rank."""
-    _registry.ids = {k: v for k, v in _registry.ids.items() if v[0] < first_id or
-                     v[0] >= _UNSEEN_FIRST_ID}
+    unseen = _registry.case_unseen if _registry.case_unseen is not None else \
+        _registry.next_unseen
+    _registry.ids = {k: v for k, v in _registry.ids.items()
+                     if v[0] < first_id or _UNSEEN_FIRST_ID <= v[0] < unseen}
+    _registry.next_unseen = unseen
+    _registry.case_unseen = None
     _registry.ranks = {k: v for k, v in _registry.ranks.items() if k in _registry.ids}
     _registry.next_id = first_id
 

@@ -197,6 +197,17 @@ class Context {
   void broadcast(Stream s, const Buffer& buf, DType dtype, int root);
   void barrier(Stream s);
 
+  // ---- point-to-point (the pipeline pattern) ----
+  // The n-th send of this rank to a peer is matched with that peer's n-th recv from this rank:
+  // cprr checks their sizes and dtypes against each other, and names a recv whose send never
+  // came (or a send never received) in a hang. A send completes only once its recv took it
+  // (NCCL and Gloo alike): ranks that exchange on one stream order their sends and recvs (even
+  // ranks send first, odd ranks receive first), or the stream waits forever.
+  /// In stream order: sends `buf` (its bytes as `dtype` elements) to rank `peer`.
+  void send(Stream s, int peer, const Buffer& buf, DType dtype);
+  /// In stream order: receives into `buf` what rank `peer` sends.
+  void recv(Stream s, int peer, const Buffer& buf, DType dtype);
+
   // ---- one-sided (the NVSHMEM / mscclpp pattern) ----
   // Every rank's symmetric pool is a window its peers can write. A symmetric buffer is addressed
   // at the same offset on every rank, so the ranks must allocate their symmetric buffers in the
@@ -309,6 +320,8 @@ class Context {
   /// Fills a new allocation with the replay's poison pattern.
   void poison(const Buffer& b, Stream s);
   void enqueue_collective(Stream s, CollectiveCall call, const Access& access);
+  void message(Stream s, const char* kind, int peer, const Buffer& buf, DType dtype,
+               const Access& access);
   /// Numbers `c` in its group (a collective) or on its channel (a send or recv), appends it to
   /// the collective log and enters it in the flight record; a collective is also logged as a
   /// `collective` op of its stream (event: its group, epoch: its number), which the

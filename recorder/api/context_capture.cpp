@@ -122,6 +122,44 @@ void Context::broadcast(Stream s, const Buffer& buf, DType dtype, int root) {
   enqueue_collective(s, std::move(c), Access{{buf}, {buf}});
 }
 
+void Context::message(Stream s, const char* kind, int peer, const Buffer& buf, DType dtype,
+                      const Access& access) {
+  if (peer < 0 || peer >= world_size() || peer == rank()) {
+    CPRR_THROW_AS(CaseFailure, "{} to or from rank {}: rank {} of a world of {} has peers 0..{} "
+                  "but itself",
+                  kind, peer, rank(), world_size(), world_size() - 1);
+  }
+  if (buf.bytes % dtype_size(dtype) != 0) {
+    CPRR_THROW_AS(CaseFailure, "{} of buffer {}: {} bytes are not a multiple of {} ({})", kind,
+                  buf.id, buf.bytes, dtype_size(dtype), dtype_name(dtype));
+  }
+  CollectiveRecord c{0, kind, s.id, dtype, buf.bytes, -1, ReduceOp::sum, 0, 0, peer};
+  const std::size_t at = enter(std::move(c), access, false);
+  const uint64_t seq = logs_.collectives[at].seq;
+  // The op of the log: what it reads or writes, on its stream.
+  log_op(s.id, "kernel",
+         fmt::format("{} #{} {} rank {}", kind, seq, std::string_view(kind) == "send" ? "to" : "from",
+                     peer),
+         access);
+  state_.backend->collective(
+      s.id, CollectiveCall{.kind = kind,
+                           .seq = seq,
+                           .dtype = dtype,
+                           .root = peer,
+                           .in = std::string_view(kind) == "send" ? buf.ptr : nullptr,
+                           .out = std::string_view(kind) == "recv" ? buf.ptr : nullptr,
+                           .count = buf.bytes / dtype_size(dtype)});
+  issued();
+}
+
+void Context::send(Stream s, int peer, const Buffer& buf, DType dtype) {
+  message(s, "send", peer, buf, dtype, Access{{buf}, {}});
+}
+
+void Context::recv(Stream s, int peer, const Buffer& buf, DType dtype) {
+  message(s, "recv", peer, buf, dtype, Access{{}, {buf}});
+}
+
 void Context::barrier(Stream s) { enqueue_collective(s, CollectiveCall{.kind = "barrier"}, {}); }
 
 void Context::probe(std::string name, const Buffer& b, DType dtype, Stream s) {

@@ -235,6 +235,18 @@ TEST(GroupHang, ARecvNeverSentNamesBothRanksTheNumberAndTheLine) {
   EXPECT_THAT(d, Not(HasSubstr("never joined")));
 }
 
+TEST(GroupHang, AStreamOrderedRecvIsFoundBehindWhatWasIssuedAfterIt) {
+  // A C++ case issues on its stream: rank 1's recv #1 from 0 is followed in its flight record by
+  // its send #1 to rank 2, which rank 2 is waiting for; only the recv never sent is the cause.
+  const Log r0{message("send", 1, 0, 8)};
+  const Log r1{message("recv", 0, 0, 8), message("send", 2, 0, 8), message("recv", 0, 1, 8),
+               message("send", 2, 1, 8)};
+  const Log r2{message("recv", 1, 0, 8), message("recv", 1, 1, 8)};
+  const std::string d = diagnose_hang({finished_with(r0), stuck_in(r1), stuck_in(r2)});
+  EXPECT_THAT(d, HasSubstr("rank 1 blocked in recv #1 from rank 0; rank 0 sent 1"));
+  EXPECT_THAT(d, Not(HasSubstr("rank 2 blocked"))) << "rank 1 did issue its send #1";
+}
+
 TEST(GroupFailure, OnlyWhatTheFailedRankTakesPartInIsLeftByIt) {
   // Rank 3 failed after tp group 2's #0; rank 0 waits in dp group 3's #0 (rank 3 is not in it)
   // and rank 1 in dp group 4's #0 (it is).

@@ -255,6 +255,46 @@ TEST_P(GlooCommTest, ZeroCountCollectivesReturn) {
   });
 }
 
+TEST_P(GlooCommTest, MessagesGoToTheirPeerByTagBesideCollectivesOfTheSameTag) {
+  run_world(world(), [](GlooComm& comm) {
+    // A ring (even worlds): even ranks send first, odd ranks receive first, since a send returns
+    // only once its recv took it. Tags 0 and 1 go each to the recv of its tag, and an all-reduce
+    // of tag 0 in between meets no message.
+    const int me = comm.rank(), w = comm.size();
+    const int right = (me + 1) % w, left = (me + w - 1) % w;
+    std::vector<int64_t> first(5, 100 * me + 1), second(5, 100 * me + 2), a(5), b(5);
+    const auto send_both = [&] {
+      comm.send(first.data(), first.size(), DType::i64, right, 0);
+      comm.send(second.data(), second.size(), DType::i64, right, 1);
+    };
+    const auto recv_both = [&] {
+      comm.recv(a.data(), a.size(), DType::i64, left, 0);
+      comm.recv(b.data(), b.size(), DType::i64, left, 1);
+    };
+    int32_t x = 1;
+    if (me % 2 == 0) {
+      send_both();
+      comm.all_reduce(&x, 1, DType::i32, ReduceOp::sum, 0);
+      recv_both();
+    } else {
+      recv_both();
+      comm.all_reduce(&x, 1, DType::i32, ReduceOp::sum, 0);
+      send_both();
+    }
+    EXPECT_EQ(a, std::vector<int64_t>(5, 100 * left + 1)) << "rank " << me;
+    EXPECT_EQ(b, std::vector<int64_t>(5, 100 * left + 2)) << "rank " << me;
+    EXPECT_EQ(x, w);
+  });
+}
+
+TEST(GlooComm, AMessageToItselfOrOutsideTheWorldIsRefused) {
+  run_world(2, [](GlooComm& comm) {
+    int32_t x = 0;
+    EXPECT_THROW(comm.send(&x, 1, DType::i32, comm.rank(), 0), Error);
+    EXPECT_THROW(comm.recv(&x, 1, DType::i32, 2, 0), Error);
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(GlooWorlds, GlooCommTest, ::testing::Values(2, 4),
                          [](const auto& info) { return "W" + std::to_string(info.param); });
 
