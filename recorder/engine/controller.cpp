@@ -275,6 +275,7 @@ void Controller::classify(ExecutionResult& res, WorldHandle& world) {
     // A rank may have answered since collect() stopped: then it is not described as released.
     add_note(res, describe_released(res.ranks, c.released_by));
   }
+  bool kill = c.kill_world;
   if (res.status == ExecStatus::crash || res.status == ExecStatus::hang || c.released_by >= 0) {
     // What the ranks without a result had called; a disagreement there is the likely cause of
     // the crash or hang (or of a rank's failure: gloo raising on a size it was not sent): say
@@ -283,9 +284,17 @@ void Controller::classify(ExecutionResult& res, WorldHandle& world) {
     if (const auto m = check_collectives(res)) {
       res.summary += "; the ranks called a collective differently: " + m->describe();
     }
+  } else if (const auto m = check_collectives(res); m && m->field != "dtype" && m->field != "op") {
+    // Calls that moved other amounts of bytes (a message received short, another split or
+    // root) completed anyway: the transport may still hold what one side left (NCCL's
+    // point-to-point channels do), and the world's next case would read it.
+    add_note(res, fmt::format("the ranks called a collective differently ({}): the world is "
+                              "replaced, as its transport may hold what one side left",
+                              m->describe()));
+    kill = true;
   }
   add_note(res, world.end_leftovers(fmt::format("case {} ({})", res.case_id, res.label)));
-  if (c.kill_world) world.kill(config_.kill_grace);
+  if (kill) world.kill(config_.kill_grace);
   world.fill_tails(res.ranks);
 }
 

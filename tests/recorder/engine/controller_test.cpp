@@ -26,6 +26,7 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 CaseInstance instance(int world_size, double timeout_s = 0, Expect expect = Expect::pass) {
   CaseInstance i;
@@ -152,6 +153,36 @@ TEST_F(ControllerTest, AFailedCaseKeepsThePooledWorld) {
   EXPECT_EQ(next.world_id, 1u);
   EXPECT_EQ(next.pool_position, 2u);
   EXPECT_EQ(script_->count("kill 1"), 0);
+}
+
+// Both ranks returned, but rank 1 took a message short (NCCL completes it): what rank 0 sent
+// beyond it may still sit in the transport, so the pooled world is replaced; a dtype alone
+// moves the same bytes and keeps it.
+TEST_F(ControllerTest, CallsThatMovedOtherBytesReplaceThePooledWorldEvenWhenEveryRankPassed) {
+  Controller c = controller();
+  const auto with = [](std::vector<CollectiveRecord> log) {
+    RankReport r = passed();
+    r.done->capture.collectives = std::move(log);
+    return r;
+  };
+  const CollectiveRecord send{0, "send", 0, DType::f32, 4096, -1, ReduceOp::sum, 0, 0, 1};
+  CollectiveRecord short_recv{0, "recv", 0, DType::f32, 2048, -1, ReduceOp::sum, 0, 0, 0};
+  script_->collects.push_back([&](uint64_t, int) {
+    return std::vector<RankReport>{with({send}), with({short_recv})};
+  });
+  const ExecutionResult r = c.run(instance(2), Mode::pool);
+  EXPECT_EQ(r.status, ExecStatus::pass);
+  EXPECT_THAT(r.note, HasSubstr("message #0 from rank 0 to rank 1: rank 0 sends bytes 4096, rank 1 "
+                                "receives bytes 2048): the world is replaced"));
+  EXPECT_EQ(script_->count("kill 1"), 1);
+  short_recv.bytes = 4096;
+  short_recv.dtype = DType::i32;
+  script_->collects.push_back([&](uint64_t, int) {
+    return std::vector<RankReport>{with({send}), with({short_recv})};
+  });
+  const ExecutionResult same_bytes = c.run(instance(2), Mode::pool);
+  EXPECT_THAT(same_bytes.note, Not(HasSubstr("replaced")));
+  EXPECT_EQ(script_->count("kill 2"), 0);
 }
 
 TEST_F(ControllerTest, AHangAsksTheWatchdogsBeforeKillingAndNamesWhoNeverJoined) {
