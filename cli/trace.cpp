@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -66,6 +67,7 @@ class TraceBuilder {
       if (e_.ranks[r].done) add_rank(static_cast<int>(r), e_.ranks[r].done->capture);
     }
     add_collective_flows();
+    add_message_flows();
     add_race_flows();
     json groups = json::array();
     for (const GroupRecord& g : groups_of(e_)) {
@@ -136,6 +138,7 @@ class TraceBuilder {
                          {"dur", s.dur},
                          {"args", std::move(args)}});
       slices_[{rank, op.seq}] = s;
+      if (const auto m = message_of(rank, op); m && s.dur > 0) messages_[*m].push_back(s);
       if (is_collective && op.event >= 0) {
         collectives_[{static_cast<uint32_t>(op.event), op.epoch, op.name}].push_back(s);
       } else if (is_collective && record < cap.collectives.size()) {
@@ -199,6 +202,25 @@ class TraceBuilder {
     }
   }
 
+  // A C++ case's send or recv: a stream op naming its peer, group (event) and number (epoch).
+  using MessageKey = std::tuple<uint32_t, int, int, uint64_t>;  // group, sender, receiver, seq
+  static std::optional<MessageKey> message_of(int rank, const OpRecord& op) {
+    if (op.kind != "kernel" || op.peer < 0 || op.event < 0) return std::nullopt;
+    const bool sends = op.name.starts_with("send #");
+    if (!sends && !op.name.starts_with("recv #")) return std::nullopt;
+    return MessageKey{static_cast<uint32_t>(op.event), sends ? rank : op.peer,
+                      sends ? op.peer : rank, op.epoch};
+  }
+
+  void add_message_flows() {
+    for (auto& [key, points] : messages_) {
+      const auto& [group, sender, receiver, seq] = key;
+      add_flow(points, fmt::format("message #{} rank {} -> rank {}", seq, sender, receiver),
+               "message",
+               {{"message", seq}, {"group", group}, {"sender", sender}, {"receiver", receiver}});
+    }
+  }
+
   void add_race_flows() {
     HbResult hb;
     try {
@@ -228,6 +250,8 @@ class TraceBuilder {
   /// (collective seq, kind) -> its slice on each rank; ranks that disagree on the kind (a
   /// collective mismatch) get no arrow between them.
   std::map<std::tuple<uint32_t, uint64_t, std::string>, std::vector<Slice>> collectives_;
+  /// A message's send and recv slices (group, sender, receiver, number).
+  std::map<MessageKey, std::vector<Slice>> messages_;
   uint64_t next_flow_id_ = 1;
 };
 

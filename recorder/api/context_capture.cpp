@@ -137,10 +137,14 @@ void Context::message(Stream s, const char* kind, int peer, const Buffer& buf, D
   const std::size_t at = enter(std::move(c), access, false);
   const uint64_t seq = logs_.collectives[at].seq;
   // The op of the log: what it reads or writes, on its stream.
-  log_op(s.id, "kernel",
-         fmt::format("{} #{} {} rank {}", kind, seq, std::string_view(kind) == "send" ? "to" : "from",
-                     peer),
-         access);
+  // Its peer, group and number ride on the op, so the trace can draw the message's arrow.
+  OpRecord& op = log_op(s.id, "kernel",
+                        fmt::format("{} #{} {} rank {}", kind, seq,
+                                    std::string_view(kind) == "send" ? "to" : "from", peer),
+                        access);
+  op.peer = peer;
+  op.event = 0;
+  op.epoch = seq;
   state_.backend->collective(
       s.id, CollectiveCall{.kind = kind,
                            .seq = seq,

@@ -43,6 +43,34 @@ ExecutionResult synthetic() {
   return e;
 }
 
+TEST(Trace, AMessageIsAnArrowFromItsSendToItsRecv) {
+  ExecutionResult e;
+  e.label = "unit/message@2";
+  for (int r = 0; r < 2; ++r) {
+    RankResult done;
+    CaseCapture& c = done.capture;
+    OpRecord op{0, 0, "kernel", r == 0 ? "send #0 to rank 1" : "recv #0 from rank 0"};
+    op.peer = 1 - r;
+    op.event = 0;
+    op.epoch = 0;
+    c.ops = {op};
+    const int64_t t0 = 1'000'000 + r * 200;
+    c.timeline.start_ns = t0;
+    c.timeline.ops = {OpTime{t0 + 100, t0 + 4000}};
+    e.ranks.push_back(RankReport{std::move(done)});
+  }
+  const json doc = json::parse(trace_json(e));
+  EXPECT_THAT(trace_problems(doc), ::testing::IsEmpty());
+  const auto arrows = events(doc, "s", "message");
+  ASSERT_EQ(arrows.size(), 1u);
+  EXPECT_EQ(arrows[0]["name"], "message #0 rank 0 -> rank 1");
+  EXPECT_EQ(arrows[0]["pid"], 0) << "the send started first";
+  EXPECT_EQ(events(doc, "f", "message").at(0)["pid"], 1);
+  // An op named so without its peer (a user's kernel called "send #0 ...") draws nothing.
+  e.ranks[0].done->capture.ops[0].peer = -1;
+  EXPECT_TRUE(events(json::parse(trace_json(e)), "s", "message").empty());
+}
+
 TEST(Trace, AnExecutionBecomesRanksStreamsOpsAllocationsAndACollectiveArrow) {
   const ExecutionResult e = synthetic();
   ASSERT_TRUE(has_timeline(e));
