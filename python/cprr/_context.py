@@ -93,11 +93,6 @@ class Context:
         if not t.is_contiguous():
             t = t.contiguous()
             self._keep.append(t)
-        if not t.is_cuda and self.device.type == "cuda":
-            # A host tensor in a cuda case (gloo's point-to-point takes only those): hashed on
-            # the device like every capture there, from a copy.
-            t = t.to(self.device)
-            self._keep.append(t)
         stream = torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0
         self._native.capture(
             is_output,
@@ -107,4 +102,5 @@ class Context:
             _tensors.dtype_name(t),
             _tensors.shape_of(t),
             stream,
+            host=not t.is_cuda,  # a CPU tensor, in a cuda case too (gloo's point-to-point)
         )

@@ -50,8 +50,9 @@ class CaseContext:
     def nccl(self) -> bool:
         """The world's collectives go through NCCL (a GPU per rank)."""
     def capture(self, is_output: bool, name: str, address: int, bytes: int, dtype: str,
-                shape: Sequence[int], native_stream: int) -> None:
-        """Hashes `bytes` at `address` as an output or probe; `dtype` a cprr dtype name."""
+                shape: Sequence[int], native_stream: int, host: bool = False) -> None:
+        """Hashes `bytes` at `address` as an output or probe; `dtype` a cprr dtype name; `host`:
+        host memory, hashed on the host before this returns whatever the backend."""
     def enter_collective(self, kind: str, dtype: str, bytes: int, root: int, op: str,
                          stream: int, group: int = 0, members: int = 0, where: str = "",
                          send_bytes: Sequence[int] = (), recv_bytes: Sequence[int] = (),

@@ -35,7 +35,7 @@ PYBIND11_MODULE(_cprr, m) {
       .def_property_readonly("nccl", &CaseContext::nccl)
       .def("capture", &CaseContext::capture, py::arg("is_output"), py::arg("name"),
            py::arg("address"), py::arg("bytes"), py::arg("dtype"), py::arg("shape"),
-           py::arg("native_stream"))
+           py::arg("native_stream"), py::arg("host") = false)
       .def("enter_collective", &CaseContext::enter_collective, py::arg("kind"), py::arg("dtype"),
            py::arg("bytes"), py::arg("root"), py::arg("op"), py::arg("stream"),
            py::arg("group") = 0, py::arg("members") = 0, py::arg("where") = "",

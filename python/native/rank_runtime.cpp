@@ -58,11 +58,11 @@ bool CaseContext::nccl() const { return ctx_.has_native_comm(); }
 
 void CaseContext::capture(bool is_output, const std::string& name, uint64_t address, uint64_t bytes,
                           const std::string& dtype, std::vector<int64_t> shape,
-                          uint64_t native_stream) {
+                          uint64_t native_stream, bool host) {
   const SeenScope own_work;  // the hash kernels are cprr's
   LibraryHooks(ctx_).capture_memory(is_output, name, reinterpret_cast<const std::byte*>(address),
                                     bytes, dtype_of(dtype), std::move(shape),
-                                    reinterpret_cast<void*>(native_stream));
+                                    reinterpret_cast<void*>(native_stream), host);
 }
 
 uint64_t CaseContext::enter_collective(const std::string& kind, const std::string& dtype,

@@ -60,9 +60,11 @@ class CaseContext {
 
   /// Hashes `bytes` at `address` as an output or probe (LibraryHooks::capture_memory). `dtype` is a
   /// cprr dtype name (u8, i8, i16, i32, i64, f16, bf16, f32, f64); `native_stream` a
-  /// cudaStream_t (0: the legacy stream) for device memory.
+  /// cudaStream_t (0: the legacy stream) for device memory; `host`: host memory (a CPU tensor),
+  /// hashed on the host whatever the backend.
   void capture(bool is_output, const std::string& name, uint64_t address, uint64_t bytes,
-               const std::string& dtype, std::vector<int64_t> shape, uint64_t native_stream);
+               const std::string& dtype, std::vector<int64_t> shape, uint64_t native_stream,
+               bool host);
   /// LibraryHooks::enter_collective; `op` is sum | max | min; `stream` an op-log stream
   /// (library_op); `group` 0 the world, else note_group's id; `members` its ranks as a bitmask.
   /// An uneven all-to-all gives its bytes to and from each group rank and its row size.

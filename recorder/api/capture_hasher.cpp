@@ -9,6 +9,11 @@ std::unique_ptr<CaptureHasher> make_cuda_capture_hasher(
     Backend& backend);  // cuda_capture_hasher.cpp
 #endif
 
+void hash_on_host(const std::byte* data, uint64_t bytes, Capture& slot) {
+  slot.digest = hash_buffer(data, bytes);
+  if (bytes <= kRawCaptureLimit) slot.raw.assign(reinterpret_cast<const char*>(data), bytes);
+}
+
 namespace {
 
 /// Hashes on the host, inside the stream (CPU backend: device memory is host memory).
@@ -17,10 +22,8 @@ class HostCaptureHasher final : public CaptureHasher {
   explicit HostCaptureHasher(Backend& backend) : backend_(backend) {}
   void enqueue(int stream, std::string label, const std::byte* data, uint64_t bytes,
                Capture& slot) override {
-    backend_.enqueue_host(stream, std::move(label), [&slot, data, bytes] {
-      slot.digest = hash_buffer(data, bytes);
-      if (bytes <= kRawCaptureLimit) slot.raw.assign(reinterpret_cast<const char*>(data), bytes);
-    });
+    backend_.enqueue_host(stream, std::move(label),
+                          [&slot, data, bytes] { hash_on_host(data, bytes, slot); });
   }
 
  private:

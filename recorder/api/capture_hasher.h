@@ -25,6 +25,10 @@ class CaptureHasher {
   virtual void abandon() {}
 };
 
+/// Hashes `bytes` at host memory `data` into `slot` now: its digest and, up to kRawCaptureLimit,
+/// the raw bytes.
+void hash_on_host(const std::byte* data, uint64_t bytes, Capture& slot);
+
 /// The hasher that fits `backend` (device hashing when backend.device_kernels()). It keeps a
 /// reference to the backend and lives as long as the rank process.
 std::unique_ptr<CaptureHasher> make_capture_hasher(Backend& backend);

@@ -15,7 +15,7 @@ namespace cprr {
 
 void LibraryHooks::capture_memory(bool is_output, std::string name, const std::byte* data,
                                   uint64_t bytes, DType dtype, std::vector<int64_t> shape,
-                                  void* native) {
+                                  void* native, bool host) {
   if (bytes % dtype_size(dtype) != 0) {
     CPRR_THROW_AS(CaseFailure, "{} '{}': {} bytes are not a multiple of {} ({})",
                   is_output ? "output" : "probe", name, bytes, dtype_size(dtype),
@@ -25,15 +25,20 @@ void LibraryHooks::capture_memory(bool is_output, std::string name, const std::b
   Capture& slot =
       ctx_.add_capture(is_output, std::move(name), dtype, std::move(shape), bytes, 0, Access{});
   RankState& state = ctx_.state_;
-  if (state.capture) {
+  if (!state.capture) {
+  } else if (host || !state.backend->device_kernels()) {
+    // Host memory the case keeps writing (a CPU tensor, on any backend) is hashed on the host
+    // before the call returns, once what the library's stream did so far (a copy into it) is done.
+    state.backend->follow_native(0, native);
+    state.backend->synchronize(0);
+    hash_on_host(data, bytes, slot);
+  } else {
     // Stream 0 takes the hash after what the library's stream did so far, and the library's
     // stream goes on only after the hash: a later in-place update cannot reach the bytes early.
     state.backend->follow_native(0, native);
     state.hasher->enqueue(0, fmt::format("{} {}", is_output ? "output" : "probe", slot.name), data,
                           bytes, slot);
     state.backend->lead_native(native, 0);
-    // Host memory the case keeps writing (a CPU tensor) is hashed before the call returns.
-    if (!state.backend->device_kernels()) state.backend->synchronize(0);
   }
   ctx_.issued();
 }

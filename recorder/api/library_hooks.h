@@ -26,11 +26,13 @@ class LibraryHooks {
   explicit LibraryHooks(Context& ctx) : ctx_(ctx) {}
 
   /// Hashes `bytes` at `data` (memory the case did not get from alloc: a tensor) as an output or
-  /// probe. On a device backend the hash runs after the work `native` (a cudaStream_t; nullptr:
-  /// the device's legacy stream) enqueued so far, and `native`'s later work waits for the hash;
-  /// on the CPU backend it is taken before this returns. Logged as an op of stream 0.
+  /// probe. Device memory on a device backend is hashed on the device after the work `native` (a
+  /// cudaStream_t; nullptr: the device's legacy stream) enqueued so far, and `native`'s later
+  /// work waits for the hash; `host` memory (and any on the CPU backend) is hashed before this
+  /// returns. Logged as an op of stream 0.
   void capture_memory(bool is_output, std::string name, const std::byte* data, uint64_t bytes,
-                      DType dtype, std::vector<int64_t> shape, void* native = nullptr);
+                      DType dtype, std::vector<int64_t> shape, void* native = nullptr,
+                      bool host = false);
   /// A collective the case's library is about to call (`c`: its fingerprint, its group and
   /// members, its caller's line; `c.stream` the op-log stream, the library's, see library_op):
   /// numbered among its group's collectives, written to the flight record before the call (so a

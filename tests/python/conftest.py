@@ -45,9 +45,9 @@ class FakeNative:
         self.groups = []  # note_group's arguments
         self.splits = []  # (send_bytes, recv_bytes, row_bytes) per enter_collective
 
-    def capture(self, is_output, name, address, bytes, dtype, shape, native_stream):
+    def capture(self, is_output, name, address, bytes, dtype, shape, native_stream, host=False):
         self.captures.append((is_output, name, address, bytes, dtype, list(shape),
-                              native_stream))
+                              native_stream, host))
 
     def enter_collective(self, kind, dtype, bytes, root, op, stream, group=0, members=0,
                          where="", send_bytes=(), recv_bytes=(), row_bytes=0):

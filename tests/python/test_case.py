@@ -131,6 +131,18 @@ def test_context_carries_who_it_is():
     assert ctx.device == "cpu"
 
 
+def test_a_cpu_tensors_capture_is_hashed_on_the_host_whatever_the_backend():
+    # A cuda case's CPU tensor (gloo's point-to-point takes only those): the device must not
+    # read its pageable memory, so the native side hashes it on the host.
+    import torch
+
+    ctx = _context({"n": "1"})
+    ctx.output("recv", torch.arange(4, dtype=torch.float32))
+    (is_output, name, _, nbytes, dtype, shape, stream, host), = ctx._native.captures
+    assert (is_output, name, nbytes, dtype, shape, stream, host) == (
+        True, "recv", 16, "f32", [4], 0, True)
+
+
 def test_param_of_an_unknown_axis_names_the_axes():
     ctx = _context({"n": "1", "kind": "a"})
     with pytest.raises(KeyError, match=r"has no parameter 'm' \(its grid has: kind, n\)"):
