@@ -40,6 +40,20 @@ std::vector<int> members_of(const CollectiveRecord& c, int world,
   return out;
 }
 
+bool never_entered(const CollectiveRecord& c, int rank, int other,
+                   const std::vector<const std::vector<CollectiveRecord>*>& logs) {
+  if (other == rank || other < 0 || other >= static_cast<int>(logs.size()) || !logs[other]) {
+    return false;
+  }
+  if (c.is_p2p()) {
+    if (c.peer != other) return false;
+  } else {
+    const std::vector<int> members = members_of(c, static_cast<int>(logs.size()), logs);
+    if (std::find(members.begin(), members.end(), other) == members.end()) return false;
+  }
+  return reached(*logs[other], other, channel_of(c, rank)) <= c.seq;
+}
+
 std::string call_phrase(const CollectiveRecord& c, bool with_site) {
   std::string text = c.is_p2p() ? fmt::format("{} #{} {} rank {}", c.kind, c.seq,
                                               c.kind == "send" ? "to" : "from", c.peer)

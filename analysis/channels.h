@@ -37,6 +37,12 @@ uint64_t reached(const std::vector<CollectiveRecord>& log, int rank, const CallC
 std::vector<int> members_of(const CollectiveRecord& c, int world,
                             const std::vector<const std::vector<CollectiveRecord>*>& logs);
 
+/// Whether rank `other` has a side in `c` (a call of rank `rank`'s: a collective of a group it is
+/// in, or a message with it at the other end) and its log (`logs`, index = rank; null: none)
+/// never got that far on c's channel.
+bool never_entered(const CollectiveRecord& c, int rank, int other,
+                   const std::vector<const std::vector<CollectiveRecord>*>& logs);
+
 /// "collective #3 (all_reduce)", "collective #3 (all_reduce) of group 2", "recv #1 from rank 0",
 /// "send #1 to rank 1 of group 2"; with " at file:line" when `with_site` and the record has one.
 std::string call_phrase(const CollectiveRecord& c, bool with_site = false);

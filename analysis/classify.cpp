@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-
 #include "analysis/channels.h"
 #include "analysis/failure_headline.h"
 
@@ -80,17 +78,11 @@ std::string skipped_by_finished(const std::vector<RankReport>& ranks, int r) {
   if (log.empty()) return {};
   const CollectiveRecord& c = log.back();
   const std::vector<const std::vector<CollectiveRecord>*> logs = collective_logs(ranks);
-  const std::vector<int> members =
-      c.is_p2p() ? std::vector<int>{c.peer} : members_of(c, static_cast<int>(ranks.size()), logs);
-  for (int m : members) {
-    if (m == r || m >= static_cast<int>(ranks.size()) || !ranks[m].done || has_failed(ranks[m])) {
-      continue;
-    }
-    if (reached(ranks[m].done->capture.collectives, m, channel_of(c, r)) <= c.seq) {
-      return fmt::format(
-          "rank {} had entered {}, which rank {} never entered: it returned "
-          "without it",
-          r, call_phrase(c, true), m);
+  for (int m = 0; m < static_cast<int>(ranks.size()); ++m) {
+    if (!has_failed(ranks[m]) && never_entered(c, r, m, logs)) {
+      return fmt::format("rank {} had entered {}, which rank {} never entered: it returned "
+                         "without it",
+                         r, call_phrase(c, true), m);
     }
   }
   return {};
@@ -159,18 +151,7 @@ std::optional<LeftByFailure> left_by_failure(const std::vector<RankReport>& rank
   const std::vector<const std::vector<CollectiveRecord>*> logs = collective_logs(ranks);
   for (const CollectiveRecord& c : log) {
     for (int f = 0; f < static_cast<int>(ranks.size()); ++f) {
-      if (f == rank || !has_failed(ranks[f])) continue;
-      const std::vector<CollectiveRecord>& failed_log = ranks[f].done->capture.collectives;
-      bool needs_it = false;
-      if (c.is_p2p()) {
-        // The failed rank is the other end: it sent (or took) fewer than this one's number.
-        needs_it = c.peer == f && reached(failed_log, f, channel_of(c, rank)) <= c.seq;
-      } else {
-        const std::vector<int> members = members_of(c, static_cast<int>(ranks.size()), logs);
-        needs_it = std::find(members.begin(), members.end(), f) != members.end() &&
-                   reached(failed_log, f, channel_of(c, rank)) <= c.seq;
-      }
-      if (needs_it) return LeftByFailure{f, c};
+      if (has_failed(ranks[f]) && never_entered(c, rank, f, logs)) return LeftByFailure{f, c};
     }
   }
   return std::nullopt;

@@ -339,6 +339,19 @@ std::optional<CollectiveMismatch> blocked_mismatch(const Logs& logs) {
   return std::nullopt;
 }
 
+namespace {
+
+// check_collective_logs with the group named from the groups the ranks recorded.
+std::optional<CollectiveMismatch> named(const Logs& logs,
+                                        const std::vector<const std::vector<GroupRecord>*>& groups,
+                                        bool complete) {
+  std::optional<CollectiveMismatch> m = check_collective_logs(logs, complete);
+  if (m) m->group_name = group_phrase(m->group, groups, m->members);
+  return m;
+}
+
+}  // namespace
+
 std::optional<CollectiveMismatch> check_collectives(const std::vector<const CaseCapture*>& ranks) {
   Logs logs;
   std::vector<const std::vector<GroupRecord>*> groups;
@@ -346,9 +359,7 @@ std::optional<CollectiveMismatch> check_collectives(const std::vector<const Case
     logs.push_back(c ? &c->collectives : nullptr);
     groups.push_back(c ? &c->groups : nullptr);
   }
-  std::optional<CollectiveMismatch> m = check_collective_logs(logs, /*complete=*/true);
-  if (m) m->group_name = group_phrase(m->group, groups, m->members);
-  return m;
+  return named(logs, groups, /*complete=*/true);
 }
 
 std::optional<CollectiveMismatch> check_collectives(const ExecutionResult& e) {
@@ -362,9 +373,7 @@ std::optional<CollectiveMismatch> check_collectives(const ExecutionResult& e) {
     groups.push_back(r.done ? &r.done->capture.groups : nullptr);
     complete = complete && r.done && r.done->outcome == RankOutcome::ok;
   }
-  std::optional<CollectiveMismatch> m = check_collective_logs(logs, complete);
-  if (m) m->group_name = group_phrase(m->group, groups, m->members);
-  return m;
+  return named(logs, groups, complete);
 }
 
 namespace {

@@ -56,11 +56,8 @@ def _rank_arg(a, name, default=None):
     """A rank argument (src, dst) as a rank of the world: torch 2.x also takes it as a rank of the
     group (group_src, group_dst)."""
     value = a.get(name)
-    group_value = a.get("group_" + name)
-    if value is None and group_value is not None:
-        group = a.get("group")
-        value = group_value if _groups.is_world(group) else dist.get_global_rank(group,
-                                                                                 group_value)
+    if value is None:
+        value = _groups.global_rank(a.get("group"), a.get("group_" + name))
     return default if value is None else value
 
 
@@ -276,19 +273,6 @@ def _enter_p2p(native, kind, peer, tensor, group, where):
                             number, members, where)
 
 
-def _sender(group, source):
-    """The rank of the world a recv from any source got its message from (`source`: as torch
-    gives it, a rank of `group`)."""
-    if source is None or source < 0 or _groups.is_world(group):
-        return source
-    get = getattr(dist, "get_global_rank", None)
-    if get is None:
-        from torch.distributed import distributed_c10d as c10d
-
-        get = c10d._get_global_rank  # torch 1.13
-    return get(group, source)
-
-
 def _recv_from_any(name, bound, call, native, where):
     """recv/irecv with no src: its channel is known once the message came (recv returns the
     sender; an irecv's Work tells it once done), so it is numbered then, matched with its send
@@ -306,7 +290,7 @@ def _recv_from_any(name, bound, call, native, where):
     elif isinstance(result, _Work):
         def done(work):
             source = getattr(work, "_source_rank", None)
-            numbered(_sender(group, source()) if source is not None else None)
+            numbered(_groups.global_rank(group, source()) if source is not None else None)
 
         result.when_done = done
     return result

@@ -83,14 +83,11 @@ def is_world(group):
     return group is None or group is dist.group.WORLD or group is dist.GroupMember.WORLD
 
 
-def _ranks(group):
-    get = getattr(dist, "get_process_group_ranks", None)
-    if get is not None:
-        return [int(r) for r in get(group)]
-    from torch.distributed import distributed_c10d as c10d
-
-    by_global = c10d._pg_group_ranks[group]  # torch 1.13: global rank -> group rank
-    return [g for g, _ in sorted(by_global.items(), key=lambda item: item[1])]
+def global_rank(group, rank):
+    """A rank of `group` as a rank of the world (None and negatives as they are)."""
+    if rank is None or rank < 0 or is_world(group):
+        return rank
+    return dist.get_global_rank(group, rank)
 
 
 def _name(group):
@@ -126,7 +123,7 @@ def describe(group, native):
     number = entry[0]
     known = _registry.ranks.get(id(group))
     if known is None or known[0] is not group:  # asked once per group: calls in loops are many
-        known = (group, _ranks(group))
+        known = (group, [int(r) for r in dist.get_process_group_ranks(group)])
         _registry.ranks[id(group)] = known
     ranks = known[1]
     noted = _running.noted_groups()

@@ -254,3 +254,16 @@ def test_a_work_polled_until_completed_orders_what_follows_as_a_wait_does(group)
     done = next(s for s in log if s[0] == "record" and s[1] > 0)
     assert log[-2] == ["wait", 0, done[2]], log  # is_completed() said True: ordered
     assert log[-1][0] == "aten.sum", log
+
+
+def test_an_uneven_all_to_all_records_its_bytes_per_peer_in_rows(group):
+    # World of one: this rank's split to itself, 3 rows of 4 f32 (16 bytes each) each way.
+    out, inp = torch.empty(3, 4), torch.ones(3, 4)
+    native = record(lambda: dist.all_to_all_single(out, inp, output_split_sizes=[3],
+                                                   input_split_sizes=[3]))
+    assert native.fingerprints() == [("all_to_all_v", "f32", 48, -1, "sum")]
+    assert native.splits == [([48], [48], 16)]
+    # Even splits are an all_to_all whose bytes are compared whole: no per-peer record.
+    native = record(lambda: dist.all_to_all_single(out, inp))
+    assert native.fingerprints() == [("all_to_all", "f32", 48, -1, "sum")]
+    assert native.splits == [([], [], 0)]
