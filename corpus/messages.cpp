@@ -127,3 +127,29 @@ CPRR_CASE(send_buffer_rewritten_fixed, "fixed/send_buffer_rewritten",
 }
 
 }  // namespace cprr
+
+namespace cprr {
+
+// A trap: one pair exchanges both ways with other sizes each way; each direction numbers its
+// own messages, so nothing differs.
+CPRR_CASE(messages_both_ways, "healthy/messages_both_ways",
+          {.world_sizes = {2, 4},
+           .description = "ranks 0 and 1 swap 64 rows one way and 16 rows the other"}) {
+  if (ctx.rank() > 1) return;
+  const Stream s = ctx.stream();
+  const Buffer big = ctx.alloc("big", 64 * kRow * 4), small = ctx.alloc("small", 16 * kRow * 4);
+  const Buffer mine = ctx.rank() == 0 ? big : small, theirs = ctx.rank() == 0 ? small : big;
+  ctx.launch(s, "fill", mine.bytes / 4, kernels::FillConst<float>{mine.as<float>(), 1.0f},
+             Access{{}, {mine}});
+  // Rank 0 sends first, rank 1 receives first: a send returns only once it was received.
+  if (ctx.rank() == 0) {
+    ctx.send(s, 1, mine, DType::f32);
+    ctx.recv(s, 1, theirs, DType::f32);
+  } else {
+    ctx.recv(s, 0, theirs, DType::f32);
+    ctx.send(s, 0, mine, DType::f32);
+  }
+  ctx.output("theirs", theirs, DType::f32, {}, s);
+}
+
+}  // namespace cprr

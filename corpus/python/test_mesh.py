@@ -257,3 +257,25 @@ def recv_from_any_source(ctx):
         else:
             dist.recv_object_list(objs, group=dp)  # its two recvs from any source
     ctx.output("t", t)
+
+
+# ---- a trap: two groups of the same ranks, called in another order on each rank ---------------
+
+
+@cprr.case(name="healthy/py_same_ranks_two_groups", world_sizes=[2],
+           description="two groups of ranks {0,1} (gradients and metrics) with other sizes, "
+           "issued async in the opposite order on each rank: each group's calls agree")
+def same_ranks_two_groups(ctx):
+    grads, metrics = dist.new_group([0, 1]), dist.new_group([0, 1])
+    g = torch.ones(256, device=ctx.device)
+    m = torch.full((4,), float(ctx.rank), device=ctx.device)
+    if ctx.rank == 0:
+        works = [dist.all_reduce(g, group=grads, async_op=True),
+                 dist.all_reduce(m, group=metrics, async_op=True)]
+    else:
+        works = [dist.all_reduce(m, group=metrics, async_op=True),
+                 dist.all_reduce(g, group=grads, async_op=True)]
+    for w in works:
+        w.wait()
+    ctx.output("grads", g)
+    ctx.output("metrics", m)

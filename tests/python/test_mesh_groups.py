@@ -35,7 +35,7 @@ def recorded(tmp_path_factory):
 
 def test_every_case_is_as_expected_and_only_the_bugs_have_verdicts(recorded):
     cases, _, _ = recorded
-    assert len(cases) == 14, sorted(cases)
+    assert len(cases) == 15, sorted(cases)
     for name, case in cases.items():
         assert case["as_expected"], case
         if name.startswith("bug/"):
