@@ -2,7 +2,9 @@
 // (CPRR_HAVE_CUDA); every other file can ask for it by name and get a clear error otherwise.
 #include "runtime/backend.h"
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <exception>
 
 #include "runtime/cpu_backend.h"
@@ -31,6 +33,28 @@ std::optional<CollectiveTransport> parse_transport(std::string_view s) {
     if (transport_name(t) == s) return t;
   }
   return std::nullopt;
+}
+
+std::vector<std::pair<int32_t, std::vector<int>>> split_groups(const std::vector<SplitVote>& votes) {
+  std::map<int32_t, std::vector<int>> by_color;
+  for (int r = 0; r < static_cast<int>(votes.size()); ++r) {
+    if (votes[r].color >= 0) by_color[votes[r].color].push_back(r);
+  }
+  std::vector<std::pair<int32_t, std::vector<int>>> out;
+  for (auto& [color, ranks] : by_color) {
+    // Stable: equal keys keep world-rank order.
+    std::stable_sort(ranks.begin(), ranks.end(),
+                     [&](int a, int b) { return votes[a].key < votes[b].key; });
+    out.emplace_back(color, std::move(ranks));
+  }
+  return out;
+}
+
+std::vector<SplitVote> Backend::split_votes(SplitVote, uint32_t) {
+  CPRR_THROW_AS(CaseFailure, "the {} backend cannot split its world into groups", name());
+}
+void Backend::make_group(uint32_t, SplitVote, const std::vector<int>&) {
+  CPRR_THROW_AS(CaseFailure, "the {} backend cannot split its world into groups", name());
 }
 
 // One-sided ops on a backend without a window: Context checks one_sided_problem() first, so

@@ -32,6 +32,9 @@ struct CollectiveProgress {
 /// One collective call; counts are elements of dtype. `seq` is the per-communicator sequence
 /// number (also used as the transport tag).
 struct CollectiveCall {
+  /// The group it runs on (Backend::make_group's id; 0: the world). `root`, the counts' order
+  /// and a message's peer are ranks of that group.
+  uint32_t group = 0;
   /// all_reduce | all_gather | all_to_all_v | broadcast | barrier | send | recv (`root`: the
   /// peer; `seq`: the message's number to or from it, the tag the two sides match on)
   std::string kind;
@@ -45,6 +48,17 @@ struct CollectiveCall {
   std::vector<int64_t> send_counts;
   std::vector<int64_t> recv_counts;
 };
+
+/// One rank's part in a split of the world (Context::split): ranks that pass one color (>= 0) form
+/// a group, ordered by key, then by world rank; a negative color joins none.
+struct SplitVote {
+  int32_t color = -1;
+  int32_t key = 0;
+};
+
+/// The groups a split makes from every rank's vote (index = world rank): one per color voted,
+/// colors ascending, each its world ranks in group-rank order (ncclCommSplit's order).
+std::vector<std::pair<int32_t, std::vector<int>>> split_groups(const std::vector<SplitVote>& votes);
 
 /// Semaphores a case may use for one-sided signalling (Context::signal). A rank's semaphore table
 /// has kMaxSemaphores * world_size slots: slot sem * world_size + src is written only by rank src.
@@ -115,6 +129,26 @@ class Backend {
   virtual std::vector<std::string> running_ops() const = 0;
   /// Start of a case: collective sequence numbers restart at 0 on every rank.
   virtual void reset_collective_progress() = 0;
+
+  // ---- groups: a split of the world (Context::split), ended with the case ----
+  /// How this world's collectives travel (a group's travel the same way).
+  virtual CollectiveTransport transport() const { return CollectiveTransport::gloo; }
+  /// Split, part 1: every rank's vote (index = world rank). Collective over the world, on the
+  /// host; `tag` is the split's number among the world's collectives, apart from every other.
+  virtual std::vector<SplitVote> split_votes(SplitVote mine, uint32_t tag);
+  /// Split, part 2: this rank's group of the split gets its communicator under id `group`
+  /// (`members`: its world ranks in group-rank order; empty where this rank voted no color).
+  /// Every rank of the world calls it, members or not (NCCL's ncclCommSplit is collective).
+  virtual void make_group(uint32_t group, SplitVote mine, const std::vector<int>& members);
+  /// End of a case on this rank (its streams drained): its groups take no more calls. Their
+  /// communicators close at close_ended_groups, not here: a peer may still wait in a group
+  /// collective this rank skipped, and closing would end that wait with an error (Gloo: the
+  /// connection closed) instead of the hang it is. `clean`: every op of this rank completed, so
+  /// the communicators are finalized; otherwise aborted, waiting for no peer.
+  virtual void end_groups(bool clean) {}
+  /// Start of a case (every rank finished the last one, or the world would have been replaced):
+  /// the communicators of the groups end_groups ended close.
+  virtual void close_ended_groups() {}
 
   // ---- communicator bootstrap through the controller (CUDA: NCCL's unique id) ----
   /// What this rank puts in its hello: rank 0's communicator id, empty elsewhere and on backends

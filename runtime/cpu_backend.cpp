@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include "runtime/error.h"
@@ -104,7 +106,7 @@ uint64_t* CpuWindow::semaphores(int rank) const {
 }
 
 CpuBackend::CpuBackend(const BackendConfig& config)
-    : rank_(config.rank), world_size_(config.world_size) {
+    : rank_(config.rank), world_size_(config.world_size), rendezvous_(config.rendezvous) {
   const auto sym = static_cast<int>(MemPool::symmetric);
   for (int i = 0; i < 3; ++i) {
     if (i != sym) arenas_[i] = std::make_unique<MappedRegion>(kArenaBytes[i]);
@@ -128,6 +130,61 @@ CpuBackend::~CpuBackend() {
   // Streams first: their threads may still be inside a collective that uses comm_.
   std::lock_guard lock(streams_mu_);
   streams_.clear();
+  std::lock_guard groups(groups_mu_);
+  groups_.clear();
+  ended_.clear();
+}
+
+std::vector<SplitVote> CpuBackend::split_votes(SplitVote mine, uint32_t tag) {
+  std::vector<SplitVote> all(static_cast<std::size_t>(world_size_));
+  if (!comm_) {
+    all[0] = mine;
+    return all;
+  }
+  static_assert(sizeof(SplitVote) == 2 * sizeof(int32_t));
+  comm_->all_gather(&mine, all.data(), 2, DType::i32, tag);
+  return all;
+}
+
+void CpuBackend::make_group(uint32_t group, SplitVote, const std::vector<int>& members) {
+  const uint64_t split = splits_++;
+  if (members.empty()) return;
+  std::unique_ptr<GlooComm> comm;
+  if (members.size() > 1) {
+    const auto me = std::find(members.begin(), members.end(), rank_);
+    CPRR_CHECK(me != members.end(), "rank {} is not among the members of group {}", rank_, group);
+    const std::string dir = fmt::format("{}/split{}-group{}", rendezvous_, split, group);
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);  // every member tries; one makes it
+    CPRR_CHECK(std::filesystem::is_directory(dir), "cannot make group {}'s rendezvous '{}': {}",
+               group, dir, ec.message());
+    comm = std::make_unique<GlooComm>(
+        static_cast<int>(me - members.begin()), static_cast<int>(members.size()), dir,
+        std::chrono::duration_cast<std::chrono::milliseconds>(kCommTimeout));
+  }
+  std::lock_guard lock(groups_mu_);
+  groups_[group] = std::move(comm);
+}
+
+void CpuBackend::end_groups(bool) {
+  // Clean or not, a Gloo context waits for no peer when it goes: kept until the next case only
+  // so that a peer still inside one of its collectives hangs there (see Backend::end_groups).
+  std::lock_guard lock(groups_mu_);
+  for (auto& [id, comm] : groups_) ended_.push_back(std::move(comm));
+  groups_.clear();
+}
+
+void CpuBackend::close_ended_groups() {
+  std::lock_guard lock(groups_mu_);
+  ended_.clear();
+}
+
+GlooComm* CpuBackend::comm_of(uint32_t group) {
+  if (group == 0) return comm_.get();
+  std::lock_guard lock(groups_mu_);
+  const auto it = groups_.find(group);
+  CPRR_CHECK(it != groups_.end(), "rank {}: no group {} in this case", rank_, group);
+  return it->second.get();
 }
 
 std::byte* CpuBackend::arena_base(MemPool pool) {
@@ -169,41 +226,45 @@ void CpuBackend::collective(int stream, CollectiveCall call) {
 }
 
 void CpuBackend::run_collective(const CollectiveCall& c) {
-  {
+  // The watchdog's progress is the world's: a group numbers its collectives on its own.
+  const bool world = c.group == 0;
+  if (world) {
     std::lock_guard lock(progress_mu_);
     progress_.entered_seq = static_cast<int64_t>(c.seq);
     progress_.entered_kind = c.kind;
   }
   const auto tag = static_cast<uint32_t>(c.seq);
   const std::size_t elem = dtype_size(c.dtype);
-  if (!comm_) {
-    // World of one: every collective is a local copy (or nothing).
+  GlooComm* comm = comm_of(c.group);
+  if (comm == nullptr) {
+    // A world (or group) of one: every collective is a local copy (or nothing).
     if (c.kind == "all_gather" || c.kind == "all_to_all_v") {
       const std::size_t n =
           c.kind == "all_gather" ? c.count : static_cast<std::size_t>(c.send_counts.at(0));
       if (n > 0) std::memmove(c.out, c.in, n * elem);
     }
-  } else if (c.kind == "all_reduce" && in_window(c.out, c.count * elem)) {
+  } else if (world && c.kind == "all_reduce" && in_window(c.out, c.count * elem)) {
     symmetric_all_reduce(c, tag);
-  } else if (c.kind == "all_gather" && in_window(c.out, c.count * elem * world_size_)) {
+  } else if (world && c.kind == "all_gather" && in_window(c.out, c.count * elem * world_size_)) {
     symmetric_all_gather(c, tag);
   } else if (c.kind == "all_reduce") {
-    comm_->all_reduce(c.out, c.count, c.dtype, c.op, tag);
+    comm->all_reduce(c.out, c.count, c.dtype, c.op, tag);
   } else if (c.kind == "all_gather") {
-    comm_->all_gather(c.in, c.out, c.count, c.dtype, tag);
+    comm->all_gather(c.in, c.out, c.count, c.dtype, tag);
   } else if (c.kind == "all_to_all_v") {
-    comm_->all_to_all_v(c.in, c.send_counts, c.out, c.recv_counts, c.dtype, tag);
+    comm->all_to_all_v(c.in, c.send_counts, c.out, c.recv_counts, c.dtype, tag);
   } else if (c.kind == "broadcast") {
-    comm_->broadcast(c.out, c.count, c.dtype, c.root, tag);
+    comm->broadcast(c.out, c.count, c.dtype, c.root, tag);
   } else if (c.kind == "barrier") {
-    comm_->barrier(tag);
+    comm->barrier(tag);
   } else if (c.kind == "send") {
-    comm_->send(c.in, c.count, c.dtype, c.root, tag);
+    comm->send(c.in, c.count, c.dtype, c.root, tag);
   } else if (c.kind == "recv") {
-    comm_->recv(c.out, c.count, c.dtype, c.root, tag);
+    comm->recv(c.out, c.count, c.dtype, c.root, tag);
   } else {
     CPRR_THROW("unknown collective '{}'", c.kind);
   }
+  if (!world) return;
   std::lock_guard lock(progress_mu_);
   progress_.completed_seq = static_cast<int64_t>(c.seq);
   progress_.completed_kind = c.kind;

@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -84,6 +85,13 @@ class CpuBackend final : public Backend {
   CollectiveProgress collective_progress() const override;
   std::vector<std::string> running_ops() const override;
   void reset_collective_progress() override;
+  std::vector<SplitVote> split_votes(SplitVote mine, uint32_t tag) override;
+  /// A Gloo context of the group's members, joined through a directory of its own in the world's
+  /// rendezvous directory (a FileStore keeps its keys, so every group of the world's life gets a
+  /// new one); a group of one needs none.
+  void make_group(uint32_t group, SplitVote mine, const std::vector<int>& members) override;
+  void end_groups(bool clean) override;
+  void close_ended_groups() override;
   std::string one_sided_problem() const override { return {}; }
   std::string symmetric_pool() const override;
   /// This host: a world's cpu ranks must share it (loopback Gloo, a window of shared files).
@@ -100,6 +108,8 @@ class CpuBackend final : public Backend {
  private:
   CpuStream& at(int stream);
   void run_collective(const CollectiveCall& call);
+  /// The communicator of `group` (nullptr: a group, or a world, of one rank).
+  GlooComm* comm_of(uint32_t group);
   /// True when [p, p + bytes) lies in this rank's symmetric window.
   bool in_window(const void* p, std::size_t bytes) const;
   void symmetric_all_reduce(const CollectiveCall& call, uint32_t tag);
@@ -110,6 +120,11 @@ class CpuBackend final : public Backend {
   int rank_ = 0;
   int world_size_ = 1;
   std::unique_ptr<GlooComm> comm_;
+  std::string rendezvous_;
+  uint64_t splits_ = 0;  ///< make_group calls over the world's life: each group's directory
+  std::mutex groups_mu_;  // stream threads look groups up while the case thread adds them
+  std::map<uint32_t, std::unique_ptr<GlooComm>> groups_;  // null: a group of one
+  std::vector<std::unique_ptr<GlooComm>> ended_;  ///< the last case's, until close_ended_groups
   mutable std::mutex streams_mu_;  // guards the vector; the watchdog walks it concurrently
   std::vector<std::unique_ptr<CpuStream>> streams_;
   std::vector<CpuEvent> events_;

@@ -223,6 +223,10 @@ CudaBackend::~CudaBackend() {
     for (auto& s : streams_) cudaStreamSynchronize(s.handle);
   }
   window_.reset();  // closes IPC mappings of the peers' arenas while the communicator still lives
+  end_groups(broken().empty());
+  close_ended_groups();
+  if (split_stream_ != nullptr) cudaStreamDestroy(split_stream_);
+  cudaFree(split_scratch_);
   staged_.reset();  // joins the Gloo lanes (idle once the streams drained)
   comm_.reset();
   for (auto& s : streams_) cudaStreamDestroy(s.handle);
@@ -383,6 +387,12 @@ void CudaBackend::collective(int stream, CollectiveCall call) {
   CPRR_CHECK(comm_ != nullptr || staged_ != nullptr,
              "rank {}: collective {} before the communicator was connected", rank_, call.kind);
   cudaStream_t s = at(stream).handle;
+  if (call.group != 0) {
+    // A group's collective: no world progress to track (its numbers are the group's own).
+    guarded([&] { issue_on_group(stream, s, call); });
+    note_launch(stream, fmt::format("{} #{} (group {})", call.kind, call.seq, call.group));
+    return;
+  }
   Pending p{call.seq, call.kind, nullptr, nullptr};
   {
     std::lock_guard lock(mu_);
@@ -459,16 +469,6 @@ std::vector<int64_t> CudaBackend::marks() {
   return out;
 }
 
-template <class Fn>
-void CudaBackend::guarded(Fn&& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    std::lock_guard lock(mu_);
-    if (broken_.empty()) broken_ = e.what();
-    throw;
-  }
-}
 
 std::string CudaBackend::broken() const {
   std::lock_guard lock(mu_);
@@ -479,8 +479,9 @@ void CudaBackend::wait_stream(int stream) {
   guarded([&] { poll_stream(stream); });
 }
 
-void CudaBackend::poll_stream(int stream) {
-  cudaStream_t h = at(stream).handle;
+void CudaBackend::poll_stream(int stream) { poll_handle(at(stream).handle); }
+
+void CudaBackend::poll_handle(cudaStream_t h) {
   // Poll instead of cudaStreamSynchronize: a collective stuck on a dead or hung peer must leave
   // this thread free to notice an NCCL error or an abort.
   for (int spins = 0;; ++spins) {
@@ -489,6 +490,7 @@ void CudaBackend::poll_stream(int stream) {
     if (r != cudaErrorNotReady) CPRR_CUDA(r);
     if (comm_) comm_->check_async();
     if (staged_) staged_->check_async();
+    check_groups();
     if (spins < 64) {
       std::this_thread::yield();
     } else {
@@ -580,6 +582,10 @@ void CudaBackend::abort() {
   if (broken_.empty()) broken_ = "aborted by the controller";
   if (comm_) comm_->abort();
   if (staged_) staged_->abort();
+  for (auto& [id, g] : nccl_groups_) g->abort();
+  for (auto& [id, g] : staged_groups_) g->abort();
+  for (auto& g : ended_nccl_) g->abort();
+  for (auto& g : ended_staged_) g->abort();
 }
 
 void CudaBackend::issue_staged(int stream, cudaStream_t s, const CollectiveCall& call) {

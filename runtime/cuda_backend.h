@@ -13,6 +13,7 @@
 
 #include <array>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -87,6 +88,17 @@ class CudaBackend final : public Backend {
   CollectiveProgress collective_progress() const override;
   std::vector<std::string> running_ops() const override;
   void reset_collective_progress() override;
+  CollectiveTransport transport() const override {
+    return staged_ ? CollectiveTransport::gloo_staged : CollectiveTransport::nccl;
+  }
+  /// NCCL: an all-gather on a stream of its own (runtime/cuda_backend_groups.cpp), so a split
+  /// waits for no stream of the case; staged: Gloo on the host.
+  std::vector<SplitVote> split_votes(SplitVote mine, uint32_t tag) override;
+  /// NCCL: ncclCommSplit of the world's communicator; staged: a Gloo context of the members,
+  /// staged as the world's.
+  void make_group(uint32_t group, SplitVote mine, const std::vector<int>& members) override;
+  void end_groups(bool clean) override;
+  void close_ended_groups() override;
 
   std::string bootstrap_id() override;
   void connect(const ConnectSpec& spec) override;
@@ -135,6 +147,12 @@ class CudaBackend final : public Backend {
   cudaEvent_t take_event();  // with mu_ held
   void wait_stream(int stream);
   void poll_stream(int stream);
+  /// Polls `h` until it drained, throwing on an NCCL error or an abort of any communicator.
+  void poll_handle(cudaStream_t h);
+  /// Throws when a group's communicator reported an error or was aborted.
+  void check_groups() const;
+  /// Issues a group's collective (call.group != 0) on its communicator.
+  void issue_on_group(int stream, cudaStream_t s, const CollectiveCall& call);
   void rethrow_host_error();
   /// The minimum of `value` over all ranks (collective; used while connecting).
   int min_over_ranks(int value);
@@ -180,6 +198,17 @@ class CudaBackend final : public Backend {
   std::unique_ptr<StagedCollectives> staged_;  // Gloo staged through host memory
   std::unique_ptr<CudaWindow> window_;         // set while connecting, then read-only
   void* barrier_scratch_ = nullptr;
+  /// Splits (runtime/cuda_backend_groups.cpp): the votes' device buffer and stream, made at the
+  /// first split; the groups of this case (guarded by mu_: abort() ends them too).
+  void* split_scratch_ = nullptr;
+  cudaStream_t split_stream_ = nullptr;
+  uint64_t splits_ = 0;
+  std::map<uint32_t, std::unique_ptr<NcclComm>> nccl_groups_;
+  std::map<uint32_t, std::unique_ptr<StagedCollectives>> staged_groups_;
+  /// The last case's groups, until close_ended_groups; `ended_clean_`: end_groups' `clean`.
+  std::vector<std::unique_ptr<NcclComm>> ended_nccl_;
+  std::vector<std::unique_ptr<StagedCollectives>> ended_staged_;
+  bool ended_clean_ = true;
   mutable std::mutex mu_;  // streams_, last_op, pending_, progress_, host_error_
   std::vector<StreamSlot> streams_;
   std::vector<cudaEvent_t> events_;  // case events (Context::record), reused across cases
@@ -197,5 +226,16 @@ class CudaBackend final : public Backend {
   std::string broken_;  // guarded by mu_
   PhaseClock startup_;  // used by the rank's main thread only, while it starts
 };
+
+template <class Fn>
+void CudaBackend::guarded(Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    std::lock_guard lock(mu_);
+    if (broken_.empty()) broken_ = e.what();
+    throw;
+  }
+}
 
 }  // namespace cprr

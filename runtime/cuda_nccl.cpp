@@ -113,6 +113,37 @@ NcclComm::~NcclComm() {
   }
 }
 
+std::unique_ptr<NcclComm> NcclComm::split(int color, int key, int group_rank, int group_size) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // as the world's: a hang in the group ends with ncclCommAbort
+  ncclComm_t child = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    CPRR_CHECK(!aborted_, "ncclCommSplit: the communicator was aborted");
+    const ncclResult_t r =
+        ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, &config);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      CPRR_THROW("ncclCommSplit(color {}, key {}): {} ({})", color, key, ncclGetErrorString(r),
+                 ncclGetLastError(comm_));
+    }
+  }
+  // The split runs as a job of this communicator's (non-blocking) group: settling this one
+  // completes it, on every rank, the ones without a color included.
+  wait_ready("ncclCommSplit");
+  if (color < 0) return nullptr;
+  CPRR_CHECK(child != nullptr, "ncclCommSplit(color {}, key {}) made no communicator", color,
+             key);
+  auto made = std::unique_ptr<NcclComm>(new NcclComm(child, group_size));
+  made->wait_ready("ncclCommSplit (the new communicator)");
+  int rank = -1, size = 0;
+  CPRR_NCCL(ncclCommUserRank(child, &rank));
+  CPRR_NCCL(ncclCommCount(child, &size));
+  CPRR_CHECK(rank == group_rank && size == group_size,
+             "ncclCommSplit(color {}, key {}) made rank {} of {}; cprr expected rank {} of {}",
+             color, key, rank, size, group_rank, group_size);
+  return made;
+}
+
 void NcclComm::wait_ready(const char* what) const {
   for (;;) {
     ncclResult_t state = ncclSuccess;

@@ -6,6 +6,7 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -31,6 +32,11 @@ class NcclComm {
 
   ncclComm_t get() const { return comm_; }
 
+  /// ncclCommSplit (collective over this communicator: every rank calls it): the communicator of
+  /// the ranks that pass `color`, ordered by `key`; nullptr for a negative color. `group_rank`
+  /// and `group_size` are what the caller expects, checked against what NCCL made.
+  std::unique_ptr<NcclComm> split(int color, int key, int group_rank, int group_size);
+
   /// Issues `call` on `stream` (NCCL enqueues; the stream runs it). `scratch` is a device int
   /// the barrier all-reduces.
   void issue(const CollectiveCall& call, cudaStream_t stream, void* scratch);
@@ -54,6 +60,8 @@ class NcclComm {
   bool aborted() const { return aborted_.load(); }
 
  private:
+  /// A communicator made by split(): owned from here on.
+  NcclComm(ncclComm_t comm, int size) : comm_(comm), world_size_(size) {}
   /// Non-blocking calls may return ncclInProgress: poll until the communicator settles.
   void wait_ready(const char* what) const;
   /// The NCCL calls of one collective (mu_ held).

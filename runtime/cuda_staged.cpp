@@ -58,13 +58,13 @@ PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
 }
 
 StagedCollectives::StagedCollectives(int rank, int world_size, int device,
-                                     const std::string& rendezvous)
+                                     const std::string& rendezvous, int prepared_lanes)
     : rank_(rank),
       world_size_(world_size),
       device_(device),
       comm_(rank, world_size, rendezvous,
             std::chrono::duration_cast<std::chrono::milliseconds>(kCommTimeout)) {
-  for (int i = 0; i < kPreparedLanes; ++i) staging(lane(i), kPreparedBytes);
+  for (int i = 0; i < prepared_lanes; ++i) staging(lane(i), kPreparedBytes);
 }
 
 StagedCollectives::~StagedCollectives() {

@@ -50,8 +50,10 @@ class PinnedBuffer {
 class StagedCollectives {
  public:
   /// Joins the Gloo communicator through the FileStore directory `rendezvous` (every rank of the
-  /// world calls it). `device` is the rank's GPU, made current on the lanes' threads.
-  StagedCollectives(int rank, int world_size, int device, const std::string& rendezvous);
+  /// world, or of the group, calls it). `device` is the rank's GPU, made current on the lanes'
+  /// threads. `prepared_lanes`: lanes given staging memory now (a group's, made mid-case, none).
+  StagedCollectives(int rank, int world_size, int device, const std::string& rendezvous,
+                    int prepared_lanes = kPreparedLanes);
   /// Finishes what the lanes hold and joins them.
   ~StagedCollectives();
   StagedCollectives(const StagedCollectives&) = delete;

@@ -71,6 +71,9 @@ Context::Context(RankState& state, std::string case_name, Params params, uint64_
     state_.backend->begin_marks();
     logs_.timeline.start_ns = steady_now_ns();
   }
+  world_.ctx_ = this;
+  world_.rank_ = state_.rank;
+  for (int r = 0; r < state_.world_size; ++r) world_.ranks_.push_back(r);
 }
 
 const std::string& Context::param(std::string_view key) const {
@@ -364,7 +367,14 @@ void Context::wait_signal(Stream s, int peer, Semaphore sem) {
   issued();
 }
 
-CaseCapture Context::finish() {
+void Context::end_groups(bool clean) {
+  if (groups_ended_) return;
+  groups_ended_ = true;
+  state_.backend->end_groups(clean);
+}
+
+CaseCapture Context::finish(bool clean) {
+  end_groups(clean);
   if (state_.library) state_.library->close_case();
   while (!live_.empty()) {
     const auto& [id, live] = *live_.begin();
@@ -396,6 +406,10 @@ Context::~Context() {
   if (state_.library) state_.library->close_case();
   try {
     drain();
+  } catch (const std::exception&) {
+  }
+  try {
+    end_groups(false);
   } catch (const std::exception&) {
   }
   state_.hasher->abandon();

@@ -111,6 +111,57 @@ struct RankState {
 };
 
 class LibraryHooks;
+class Context;
+
+/// Ranks of the world that run collectives and messages among themselves: the world itself
+/// (Context::world) or a group of a split (Context::split). Its ranks are its own, 0..size()-1 in
+/// the order the split gave them; roots and peers are such ranks, and the logs name the world's.
+/// Each group numbers its collectives, and each (sender, receiver) pair in it its messages, on
+/// their own: cprr matches them across the group's ranks and checks them like the world's. A
+/// plain value, valid for the case that made it.
+class Group {
+ public:
+  /// 0 for the world; a split's groups get the case's next ids (one per color, ascending), the
+  /// same on every rank.
+  uint32_t id() const { return id_; }
+  /// False on a rank that split with a negative color: it is in no group of that split, and
+  /// every call on this value throws.
+  bool member() const { return rank_ >= 0; }
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(ranks_.size()); }
+  /// The world rank of group rank `r`; throws CaseFailure when it is not one.
+  int world_rank(int r) const;
+  /// Its world ranks in group-rank order.
+  const std::vector<int>& world_ranks() const { return ranks_; }
+
+  // The Context's collectives and messages, on this group's communicator (see there).
+  void all_reduce(Stream s, const Buffer& buf, DType dtype, ReduceOp op = ReduceOp::sum) const;
+  /// `out` holds size() * in.bytes.
+  void all_gather(Stream s, const Buffer& in, const Buffer& out, DType dtype) const;
+  /// Counts are elements per group rank, packed in group-rank order.
+  void all_to_all_v(Stream s, const Buffer& in, std::vector<int64_t> send_counts, const Buffer& out,
+                    std::vector<int64_t> recv_counts, DType dtype) const;
+  void broadcast(Stream s, const Buffer& buf, DType dtype, int root) const;
+  void barrier(Stream s) const;
+  void send(Stream s, int peer, const Buffer& buf, DType dtype) const;
+  void recv(Stream s, int peer, const Buffer& buf, DType dtype) const;
+
+ private:
+  friend class Context;
+  /// The Context, once this rank is a member; else throws CaseFailure naming `what`.
+  Context& context(const char* what) const;
+  /// The group's world ranks as a bitmask (CollectiveRecord::members); 0 for the world and for
+  /// worlds over 64 ranks.
+  uint64_t members_mask() const;
+  /// Checks `peer` (a group rank other than this one) for a send or recv.
+  void check_peer(const char* kind, int peer) const;
+
+  Context* ctx_ = nullptr;
+  uint32_t id_ = 0;
+  std::vector<int> ranks_;
+  int rank_ = -1;
+  std::string split_;  ///< "split #2 (color -1)": what made a non-member, for its error
+};
 
 /// What a case body is given. Not thread-safe: call it from the case body's thread.
 class Context {
@@ -187,6 +238,19 @@ class Context {
   /// Declares host-side accesses (e.g. the host filling a pinned staging buffer) for the op log.
   void host_access(std::string name, const Access& access);
 
+  // ---- groups ----
+  /// The world as a Group (id 0).
+  const Group& world() const { return world_; }
+  /// Splits the world, as NCCL's ncclCommSplit and MPI_Comm_split do: a collective of the world
+  /// (every rank calls it, at the same place among the world's collectives, on the host), after
+  /// which the ranks that passed one color (>= 0) form a group, ordered by `key` and then by
+  /// world rank. A negative color joins no group (the result's member() is false). NCCL's
+  /// ncclCommSplit on cuda with a GPU per rank; a Gloo context of the members on cpu and where
+  /// ranks share a GPU (staged like the world's). The groups end with the case.
+  Group split(int color, int key);
+  /// split(color, rank()): the group keeps the world's order.
+  Group split(int color) { return split(color, rank()); }
+
   // ---- collectives (counts derive from buffer sizes and dtype) ----
   void all_reduce(Stream s, const Buffer& buf, DType dtype, ReduceOp op = ReduceOp::sum);
   /// `out` holds world_size * in.bytes.
@@ -259,14 +323,17 @@ class Context {
 
   /// End of case, part 1 (harness): waits for every stream; rethrows the first op error.
   void drain();
-  /// End of case, part 2 (harness, after drain): frees leftover buffers, forgets events and hands
-  /// over the captures and logs.
-  CaseCapture finish();
+  /// End of case, part 2 (harness, after drain): ends the case's groups, frees leftover buffers,
+  /// forgets events and hands over the captures and logs. `clean`: the body returned and every
+  /// stream drained, so the groups' communicators are finalized; otherwise they are aborted,
+  /// waiting for no peer (one may still wait inside a group collective this rank skipped).
+  CaseCapture finish(bool clean = true);
 
  private:
   /// The Python runtime's hooks (recorder/api/library_hooks.h) write the logs and captures kept
   /// here for what a case's own library does; they are no part of the Case API.
   friend class LibraryHooks;
+  friend class Group;
 
   struct Live {
     MemPool pool;
@@ -319,9 +386,13 @@ class Context {
   void collect_marks();
   /// Fills a new allocation with the replay's poison pattern.
   void poison(const Buffer& b, Stream s);
-  void enqueue_collective(Stream s, CollectiveCall call, const Access& access);
-  void message(Stream s, const char* kind, int peer, const Buffer& buf, DType dtype,
-               const Access& access);
+  /// Ends the case's groups on the backend, once (finish, or the destructor).
+  void end_groups(bool clean);
+  /// Numbers `call` in group `g`, logs it and issues it on the backend.
+  void enqueue_collective(const Group& g, Stream s, CollectiveCall call, const Access& access);
+  /// A send or recv of `g` with its rank `peer`.
+  void message(const Group& g, Stream s, const char* kind, int peer, const Buffer& buf,
+               DType dtype, const Access& access);
   /// Numbers `c` in its group (a collective) or on its channel (a send or recv), appends it to
   /// the collective log and enters it in the flight record; a collective is also logged as a
   /// `collective` op of its stream (event: its group, epoch: its number), which the
@@ -348,6 +419,9 @@ class Context {
   std::map<std::tuple<uint32_t, int32_t, int32_t>, uint64_t> next_number_;
   uint64_t execution_ = 0;
   Perturbation perturbation_;
+  Group world_;
+  uint32_t next_group_ = 1;  ///< the id the case's next group gets
+  bool groups_ended_ = false;
   /// One-sided epochs of this case: signals sent to and waits done for (peer, semaphore).
   std::map<std::pair<int, uint32_t>, uint64_t> signals_sent_;
   std::map<std::pair<int, uint32_t>, uint64_t> waits_done_;

@@ -1,5 +1,6 @@
 // Context: collectives (logged with their fingerprints, entered in the flight record) and captures
 // (probe/output: hashed on the device or the host, sent with the case's result).
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <numeric>
@@ -46,43 +47,128 @@ std::size_t Context::enter(CollectiveRecord c, const Access& access, bool librar
   return logs_.collectives.size() - 1;
 }
 
-void Context::enqueue_collective(Stream s, CollectiveCall call, const Access& access) {
-  const uint64_t bytes = call.kind == "all_to_all_v"
-                             ? total(call.send_counts) * dtype_size(call.dtype)
-                             : call.count * dtype_size(call.dtype);
-  const std::size_t at = enter(CollectiveRecord{0, call.kind, s.id, call.dtype, bytes,
-                                                call.kind == "broadcast" ? call.root : -1, call.op},
-                               access, false);
+void Context::enqueue_collective(const Group& g, Stream s, CollectiveCall call,
+                                 const Access& access) {
+  const uint64_t elem = dtype_size(call.dtype);
+  CollectiveRecord c;
+  c.kind = call.kind;
+  c.stream = s.id;
+  c.dtype = call.dtype;
+  c.bytes = call.kind == "all_to_all_v" ? total(call.send_counts) * elem : call.count * elem;
+  c.root = call.kind == "broadcast" ? g.world_rank(call.root) : -1;
+  c.op = call.op;
+  c.group = g.id();
+  c.members = g.members_mask();
+  if (call.kind == "all_to_all_v") {
+    // Per peer, in ascending world ranks (as the layout check reads them), so a count one rank
+    // sends that its peer does not expect is named.
+    std::vector<std::pair<int, std::size_t>> by_world;
+    for (std::size_t r = 0; r < call.send_counts.size(); ++r) {
+      by_world.emplace_back(g.world_rank(static_cast<int>(r)), r);
+    }
+    std::sort(by_world.begin(), by_world.end());
+    for (const auto& [world, r] : by_world) {
+      c.send_bytes.push_back(static_cast<uint64_t>(call.send_counts[r]) * elem);
+      c.recv_bytes.push_back(static_cast<uint64_t>(call.recv_counts[r]) * elem);
+    }
+  }
+  const std::size_t at = enter(std::move(c), access, false);
   call.seq = logs_.collectives[at].seq;
+  call.group = g.id();
   state_.backend->collective(s.id, std::move(call));
   issued();
 }
 
+void Context::message(const Group& g, Stream s, const char* kind, int peer, const Buffer& buf,
+                      DType dtype, const Access& access) {
+  g.check_peer(kind, peer);
+  if (buf.bytes % dtype_size(dtype) != 0) {
+    CPRR_THROW_AS(CaseFailure, "{} of buffer {}: {} bytes are not a multiple of {} ({})", kind,
+                  buf.id, buf.bytes, dtype_size(dtype), dtype_name(dtype));
+  }
+  const int world_peer = g.world_rank(peer);
+  CollectiveRecord c{0, kind, s.id, dtype, buf.bytes, -1, ReduceOp::sum, g.id(), g.members_mask(),
+                     world_peer};
+  const std::size_t at = enter(std::move(c), access, false);
+  const uint64_t seq = logs_.collectives[at].seq;
+  const bool sends = std::string_view(kind) == "send";
+  // The op of the log: what it reads or writes, on its stream.
+  // Its peer, group and number ride on the op, so the trace can draw the message's arrow.
+  OpRecord& op = log_op(s.id, "kernel",
+                        fmt::format("{} #{} {} rank {}{}", kind, seq, sends ? "to" : "from",
+                                    world_peer,
+                                    g.id() == 0 ? "" : fmt::format(" (group {})", g.id())),
+                        access);
+  op.peer = world_peer;
+  op.event = g.id();
+  op.epoch = seq;
+  state_.backend->collective(s.id, CollectiveCall{.group = g.id(),
+                                                  .kind = kind,
+                                                  .seq = seq,
+                                                  .dtype = dtype,
+                                                  .root = peer,
+                                                  .in = sends ? buf.ptr : nullptr,
+                                                  .out = sends ? nullptr : buf.ptr,
+                                                  .count = buf.bytes / dtype_size(dtype)});
+  issued();
+}
+
 void Context::all_reduce(Stream s, const Buffer& buf, DType dtype, ReduceOp op) {
+  world_.all_reduce(s, buf, dtype, op);
+}
+
+void Context::all_gather(Stream s, const Buffer& in, const Buffer& out, DType dtype) {
+  world_.all_gather(s, in, out, dtype);
+}
+
+void Context::all_to_all_v(Stream s, const Buffer& in, std::vector<int64_t> send_counts,
+                           const Buffer& out, std::vector<int64_t> recv_counts, DType dtype) {
+  world_.all_to_all_v(s, in, std::move(send_counts), out, std::move(recv_counts), dtype);
+}
+
+void Context::broadcast(Stream s, const Buffer& buf, DType dtype, int root) {
+  world_.broadcast(s, buf, dtype, root);
+}
+
+void Context::barrier(Stream s) { world_.barrier(s); }
+
+void Context::send(Stream s, int peer, const Buffer& buf, DType dtype) {
+  world_.send(s, peer, buf, dtype);
+}
+
+void Context::recv(Stream s, int peer, const Buffer& buf, DType dtype) {
+  world_.recv(s, peer, buf, dtype);
+}
+
+void Group::all_reduce(Stream s, const Buffer& buf, DType dtype, ReduceOp op) const {
+  Context& ctx = context("all_reduce");
   CollectiveCall c{.kind = "all_reduce",
                    .dtype = dtype,
                    .op = op,
                    .in = buf.ptr,
                    .out = buf.ptr,
                    .count = elements(buf, dtype, "all_reduce")};
-  enqueue_collective(s, std::move(c), Access{{buf}, {buf}});
+  ctx.enqueue_collective(*this, s, std::move(c), Access{{buf}, {buf}});
 }
 
-void Context::all_gather(Stream s, const Buffer& in, const Buffer& out, DType dtype) {
+void Group::all_gather(Stream s, const Buffer& in, const Buffer& out, DType dtype) const {
+  Context& ctx = context("all_gather");
   const uint64_t n = elements(in, dtype, "all_gather");
-  if (out.bytes != in.bytes * static_cast<uint64_t>(world_size())) {
-    CPRR_THROW_AS(CaseFailure, "all_gather: output has {} bytes, needs world_size * {} = {}",
-                  out.bytes, in.bytes, in.bytes * world_size());
+  if (out.bytes != in.bytes * static_cast<uint64_t>(size())) {
+    CPRR_THROW_AS(CaseFailure, "all_gather: output has {} bytes, needs {} ranks * {} = {}",
+                  out.bytes, size(), in.bytes, in.bytes * size());
   }
   CollectiveCall c{.kind = "all_gather", .dtype = dtype, .in = in.ptr, .out = out.ptr, .count = n};
-  enqueue_collective(s, std::move(c), Access{{in}, {out}});
+  ctx.enqueue_collective(*this, s, std::move(c), Access{{in}, {out}});
 }
 
-void Context::all_to_all_v(Stream s, const Buffer& in, std::vector<int64_t> send_counts,
-                           const Buffer& out, std::vector<int64_t> recv_counts, DType dtype) {
-  const auto w = static_cast<std::size_t>(world_size());
+void Group::all_to_all_v(Stream s, const Buffer& in, std::vector<int64_t> send_counts,
+                         const Buffer& out, std::vector<int64_t> recv_counts,
+                         DType dtype) const {
+  Context& ctx = context("all_to_all_v");
+  const auto w = static_cast<std::size_t>(size());
   if (send_counts.size() != w || recv_counts.size() != w) {
-    CPRR_THROW_AS(CaseFailure, "all_to_all_v: {} send and {} recv counts for a world of {}",
+    CPRR_THROW_AS(CaseFailure, "all_to_all_v: {} send and {} recv counts for {} ranks",
                   send_counts.size(), recv_counts.size(), w);
   }
   for (const auto* counts : {&send_counts, &recv_counts}) {
@@ -106,12 +192,13 @@ void Context::all_to_all_v(Stream s, const Buffer& in, std::vector<int64_t> send
                    .out = out.ptr,
                    .send_counts = std::move(send_counts),
                    .recv_counts = std::move(recv_counts)};
-  enqueue_collective(s, std::move(c), access);
+  ctx.enqueue_collective(*this, s, std::move(c), access);
 }
 
-void Context::broadcast(Stream s, const Buffer& buf, DType dtype, int root) {
-  if (root < 0 || root >= world_size()) {
-    CPRR_THROW_AS(CaseFailure, "broadcast: root {} outside world of {}", root, world_size());
+void Group::broadcast(Stream s, const Buffer& buf, DType dtype, int root) const {
+  Context& ctx = context("broadcast");
+  if (root < 0 || root >= size()) {
+    CPRR_THROW_AS(CaseFailure, "broadcast: root {} outside {} ranks", root, size());
   }
   CollectiveCall c{.kind = "broadcast",
                    .dtype = dtype,
@@ -119,52 +206,20 @@ void Context::broadcast(Stream s, const Buffer& buf, DType dtype, int root) {
                    .in = buf.ptr,
                    .out = buf.ptr,
                    .count = elements(buf, dtype, "broadcast")};
-  enqueue_collective(s, std::move(c), Access{{buf}, {buf}});
+  ctx.enqueue_collective(*this, s, std::move(c), Access{{buf}, {buf}});
 }
 
-void Context::message(Stream s, const char* kind, int peer, const Buffer& buf, DType dtype,
-                      const Access& access) {
-  if (peer < 0 || peer >= world_size() || peer == rank()) {
-    CPRR_THROW_AS(CaseFailure, "{} to or from rank {}: rank {} of a world of {} has peers 0..{} "
-                  "but itself",
-                  kind, peer, rank(), world_size(), world_size() - 1);
-  }
-  if (buf.bytes % dtype_size(dtype) != 0) {
-    CPRR_THROW_AS(CaseFailure, "{} of buffer {}: {} bytes are not a multiple of {} ({})", kind,
-                  buf.id, buf.bytes, dtype_size(dtype), dtype_name(dtype));
-  }
-  CollectiveRecord c{0, kind, s.id, dtype, buf.bytes, -1, ReduceOp::sum, 0, 0, peer};
-  const std::size_t at = enter(std::move(c), access, false);
-  const uint64_t seq = logs_.collectives[at].seq;
-  // The op of the log: what it reads or writes, on its stream.
-  // Its peer, group and number ride on the op, so the trace can draw the message's arrow.
-  OpRecord& op = log_op(s.id, "kernel",
-                        fmt::format("{} #{} {} rank {}", kind, seq,
-                                    std::string_view(kind) == "send" ? "to" : "from", peer),
-                        access);
-  op.peer = peer;
-  op.event = 0;
-  op.epoch = seq;
-  state_.backend->collective(
-      s.id, CollectiveCall{.kind = kind,
-                           .seq = seq,
-                           .dtype = dtype,
-                           .root = peer,
-                           .in = std::string_view(kind) == "send" ? buf.ptr : nullptr,
-                           .out = std::string_view(kind) == "recv" ? buf.ptr : nullptr,
-                           .count = buf.bytes / dtype_size(dtype)});
-  issued();
+void Group::barrier(Stream s) const {
+  context("barrier").enqueue_collective(*this, s, CollectiveCall{.kind = "barrier"}, {});
 }
 
-void Context::send(Stream s, int peer, const Buffer& buf, DType dtype) {
-  message(s, "send", peer, buf, dtype, Access{{buf}, {}});
+void Group::send(Stream s, int peer, const Buffer& buf, DType dtype) const {
+  context("send").message(*this, s, "send", peer, buf, dtype, Access{{buf}, {}});
 }
 
-void Context::recv(Stream s, int peer, const Buffer& buf, DType dtype) {
-  message(s, "recv", peer, buf, dtype, Access{{}, {buf}});
+void Group::recv(Stream s, int peer, const Buffer& buf, DType dtype) const {
+  context("recv").message(*this, s, "recv", peer, buf, dtype, Access{{}, {buf}});
 }
-
-void Context::barrier(Stream s) { enqueue_collective(s, CollectiveCall{.kind = "barrier"}, {}); }
 
 void Context::probe(std::string name, const Buffer& b, DType dtype, Stream s) {
   capture(false, std::move(name), b, dtype, {}, s);

@@ -44,6 +44,7 @@ void CaseRunner::reset(const RunCase& msg) {
   // what the fresh-vs-pooled differential looks for.
   env_.restore();
   state_.backend->prepare_arenas();
+  state_.backend->close_ended_groups();
   state_.backend->reset_collective_progress();
   state_.foreign->reset();
   for (Hook hook : registry_.reset_hooks()) hook();
@@ -94,7 +95,7 @@ CaseDone CaseRunner::run(const RunCase& msg) {
   }
   done.body_ms = ms_since(t1);
   set_phase(Phase::capture, msg.execution);
-  done.capture = ctx.finish();
+  done.capture = ctx.finish(done.error.empty());
   set_phase(Phase::idle, 0);
   return done;
 }
