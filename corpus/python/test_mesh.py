@@ -8,17 +8,19 @@ verdict cprr must reach, the ``fault/`` cases end as they expect (a hang), with 
 channel named in the summary.
 """
 
+import inspect
+
 import torch
 import torch.distributed as dist
 
 import cprr
 
 
-def _mesh(ctx):
+def _mesh(ctx, backend=None):
     """(tp group, dp group) of this rank. Every rank makes every group, as torch requires, in one
-    order: tp {0,1}, tp {2,3}, dp {0,2}, dp {1,3}."""
-    tp = [dist.new_group([0, 1]), dist.new_group([2, 3])]
-    dp = [dist.new_group([0, 2]), dist.new_group([1, 3])]
+    order: tp {0,1}, tp {2,3}, dp {0,2}, dp {1,3}; `backend`: theirs (None: the world's)."""
+    tp = [dist.new_group([0, 1], backend=backend), dist.new_group([2, 3], backend=backend)]
+    dp = [dist.new_group([0, 2], backend=backend), dist.new_group([1, 3], backend=backend)]
     return tp[ctx.rank // 2], dp[ctx.rank % 2]
 
 
@@ -238,10 +240,11 @@ def device_mesh(ctx):
 
 @cprr.case(name="healthy/py_recv_from_any_source", world_sizes=[4],
            description="the tp group's second rank receives without naming the sender, and the "
-           "dp groups pass their configs with send_object_list / recv_object_list")
+           "dp groups pass their configs with send_object_list / recv_object_list (gloo groups: "
+           "NCCL has no receive from any source)")
 def recv_from_any_source(ctx):
-    tp, dp = _mesh(ctx)
-    t = torch.full((32,), float(ctx.rank), device=_host(ctx))
+    tp, dp = _mesh(ctx, backend="gloo")
+    t = torch.full((32,), float(ctx.rank))
     if ctx.rank % 2 == 0:
         dist.send(t, dst=ctx.rank + 1, group=tp)
         dist.send(t * 2, dst=ctx.rank + 1, group=tp)
@@ -255,7 +258,9 @@ def recv_from_any_source(ctx):
         if ctx.rank < 2:
             dist.send_object_list(objs, dst=ctx.rank + 2, group=dp)
         else:
-            dist.recv_object_list(objs, group=dp)  # its two recvs from any source
+            # Its two recvs from any source, where torch allows it (2.x wants the source).
+            any_source = "group_src" not in inspect.signature(dist.recv_object_list).parameters
+            dist.recv_object_list(objs, src=None if any_source else ctx.rank - 2, group=dp)
     ctx.output("t", t)
 
 
@@ -263,12 +268,14 @@ def recv_from_any_source(ctx):
 
 
 @cprr.case(name="healthy/py_same_ranks_two_groups", world_sizes=[2],
-           description="two groups of ranks {0,1} (gradients and metrics) with other sizes, "
-           "issued async in the opposite order on each rank: each group's calls agree")
+           description="two gloo groups of ranks {0,1} (gradients and metrics) with other sizes, "
+           "issued async in the opposite order on each rank: each group's calls agree (on NCCL "
+           "communicators that order is a real deadlock)")
 def same_ranks_two_groups(ctx):
-    grads, metrics = dist.new_group([0, 1]), dist.new_group([0, 1])
-    g = torch.ones(256, device=ctx.device)
-    m = torch.full((4,), float(ctx.rank), device=ctx.device)
+    grads = dist.new_group([0, 1], backend="gloo")
+    metrics = dist.new_group([0, 1], backend="gloo")
+    g = torch.ones(256)
+    m = torch.full((4,), float(ctx.rank))
     if ctx.rank == 0:
         works = [dist.all_reduce(g, group=grads, async_op=True),
                  dist.all_reduce(m, group=metrics, async_op=True)]
