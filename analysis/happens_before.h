@@ -35,7 +35,9 @@ enum class SyncRole : uint8_t {
   wait,           ///< its stream waits for the last record of `event` issued before it
   host_join,      ///< the host waits for its stream up to and including it (sync, read-back)
   host_join_all,  ///< the host waits for every stream of its rank (synchronize())
-  collective,     ///< completes after every rank entered (`communicator`, `collective_seq`)
+  /// completes after every rank entered (`communicator`, `collective_seq`); a message (a
+  /// send or recv of the Case API: `sender` >= 0) after both its ends entered
+  collective,
   signal,         ///< raises `semaphore` to `epoch` when it runs
   wait_signal,    ///< runs once `semaphore` reached `epoch`
 };
@@ -51,7 +53,10 @@ struct HbOp {
   SyncRole role = SyncRole::none;
   int64_t event = -1;           ///< record / wait: the event id (per rank)
   int32_t communicator = 0;     ///< collective: which communicator numbers it
-  uint64_t collective_seq = 0;  ///< collective: its number on that communicator
+  uint64_t collective_seq = 0;  ///< collective: its number on that communicator (or channel)
+  /// A message's channel in its communicator (world ranks); -1: a collective of every member.
+  int32_t sender = -1;
+  int32_t receiver = -1;
   uint32_t semaphore = 0;       ///< signal / wait_signal: a world-wide semaphore id
   uint64_t epoch = 0;           ///< signal: the value it sets; wait_signal: the value it awaits
 };

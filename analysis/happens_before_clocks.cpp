@@ -39,7 +39,8 @@ class HbClocks::RankBuilder {
       // The completion is a second node on the same stream; link_collectives adds every rank's
       // entry to its predecessors.
       span.end = g_.add_node(thread, {span.start}, id);
-      g_.collectives_.push_back({op.communicator, op.collective_seq, span.start, span.end});
+      g_.collectives_.push_back(
+          {op.communicator, op.sender, op.receiver, op.collective_seq, span.start, span.end});
     }
     if (op.role == SyncRole::record) recorded_[op.event] = span.end;
     if (op.role == SyncRole::signal) g_.signal_ops_.push_back(id);
@@ -121,12 +122,18 @@ uint32_t HbClocks::add_node(uint32_t thread, std::vector<uint32_t> preds, OpId o
 }
 
 // A collective completes on each rank only after every rank entered it, so each completion node
-// follows the entry nodes of all sides with the same (communicator, number).
+// follows the entry nodes of all sides with the same (communicator, number). A message is a
+// collective of its two ends: a recv completes once its send was issued, and a send once its
+// recv was (sends wait to be received), matched on (communicator, sender, receiver, number).
 void HbClocks::link_collectives() {
-  std::map<std::pair<int32_t, uint64_t>, std::vector<uint32_t>> entries;
-  for (const CollectiveSide& c : collectives_) entries[{c.communicator, c.seq}].push_back(c.entry);
+  using Key = std::tuple<int32_t, int32_t, int32_t, uint64_t>;
+  std::map<Key, std::vector<uint32_t>> entries;
+  const auto key = [](const CollectiveSide& c) {
+    return Key{c.communicator, c.sender, c.receiver, c.seq};
+  };
+  for (const CollectiveSide& c : collectives_) entries[key(c)].push_back(c.entry);
   for (const CollectiveSide& c : collectives_) {
-    const std::vector<uint32_t>& all = entries[{c.communicator, c.seq}];
+    const std::vector<uint32_t>& all = entries[key(c)];
     std::vector<uint32_t>& preds = nodes_[c.completion].preds;
     preds.insert(preds.end(), all.begin(), all.end());
   }

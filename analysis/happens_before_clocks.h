@@ -59,6 +59,8 @@ class HbClocks {
   // Cross-rank edges found while building, resolved once every rank is built.
   struct CollectiveSide {
     int32_t communicator;
+    int32_t sender;  ///< a message's ends; -1 for a collective
+    int32_t receiver;
     uint64_t seq;
     uint32_t entry;
     uint32_t completion;

@@ -58,7 +58,12 @@ std::vector<ByteRange> ranges_of(const Allocations& allocs, const OpRecord& op,
   return out;
 }
 
+/// A send or recv of the Case API (Context::message): a stream op naming its peer, group (event)
+/// and number (epoch).
+bool is_message(const OpRecord& op) { return op.kind == "kernel" && op.peer >= 0 && op.event >= 0; }
+
 SyncRole role_of(const OpRecord& op) {
+  if (is_message(op)) return SyncRole::collective;
   // A "native" op is a user's own work run through Context::native(); a "handle" op says the case
   // took a native handle, an "unseen" op that its library did work the log could not see (they
   // touch nothing, and order nothing).
@@ -118,7 +123,14 @@ RankOps ops_from_log(int32_t rank, const std::vector<AllocRecord>& allocs,
     op.writes = ranges_of(by_id, rec, rec.writes, rec.write_spans);
     op.role = role_of(rec);
     op.event = rec.event;
-    if (op.role == SyncRole::collective) {
+    if (is_message(rec)) {
+      // Its channel: this rank and its peer, in the direction of the data.
+      const bool sends = rec.name.rfind("send", 0) == 0;
+      op.communicator = static_cast<int32_t>(rec.event);
+      op.sender = sends ? rank : rec.peer;
+      op.receiver = sends ? rec.peer : rank;
+      op.collective_seq = rec.epoch;
+    } else if (op.role == SyncRole::collective) {
       // Its group and its number there; a record from before groups numbered the world's
       // collectives in log order and left the event at -1.
       op.communicator = rec.event >= 0 ? static_cast<int32_t>(rec.event) : 0;

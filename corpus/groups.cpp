@@ -248,6 +248,21 @@ CPRR_CASE(group_send_buffer_rewritten_fixed, "fixed/group_send_buffer_rewritten"
   group_send_while_rescaling(ctx, true);
 }
 
+// Ranks that vote no color (negative) join no group of the split: the last rank stays out of a
+// reduction among the others (NCCL_SPLIT_NOCOLOR), and its Group says so.
+CPRR_CASE(group_of_some_ranks, "healthy/group_of_some_ranks",
+          {.world_sizes = {2, 4},
+           .description = "every rank but the last splits into one group and all-reduces in it"}) {
+  const Stream s = ctx.stream();
+  const bool last = ctx.rank() == ctx.world_size() - 1;
+  const Group some = ctx.split(last ? -1 : 0);
+  CPRR_EXPECT(some.member() == !last, "rank {} is {}a member", ctx.rank(), some.member() ? "" : "not ");
+  const Buffer x = filled(ctx, s, "x", kElems, float(ctx.rank() + 1));
+  if (some.member()) some.all_reduce(s, x, DType::f32);
+  ctx.all_reduce(s, x, DType::f32, ReduceOp::max);  // the world's, after it
+  ctx.output("x", x, DType::f32, {}, s);
+}
+
 // A trap: two splits of the same colors make two groups of the same ranks; each numbers its own
 // collectives, so the second's first all-reduce is no later call of the first's.
 CPRR_CASE(same_ranks_two_groups, "healthy/same_ranks_two_groups",

@@ -3,6 +3,7 @@
 // bytes reused by another buffer (the record_stream class of bug).
 #include "analysis/op_accesses.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -239,6 +240,42 @@ TEST(OpAccesses, ASkippedWaitLetsTheNextCallReadBeforeThePeersPutLands) {
   EXPECT_EQ(race.second.name, "unpack");
   EXPECT_EQ(race.overlaps.at(0).memory_rank, 1);
   EXPECT_EQ(race.overlaps.at(0).first_buffer_name, "win2");
+}
+
+// A message as Context::message logs it: a stream op naming its peer, group and number.
+void message(std::vector<OpRecord>& ops, const char* kind, int32_t peer, uint64_t number,
+             std::vector<uint32_t> reads, std::vector<uint32_t> writes, int64_t group = 0) {
+  log(ops, 0, "kernel", fmt::format("{} #{} {} rank {}", kind, number,
+                                    std::string_view(kind) == "send" ? "to" : "from", peer),
+      std::move(reads), std::move(writes));
+  ops.back().peer = peer;
+  ops.back().event = group;
+  ops.back().epoch = number;
+}
+
+TEST(OpAccesses, AMessageOrdersWhatItsSenderDidBeforeAfterItsRecv) {
+  // Rank 0 puts into rank 1's window, then sends a message to rank 1 on the same stream; rank 1
+  // reads the window once the message arrived: ordered, as a signal would order it.
+  OneSided w;
+  log(w.rank0.ops, 0, "put", "put", {3}, {1});
+  w.rank0.ops.back().peer = 1;
+  message(w.rank0.ops, "send", 1, 0, {3}, {});
+  message(w.rank1.ops, "recv", 0, 0, {}, {3});
+  w.read(1);
+  const std::vector<RankOps> ranks = ops_from_captures({&w.rank0, &w.rank1});
+  EXPECT_EQ(ranks[0][1].role, SyncRole::collective);
+  EXPECT_EQ(ranks[0][1].sender, 0);
+  EXPECT_EQ(ranks[1][0].sender, 0);
+  EXPECT_EQ(ranks[1][0].receiver, 1);
+  EXPECT_TRUE(w.check().races.empty());
+  // The read before the recv, or after a message on another channel, is not ordered.
+  OneSided early;
+  log(early.rank0.ops, 0, "put", "put", {3}, {1});
+  early.rank0.ops.back().peer = 1;
+  message(early.rank0.ops, "send", 1, 0, {3}, {}, /*group=*/2);
+  message(early.rank1.ops, "recv", 0, 0, {}, {3}, /*group=*/3);
+  early.read(1);
+  EXPECT_EQ(early.check().race_count, 1u);
 }
 
 TEST(OpAccesses, SemaphoreKeysRefuseWhatTheyCannotNumber) {

@@ -18,7 +18,7 @@ const json& recorded_groups() {
   static const json doc = [] {
     RecordOptions o = opts(kWorker,
                            "mesh_groups|tp_group_mismatch|dp_group|group_pipeline|moe_counts|"
-                           "group_send_buffer|same_ranks_two_groups");
+                           "group_send_buffer|same_ranks_two_groups|group_of_some_ranks");
     o.db = test_db() + ".groups";
     o.mode = "both";
     o.backend = "cpu";
@@ -38,7 +38,7 @@ const json& case_of(const std::string& label) {
 
 TEST(RecordGroups, EveryCaseIsAsExpectedAndOnlyTheBugsHaveVerdicts) {
   const json& doc = recorded_groups();
-  ASSERT_EQ(doc.at("cases").size(), 14u);
+  ASSERT_EQ(doc.at("cases").size(), 16u);
   for (const json& c : doc.at("cases")) {
     EXPECT_TRUE(c.at("as_expected").get<bool>()) << c.dump();
     const std::string name = c.at("name");
