@@ -38,8 +38,8 @@ enum class SyncRole : uint8_t {
   /// completes after every rank entered (`communicator`, `collective_seq`); a message (a
   /// send or recv of the Case API: `sender` >= 0) after both its ends entered
   collective,
-  signal,         ///< raises `semaphore` to `epoch` when it runs
-  wait_signal,    ///< runs once `semaphore` reached `epoch`
+  signal,       ///< raises `semaphore` to `epoch` when it runs
+  wait_signal,  ///< runs once `semaphore` reached `epoch`
 };
 
 /// One op in its rank's host issue order.

@@ -5,6 +5,7 @@
 // all-reduce (a hang naming the group and that rank), a pipeline in a group whose stage sends one
 // micro-batch short, an MoE dispatch whose receive counts were never exchanged, and a send in a
 // group whose buffer another stream rewrites. The twins of corpus/python/test_mesh.py's.
+#include "corpus/messages.h"
 #include "kernels/corpus_kernels.h"
 #include "recorder/api/case.h"
 
@@ -207,45 +208,18 @@ CPRR_CASE(moe_counts_exchanged, "fixed/moe_counts_not_exchanged",
   moe_dispatch(ctx, true);
 }
 
-namespace {
-
-// Each tp group's rank 0 sends its activations on the comm stream while the compute stream
-// rescales them; `wait_first`: the compute stream waits for the send.
-void group_send_while_rescaling(Context& ctx, bool wait_first) {
-  const Stream compute = ctx.stream();
-  const Stream comm = ctx.create_stream("comm");
-  const Group tp = ctx.split(ctx.rank() / 2);
-  const uint64_t n = 64 * kElems;
-  const Buffer acts = ctx.alloc("acts", n * 4, MemPool::device, compute);
-  if (tp.rank() == 0 && tp.size() == 2) {
-    ctx.launch(compute, "produce", n, kernels::FillConst<float>{acts.as<float>(), 3.0f},
-               Access{{}, {acts}});
-    ctx.wait(comm, ctx.record(compute));
-    tp.send(comm, 1, acts, DType::f32);
-    if (wait_first) ctx.wait(compute, ctx.record(comm));
-    ctx.launch(compute, "rescale", n, kernels::FillConst<float>{acts.as<float>(), 0.5f},
-               Access{{}, {acts}});
-  } else if (tp.rank() == 1) {
-    tp.recv(comm, 0, acts, DType::f32);
-  }
-  ctx.output("acts", acts, DType::f32, {}, tp.rank() == 0 ? compute : comm);
-  ctx.synchronize();
-}
-
-}  // namespace
-
 CPRR_CASE(group_send_buffer_rewritten, "bug/group_send_buffer_rewritten",
           {.world_sizes = {4},
            .description = "each tp group's first rank rewrites its activations on the compute "
                           "stream while the comm stream may still be sending them",
            .seeded_bug = "stream_race"}) {
-  group_send_while_rescaling(ctx, false);
+  send_while_rescaling(ctx, ctx.split(ctx.rank() / 2), false);
 }
 
 CPRR_CASE(group_send_buffer_rewritten_fixed, "fixed/group_send_buffer_rewritten",
           {.world_sizes = {4},
            .description = "the twin: the compute stream waits for the send before rewriting"}) {
-  group_send_while_rescaling(ctx, true);
+  send_while_rescaling(ctx, ctx.split(ctx.rank() / 2), true);
 }
 
 // Ranks that vote no color (negative) join no group of the split: the last rank stays out of a
@@ -256,7 +230,8 @@ CPRR_CASE(group_of_some_ranks, "healthy/group_of_some_ranks",
   const Stream s = ctx.stream();
   const bool last = ctx.rank() == ctx.world_size() - 1;
   const Group some = ctx.split(last ? -1 : 0);
-  CPRR_EXPECT(some.member() == !last, "rank {} is {}a member", ctx.rank(), some.member() ? "" : "not ");
+  CPRR_EXPECT(some.member() == !last, "rank {} is {}a member", ctx.rank(),
+              some.member() ? "" : "not ");
   const Buffer x = filled(ctx, s, "x", kElems, float(ctx.rank() + 1));
   if (some.member()) some.all_reduce(s, x, DType::f32);
   ctx.all_reduce(s, x, DType::f32, ReduceOp::max);  // the world's, after it

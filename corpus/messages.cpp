@@ -3,6 +3,8 @@
 // stage waits in a recv never sent: a hang naming both ranks and the message), a receive sized
 // from the wrong count (the message's size differs), and a send buffer rewritten by another
 // stream while the send may still read it (a stream race). Each has a twin.
+#include "corpus/messages.h"
+
 #include "kernels/corpus_kernels.h"
 #include "recorder/api/case.h"
 
@@ -86,44 +88,41 @@ CPRR_CASE(message_size_mismatch_fixed, "fixed/message_size_mismatch",
   exchange(ctx, 14, 14);
 }
 
-namespace {
-
-// Rank 0 sends its activations on the comm stream while the compute stream rescales them.
-void send_while_rescaling(Context& ctx, bool wait_first) {
+// Rank 0 sends its activations on the comm stream while the compute stream rescales them
+// (corpus/messages.h).
+void send_while_rescaling(Context& ctx, const Group& group, bool wait_first) {
   const Stream compute = ctx.stream();
   const Stream comm = ctx.create_stream("comm");
   const uint64_t n = 64 * kRow;
   const Buffer acts = ctx.alloc("acts", n * 4, MemPool::device, compute);
-  if (ctx.rank() == 0) {
+  if (group.rank() == 0 && group.size() > 1) {
     ctx.launch(compute, "produce", n, kernels::FillConst<float>{acts.as<float>(), 3.0f},
                Access{{}, {acts}});
     ctx.wait(comm, ctx.record(compute));
-    ctx.send(comm, 1, acts, DType::f32);
+    group.send(comm, 1, acts, DType::f32);
     if (wait_first) ctx.wait(compute, ctx.record(comm));
     ctx.launch(compute, "rescale", n, kernels::FillConst<float>{acts.as<float>(), 0.5f},
                Access{{}, {acts}});
-  } else if (ctx.rank() == 1) {
-    ctx.recv(comm, 0, acts, DType::f32);
+  } else if (group.rank() == 1) {
+    group.recv(comm, 0, acts, DType::f32);
   }
   // Rank 0's result is what it rescaled (compute); rank 1's what it received (comm).
-  ctx.output("acts", acts, DType::f32, {}, ctx.rank() == 0 ? compute : comm);
+  ctx.output("acts", acts, DType::f32, {}, group.rank() == 0 ? compute : comm);
   ctx.synchronize();
 }
-
-}  // namespace
 
 CPRR_CASE(send_buffer_rewritten, "bug/send_buffer_rewritten",
           {.world_sizes = {2},
            .description = "rank 0 rewrites its activations on the compute stream while the comm "
                           "stream may still be sending them",
            .seeded_bug = "stream_race"}) {
-  send_while_rescaling(ctx, false);
+  send_while_rescaling(ctx, ctx.world(), false);
 }
 
 CPRR_CASE(send_buffer_rewritten_fixed, "fixed/send_buffer_rewritten",
           {.world_sizes = {2},
            .description = "the twin: the compute stream waits for the send before rewriting"}) {
-  send_while_rescaling(ctx, true);
+  send_while_rescaling(ctx, ctx.world(), true);
 }
 
 }  // namespace cprr

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <exception>
+#include <map>
 
 #include "runtime/cpu_backend.h"
 #include "runtime/error.h"
@@ -35,7 +35,8 @@ std::optional<CollectiveTransport> parse_transport(std::string_view s) {
   return std::nullopt;
 }
 
-std::vector<std::pair<int32_t, std::vector<int>>> split_groups(const std::vector<SplitVote>& votes) {
+std::vector<std::pair<int32_t, std::vector<int>>> split_groups(
+    const std::vector<SplitVote>& votes) {
   std::map<int32_t, std::vector<int>> by_color;
   for (int r = 0; r < static_cast<int>(votes.size()); ++r) {
     if (votes[r].color >= 0) by_color[votes[r].color].push_back(r);

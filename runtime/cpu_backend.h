@@ -121,7 +121,7 @@ class CpuBackend final : public Backend {
   int world_size_ = 1;
   std::unique_ptr<GlooComm> comm_;
   std::string rendezvous_;
-  uint64_t splits_ = 0;  ///< make_group calls over the world's life: each group's directory
+  uint64_t splits_ = 0;   ///< make_group calls over the world's life: each group's directory
   std::mutex groups_mu_;  // stream threads look groups up while the case thread adds them
   std::map<uint32_t, std::unique_ptr<GlooComm>> groups_;  // null: a group of one
   std::vector<std::unique_ptr<GlooComm>> ended_;  ///< the last case's, until close_ended_groups

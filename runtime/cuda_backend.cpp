@@ -469,7 +469,6 @@ std::vector<int64_t> CudaBackend::marks() {
   return out;
 }
 
-
 std::string CudaBackend::broken() const {
   std::lock_guard lock(mu_);
   return broken_;

@@ -25,7 +25,8 @@ std::vector<SplitVote> CudaBackend::split_votes(SplitVote mine, uint32_t) {
     CPRR_CUDA(cudaStreamCreateWithFlags(&split_stream_, cudaStreamNonBlocking));
     CPRR_CUDA(cudaMalloc(&split_scratch_, all.size() * sizeof(SplitVote)));
   }
-  auto* slot = static_cast<std::byte*>(split_scratch_) + static_cast<std::size_t>(rank_) * sizeof mine;
+  auto* slot =
+      static_cast<std::byte*>(split_scratch_) + static_cast<std::size_t>(rank_) * sizeof mine;
   guarded([&] {
     CPRR_CUDA(cudaMemcpyAsync(slot, &mine, sizeof mine, cudaMemcpyHostToDevice, split_stream_));
     CollectiveCall c{.kind = "all_gather",
@@ -51,7 +52,9 @@ void CudaBackend::make_group(uint32_t group, SplitVote mine, const std::vector<i
   if (comm_) {
     // Collective over the world: every rank splits, the ones without a color too.
     std::unique_ptr<NcclComm> made;
-    guarded([&] { made = comm_->split(members.empty() ? -1 : mine.color, mine.key, group_rank, size); });
+    guarded([&] {
+      made = comm_->split(members.empty() ? -1 : mine.color, mine.key, group_rank, size);
+    });
     if (!made) return;
     std::lock_guard lock(mu_);
     nccl_groups_[group] = std::move(made);

@@ -131,8 +131,7 @@ std::unique_ptr<NcclComm> NcclComm::split(int color, int key, int group_rank, in
   // completes it, on every rank, the ones without a color included.
   wait_ready("ncclCommSplit");
   if (color < 0) return nullptr;
-  CPRR_CHECK(child != nullptr, "ncclCommSplit(color {}, key {}) made no communicator", color,
-             key);
+  CPRR_CHECK(child != nullptr, "ncclCommSplit(color {}, key {}) made no communicator", color, key);
   auto made = std::unique_ptr<NcclComm>(new NcclComm(child, group_size));
   made->wait_ready("ncclCommSplit (the new communicator)");
   int rank = -1, size = 0;

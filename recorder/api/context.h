@@ -391,8 +391,8 @@ class Context {
   /// Numbers `call` in group `g`, logs it and issues it on the backend.
   void enqueue_collective(const Group& g, Stream s, CollectiveCall call, const Access& access);
   /// A send or recv of `g` with its rank `peer`.
-  void message(const Group& g, Stream s, const char* kind, int peer, const Buffer& buf,
-               DType dtype, const Access& access);
+  void message(const Group& g, Stream s, const char* kind, int peer, const Buffer& buf, DType dtype,
+               const Access& access);
   /// Numbers `c` in its group (a collective) or on its channel (a send or recv), appends it to
   /// the collective log and enters it in the flight record; a collective is also logged as a
   /// `collective` op of its stream (event: its group, epoch: its number), which the

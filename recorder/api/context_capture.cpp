@@ -87,18 +87,18 @@ void Context::message(const Group& g, Stream s, const char* kind, int peer, cons
                   buf.id, buf.bytes, dtype_size(dtype), dtype_name(dtype));
   }
   const int world_peer = g.world_rank(peer);
-  CollectiveRecord c{0, kind, s.id, dtype, buf.bytes, -1, ReduceOp::sum, g.id(), g.members_mask(),
-                     world_peer};
+  CollectiveRecord c{
+      0, kind, s.id, dtype, buf.bytes, -1, ReduceOp::sum, g.id(), g.members_mask(), world_peer};
   const std::size_t at = enter(std::move(c), access, false);
   const uint64_t seq = logs_.collectives[at].seq;
   const bool sends = std::string_view(kind) == "send";
   // The op of the log: what it reads or writes, on its stream.
   // Its peer, group and number ride on the op, so the trace can draw the message's arrow.
-  OpRecord& op = log_op(s.id, "kernel",
-                        fmt::format("{} #{} {} rank {}{}", kind, seq, sends ? "to" : "from",
-                                    world_peer,
-                                    g.id() == 0 ? "" : fmt::format(" (group {})", g.id())),
-                        access);
+  OpRecord& op =
+      log_op(s.id, "kernel",
+             fmt::format("{} #{} {} rank {}{}", kind, seq, sends ? "to" : "from", world_peer,
+                         g.id() == 0 ? "" : fmt::format(" (group {})", g.id())),
+             access);
   op.peer = world_peer;
   op.event = g.id();
   op.epoch = seq;
@@ -163,8 +163,7 @@ void Group::all_gather(Stream s, const Buffer& in, const Buffer& out, DType dtyp
 }
 
 void Group::all_to_all_v(Stream s, const Buffer& in, std::vector<int64_t> send_counts,
-                         const Buffer& out, std::vector<int64_t> recv_counts,
-                         DType dtype) const {
+                         const Buffer& out, std::vector<int64_t> recv_counts, DType dtype) const {
   Context& ctx = context("all_to_all_v");
   const auto w = static_cast<std::size_t>(size());
   if (send_counts.size() != w || recv_counts.size() != w) {

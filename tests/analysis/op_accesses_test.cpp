@@ -245,8 +245,9 @@ TEST(OpAccesses, ASkippedWaitLetsTheNextCallReadBeforeThePeersPutLands) {
 // A message as Context::message logs it: a stream op naming its peer, group and number.
 void message(std::vector<OpRecord>& ops, const char* kind, int32_t peer, uint64_t number,
              std::vector<uint32_t> reads, std::vector<uint32_t> writes, int64_t group = 0) {
-  log(ops, 0, "kernel", fmt::format("{} #{} {} rank {}", kind, number,
-                                    std::string_view(kind) == "send" ? "to" : "from", peer),
+  log(ops, 0, "kernel",
+      fmt::format("{} #{} {} rank {}", kind, number,
+                  std::string_view(kind) == "send" ? "to" : "from", peer),
       std::move(reads), std::move(writes));
   ops.back().peer = peer;
   ops.back().event = group;

@@ -72,8 +72,9 @@ TEST(RecordGroups, ADpGroupHangNamesTheGroupAndTheMemberThatNeverJoined) {
 TEST(RecordGroups, ARecvNeverSentInAGroupNamesWorldRanksTheChannelAndTheNumber) {
   // Stages are world ranks 3, 2, 1, 0: stage 1 (rank 2) sends 3 of 4, stage 2 (rank 1) waits.
   for (const json& e : case_of("bug/group_pipeline_recv_never_sent@4").at("executions")) {
-    EXPECT_THAT(e.at("summary").get<std::string>(),
-                StartsWith("hang: rank 1 blocked in recv #3 from rank 2 of group 1; rank 2 sent 3"));
+    EXPECT_THAT(
+        e.at("summary").get<std::string>(),
+        StartsWith("hang: rank 1 blocked in recv #3 from rank 2 of group 1; rank 2 sent 3"));
   }
 }
 

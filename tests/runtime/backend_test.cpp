@@ -1,9 +1,9 @@
 // runtime/backend.cpp: how a split's votes make its groups (every backend's split and the
 // Context agree through it, and NCCL's ncclCommSplit orders ranks the same way).
+#include "runtime/backend.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include "runtime/backend.h"
 
 namespace cprr {
 namespace {

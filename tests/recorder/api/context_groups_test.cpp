@@ -14,10 +14,10 @@
 namespace cprr {
 namespace {
 
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using test::case_failure_of;
 using test::make_state;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 TEST(ContextGroups, ASplitIsAHostCollectiveOfTheWorldAndItsGroupNumbersItsOwnCalls) {
   RankState st = make_state();
@@ -54,9 +54,9 @@ TEST(ContextGroups, ASplitIsAHostCollectiveOfTheWorldAndItsGroupNumbersItsOwnCal
     calls.push_back(fmt::format("{}:{}#{}@{}", c.group, c.kind, c.seq, c.stream));
   }
   // The world's: barrier #0, split #1, split #2, barrier #3; group 1's own #0..#2.
-  EXPECT_THAT(calls, ElementsAre("0:barrier#0@0", "0:split#1@-1", "1:all_reduce#0@0",
-                                 "1:all_gather#1@0", "1:broadcast#2@0", "0:split#2@-1",
-                                 "0:barrier#3@0"));
+  EXPECT_THAT(calls,
+              ElementsAre("0:barrier#0@0", "0:split#1@-1", "1:all_reduce#0@0", "1:all_gather#1@0",
+                          "1:broadcast#2@0", "0:split#2@-1", "0:barrier#3@0"));
   EXPECT_EQ(cap.collectives[2].members, 0b1u);  // a group's members, the world's none
   EXPECT_EQ(cap.collectives[0].members, 0u);
   ASSERT_EQ(cap.groups.size(), 2u);
