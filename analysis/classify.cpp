@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "analysis/channels.h"
 #include "analysis/failure_headline.h"
 
@@ -13,8 +15,10 @@ struct FirstRanks {
   int died = -1;
   int broken = -1;
   int silent = -1;
-  int failed = -1;
+  int failed = -1;  ///< a fail, or a skip while other ranks ran the case
   int errored = -1;
+  int skipped = -1;
+  bool all_skipped = false;  ///< every rank reported a skip
 };
 
 void keep_first(int& slot, bool is, int r) {
@@ -32,7 +36,13 @@ FirstRanks first_ranks(const std::vector<RankReport>& ranks) {
     keep_first(f.silent, !rep.done && !rep.exit && !broken, r);
     keep_first(f.failed, rep.done && rep.done->outcome == RankOutcome::fail, r);
     keep_first(f.errored, rep.done && rep.done->outcome == RankOutcome::error, r);
+    keep_first(f.skipped, rep.done && rep.done->outcome == RankOutcome::skip, r);
   }
+  f.all_skipped = !ranks.empty() && std::all_of(ranks.begin(), ranks.end(), [](const auto& rep) {
+    return rep.done && rep.done->outcome == RankOutcome::skip;
+  });
+  // A rank that skips alone did not run what the others did: the execution fails, named.
+  if (!f.all_skipped && f.failed < 0) f.failed = f.skipped;
   return f;
 }
 
@@ -88,11 +98,26 @@ std::string skipped_by_finished(const std::vector<RankReport>& ranks, int r) {
   return {};
 }
 
+// "rank 1 skipped the case (why) while ranks 0,2 ran it".
+std::string lone_skip(const std::vector<RankReport>& ranks, int r) {
+  std::string ran;
+  for (int o = 0; o < static_cast<int>(ranks.size()); ++o) {
+    const bool skipped = ranks[o].done && ranks[o].done->outcome == RankOutcome::skip;
+    if (!skipped) ran += fmt::format("{}{}", ran.empty() ? "" : ",", o);
+  }
+  return fmt::format("rank {} skipped the case ({}) while rank{} {} ran it", r,
+                     failure_headline(ranks[r].done->error), ran.find(',') == std::string::npos ? "" : "s",
+                     ran);
+}
+
 // The error (over a fail) of the lowest rank that reported one, as the summary names it.
 Classification reported_failure(const std::vector<RankReport>& ranks, const FirstRanks& f) {
   const int r = f.errored >= 0 ? f.errored : f.failed;
-  Classification c = judged(f.errored >= 0 ? ExecStatus::error : ExecStatus::fail,
-                            fmt::format("rank {}: {}", r, failure_headline(ranks[r].done->error)));
+  const bool skip = ranks[r].done->outcome == RankOutcome::skip;
+  Classification c = judged(
+      f.errored >= 0 ? ExecStatus::error : ExecStatus::fail,
+      skip ? lone_skip(ranks, r)
+           : fmt::format("rank {}: {}", r, failure_headline(ranks[r].done->error)));
   c.note = pending_after_failure(ranks);
   if (!c.note.empty()) c.kill_world = true;
   if (const std::string skipped = skipped_by_finished(ranks, r); !skipped.empty()) {
@@ -136,6 +161,10 @@ Classification classify(const std::vector<RankReport>& ranks, bool stop_requeste
     return c;
   }
   if (f.errored >= 0 || f.failed >= 0) return reported_failure(ranks, f);
+  if (f.all_skipped) {
+    return judged(ExecStatus::skip,
+                  fmt::format("skipped: {}", failure_headline(ranks[0].done->error)));
+  }
   return judged(ExecStatus::pass, "");
 }
 

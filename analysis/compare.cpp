@@ -44,11 +44,16 @@ std::optional<Divergence> compare(const ExecutionResult& expected, const Executi
 }
 
 std::optional<Differential> fresh_vs_pool(const std::vector<const ExecutionResult*>& executions) {
-  // The fresh execution a pooled one is compared with: the first completed one of its transport.
+  // Completed, or skipped: a case that skips in one mode only skipped on what the pooled world
+  // kept (or lacked), which is a difference like any other.
+  const auto comparable = [](const ExecutionResult& e) {
+    return completed(e) || e.status == ExecStatus::skip;
+  };
+  // The fresh execution a pooled one is compared with: the first comparable one of its transport.
   const auto fresh_for = [&](const ExecutionResult& pooled) {
     const ExecutionResult* first = nullptr;
     for (const ExecutionResult* e : executions) {
-      if (e->mode != Mode::fresh || !completed(*e)) continue;
+      if (e->mode != Mode::fresh || !comparable(*e)) continue;
       if (!across_transports(*e, pooled)) return e;
       if (first == nullptr) first = e;
     }
@@ -56,7 +61,7 @@ std::optional<Differential> fresh_vs_pool(const std::vector<const ExecutionResul
   };
   std::optional<Differential> across;  // reported only when no divergence within a transport
   for (const ExecutionResult* e : executions) {
-    if (e->mode != Mode::pool || !completed(*e)) continue;
+    if (e->mode != Mode::pool || !comparable(*e)) continue;
     const ExecutionResult* fresh = fresh_for(*e);
     if (fresh == nullptr) return std::nullopt;
     if (auto d = compare(*fresh, *e)) {

@@ -1,5 +1,6 @@
 #include "analysis/judgement.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -10,16 +11,18 @@ int severity(ExecStatus s) {
   switch (s) {
     case ExecStatus::pass:
       return 0;
-    case ExecStatus::fail:
+    case ExecStatus::skip:
       return 1;
-    case ExecStatus::hang:
+    case ExecStatus::fail:
       return 2;
-    case ExecStatus::crash:
+    case ExecStatus::hang:
       return 3;
-    case ExecStatus::error:
+    case ExecStatus::crash:
       return 4;
+    case ExecStatus::error:
+      return 5;
   }
-  return 4;
+  return 5;
 }
 
 // Per mode and transport: the first completed execution whose output hashes differ from the
@@ -59,6 +62,13 @@ CaseOutcome judge_case(const CaseInstance& instance, int64_t case_id,
   o.instance = &instance;
   o.case_id = case_id;
   o.executions = std::move(executions);
+  if (std::all_of(o.executions.begin(), o.executions.end(),
+                  [](const ExecutionResult* e) { return e->status == ExecStatus::skip; })) {
+    // Skipped wherever it ran: nothing ran to judge, and nothing counts against the run.
+    o.status = ExecStatus::skip;
+    o.as_expected = true;
+    return o;
+  }
   const bool seeded = !instance.info.options.seeded_bug.empty();
   // A seeded collective mismatch may well abort or hang the backend: an execution the mismatch
   // explains did what the seeded bug does.

@@ -228,7 +228,7 @@ void write_junit(std::ostream& out, const std::vector<CaseOutcome>& outcomes,
   for (const CaseOutcome& o : outcomes) by_id[o.instance->id] = &o;
 
   std::string cases;
-  int tests = 0, failures = 0, errors = 0;
+  int tests = 0, failures = 0, errors = 0, skipped = 0;
   for (const ExecutionResult& res : results) {
     const auto it = by_id.find(res.case_id);
     if (it == by_id.end()) continue;  // not in the plan: summarize() judged nothing for it
@@ -253,6 +253,9 @@ void write_junit(std::ostream& out, const std::vector<CaseOutcome>& outcomes,
       const char* element = infra ? "error" : "failure";
       body += fmt::format("      <{} message=\"{}\" type=\"{}\">{}</{}>\n", element, attr(message),
                           attr(type), text_of(text), element);
+    } else if (res.status == ExecStatus::skip) {
+      ++skipped;  // a skip is neither a pass nor a failure: CI reporters show it as skipped
+      body += fmt::format("      <skipped message=\"{}\"/>\n", attr(res.summary));
     } else {
       std::string sysout;
       if (res.status != ExecStatus::pass) sysout += expected_line(o, res);
@@ -282,12 +285,13 @@ void write_junit(std::ostream& out, const std::vector<CaseOutcome>& outcomes,
                          std::chrono::duration<double>(wall_s < 0 ? 0 : wall_s));
   out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   out << fmt::format(
-      "<testsuites name=\"cprr\" tests=\"{}\" failures=\"{}\" errors=\"{}\" time=\"{}\">\n", tests,
-      failures, errors, seconds(wall_s));
+      "<testsuites name=\"cprr\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" "
+      "time=\"{}\">\n",
+      tests, failures, errors, skipped, seconds(wall_s));
   out << fmt::format(
-      "  <testsuite name=\"cprr\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"0\" "
+      "  <testsuite name=\"cprr\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" "
       "time=\"{}\" timestamp=\"{}\" hostname=\"{}\">\n",
-      tests, failures, errors, seconds(wall_s), iso8601_utc(start, TimeText::junit),
+      tests, failures, errors, skipped, seconds(wall_s), iso8601_utc(start, TimeText::junit),
       attr(host_name()));
   out << cases;
   out << "  </testsuite>\n</testsuites>\n";

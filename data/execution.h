@@ -26,6 +26,7 @@ enum class ExecStatus : uint8_t {
   crash,  ///< a rank died, or its control channel broke mid-case (RankReport::protocol_error)
   hang,   ///< the deadline passed with a rank still running
   error,  ///< infrastructure: world did not start, worker not spawned, unknown case, interrupted
+  skip,   ///< every rank skipped the case (unittest.SkipTest, pytest.skip, Context::skip)
 };
 
 /// How a rank's part of a case ended, as the rank itself saw it.
@@ -33,6 +34,7 @@ enum class RankOutcome : uint8_t {
   ok,     ///< body returned, streams drained, captures hashed
   fail,   ///< the body threw (a failed CPRR_EXPECT or any exception)
   error,  ///< the harness failed inside the rank (e.g. unknown case name, a broken backend)
+  skip,   ///< the body skipped the case (RankResult::error holds its reason)
 };
 
 /// A rank's result for one execution, as it reported it.

@@ -14,13 +14,16 @@ constexpr Table<Expect, 4> kExpect{{{Expect::pass, "pass"},
                                     {Expect::crash, "crash"},
                                     {Expect::hang, "hang"}}};
 constexpr Table<Mode, 2> kMode{{{Mode::fresh, "fresh"}, {Mode::pool, "pool"}}};
-constexpr Table<ExecStatus, 5> kStatus{{{ExecStatus::pass, "pass"},
+constexpr Table<ExecStatus, 6> kStatus{{{ExecStatus::pass, "pass"},
                                         {ExecStatus::fail, "fail"},
                                         {ExecStatus::crash, "crash"},
                                         {ExecStatus::hang, "hang"},
-                                        {ExecStatus::error, "error"}}};
-constexpr Table<RankOutcome, 3> kOutcome{
-    {{RankOutcome::ok, "ok"}, {RankOutcome::fail, "fail"}, {RankOutcome::error, "error"}}};
+                                        {ExecStatus::error, "error"},
+                                        {ExecStatus::skip, "skip"}}};
+constexpr Table<RankOutcome, 4> kOutcome{{{RankOutcome::ok, "ok"},
+                                          {RankOutcome::fail, "fail"},
+                                          {RankOutcome::error, "error"},
+                                          {RankOutcome::skip, "skip"}}};
 constexpr Table<LauncherKind, 3> kLauncher{{{LauncherKind::local, "local"},
                                             {LauncherKind::mpirun, "mpirun"},
                                             {LauncherKind::srun, "srun"}}};

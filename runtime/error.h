@@ -39,6 +39,13 @@ class CaseFailure : public Error {
   using Error::Error;
 };
 
+/// A case body skipping itself on this rank (Context::skip, a Python case's unittest.SkipTest or
+/// pytest.skip): its message is the reason. Reported as a `skip` rank result.
+class CaseSkipped : public Error {
+ public:
+  using Error::Error;
+};
+
 /// Strips the directory part so messages stay short but unambiguous within the repo.
 constexpr const char* short_file(const char* path) {
   const char* last = path;

@@ -34,10 +34,29 @@ def _report_outside(native, capture, counter):
         native.note_unseen(f"{sum(capture.outside.values())} outside the op log: {what}")
 
 
+def skip_reason(e):
+    """Why `e` skips the case, or None when it is no skip: unittest.SkipTest, pytest.skip (its
+    Skipped, when pytest is loaded), or a SystemExit with one of the exit codes of torch's
+    TEST_SKIPS (when common_distributed is loaded: its test harness exits with those)."""
+    import unittest
+
+    if isinstance(e, unittest.SkipTest):
+        return str(e) or "unittest.SkipTest"
+    outcomes = sys.modules.get("_pytest.outcomes")
+    if outcomes is not None and isinstance(e, outcomes.Skipped):
+        return e.msg or "pytest.skip"
+    if isinstance(e, SystemExit):
+        common = sys.modules.get("torch.testing._internal.common_distributed")
+        for skip in (getattr(common, "TEST_SKIPS", None) or {}).values():
+            if e.code == getattr(skip, "exit_code", None):
+                return skip.message
+    return None
+
+
 def body(definition, rank):
     """The body the worker loop calls with the case's native context (the _cprr module's
-    CaseContext): returns None when the case passed, else its traceback. `rank`: the
-    cprr._rank_setup.Rank it runs in."""
+    CaseContext): returns None when the case passed, ("skip", reason) when it skipped itself,
+    else its traceback. `rank`: the cprr._rank_setup.Rank it runs in."""
 
     def run(native):
         active = None  # the running block: the process groups the case made, to end
@@ -64,6 +83,9 @@ def body(definition, rank):
                 _report_outside(native, capture, counter)
             return None
         except BaseException as e:  # a failure of the case: its traceback is the report
+            reason = skip_reason(e)
+            if reason is not None:
+                return ("skip", reason)
             # From the case's own frame on: this function's frame is cprr's, not the user's.
             tb = e.__traceback__.tb_next or e.__traceback__
             return "".join(traceback.format_exception(type(e), e, tb))

@@ -14,7 +14,7 @@ import inspect
 import torch
 import torch.distributed as dist
 
-from cprr import _groups, _running, _tensors
+from cprr import _groups, _running, _shim, _tensors
 from cprr._op_schema import device_of
 from cprr._where import caller
 
@@ -460,3 +460,6 @@ def install():
     _replace(c10d, "new_group", _wrap_new_group)
     _replace(c10d, "split_group", _wrap_new_group)
     _replace(c10d, "batch_isend_irecv", _wrap_batch)
+    # A suite's own set-up of the default group (cprr._shim).
+    _replace(c10d, "init_process_group", _shim.wrap_init)
+    _replace(c10d, "destroy_process_group", _shim.wrap_destroy)

@@ -24,7 +24,7 @@ if torch is not None:
 
     from cprr import _collectives, _gpu_hooks, _groups, _op_capture, _symmetric
 
-from cprr import _case, _case_body, _case_files, _cprr, _running  # noqa: E402
+from cprr import _case, _case_body, _case_files, _cprr, _running, _shim  # noqa: E402
 
 
 class Rank:
@@ -54,6 +54,7 @@ class Rank:
         """Everything a case needs before its body runs (`native`: its native context): returns
         its ``ctx.device``."""
         device = _device(native)
+        _shim.set_environment(self.rank, self.world_size)
         _ensure_process_group(self, native)
         if torch is not None:
             self.first_group = _groups.case_started()

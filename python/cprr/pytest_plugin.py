@@ -102,6 +102,9 @@ class CprrCaseItem(pytest.Item):
                 f"{self.label}: cprecord recorded no such case ({results['problem']})")
         if not case.get("as_expected"):
             raise CprrCaseFailure(_describe(case, results))
+        if case.get("status") == "skip":  # skipped on every rank: a skip here too
+            summary = next((e.get("summary") for e in case.get("executions", [])), "")
+            pytest.skip(summary or "skipped")
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, CprrCaseFailure):

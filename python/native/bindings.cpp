@@ -8,6 +8,7 @@
 #include "python/native/rank_runtime.h"
 #include "python/native/torch_allocator.h"
 #include "python/native/unseen_work.h"
+#include "runtime/error.h"
 
 namespace py = pybind11;
 using cprr::python::Allocation;
@@ -81,6 +82,9 @@ PYBIND11_MODULE(_cprr, m) {
         cprr::python::add_case(std::move(spec), [fn](CaseContext& ctx) -> std::string {
           py::gil_scoped_acquire gil;
           py::object failed = (*fn)(py::cast(&ctx, py::return_value_policy::reference));
+          if (py::isinstance<py::tuple>(failed)) {  // ("skip", reason): the case skipped itself
+            throw cprr::CaseSkipped(failed.cast<py::tuple>()[1].cast<std::string>());
+          }
           return failed.is_none() ? std::string() : failed.cast<std::string>();
         });
       },

@@ -124,8 +124,8 @@ class Group {
   /// 0 for the world; a split's groups get the case's next ids (one per color, ascending), the
   /// same on every rank.
   uint32_t id() const { return id_; }
-  /// False on a rank that split with a negative color: it is in no group of that split, and
-  /// every call on this value throws.
+  /// False on a rank that split with a negative color: it is in no group of that split (its
+  /// id() is 0 and its size() 0), and every call on this value throws.
   bool member() const { return rank_ >= 0; }
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(ranks_.size()); }
@@ -190,6 +190,9 @@ class Context {
   int64_t param_int(std::string_view key) const;
   /// The harness RNG, reseeded from the case seed and rank at every case start.
   Rng& rng() { return rng_; }
+  /// Skips the case on this rank (throws CaseSkipped): its status is `skip` with `reason` when
+  /// every rank skips; a rank that skips alone fails the execution, named (the others ran it).
+  [[noreturn]] void skip(const std::string& reason) { throw CaseSkipped(reason); }
 
   // ---- memory ----
   /// Allocates `bytes` from `pool` with the case's placement policy; logged with the stream.

@@ -78,6 +78,13 @@ CaseDone CaseRunner::run(const RunCase& msg) {
     c->body(ctx);
     set_phase(Phase::drain, msg.execution);
     ctx.drain();
+  } catch (const CaseSkipped& e) {
+    done.outcome = RankOutcome::skip;
+    done.error = e.what();
+    try {
+      ctx.drain();  // what it queued before skipping must not outlive the case's buffers
+    } catch (...) {
+    }
   } catch (...) {
     // Any throw, std::exception or not: a throw the rank let escape would end it as a crash.
     done.outcome = RankOutcome::fail;
@@ -95,7 +102,7 @@ CaseDone CaseRunner::run(const RunCase& msg) {
   }
   done.body_ms = ms_since(t1);
   set_phase(Phase::capture, msg.execution);
-  done.capture = ctx.finish(done.error.empty());
+  done.capture = ctx.finish(done.outcome == RankOutcome::ok);
   set_phase(Phase::idle, 0);
   return done;
 }

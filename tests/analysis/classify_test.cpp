@@ -95,6 +95,26 @@ TEST(Classify, AFailWhileOthersStillRunIsThatFailReleasingThemAndEndingTheWorld)
                     .kill_world = true}));
 }
 
+TEST(Classify, EveryRankSkippingIsASkipThatKeepsTheWorld) {
+  EXPECT_EQ(classify({skipped("needs 2 GPUs"), skipped("needs 2 GPUs")}, false),
+            (Judged{.status = ExecStatus::skip, .summary = "skipped: needs 2 GPUs"}));
+}
+
+TEST(Classify, ARankThatSkipsAloneFailsTheExecutionNamingWhoRanIt) {
+  EXPECT_EQ(classify({passed(), skipped("no data"), passed()}, false),
+            (Judged{.status = fail, .summary = "rank 1 skipped the case (no data) while ranks 0,2 "
+                                               "ran it"}));
+  // The others wait in a collective it never enters: its skip releases them, not a hang.
+  EXPECT_EQ(classify({silent(), skipped("no data")}, false),
+            (Judged{.status = fail,
+                    .summary = "rank 1 skipped the case (no data) while rank 0 ran it",
+                    .released_by = 1,
+                    .kill_world = true}));
+  // A fail wins over a skip: it is what went wrong.
+  EXPECT_EQ(classify({skipped("no data"), failed("x != 3")}, false),
+            (Judged{.status = fail, .summary = "rank 1: x != 3"}));
+}
+
 // A rank whose body failed after these collectives (seq, kind).
 RankReport failed_after(std::vector<std::pair<uint64_t, std::string>> collectives) {
   RankReport rep = finished_after(std::move(collectives));

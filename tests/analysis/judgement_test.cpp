@@ -60,6 +60,31 @@ TEST(Judgement, UnexpectedDivergenceCountsThePooledExecution) {
   EXPECT_EQ(exit_code_for({o}), 1);
 }
 
+TEST(Judgement, ACaseSkippedWhereverItRanMeetsAnyExpectationAndOwesNothing) {
+  for (const CaseInstance& inst : {instance(), instance(Expect::crash, "stream_race")}) {
+    const ExecutionResult f = execution(1, Mode::fresh, ExecStatus::skip, {});
+    const ExecutionResult p = execution(2, Mode::pool, ExecStatus::skip, {});
+    const CaseOutcome o = judge_case(inst, 1, {&f, &p});
+    EXPECT_TRUE(o.as_expected) << "a seeded bug that could not run is no missed finding";
+    EXPECT_TRUE(o.against.empty());
+    EXPECT_EQ(o.status, ExecStatus::skip);
+    EXPECT_FALSE(o.verdict.has_value());
+    EXPECT_EQ(exit_code_for({o}), 0);
+  }
+}
+
+TEST(Judgement, ASkipInOneModeOnlyIsAFreshVsPooledDifference) {
+  // Skipped pooled, run fresh: what the pooled world kept decided the skip.
+  const CaseInstance inst = instance();
+  const ExecutionResult f = execution(1, Mode::fresh, ExecStatus::pass, {"a", "b"});
+  const ExecutionResult p = execution(2, Mode::pool, ExecStatus::skip, {});
+  const CaseOutcome o = judge_case(inst, 1, {&f, &p});
+  EXPECT_EQ(o.status, ExecStatus::skip);
+  ASSERT_TRUE(o.differential.has_value());
+  EXPECT_EQ(o.against.at(2), Against::differential);
+  EXPECT_EQ(exit_code_for({o}), 1);
+}
+
 TEST(Judgement, SeededBugOwesOnlyCompletion) {
   const CaseInstance inst = instance(Expect::pass, "state_leak");
   const ExecutionResult f = execution(1, Mode::fresh, ExecStatus::pass, {"a", "b"});

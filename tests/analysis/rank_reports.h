@@ -25,6 +25,9 @@ inline RankReport passed(uint64_t execution = 1) {
 /// A rank whose body failed with `why`.
 inline RankReport failed(std::string why) { return reported(RankOutcome::fail, std::move(why)); }
 
+/// A rank whose body skipped the case for `why`.
+inline RankReport skipped(std::string why) { return reported(RankOutcome::skip, std::move(why)); }
+
 /// A rank whose harness failed with `why` (unknown case, broken backend).
 inline RankReport errored(std::string why) { return reported(RankOutcome::error, std::move(why)); }
 

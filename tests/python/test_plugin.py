@@ -38,6 +38,12 @@ CASES = textwrap.dedent('''
         assert ctx.rank == 99, "the planted failure"
 
 
+    @cprr.case(name="demo/skips", world_sizes=[1])
+    def skips(ctx):
+        import unittest
+        raise unittest.SkipTest("needs a GPU")
+
+
     def test_plain():
         assert 1 + 1 == 2
 ''')
@@ -73,7 +79,8 @@ def test_cases_become_items_judged_by_cprecord(tmp_path, cprecord):
     assert re.search(r"^test_demo\.py::demo/passes@1 PASSED", out, re.M), out
     assert re.search(r"^test_demo\.py::demo/fails@1 FAILED", out, re.M), out
     assert re.search(r"^test_demo\.py::test_plain PASSED", out, re.M), out
-    assert re.search(r"\b1 failed, 2 passed\b", out), out
+    assert re.search(r"^test_demo\.py::demo/skips@1 SKIPPED \(skipped: needs a GPU\)", out, re.M), out
+    assert re.search(r"\b1 failed, 2 passed, 1 skipped\b", out), out
     # The failure names the case, what went wrong in its body, and how to replay it.
     failure = out[out.index("= FAILURES ="):]
     assert "demo/fails@1: status fail" in failure, failure
@@ -90,7 +97,7 @@ def test_only_the_selected_cases_are_recorded(tmp_path, cprecord):
     db = tmp_path / "run.db"
     run = _pytest(tmp_path, "--cprr-db", str(db), "-k", "passes or plain", "test_demo.py")
     assert run.returncode == 0, run.stdout
-    assert re.search(r"\b2 passed, 1 deselected\b", run.stdout), run.stdout
+    assert re.search(r"\b2 passed, 2 deselected\b", run.stdout), run.stdout
     listed = subprocess.run(
         [os.path.join(os.path.dirname(CPRECORD), "cpreplay"), "--db", str(db), "--list",
          "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)

@@ -75,7 +75,8 @@ TEST(ProtocolRoundTrip, CaseDoneWithCaptures) {
 }
 
 TEST(ProtocolRoundTrip, CaseDoneEveryOutcome) {
-  for (RankOutcome o : {RankOutcome::ok, RankOutcome::fail, RankOutcome::error}) {
+  for (RankOutcome o :
+       {RankOutcome::ok, RankOutcome::fail, RankOutcome::error, RankOutcome::skip}) {
     CaseDone d = sample_case_done();
     d.outcome = o;
     EXPECT_EQ(round_trip_from_rank(d).outcome, o);
