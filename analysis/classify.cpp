@@ -106,18 +106,18 @@ std::string lone_skip(const std::vector<RankReport>& ranks, int r) {
     if (!skipped) ran += fmt::format("{}{}", ran.empty() ? "" : ",", o);
   }
   return fmt::format("rank {} skipped the case ({}) while rank{} {} ran it", r,
-                     failure_headline(ranks[r].done->error), ran.find(',') == std::string::npos ? "" : "s",
-                     ran);
+                     failure_headline(ranks[r].done->error),
+                     ran.find(',') == std::string::npos ? "" : "s", ran);
 }
 
 // The error (over a fail) of the lowest rank that reported one, as the summary names it.
 Classification reported_failure(const std::vector<RankReport>& ranks, const FirstRanks& f) {
   const int r = f.errored >= 0 ? f.errored : f.failed;
   const bool skip = ranks[r].done->outcome == RankOutcome::skip;
-  Classification c = judged(
-      f.errored >= 0 ? ExecStatus::error : ExecStatus::fail,
-      skip ? lone_skip(ranks, r)
-           : fmt::format("rank {}: {}", r, failure_headline(ranks[r].done->error)));
+  Classification c =
+      judged(f.errored >= 0 ? ExecStatus::error : ExecStatus::fail,
+             skip ? lone_skip(ranks, r)
+                  : fmt::format("rank {}: {}", r, failure_headline(ranks[r].done->error)));
   c.note = pending_after_failure(ranks);
   if (!c.note.empty()) c.kill_world = true;
   if (const std::string skipped = skipped_by_finished(ranks, r); !skipped.empty()) {

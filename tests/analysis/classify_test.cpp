@@ -102,8 +102,9 @@ TEST(Classify, EveryRankSkippingIsASkipThatKeepsTheWorld) {
 
 TEST(Classify, ARankThatSkipsAloneFailsTheExecutionNamingWhoRanIt) {
   EXPECT_EQ(classify({passed(), skipped("no data"), passed()}, false),
-            (Judged{.status = fail, .summary = "rank 1 skipped the case (no data) while ranks 0,2 "
-                                               "ran it"}));
+            (Judged{.status = fail,
+                    .summary = "rank 1 skipped the case (no data) while ranks 0,2 "
+                               "ran it"}));
   // The others wait in a collective it never enters: its skip releases them, not a hang.
   EXPECT_EQ(classify({silent(), skipped("no data")}, false),
             (Judged{.status = fail,
