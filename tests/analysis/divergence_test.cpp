@@ -109,6 +109,22 @@ TEST(Compare, CapturesOfCompletedExecutionsThenStatus) {
   EXPECT_EQ(captures_of(crashed)[1], nullptr);
 }
 
+TEST(Compare, AFailedExecutionsRankWithoutAResultOnOneSideIsNoDifference) {
+  // Rank 1 failed in both; rank 0, left waiting on it, was ended before reporting in one only.
+  ExecutionResult fresh = execution(1, Mode::fresh, ExecStatus::fail, {"x", "y"});
+  fresh.ranks[0].done.reset();
+  const ExecutionResult pooled = execution(2, Mode::pool, ExecStatus::fail, {"x", "y"});
+  EXPECT_FALSE(compare(fresh, pooled).has_value());
+  // What both reported is still compared, and a passing execution's ranks all count.
+  const ExecutionResult other = execution(3, Mode::pool, ExecStatus::fail, {"x", "z"});
+  ASSERT_TRUE(compare(fresh, other).has_value());
+  EXPECT_EQ(compare(fresh, other)->rank, 1);
+  ExecutionResult passed = execution(4, Mode::fresh, ExecStatus::pass, {"x", "y"});
+  passed.ranks[0].done.reset();
+  EXPECT_EQ(compare(passed, execution(5, Mode::pool, ExecStatus::pass, {"x", "y"}))->reason,
+            "no result");
+}
+
 TEST(Compare, FreshVsPoolNamesTheFirstDivergingCompletedPooledExecution) {
   const ExecutionResult fresh = execution(1, Mode::fresh, ExecStatus::pass, {"x"});
   const ExecutionResult pool_ok = execution(2, Mode::pool, ExecStatus::pass, {"x"});

@@ -29,8 +29,8 @@ CASES = textwrap.dedent('''
     import cprr
 
 
-    def _sum_of_ranks():
-        t = torch.ones(4) * dist.get_rank()
+    def _sum_of_ranks(ctx):
+        t = torch.ones(4, device=ctx.device) * dist.get_rank()
         dist.all_reduce(t)
         return t
 
@@ -45,7 +45,7 @@ CASES = textwrap.dedent('''
         assert os.environ["MASTER_ADDR"] == "127.0.0.1"
         assert os.environ["MASTER_PORT"] == "29500"
         dist.init_process_group("gloo", init_method="env://")
-        ctx.output("sum", _sum_of_ranks())
+        ctx.output("sum", _sum_of_ranks(ctx))
         dist.destroy_process_group()  # the suite's tear-down
 
 
@@ -55,18 +55,18 @@ CASES = textwrap.dedent('''
         store = dist.FileStore(os.path.join(tempfile.gettempdir(), "cprr-shim-store"), 2)
         dist.init_process_group("gloo", store=store, rank=ctx.rank, world_size=2)
         assert dist.is_initialized() and dist.get_world_size() == 2
-        ctx.output("sum", _sum_of_ranks())
+        ctx.output("sum", _sum_of_ranks(ctx))
         dist.destroy_process_group()
         dist.destroy_process_group(dist.group.WORLD)
         assert dist.is_initialized()  # the case's default group outlives the suite's tear-down
-        ctx.output("after", _sum_of_ranks())
+        ctx.output("after", _sum_of_ranks(ctx))
 
 
     @cprr.case(name="suite/after_teardown", world_sizes=[2])
     def after_teardown(ctx):
         # Pooled after the cases above: the default group they "destroyed" is still there.
         assert dist.is_initialized()
-        ctx.output("sum", _sum_of_ranks())
+        ctx.output("sum", _sum_of_ranks(ctx))
 
 
     @cprr.case(name="suite/unittest_skip", world_sizes=[2])
@@ -98,7 +98,7 @@ CASES = textwrap.dedent('''
     def skips_alone(ctx):
         if ctx.rank == 1:
             raise unittest.SkipTest("rank 1 has no shard")
-        dist.all_reduce(torch.ones(2))
+        dist.all_reduce(torch.ones(2, device=ctx.device))
 
 
     @cprr.case(name="suite/wrong_world_size", world_sizes=[2], expect="fail")
