@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -23,6 +25,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::testing::StartsWith;
 using namespace record_test;  // NOLINT(google-build-using-namespace): this file's own helpers
 
 // How many executions `db` holds for run `run_id`: what the store kept of a run.
@@ -105,6 +108,37 @@ TEST(RecordCommand, AnInterruptedRunsTableSaysSoInsteadOfAllAsExpected) {
   EXPECT_EQ(r.code, 128 + SIGINT);
   EXPECT_THAT(r.out, HasSubstr("cases: interrupted by SIGINT, 0 unexpected before it;"));
   EXPECT_THAT(r.out, Not(HasSubstr("all as expected")));
+}
+
+TEST(RecordCommand, ACppSkipOnEveryRankIsASkipAndOnOneRankAFailNamingIt) {
+  RecordOptions o = opts(kFixture, "^test/skip_(everywhere|alone)@2$");
+  o.db = test_db() + ".skips";
+  o.mode = "both";
+  o.shared.timeout_s = 60;
+  o.junit = test_db() + ".skips.xml";
+  const Recorded r = record(o);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;  // a skip is no failure; the lone skip is expected
+  const json doc = json::parse(r.out);
+  const json* everywhere = find_case(doc, "test/skip_everywhere@2");
+  ASSERT_NE(everywhere, nullptr);
+  EXPECT_EQ(everywhere->at("status"), "skip");
+  EXPECT_TRUE(everywhere->at("as_expected").get<bool>());
+  for (const json& e : everywhere->at("executions")) {
+    EXPECT_EQ(e.at("summary"), "skipped: needs 8 GPUs");
+    EXPECT_EQ(e.at("ranks")[1].at("outcome"), "skip");
+  }
+  const json* alone = find_case(doc, "test/skip_alone@2");
+  ASSERT_NE(alone, nullptr);
+  for (const json& e : alone->at("executions")) {
+    EXPECT_EQ(e.at("status"), "fail");  // released by the skip, not a hang at the deadline
+    EXPECT_THAT(e.at("summary").get<std::string>(),
+                StartsWith("rank 1 skipped the case (no shard for rank 1) while rank 0 ran it"));
+    EXPECT_LT(e.at("wall_ms").get<double>(), 30000.0);
+  }
+  std::ifstream xml(o.junit);
+  const std::string junit((std::istreambuf_iterator<char>(xml)), {});
+  EXPECT_THAT(junit, HasSubstr("skipped=\"2\""));
+  EXPECT_THAT(junit, HasSubstr("<skipped message=\"skipped: needs 8 GPUs\"/>"));
 }
 
 TEST(RecordCommand, RerunFailedRunsOnlyWhatTheLatestRunHadNotAsExpected) {
