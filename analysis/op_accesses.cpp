@@ -4,6 +4,7 @@
 #include <array>
 #include <map>
 #include <string>
+#include <tuple>
 
 #include "runtime/error.h"
 
@@ -58,12 +59,8 @@ std::vector<ByteRange> ranges_of(const Allocations& allocs, const OpRecord& op,
   return out;
 }
 
-/// A send or recv of the Case API (Context::message): a stream op naming its peer, group (event)
-/// and number (epoch).
-bool is_message(const OpRecord& op) { return op.kind == "kernel" && op.peer >= 0 && op.event >= 0; }
-
 SyncRole role_of(const OpRecord& op) {
-  if (is_message(op)) return SyncRole::collective;
+  if (op.is_message()) return SyncRole::collective;  // of its two ends
   // A "native" op is a user's own work run through Context::native(); a "handle" op says the case
   // took a native handle, an "unseen" op that its library did work the log could not see (they
   // touch nothing, and order nothing).
@@ -123,12 +120,10 @@ RankOps ops_from_log(int32_t rank, const std::vector<AllocRecord>& allocs,
     op.writes = ranges_of(by_id, rec, rec.writes, rec.write_spans);
     op.role = role_of(rec);
     op.event = rec.event;
-    if (is_message(rec)) {
+    if (rec.is_message()) {
       // Its channel: this rank and its peer, in the direction of the data.
-      const bool sends = rec.name.rfind("send", 0) == 0;
       op.communicator = static_cast<int32_t>(rec.event);
-      op.sender = sends ? rank : rec.peer;
-      op.receiver = sends ? rec.peer : rank;
+      std::tie(op.sender, op.receiver) = rec.message_ends(rank);
       op.collective_seq = rec.epoch;
     } else if (op.role == SyncRole::collective) {
       // Its group and its number there; a record from before groups numbered the world's

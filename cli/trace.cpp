@@ -205,11 +205,9 @@ class TraceBuilder {
   // A C++ case's send or recv: a stream op naming its peer, group (event) and number (epoch).
   using MessageKey = std::tuple<uint32_t, int, int, uint64_t>;  // group, sender, receiver, seq
   static std::optional<MessageKey> message_of(int rank, const OpRecord& op) {
-    if (op.kind != "kernel" || op.peer < 0 || op.event < 0) return std::nullopt;
-    const bool sends = op.name.starts_with("send #");
-    if (!sends && !op.name.starts_with("recv #")) return std::nullopt;
-    return MessageKey{static_cast<uint32_t>(op.event), sends ? rank : op.peer,
-                      sends ? op.peer : rank, op.epoch};
+    if (!op.is_message()) return std::nullopt;
+    const auto [sender, receiver] = op.message_ends(rank);
+    return MessageKey{static_cast<uint32_t>(op.event), sender, receiver, op.epoch};
   }
 
   void add_message_flows() {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/hash.h"
@@ -87,6 +88,17 @@ struct OpRecord {
   std::vector<ByteSpan> write_spans;
   int32_t peer = -1;   ///< put / signal / wait_signal: the other rank; else -1
   uint64_t epoch = 0;  ///< signal: the value it sets; wait_signal: the value it waits for
+
+  /// A send or recv of the Case API (Context::message): a stream op named "send #n ..." or
+  /// "recv #n ..." that carries its peer, its group (event) and its number there (epoch).
+  bool is_message() const {
+    return kind == "kernel" && peer >= 0 && event >= 0 &&
+           (name.starts_with("send #") || name.starts_with("recv #"));
+  }
+  /// A message's (sender, receiver), ranks of the world, for this op of rank `rank`.
+  std::pair<int32_t, int32_t> message_ends(int32_t rank) const {
+    return name.starts_with("send #") ? std::pair{rank, peer} : std::pair{peer, rank};
+  }
 
   bool operator==(const OpRecord&) const = default;
   template <class A>

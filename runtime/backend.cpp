@@ -51,6 +51,13 @@ std::vector<std::pair<int32_t, std::vector<int>>> split_groups(
   return out;
 }
 
+int group_rank(const std::vector<int>& members, int rank) {
+  if (members.empty()) return -1;
+  const auto me = std::find(members.begin(), members.end(), rank);
+  CPRR_CHECK(me != members.end(), "rank {} is not among its group's members", rank);
+  return static_cast<int>(me - members.begin());
+}
+
 std::vector<SplitVote> Backend::split_votes(SplitVote, uint32_t) {
   CPRR_THROW_AS(CaseFailure, "the {} backend cannot split its world into groups", name());
 }

@@ -60,6 +60,10 @@ struct SplitVote {
 /// colors ascending, each its world ranks in group-rank order (ncclCommSplit's order).
 std::vector<std::pair<int32_t, std::vector<int>>> split_groups(const std::vector<SplitVote>& votes);
 
+/// Where world rank `rank` stands in a group's `members` (world ranks in group-rank order); -1
+/// when `members` is empty (no group). Throws cprr::Error when the rank is not among them.
+int group_rank(const std::vector<int>& members, int rank);
+
 /// Semaphores a case may use for one-sided signalling (Context::signal). A rank's semaphore table
 /// has kMaxSemaphores * world_size slots: slot sem * world_size + src is written only by rank src.
 inline constexpr uint32_t kMaxSemaphores = 64;

@@ -4,10 +4,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <filesystem>
 #include <thread>
 
 #include "runtime/error.h"
@@ -151,15 +149,9 @@ void CpuBackend::make_group(uint32_t group, SplitVote, const std::vector<int>& m
   if (members.empty()) return;
   std::unique_ptr<GlooComm> comm;
   if (members.size() > 1) {
-    const auto me = std::find(members.begin(), members.end(), rank_);
-    CPRR_CHECK(me != members.end(), "rank {} is not among the members of group {}", rank_, group);
-    const std::string dir = fmt::format("{}/split{}-group{}", rendezvous_, split, group);
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);  // every member tries; one makes it
-    CPRR_CHECK(std::filesystem::is_directory(dir), "cannot make group {}'s rendezvous '{}': {}",
-               group, dir, ec.message());
     comm = std::make_unique<GlooComm>(
-        static_cast<int>(me - members.begin()), static_cast<int>(members.size()), dir,
+        group_rank(members, rank_), static_cast<int>(members.size()),
+        group_rendezvous(rendezvous_, split, group),
         std::chrono::duration_cast<std::chrono::milliseconds>(kCommTimeout));
   }
   std::lock_guard lock(groups_mu_);

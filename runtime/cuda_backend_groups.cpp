@@ -1,9 +1,7 @@
 // CudaBackend: groups, a split of the world (Context::split). NCCL worlds split their
 // communicator (ncclCommSplit); worlds whose ranks share GPUs give each group a Gloo context of
 // its members, staged through host memory as the world's collectives are.
-#include <algorithm>
 #include <cstring>
-#include <filesystem>
 #include <utility>
 
 #include "runtime/cuda_backend.h"
@@ -44,29 +42,20 @@ std::vector<SplitVote> CudaBackend::split_votes(SplitVote mine, uint32_t) {
 
 void CudaBackend::make_group(uint32_t group, SplitVote mine, const std::vector<int>& members) {
   const uint64_t split = splits_++;
-  const auto me = std::find(members.begin(), members.end(), rank_);
-  CPRR_CHECK(members.empty() || me != members.end(), "rank {} is not among group {}'s members",
-             rank_, group);
-  const int group_rank = static_cast<int>(me - members.begin());
+  const int me = group_rank(members, rank_);
   const int size = static_cast<int>(members.size());
   if (comm_) {
     // Collective over the world: every rank splits, the ones without a color too.
     std::unique_ptr<NcclComm> made;
-    guarded([&] {
-      made = comm_->split(members.empty() ? -1 : mine.color, mine.key, group_rank, size);
-    });
+    guarded([&] { made = comm_->split(members.empty() ? -1 : mine.color, mine.key, me, size); });
     if (!made) return;
     std::lock_guard lock(mu_);
     nccl_groups_[group] = std::move(made);
     return;
   }
   if (members.empty()) return;
-  const std::string dir = fmt::format("{}/split{}-group{}", rendezvous_, split, group);
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);  // every member tries; one makes it
-  CPRR_CHECK(std::filesystem::is_directory(dir), "cannot make group {}'s rendezvous '{}': {}",
-             group, dir, ec.message());
-  auto made = std::make_unique<StagedCollectives>(group_rank, size, device_, dir, 0);
+  auto made = std::make_unique<StagedCollectives>(
+      me, size, device_, group_rendezvous(rendezvous_, split, group), 0);
   std::lock_guard lock(mu_);
   staged_groups_[group] = std::move(made);
 }

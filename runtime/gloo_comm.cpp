@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 
 #include <cstddef>
+#include <filesystem>
 #include <exception>
 #include <utility>
 
@@ -86,6 +87,15 @@ void guarded(const char* collective, uint32_t tag, int rank, F&& f) {
 }
 
 }  // namespace
+
+std::string group_rendezvous(const std::string& world_dir, uint64_t split, uint32_t group) {
+  const std::string dir = fmt::format("{}/split{}-group{}", world_dir, split, group);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);  // every member tries; one makes it
+  CPRR_CHECK(std::filesystem::is_directory(dir), "cannot make group {}'s rendezvous '{}': {}",
+             group, dir, ec.message());
+  return dir;
+}
 
 GlooComm::GlooComm(int rank, int size, const std::string& rendezvous_dir,
                    std::chrono::milliseconds timeout)

@@ -16,6 +16,12 @@ class Context;
 
 namespace cprr {
 
+/// The rendezvous directory of group `group` of split number `split` (counted over the world's
+/// life, so no group finds an earlier one's keys: a FileStore keeps them), made in the world's
+/// directory `world_dir` if missing; every member calls it. Throws cprr::Error naming it when it
+/// cannot be made.
+std::string group_rendezvous(const std::string& world_dir, uint64_t split, uint32_t group);
+
 /// One rank's endpoint of a full-mesh Gloo context.
 class GlooComm {
  public:

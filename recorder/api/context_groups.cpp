@@ -1,7 +1,5 @@
 // Context: groups, a split of the world into ranks that call collectives and messages among
 // themselves (Context::split), and what a Group knows of itself.
-#include <algorithm>
-
 #include "recorder/api/context.h"
 
 namespace cprr {
@@ -58,7 +56,7 @@ Group Context::split(int color, int key) {
     if (color >= 0 && c == color) {
       made.ctx_ = this;
       made.id_ = id;
-      made.rank_ = static_cast<int>(std::find(ranks.begin(), ranks.end(), rank()) - ranks.begin());
+      made.rank_ = group_rank(ranks, rank());
       made.ranks_ = std::move(ranks);
     }
     ++id;

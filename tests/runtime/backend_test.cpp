@@ -1,6 +1,7 @@
 // runtime/backend.cpp: how a split's votes make its groups (every backend's split and the
 // Context agree through it, and NCCL's ncclCommSplit orders ranks the same way).
 #include "runtime/backend.h"
+#include "runtime/error.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -19,6 +20,12 @@ TEST(SplitGroups, OneGroupPerColorAscendingOrderedByKeyThenWorldRank) {
   EXPECT_EQ(groups[1].first, 1);
   EXPECT_THAT(groups[1].second, ElementsAre(4, 0));
   EXPECT_TRUE(split_groups({{-1, 0}, {-3, 0}}).empty());
+}
+
+TEST(SplitGroups, AGroupRankIsThePlaceAmongTheMembersAndNoneWithoutMembers) {
+  EXPECT_EQ(group_rank({3, 1, 2}, 1), 1);
+  EXPECT_EQ(group_rank({}, 1), -1);
+  EXPECT_THROW(group_rank({3, 2}, 1), Error);
 }
 
 }  // namespace
