@@ -4,13 +4,11 @@ call, and reading a received buffer before waiting for its Work is named as a st
 twin that waits first is clean."""
 
 import json
-import os
-import subprocess
 import textwrap
 
 import pytest
 
-from test_plugin import CPRECORD, PACKAGE_ROOT
+from test_plugin import record_python
 
 CASES = textwrap.dedent('''
     import torch
@@ -67,15 +65,10 @@ CASES = textwrap.dedent('''
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    if not os.access(CPRECORD, os.X_OK):
-        pytest.fail(f"no cprecord at {CPRECORD}: set CPRR_CPRECORD")
     folder = tmp_path_factory.mktemp("batch")
     (folder / "test_batch.py").write_text(CASES)
-    env = dict(os.environ, PYTHONPATH=PACKAGE_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    run = subprocess.run([CPRECORD, "--python", str(folder), "--backend", "cpu", "--mode", "both",
-                          "--db", str(folder / "run.db"), "--json", "--timeout", "30"],
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         timeout=300)
+    run = record_python(folder, "--mode", "both", "--db", folder / "run.db", "--json",
+                        "--timeout", "30")
     return json.loads(run.stdout)
 
 

@@ -49,6 +49,18 @@ CASES = textwrap.dedent('''
 ''')
 
 
+def record_python(folder, *args, timeout=300):
+    """`cprecord --python FOLDER --backend cpu ARGS...` with this build's package on PYTHONPATH:
+    the completed process (its stdout is what --json printed)."""
+    if not os.access(CPRECORD, os.X_OK):
+        pytest.fail(f"no cprecord at {CPRECORD}: set CPRR_CPRECORD")
+    env = dict(os.environ, PYTHONPATH=PACKAGE_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([CPRECORD, "--python", str(folder), "--backend", "cpu",
+                           *map(str, args)],
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=timeout)
+
+
 def _env():
     env = dict(os.environ)
     env["PYTHONPATH"] = PACKAGE_ROOT + os.pathsep + env.get("PYTHONPATH", "")

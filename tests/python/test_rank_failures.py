@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from test_plugin import CPRECORD, PACKAGE_ROOT, _pytest
+from test_plugin import CPRECORD, PACKAGE_ROOT, _pytest, record_python
 
 CASES = textwrap.dedent('''
     import sys
@@ -114,18 +114,14 @@ DEADLINE_S = 60
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    if not os.access(CPRECORD, os.X_OK):
-        pytest.fail(f"no cprecord at {CPRECORD}: set CPRR_CPRECORD")
     folder = tmp_path_factory.mktemp("raises")
     (folder / "test_raises.py").write_text(CASES)
     db, junit = folder / "run.db", folder / "junit.xml"
-    env = dict(os.environ, PYTHONPATH=PACKAGE_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    run = subprocess.run(
-        [CPRECORD, "--python", str(folder), "--backend", "cpu", "--db", str(db), "--json",
-         "--junit", str(junit), "--timeout", str(DEADLINE_S), "--mode", "both"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        # Far below 5 cases x 2 modes waiting out the deadline: a hang verdict fails here.
-        timeout=DEADLINE_S * 2)
+    run = record_python(folder, "--db", db, "--json", "--junit", junit, "--timeout", DEADLINE_S,
+                        "--mode", "both",
+                        # Far below 5 cases x 2 modes waiting out the deadline: a hang verdict
+                        # fails here.
+                        timeout=DEADLINE_S * 2)
     return folder, db, junit, run, json.loads(run.stdout)
 
 

@@ -7,14 +7,12 @@ of torch's TEST_SKIPS) are the status `skip` in the JSON and JUnit, never a pass
 a rank that skips alone fails the execution, named."""
 
 import json
-import os
-import subprocess
 import textwrap
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from test_plugin import CPRECORD, PACKAGE_ROOT
+from test_plugin import record_python
 
 CASES = textwrap.dedent('''
     import os
@@ -110,16 +108,11 @@ CASES = textwrap.dedent('''
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    if not os.access(CPRECORD, os.X_OK):
-        pytest.fail(f"no cprecord at {CPRECORD}: set CPRR_CPRECORD")
     folder = tmp_path_factory.mktemp("shim")
     (folder / "test_suite.py").write_text(CASES)
-    env = dict(os.environ, PYTHONPATH=PACKAGE_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     junit = folder / "junit.xml"
-    run = subprocess.run(
-        [CPRECORD, "--python", str(folder), "--backend", "cpu", "--db", str(folder / "run.db"),
-         "--json", "--mode", "both", "--junit", str(junit)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+    run = record_python(folder, "--db", folder / "run.db", "--json", "--mode", "both",
+                        "--junit", junit)
     return run, {c["label"]: c for c in json.loads(run.stdout)["cases"]}, ET.parse(junit).getroot()
 
 
