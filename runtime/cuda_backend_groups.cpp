@@ -54,8 +54,8 @@ void CudaBackend::make_group(uint32_t group, SplitVote mine, const std::vector<i
     return;
   }
   if (members.empty()) return;
-  auto made = std::make_unique<StagedCollectives>(
-      me, size, device_, group_rendezvous(rendezvous_, split, group), 0);
+  auto made = std::make_unique<StagedCollectives>(me, size, device_,
+                                                  group_rendezvous(rendezvous_, split, group), 0);
   std::lock_guard lock(mu_);
   staged_groups_[group] = std::move(made);
 }

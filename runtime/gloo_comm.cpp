@@ -15,8 +15,8 @@
 #include <sys/socket.h>
 
 #include <cstddef>
-#include <filesystem>
 #include <exception>
+#include <filesystem>
 #include <utility>
 
 #include "runtime/error.h"

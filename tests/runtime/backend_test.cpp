@@ -1,10 +1,11 @@
 // runtime/backend.cpp: how a split's votes make its groups (every backend's split and the
 // Context agree through it, and NCCL's ncclCommSplit orders ranks the same way).
 #include "runtime/backend.h"
-#include "runtime/error.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "runtime/error.h"
 
 namespace cprr {
 namespace {
