@@ -70,6 +70,12 @@ def _check(defn: CaseDefinition) -> None:
         raise ValueError(f"{where}: timeout_s must be >= 0")
 
 
+def add(defn: CaseDefinition) -> None:
+    """Registers a case definition after checking it (ValueError naming its source)."""
+    _check(defn)
+    _REGISTERED.append(defn)
+
+
 def case(
     fn: Optional[Callable[..., Any]] = None,
     *,
@@ -108,8 +114,7 @@ def case(
             source=source,
             file=file,
         )
-        _check(defn)
-        _REGISTERED.append(defn)
+        add(defn)
         f.__cprr_case__ = defn
         return f
 

@@ -34,6 +34,19 @@ def _report_outside(native, capture, counter):
         native.note_unseen(f"{sum(capture.outside.values())} outside the op log: {what}")
 
 
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _users_frames(e):
+    """`e`'s traceback from the first frame outside cprr's package on: this function's frame and
+    the suite's runner (cprr._suites) are cprr's, not the user's."""
+    tb = e.__traceback__
+    while tb.tb_next is not None and \
+            os.path.dirname(os.path.abspath(tb.tb_frame.f_code.co_filename)) == _PACKAGE:
+        tb = tb.tb_next
+    return tb
+
+
 def skip_reason(e):
     """Why `e` skips the case, or None when it is no skip: unittest.SkipTest, pytest.skip (its
     Skipped, when pytest is loaded), or a SystemExit with one of the exit codes of torch's
@@ -61,7 +74,7 @@ def body(definition, rank):
     def run(native):
         active = None  # the running block: the process groups the case made, to end
         try:
-            ctx = Context(native, definition, rank.prepare(native))
+            ctx = Context(native, definition, rank.prepare(native), rank.rendezvous)
             if os.environ.get("CPRR_OP_CAPTURE") == "off":  # only to measure what capture costs
                 active = _running.running(native)
                 with active:
@@ -86,9 +99,7 @@ def body(definition, rank):
             reason = skip_reason(e)
             if reason is not None:
                 return ("skip", reason)
-            # From the case's own frame on: this function's frame is cprr's, not the user's.
-            tb = e.__traceback__.tb_next or e.__traceback__
-            return "".join(traceback.format_exception(type(e), e, tb))
+            return "".join(traceback.format_exception(type(e), e, _users_frames(e)))
         finally:
             if active is not None:
                 rank.end_groups(active.groups)

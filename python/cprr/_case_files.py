@@ -1,6 +1,7 @@
 """The case files a rank imports (``--cases PATH``): files, directories of test files, modules.
 
-Importing a file registers its ``@cprr.case`` functions (cprr._case). Imports neither torch nor
+Importing a file registers its ``@cprr.case`` functions (cprr._case); its classes of PyTorch's
+multi-process TestCase family are registered after (cprr._suites). Imports neither torch nor
 the compiled module: tools/device's scripts load cases with it from the source tree.
 """
 
@@ -9,6 +10,8 @@ import importlib.util
 import os
 import sys
 import traceback
+
+from cprr import _case, _suites
 
 
 def _is_test_file(name):
@@ -50,9 +53,26 @@ def load_cases(items):
         for target in targets:
             try:
                 if os.path.exists(target):
-                    _import_file(target)
+                    module = _import_file(target)
                 else:
-                    importlib.import_module(target)
+                    module = importlib.import_module(target)
             except BaseException:  # a case file's SystemExit or syntax error is its problem
                 problems.append(f"cannot import {target}:\n{traceback.format_exc()}")
+                continue
+            problems += _add_suite_cases(module)
+    return problems
+
+
+def _add_suite_cases(module):
+    """Registers the cases of `module`'s TestCase-family classes, once per module (a file named
+    twice, or a module imported again, is the same module); returns the problems."""
+    if getattr(module, "__cprr_suites_added__", False):
+        return []
+    definitions, problems = _suites.definitions(module)
+    for definition in definitions:
+        try:
+            _case.add(definition)
+        except ValueError as e:
+            problems.append(str(e))
+    module.__cprr_suites_added__ = True
     return problems

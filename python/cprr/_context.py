@@ -4,6 +4,8 @@ Imports torch only in the calls that need it: ``import cprr`` (the pytest plugin
 controller's) imports this module and must not import torch.
 """
 
+import os
+import tempfile
 from typing import Any, Dict
 
 from cprr import _running
@@ -19,8 +21,9 @@ class Context:
     on cuda with a GPU per rank, gloo where ranks share a GPU), made once per world.
     """
 
-    def __init__(self, native, definition, device):
+    def __init__(self, native, definition, device, shared_dir=""):
         self._native = native
+        self._shared_dir = shared_dir  # the world's rendezvous directory
         self._definition = definition
         self._keep = []  # temporaries a capture reads after this call returns (device copies)
         self._symmetric = 0
@@ -45,6 +48,13 @@ class Context:
                 f"{', '.join(sorted(self.params)) or 'no axes'})"
             )
         return self._definition.value_of(axis, self.params[axis])
+
+    def shared_path(self, name: str) -> str:
+        """A path the same on every rank of this execution and new for each execution (nothing
+        is made there): in the world's rendezvous directory, which goes with the world. For a
+        FileStore's file or a folder the ranks share."""
+        folder = self._shared_dir or tempfile.gettempdir()
+        return os.path.join(folder, f"{name}.{self._native.execution}")
 
     def output(self, name: str, tensor) -> None:
         """Records `tensor` as a result of the case: hashed (on its device, in its stream's

@@ -37,6 +37,9 @@ class CaseContext:
     @property
     def seed(self) -> int: ...
     @property
+    def execution(self) -> int:
+        """The controller's id for this execution: the same on every rank, increasing."""
+    @property
     def case_name(self) -> str: ...
     @property
     def params(self) -> Dict[str, str]: ...

@@ -2,7 +2,9 @@
 
 Enable it with ``pytest -p cprr.pytest_plugin`` (the package on PYTHONPATH: build/python, or the
 installed lib/cprr/python). Every ``@cprr.case`` in the collected test files becomes one item per
-case instance (grid point x world size), named by its label ``name{k=v}@w``. The first item to
+case instance (grid point x world size), named by its label ``name{k=v}@w``; so does every test
+method of a class of PyTorch's multi-process TestCase family (``Class.test_method@w``, cprr._suites)
+instead of the unittest item that would spawn its own processes. The first item to
 run records every selected instance in one ``cprecord --python`` run (pooled by default,
 ``--cprr-mode both`` for the fresh-vs-pooled differential); each item then passes when cprr judged
 its case as expected, and fails with the verdict, the finding and the ``cpreplay --case`` command
@@ -24,6 +26,8 @@ import subprocess
 import tempfile
 
 import pytest
+
+from cprr import _suites
 
 _STATE = {}
 
@@ -197,11 +201,19 @@ def pytest_unconfigure(config):
 
 
 def pytest_pycollect_makeitem(collector, name, obj):
-    definition = getattr(obj, "__cprr_case__", None)
-    if definition is None or not isinstance(collector, pytest.Module):
+    if not isinstance(collector, pytest.Module):
         return None
-    return [CprrCaseItem.from_parent(collector, name=label, label=label, definition=definition)
-            for label in labels_of(definition)]
+    definition = getattr(obj, "__cprr_case__", None)
+    if definition is not None:
+        definitions = [definition]
+    elif _suites.is_test_class(obj, collector.module.__name__):
+        definitions, problems = _suites.class_definitions(obj)
+        if problems:
+            raise collector.CollectError("\n".join(problems))
+    else:
+        return None
+    return [CprrCaseItem.from_parent(collector, name=label, label=label, definition=d)
+            for d in definitions for label in labels_of(d)]
 
 
 def pytest_sessionstart(session):

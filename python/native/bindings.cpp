@@ -29,6 +29,7 @@ PYBIND11_MODULE(_cprr, m) {
       .def_property_readonly("rank", &CaseContext::rank)
       .def_property_readonly("world_size", &CaseContext::world_size)
       .def_property_readonly("seed", &CaseContext::seed)
+      .def_property_readonly("execution", &CaseContext::execution)
       .def_property_readonly("case_name", &CaseContext::case_name)
       .def_property_readonly("params", &CaseContext::params)
       .def_property_readonly("device_index", &CaseContext::device_index)

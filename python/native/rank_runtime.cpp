@@ -50,6 +50,7 @@ ReduceOp op_of(const std::string& name) {
 int CaseContext::rank() const { return ctx_.rank(); }
 int CaseContext::world_size() const { return ctx_.world_size(); }
 uint64_t CaseContext::seed() const { return ctx_.seed(); }
+uint64_t CaseContext::execution() const { return ctx_.execution(); }
 const std::string& CaseContext::case_name() const { return ctx_.case_name(); }
 std::map<std::string, std::string> CaseContext::params() const { return ctx_.params(); }
 int CaseContext::device_index() const { return ctx_.device_index(); }

@@ -48,6 +48,8 @@ class CaseContext {
   int rank() const;
   int world_size() const;
   uint64_t seed() const;
+  /// The controller's id for this execution: the same on every rank, increasing.
+  uint64_t execution() const;
   const std::string& case_name() const;
   std::map<std::string, std::string> params() const;
   /// The GPU this rank runs on (its index among the visible ones); -1 on the cpu backend.

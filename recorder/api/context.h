@@ -182,6 +182,8 @@ class Context {
   int rank() const { return state_.rank; }
   int world_size() const { return state_.world_size; }
   uint64_t seed() const { return seed_; }
+  /// The controller's id for this execution: the same on every rank, increasing.
+  uint64_t execution() const { return execution_; }
   const std::string& case_name() const { return name_; }
   const Params& params() const { return params_; }
   /// The value of parameter `key`; throws CaseFailure naming the key when absent.

@@ -31,8 +31,9 @@ class FakeNative:
     ("enter", seq, fingerprint), ("complete", seq), ("p2p", kind, peer, dtype, bytes)."""
 
     def __init__(self, rank=0, world_size=1, seed=0, case_name="test/case", params=None,
-                 backend="cpu", device_index=-1, nccl=False, first_collective=100):
+                 backend="cpu", device_index=-1, nccl=False, first_collective=100, execution=1):
         self.rank, self.world_size, self.seed = rank, world_size, seed
+        self.execution = execution
         self.case_name = case_name
         self.params = dict(params or {})
         self.backend, self.device_index, self.nccl = backend, device_index, nccl

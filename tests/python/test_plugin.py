@@ -49,14 +49,17 @@ CASES = textwrap.dedent('''
 ''')
 
 
-def record_python(folder, *args, timeout=300):
-    """`cprecord --python FOLDER --backend cpu ARGS...` with this build's package on PYTHONPATH:
-    the completed process (its stdout is what --json printed)."""
+def record_python(folder, *args, timeout=300, tool=None, pythonpath=()):
+    """`cprecord --python FOLDER --backend cpu ARGS...` (`tool`: another of the build's tools
+    with ARGS only, cpreplay) with this build's package and `pythonpath` on PYTHONPATH: the
+    completed process (its stdout is what --json printed)."""
     if not os.access(CPRECORD, os.X_OK):
         pytest.fail(f"no cprecord at {CPRECORD}: set CPRR_CPRECORD")
-    env = dict(os.environ, PYTHONPATH=PACKAGE_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([CPRECORD, "--python", str(folder), "--backend", "cpu",
-                           *map(str, args)],
+    path = [PACKAGE_ROOT, *map(str, pythonpath), os.environ.get("PYTHONPATH", "")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
+    cmd = [os.path.join(os.path.dirname(CPRECORD), tool)] if tool else \
+        [CPRECORD, "--python", str(folder), "--backend", "cpu"]
+    return subprocess.run([*cmd, *map(str, args)],
                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           timeout=timeout)
 

@@ -1,0 +1,195 @@
+"""PyTorch's multi-process TestCase family run unchanged as cprr cases (cprr._suites).
+
+End to end on corpus/suites (a MultiProcessTestCase suite with parametrized and device-type
+generated classes, a MultiProcContinuousTest suite), through cprecord on cpu in both modes and
+through the pytest plugin: every test method is a case ``Class.test_method@W``, each planted bug
+gets the verdict of its ``@cprr.case`` twin (a state leak: a fresh-vs-pooled divergence that
+cpreplay names with its polluter; a collective mismatch), the twins are clean, a skip is a skip,
+and the continuous class's set-up runs once per rank process. In-process: what a rank runs for
+one method (instance, rank, file_name), class skips and a world size that cannot be read.
+
+CI's torch 1.13 needs tests/python/stand_ins: expecttest (which Debian lacks) and the continuous
+harness (torch >= 2.8 has its own, which the GPU machine's runs use).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import types
+import unittest
+
+import pytest
+
+from test_plugin import CPRECORD, PACKAGE_ROOT, record_python
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+STAND_INS = os.path.join(HERE, "stand_ins")
+SUITES = os.path.join(os.path.dirname(os.path.dirname(HERE)), "corpus", "suites")
+sys.path.insert(0, STAND_INS)  # this process imports the harness too (the in-process tests)
+
+from torch.testing._internal.common_distributed import MultiProcessTestCase  # noqa: E402
+
+from cprr import _suites  # noqa: E402
+
+LEAK = {"ReduceSuiteTest.test_scaled_sum@2": "ReduceSuiteTest.test_amax_updates_scales@2",
+        "ContinuousSuiteTest.test_b_gather_hidden@2": "ContinuousSuiteTest.test_a_gather_tokens@2"}
+MISMATCH = "ReduceSuiteTest.test_shard_stats@2"
+SKIP = "ReduceSuiteTest.test_eight_gpus@2"
+CLEAN = ["ReduceSuiteTest.test_amax_updates_scales_fixed@2", "ReduceSuiteTest.test_scaled_sum_fixed@2",
+         "ReduceSuiteTest.test_shard_stats_fixed@2", "ReduceSuiteTest.test_broadcast_float32@2",
+         "ReduceSuiteTest.test_broadcast_float64@2", "GatherDeviceTestCPU.test_all_gather_cpu@2",
+         "ContinuousSuiteTest.test_a_gather_tokens@2",
+         "ContinuousSuiteTest.test_b_gather_hidden_fixed@2",
+         "ContinuousSuiteTest.test_set_up_once@2", "ReduceSuiteTest.test_amax_updates_scales@2"]
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    db = tmp_path_factory.mktemp("suites") / "suites.db"
+    run = record_python(SUITES, "--mode", "both", "--timeout", "20", "--db", db, "--json",
+                        pythonpath=[STAND_INS])
+    report = json.loads(run.stdout)
+    return db, {c["label"]: c for c in report["cases"]}, run
+
+
+def test_every_method_is_a_case_labelled_class_method_at_world_size(recorded):
+    _, cases, run = recorded
+    assert sorted(cases) == sorted([*LEAK, MISMATCH, SKIP, *CLEAN]), run.stderr[-3000:]
+    assert run.returncode == 1, run.stderr[-3000:]  # the planted bugs are unexpected failures
+
+
+def test_planted_bugs_get_their_twins_verdicts(recorded):
+    _, cases, _ = recorded
+    for victim in LEAK:  # a state leak: the pooled run fails after its polluter, fresh passes
+        assert cases[victim]["fresh_vs_pool"], cases[victim]
+        statuses = {e["mode"]: e["status"] for e in cases[victim]["executions"]}
+        assert statuses == {"fresh": "pass", "pool": "fail"}, cases[victim]
+    mismatch = cases[MISMATCH]
+    assert mismatch["verdict"] == "collective_mismatch", mismatch
+    assert "rank 0 has bytes 64, rank 1 has bytes 48" in mismatch["collective_mismatch"]["detail"]
+    assert "test_process_suite.py:" in mismatch["collective_mismatch"]["detail"]
+
+
+def test_twins_are_clean_and_a_skip_is_a_skip(recorded):
+    _, cases, _ = recorded
+    for label in CLEAN:
+        case = cases[label]
+        assert case["status"] == "pass" and not case["verdict"], case
+        assert not case["fresh_vs_pool"] and case["as_expected"], case
+    skip = cases[SKIP]
+    assert skip["status"] == "skip" and skip["as_expected"], skip
+    assert all("Need at least 8 CUDA devices" in e["summary"] for e in skip["executions"]), skip
+
+
+def test_replay_names_each_leaks_polluter(recorded):
+    db, cases, _ = recorded
+    for victim, polluter in LEAK.items():
+        run = record_python(None, "--db", db, "--case", cases[victim]["id"], tool="cpreplay",
+                            pythonpath=[STAND_INS])
+        lines = run.stdout.splitlines()
+        assert lines and lines[0].endswith(f"{victim} (run 1): state_leak"), run.stdout + run.stderr
+        assert f"case {cases[polluter]['id']} {polluter}" in run.stdout, run.stdout
+
+
+def test_pytest_plugin_runs_the_classes_as_cprr_items(tmp_path):
+    env = dict(os.environ, CPRR_CPRECORD=CPRECORD, PYTHONPATH=os.pathsep.join(
+        [PACKAGE_ROOT, STAND_INS, os.environ.get("PYTHONPATH", "")]))
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "cprr.pytest_plugin", "-p", "no:cacheprovider",
+         "--cprr-backend", "cpu", "--cprr-arg=--timeout=20", "-v", "-rs",
+         os.path.join(SUITES, "test_process_suite.py")],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        timeout=300)
+    out = run.stdout
+    assert "ReduceSuiteTest.test_broadcast_float32@2 PASSED" in out, out
+    assert "GatherDeviceTestCPU.test_all_gather_cpu@2 PASSED" in out, out
+    assert "ReduceSuiteTest.test_shard_stats@2 FAILED" in out, out
+    assert "ReduceSuiteTest.test_eight_gpus@2 SKIPPED" in out, out
+    assert "Need at least 8 CUDA devices" in out, out
+    assert "2 failed, 7 passed, 1 skipped" in out, out  # pooled: scaled_sum fails after amax
+
+
+# ---- in-process -------------------------------------------------------------------------------
+
+
+def _module(source):
+    module = types.ModuleType("suite_under_test")
+    exec(compile(textwrap.dedent(source), "suite_under_test.py", "exec"), module.__dict__)
+    return module
+
+
+class _Ctx:
+    def __init__(self, rank, world_size=2):
+        self.rank, self.world_size = rank, world_size
+
+    def shared_path(self, name):
+        return f"/shared/{name}.7"
+
+
+def test_a_rank_does_what_the_harness_child_does():
+    seen = []
+    module = _module('''
+        from torch.testing._internal.common_distributed import MultiProcessTestCase
+
+        class Child(MultiProcessTestCase):
+            world_size = 3
+
+            def setUp(self):
+                raise AssertionError("the harness's parent runs setUp, never its children")
+
+            def test_one(self):
+                SEEN.append((self._testMethodName, self.rank, self.file_name))
+
+            def helper(self):
+                raise AssertionError("not a test")
+    ''')
+    module.SEEN = seen
+    cases, problems = _suites.definitions(module)
+    assert problems == []
+    assert [(c.name, c.world_sizes) for c in cases] == [("Child.test_one", [3])]
+    assert cases[0].source == "suite_under_test.py:10"
+    cases[0].body(_Ctx(1, 3))
+    assert seen == [("test_one", 1, "/shared/file_store.7")]
+
+
+def test_a_skipped_class_skips_and_a_broken_world_size_is_named():
+    module = _module('''
+        import unittest
+        from torch.testing._internal.common_distributed import MultiProcessTestCase
+
+        @unittest.skip("not on this platform")
+        class Skipped(MultiProcessTestCase):
+            def test_a(self):
+                raise AssertionError("must not run")
+
+        class Broken(MultiProcessTestCase):
+            @property
+            def world_size(self):
+                raise RuntimeError("no devices")
+
+            def test_b(self):
+                pass
+    ''')
+    cases, problems = _suites.definitions(module)
+    assert [c.name for c in cases] == ["Skipped.test_a"]
+    with pytest.raises(unittest.SkipTest, match="not on this platform"):
+        cases[0].body(_Ctx(0))
+    assert len(problems) == 1 and "Broken.test_b: cannot read its world_size" in problems[0]
+    assert "RuntimeError: no devices" in problems[0]
+
+
+def test_only_the_files_own_harness_classes_are_cases():
+    module = _module('''
+        import unittest
+        from torch.testing._internal.common_distributed import MultiProcessTestCase
+
+        class Plain(unittest.TestCase):  # no harness: pytest's, not cprr's
+            def test_x(self):
+                pass
+    ''')
+    module.Imported = type("Imported", (MultiProcessTestCase,), {"test_y": lambda self: None,
+                                                                "__module__": "elsewhere"})
+    module.MultiProcessTestCase = MultiProcessTestCase
+    assert _suites.definitions(module) == ([], [])
