@@ -40,17 +40,21 @@ std::string beside_self(const char* name) {
   return ec ? name : (self.parent_path() / name).string();
 }
 
+bool is_module_name(const std::string& text) {
+  static const std::regex kModule(R"([A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*)");
+  return std::regex_match(text, kModule);
+}
+
 // The Python worker's own arguments for --python's items: a path (file or directory) becomes
 // absolute, so cpreplay finds it from any directory; anything else must read as a module name.
 std::vector<std::string> python_worker_args(const std::vector<std::string>& items) {
-  static const std::regex kModule(R"([A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*)");
   std::vector<std::string> args;
   for (const std::string& item : items) {
     std::error_code ec;
     if (std::filesystem::exists(item, ec)) {
       args.push_back("--cases");
       args.push_back(std::filesystem::absolute(item).lexically_normal().string());
-    } else if (std::regex_match(item, kModule)) {
+    } else if (is_module_name(item)) {
       args.push_back("--cases");
       args.push_back(item);
     } else {
@@ -61,6 +65,38 @@ std::vector<std::string> python_worker_args(const std::vector<std::string>& item
     }
   }
   return args;
+}
+
+// The Python worker's --script for --torchrun / --torchrun-module (cprr._scripts.from_spec).
+std::vector<std::string> script_worker_args(const RecordOptions& o) {
+  if (o.torchrun.empty() && o.torchrun_module.empty()) {
+    if (!o.script_args.empty()) {
+      CPRR_THROW_AS(UsageError,
+                    "'{}': the arguments after -- are a script's: give --torchrun SCRIPT or "
+                    "--torchrun-module MODULE",
+                    fmt::join(o.script_args, " "));
+    }
+    return {};
+  }
+  if (!o.torchrun.empty() && !o.torchrun_module.empty()) {
+    CPRR_THROW_AS(UsageError, "--torchrun {} and --torchrun-module {}: give one of them",
+                  o.torchrun, o.torchrun_module);
+  }
+  nlohmann::json spec{{"world_sizes", o.nproc_per_node}, {"argv", o.script_args}};
+  if (!o.torchrun.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(o.torchrun, ec)) {
+      CPRR_THROW_AS(UsageError, "--torchrun {}: no such script; pass the path of a Python file",
+                    o.torchrun);
+    }
+    spec["path"] = std::filesystem::absolute(o.torchrun).lexically_normal().string();
+  } else if (is_module_name(o.torchrun_module)) {
+    spec["module"] = o.torchrun_module;
+  } else {
+    CPRR_THROW_AS(UsageError, "--torchrun-module {}: not a module name (as python -m takes one)",
+                  o.torchrun_module);
+  }
+  return {"--script", spec.dump()};
 }
 
 std::optional<std::regex> compile_regex(const char* option, const std::string& text) {
@@ -282,11 +318,12 @@ struct RecordSetup {
 
 RecordSetup resolve(const RecordOptions& o) {
   RecordSetup s;
-  const bool python = !o.python.empty();
+  s.worker_args = python_worker_args(o.python);
+  for (std::string& arg : script_worker_args(o)) s.worker_args.push_back(std::move(arg));
+  const bool python = !s.worker_args.empty();
   s.worker =
       absolute(!o.shared.worker.empty() ? o.shared.worker
                                         : beside_self(python ? "cprr-pyworker" : "cpworker"));
-  s.worker_args = python_worker_args(o.python);
   if (python && o.launch.kind != LauncherKind::local) {
     CPRR_THROW_AS(UsageError,
                   "--python runs with the local launcher only (a launched rank's supervisor "
@@ -327,7 +364,7 @@ std::optional<std::vector<CaseInstance>> plan_of(const RecordOptions& o, RecordS
   const Catalog catalog = fetch_catalog(s.worker, s.worker_args);
   if (catalog.cases.empty()) {
     // Said as what it is, not as a --filter that matched nothing.
-    if (!o.python.empty()) {
+    if (!s.worker_args.empty()) {
       CPRR_THROW_AS(UsageError, "--python {}: no @cprr.case in these files",
                     fmt::join(o.python, " "));
     }
@@ -424,6 +461,21 @@ void add_record_options(CLI::App& app, RecordOptions& o, LaunchFlags& launch) {
                  "files once and ran nothing (CPRR_PYTHON_TEMPLATE=off in the environment starts "
                  "each rank afresh instead)")
       ->expected(1, -1);
+  app.add_option("--torchrun", o.torchrun,
+                 "run a torchrun script as cases, unchanged: each rank runs it as __main__ with "
+                 "torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, ...), "
+                 "sys.argv the script and the arguments after --, sys.path[0] its folder; its "
+                 "init_process_group gets the case's group; exit status 0 passes");
+  app.add_option("-m,--torchrun-module", o.torchrun_module,
+                 "as --torchrun, for a module run as python -m runs it (sys.path[0] the current "
+                 "folder)");
+  app.add_option("--nproc-per-node", o.nproc_per_node,
+                 "the world sizes --torchrun runs its script at (torchrun's --nproc-per-node; "
+                 "several: a case each)")
+      ->expected(1, -1)
+      ->check(CLI::Range(1, 1024));
+  app.add_option("script_args", o.script_args,
+                 "after --: the arguments of the --torchrun script (its sys.argv[1:])");
   app.add_option("--backend", o.backend, "device backend: auto | cpu | cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   add_collectives_option(app, o.shared.collectives, "auto");

@@ -22,6 +22,13 @@ struct RecordOptions {
   /// --python: Python case files, directories of test_*.py / *_test.py, or module names; the
   /// worker is then cprr-pyworker (next to this executable unless --worker says otherwise).
   std::vector<std::string> python;
+  /// --torchrun SCRIPT or --torchrun-module MODULE: one torchrun script as cases, unchanged, at
+  /// each of `nproc_per_node`, with `script_args` (what follows --) as its arguments. The worker
+  /// is cprr-pyworker, as with --python (which may come too).
+  std::string torchrun;
+  std::string torchrun_module;
+  std::vector<int> nproc_per_node{1};
+  std::vector<std::string> script_args;
   std::string backend = "auto";
   std::string db = "cprr.db";  ///< the store; created when missing
   std::string junit;           ///< JUnit XML path; empty: none

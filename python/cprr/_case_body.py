@@ -38,10 +38,11 @@ _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _users_frames(e):
-    """`e`'s traceback from the first frame outside cprr's package on: this function's frame and
-    the suite's runner (cprr._suites) are cprr's, not the user's."""
+    """`e`'s traceback from the first frame outside cprr's package on (None when it has none:
+    cprr raised it, e.g. a script's exit status): this function's frame and the suite's runners
+    (cprr._suites, cprr._scripts) are cprr's, not the user's."""
     tb = e.__traceback__
-    while tb.tb_next is not None and \
+    while tb is not None and \
             os.path.dirname(os.path.abspath(tb.tb_frame.f_code.co_filename)) == _PACKAGE:
         tb = tb.tb_next
     return tb

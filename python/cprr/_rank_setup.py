@@ -24,7 +24,7 @@ if torch is not None:
 
     from cprr import _collectives, _gpu_hooks, _groups, _op_capture, _symmetric
 
-from cprr import _case, _case_body, _case_files, _cprr, _running, _shim  # noqa: E402
+from cprr import _case, _case_body, _case_files, _cprr, _running, _scripts, _shim  # noqa: E402
 
 
 class Rank:
@@ -162,14 +162,20 @@ def _start_counter(rank, native):
 # ---- once per rank process, before its worker loop --------------------------------------------
 
 
-def load(cases):
+def load(cases, scripts=()):
     """Everything a rank does before its worker loop: wraps torch's calls, imports the case
-    files and registers their cases. Returns the rank the bodies read (a template's: empty)."""
+    files and registers their cases, and the scripts of cprecord --torchrun (`scripts`: their
+    JSON specs). Returns the rank the bodies read (a template's: empty)."""
     rank = Rank([])
     rank.symmetric = _wrap_torch() if torch is not None else None
     for problem in _case_files.load_cases(cases):
         _cprr.add_error(problem)
-    if not cases:
+    for spec in scripts:
+        try:
+            _scripts.from_spec(spec)
+        except ValueError as e:
+            _cprr.add_error(str(e))
+    if not cases and not scripts:
         _cprr.add_error("no case files: pass --cases FILE (cprecord --python FILE does)")
     definitions = _case.registered_cases()
     _case_body.register(definitions, _cprr, rank)

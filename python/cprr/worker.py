@@ -1,4 +1,5 @@
-"""The Python rank process: ``cprr-pyworker [--cases PATH]... <the rank's arguments>``.
+"""The Python rank process: ``cprr-pyworker [--cases PATH]... [--script SPEC]... <the rank's
+arguments>``.
 
 cprecord and cpreplay start it as they start cpworker (``cprecord --python PATH...``). It imports
 torch, wraps torch.distributed's collectives, imports the case files (cprr._case_files),
@@ -21,9 +22,10 @@ from cprr import _case_body, _template
 
 
 def _split(argv):
-    """The worker's own arguments (--cases, --template) and the rank's (the rest)."""
+    """The worker's own arguments (--cases, --script, --template) and the rank's (the rest)."""
     ap = argparse.ArgumentParser(add_help=False)
     ap.add_argument("--cases", action="append", default=[])
+    ap.add_argument("--script", action="append", default=[])  # cprecord --torchrun's (JSON)
     ap.add_argument("--template", type=int, default=None)
     return ap.parse_known_args(argv)
 
@@ -47,7 +49,7 @@ def main(argv=None):
     # die with its controller) and then the compiled module (cprr._rank_setup says why).
     from cprr import _rank_setup
 
-    rank = _rank_setup.load(known.cases)
+    rank = _rank_setup.load(known.cases, known.script)
     if known.template is not None:
         status = _template.serve(known.template,
                                  lambda rank_argv: _rank_setup.serve(rank, _rank_argv(rank_argv)))

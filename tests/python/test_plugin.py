@@ -49,10 +49,10 @@ CASES = textwrap.dedent('''
 ''')
 
 
-def record_python(folder, *args, timeout=300, tool=None, pythonpath=()):
-    """`cprecord --python FOLDER --backend cpu ARGS...` (`tool`: another of the build's tools
-    with ARGS only, cpreplay) with this build's package and `pythonpath` on PYTHONPATH: the
-    completed process (its stdout is what --json printed)."""
+def record_python(folder, *args, timeout=300, tool=None, pythonpath=(), cwd=None):
+    """`cprecord --python FOLDER --backend cpu ARGS...` (`tool`: one of the build's tools with
+    ARGS only, cpreplay) with this build's package and `pythonpath` on PYTHONPATH, in folder
+    `cwd`: the completed process (its stdout is what --json printed)."""
     if not os.access(CPRECORD, os.X_OK):
         pytest.fail(f"no cprecord at {CPRECORD}: set CPRR_CPRECORD")
     path = [PACKAGE_ROOT, *map(str, pythonpath), os.environ.get("PYTHONPATH", "")]
@@ -61,7 +61,7 @@ def record_python(folder, *args, timeout=300, tool=None, pythonpath=()):
         [CPRECORD, "--python", str(folder), "--backend", "cpu"]
     return subprocess.run([*cmd, *map(str, args)],
                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          timeout=timeout)
+                          timeout=timeout, cwd=cwd)
 
 
 def _env():
