@@ -69,15 +69,14 @@ std::vector<std::string> python_worker_args(const std::vector<std::string>& item
 
 // The Python worker's --script for --torchrun / --torchrun-module (cprr._scripts.from_spec).
 std::vector<std::string> script_worker_args(const RecordOptions& o) {
-  if (o.torchrun.empty() && o.torchrun_module.empty()) {
-    if (!o.script_args.empty()) {
-      CPRR_THROW_AS(UsageError,
-                    "'{}': the arguments after -- are a script's: give --torchrun SCRIPT or "
-                    "--torchrun-module MODULE",
-                    fmt::join(o.script_args, " "));
-    }
-    return {};
+  const bool script = !o.torchrun.empty() || !o.torchrun_module.empty();
+  if (!o.script_args.empty() && script == !o.pytest.empty()) {
+    CPRR_THROW_AS(UsageError,
+                  "'{}': the arguments after -- are a script's or pytest's: give --torchrun "
+                  "SCRIPT, --torchrun-module MODULE or --pytest PATH (one of them)",
+                  fmt::join(o.script_args, " "));
   }
+  if (!script) return {};
   if (!o.torchrun.empty() && !o.torchrun_module.empty()) {
     CPRR_THROW_AS(UsageError, "--torchrun {} and --torchrun-module {}: give one of them",
                   o.torchrun, o.torchrun_module);
@@ -97,6 +96,29 @@ std::vector<std::string> script_worker_args(const RecordOptions& o) {
                   o.torchrun_module);
   }
   return {"--script", spec.dump()};
+}
+
+// The Python worker's --pytest for --pytest's paths (cprr._pytest_items.within_session): each
+// a file, a directory or a node id (FILE::Class::test), made absolute.
+std::vector<std::string> pytest_worker_args(const RecordOptions& o) {
+  if (o.pytest.empty()) return {};
+  std::vector<std::string> paths;
+  for (const std::string& given : o.pytest) {
+    const std::size_t node = given.find("::");
+    const std::string path = given.substr(0, node);
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
+      CPRR_THROW_AS(UsageError,
+                    "--pytest {}: no such file or directory; pass test files, directories or "
+                    "node ids (FILE::Class::test)",
+                    given);
+    }
+    paths.push_back(std::filesystem::absolute(path).lexically_normal().string() +
+                    (node == std::string::npos ? "" : given.substr(node)));
+  }
+  const nlohmann::json spec{
+      {"paths", paths}, {"args", o.script_args}, {"world_sizes", o.nproc_per_node}};
+  return {"--pytest", spec.dump()};
 }
 
 std::optional<std::regex> compile_regex(const char* option, const std::string& text) {
@@ -320,6 +342,7 @@ RecordSetup resolve(const RecordOptions& o) {
   RecordSetup s;
   s.worker_args = python_worker_args(o.python);
   for (std::string& arg : script_worker_args(o)) s.worker_args.push_back(std::move(arg));
+  for (std::string& arg : pytest_worker_args(o)) s.worker_args.push_back(std::move(arg));
   const bool python = !s.worker_args.empty();
   s.worker =
       absolute(!o.shared.worker.empty() ? o.shared.worker
@@ -469,13 +492,22 @@ void add_record_options(CLI::App& app, RecordOptions& o, LaunchFlags& launch) {
   app.add_option("-m,--torchrun-module", o.torchrun_module,
                  "as --torchrun, for a module run as python -m runs it (sys.path[0] the current "
                  "folder)");
+  app.add_option("--pytest", o.pytest,
+                 "run pytest items as cases, each in every rank of a world (as torchrun -m "
+                 "pytest or DeepSpeed's DistributedTest run them): test files, directories or "
+                 "node ids; pytest collects in the rank (arguments after -- are pytest's); an "
+                 "item's world sizes are its @pytest.mark.world_size(N), else its class's "
+                 "world_size, else --nproc-per-node; fixtures are per rank and end with each "
+                 "case, tmp_path is one folder shared by the ranks")
+      ->expected(1, -1);
   app.add_option("--nproc-per-node", o.nproc_per_node,
                  "the world sizes --torchrun runs its script at (torchrun's --nproc-per-node; "
-                 "several: a case each)")
+                 "several: a case each), and --pytest's items that name none")
       ->expected(1, -1)
       ->check(CLI::Range(1, 1024));
   app.add_option("script_args", o.script_args,
-                 "after --: the arguments of the --torchrun script (its sys.argv[1:])");
+                 "after --: the arguments of the --torchrun script (its sys.argv[1:]), or "
+                 "pytest's with --pytest");
   app.add_option("--backend", o.backend, "device backend: auto | cpu | cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   add_collectives_option(app, o.shared.collectives, "auto");

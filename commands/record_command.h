@@ -28,6 +28,10 @@ struct RecordOptions {
   std::string torchrun;
   std::string torchrun_module;
   std::vector<int> nproc_per_node{1};
+  /// --pytest: test files, directories or node ids whose pytest items are cases, each run in
+  /// every rank (at its world_size marker, its class's world_size, else nproc_per_node).
+  std::vector<std::string> pytest;
+  /// After --: the --torchrun script's arguments, or --pytest's pytest arguments.
   std::vector<std::string> script_args;
   std::string backend = "auto";
   std::string db = "cprr.db";  ///< the store; created when missing

@@ -162,10 +162,11 @@ def _start_counter(rank, native):
 # ---- once per rank process, before its worker loop --------------------------------------------
 
 
-def load(cases, scripts=()):
+def load(cases, scripts=(), pytest=False):
     """Everything a rank does before its worker loop: wraps torch's calls, imports the case
     files and registers their cases, and the scripts of cprecord --torchrun (`scripts`: their
-    JSON specs). Returns the rank the bodies read (a template's: empty)."""
+    JSON specs); `pytest`: pytest's items come later (register_more). Returns the rank the
+    bodies read (a template's: empty)."""
     rank = Rank([])
     rank.symmetric = _wrap_torch() if torch is not None else None
     for problem in _case_files.load_cases(cases):
@@ -175,13 +176,19 @@ def load(cases, scripts=()):
             _scripts.from_spec(spec)
         except ValueError as e:
             _cprr.add_error(str(e))
-    if not cases and not scripts:
+    if not cases and not scripts and not pytest:
         _cprr.add_error("no case files: pass --cases FILE (cprecord --python FILE does)")
-    definitions = _case.registered_cases()
+    register_more(rank, _case.registered_cases())
+    return rank
+
+
+def register_more(rank, definitions, problems=()):
+    """Registers cases (load's, then pytest's items) and the problems found with them."""
+    for problem in problems:
+        _cprr.add_error(problem)
     _case_body.register(definitions, _cprr, rank)
     for path in sorted({d.file for d in definitions if d.file}):
         _cprr.add_source_file(path)
-    return rank
 
 
 def _wrap_torch():

@@ -1,5 +1,5 @@
-"""The Python rank process: ``cprr-pyworker [--cases PATH]... [--script SPEC]... <the rank's
-arguments>``.
+"""The Python rank process: ``cprr-pyworker [--cases PATH]... [--script SPEC]... [--pytest SPEC]
+<the rank's arguments>``.
 
 cprecord and cpreplay start it as they start cpworker (``cprecord --python PATH...``). It imports
 torch, wraps torch.distributed's collectives, imports the case files (cprr._case_files),
@@ -22,10 +22,12 @@ from cprr import _case_body, _template
 
 
 def _split(argv):
-    """The worker's own arguments (--cases, --script, --template) and the rank's (the rest)."""
+    """The worker's own arguments (--cases, --script, --pytest, --template) and the rank's (the
+    rest)."""
     ap = argparse.ArgumentParser(add_help=False)
     ap.add_argument("--cases", action="append", default=[])
     ap.add_argument("--script", action="append", default=[])  # cprecord --torchrun's (JSON)
+    ap.add_argument("--pytest", default=None)  # cprecord --pytest's (JSON)
     ap.add_argument("--template", type=int, default=None)
     return ap.parse_known_args(argv)
 
@@ -49,7 +51,22 @@ def main(argv=None):
     # die with its controller) and then the compiled module (cprr._rank_setup says why).
     from cprr import _rank_setup
 
-    rank = _rank_setup.load(known.cases, known.script)
+    rank = _rank_setup.load(known.cases, known.script, pytest=known.pytest is not None)
+    if known.pytest is None:
+        return _serve(known, argv, rank)
+    from cprr import _pytest_items
+
+    def serve_items(definitions, problems):
+        _rank_setup.register_more(rank, definitions, problems)
+        return _serve(known, argv, rank)
+
+    return _pytest_items.within_session(known.pytest, serve_items)
+
+
+def _serve(known, argv, rank):
+    """The template's fork loop, or the rank's worker loop: its exit status."""
+    from cprr import _rank_setup
+
     if known.template is not None:
         status = _template.serve(known.template,
                                  lambda rank_argv: _rank_setup.serve(rank, _rank_argv(rank_argv)))
@@ -59,7 +76,6 @@ def main(argv=None):
         os._exit(status)
     return _rank_setup.serve(rank, _rank_argv([sys.argv[0] if sys.argv else "cprr-pyworker"]
                                               + argv))
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -49,14 +49,15 @@ CASES = textwrap.dedent('''
 ''')
 
 
-def record_python(folder, *args, timeout=300, tool=None, pythonpath=(), cwd=None):
+def record_python(folder, *args, timeout=300, tool=None, pythonpath=(), cwd=None, env=None):
     """`cprecord --python FOLDER --backend cpu ARGS...` (`tool`: one of the build's tools with
     ARGS only, cpreplay) with this build's package and `pythonpath` on PYTHONPATH, in folder
-    `cwd`: the completed process (its stdout is what --json printed)."""
+    `cwd`, with the variables of `env` added: the completed process (its stdout is what --json
+    printed)."""
     if not os.access(CPRECORD, os.X_OK):
         pytest.fail(f"no cprecord at {CPRECORD}: set CPRR_CPRECORD")
     path = [PACKAGE_ROOT, *map(str, pythonpath), os.environ.get("PYTHONPATH", "")]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
+    env = dict(os.environ, **(env or {}), PYTHONPATH=os.pathsep.join(path))
     cmd = [os.path.join(os.path.dirname(CPRECORD), tool)] if tool else \
         [CPRECORD, "--python", str(folder), "--backend", "cpu"]
     return subprocess.run([*cmd, *map(str, args)],

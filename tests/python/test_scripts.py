@@ -1,7 +1,7 @@
 """torchrun scripts as cprr cases, unchanged (cprr._scripts): ``cprr.script`` in a case file over
 a grid of command lines, and ``cprecord --torchrun SCRIPT -- ARGS`` / ``--torchrun-module``.
 
-End to end on corpus/suites/test_scripts.py (seed 001's config rewrite in a sibling module: a
+End to end on corpus/suites/torchrun/test_scripts.py (seed 001's config rewrite in a sibling module: a
 state leak pooled, named by cpreplay with its polluter; its twin clean) and on scripts written
 here: what a rank gives the script (argv, sys.path[0], __main__, torchrun's environment, its
 init_process_group), exit statuses, a script's prints beside the control channel, skips and
@@ -19,7 +19,7 @@ from cprr import _scripts
 from test_plugin import record_python
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SUITES = os.path.join(os.path.dirname(os.path.dirname(HERE)), "corpus", "suites")
+SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "corpus", "suites", "torchrun")
 VICTIM = "cp_attention{argv=--format bshd --config cp_1_0}@2"
 POLLUTER = "cp_attention{argv=--format thd --config cp_1_0}@2"
 
@@ -30,7 +30,7 @@ def cprecord(*args, cwd=None):
 
 def test_a_grid_of_command_lines_and_seed_001s_leak(tmp_path):
     db = tmp_path / "scripts.db"
-    run = record_python(os.path.join(SUITES, "test_scripts.py"), "--mode", "both", "--db", db,
+    run = record_python(os.path.join(SCRIPTS, "test_scripts.py"), "--mode", "both", "--db", db,
                         "--json")
     cases = {c["label"]: c for c in json.loads(run.stdout)["cases"]}
     assert sorted(cases) == sorted([
@@ -108,7 +108,7 @@ def test_a_module_runs_from_the_current_folder_and_a_skip_is_a_skip(script, tmp_
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--", "--want", "1"], "the arguments after -- are a script's: give --torchrun SCRIPT"),
+    (["--", "--want", "1"], "the arguments after -- are a script's or pytest's: give --torchrun SCRIPT"),
     (["--torchrun", "missing.py"], "--torchrun missing.py: no such script"),
     (["--torchrun-module", "not a module"], "not a module name"),
     (["--torchrun", "x.py", "-m", "y"], "give one of them"),

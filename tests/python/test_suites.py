@@ -1,6 +1,6 @@
 """PyTorch's multi-process TestCase family run unchanged as cprr cases (cprr._suites).
 
-End to end on corpus/suites (a MultiProcessTestCase suite with parametrized and device-type
+End to end on corpus/suites/testcase (a MultiProcessTestCase suite with parametrized and device-type
 generated classes, a MultiProcContinuousTest suite), through cprecord on cpu in both modes and
 through the pytest plugin: every test method is a case ``Class.test_method@W``, each planted bug
 gets the verdict of its ``@cprr.case`` twin (a state leak: a fresh-vs-pooled divergence that
@@ -26,7 +26,7 @@ from test_plugin import CPRECORD, PACKAGE_ROOT, record_python
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STAND_INS = os.path.join(HERE, "stand_ins")
-SUITES = os.path.join(os.path.dirname(os.path.dirname(HERE)), "corpus", "suites")
+SUITES = os.path.join(os.path.dirname(os.path.dirname(HERE)), "corpus", "suites", "testcase")
 sys.path.insert(0, STAND_INS)  # this process imports the harness too (the in-process tests)
 
 from torch.testing._internal.common_distributed import MultiProcessTestCase  # noqa: E402

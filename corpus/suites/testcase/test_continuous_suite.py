@@ -1,7 +1,7 @@
 """A suite written for PyTorch's continuous harness (MultiProcContinuousTest: one process per rank
 for the whole class, fed test ids), with a bug planted as such suites have them. Under cprr
-(``cprecord --python corpus/suites``) each test method is a case ``ContinuousSuiteTest.test_...@2``;
-the class's set-up (``_init_pg``) runs once per rank process, as the harness's worker runs it.
+(``cprecord --python corpus/suites/testcase``) each test method is a case
+``ContinuousSuiteTest.test_...@2``; the class's set-up (``_init_pg``) runs once per rank process, as the harness's worker runs it.
 
 Planted: a cache on the class that one test fills with its own shapes and a later test reads (a
 state leak: the harness itself runs them in one process, so it fails there too; cprr's fresh

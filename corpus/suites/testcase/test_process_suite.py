@@ -1,7 +1,7 @@
 """A suite written for PyTorch's own harness (MultiProcessTestCase: a process per rank per test),
 with bugs planted as they are found in real suites. It runs unchanged under its own harness
-(``python test_process_suite.py``) and under cprr (``cprecord --python corpus/suites``), where
-each test method is a case ``ReduceSuiteTest.test_...@2``.
+(``python test_process_suite.py``) and under cprr (``cprecord --python
+corpus/suites/testcase``), where each test method is a case ``ReduceSuiteTest.test_...@2``.
 
 Planted: a module-level table one test rewrites in place (a state leak: a later test fails only
 in a reused process), a collective whose size differs on the last rank (a collective mismatch),
