@@ -44,23 +44,35 @@ def _import_file(path):
     return module
 
 
-def load_cases(items):
+def import_target(target):
+    """Imports one case file (a path) or module (a name) and registers its cases; returns the
+    problems of its TestCase classes."""
+    module = _import_file(target) if os.path.exists(target) else importlib.import_module(target)
+    return _add_suite_cases(module)
+
+
+def targets_of(items):
+    """The files and modules `items` name: each file, each test file of a directory, each
+    module."""
+    return [t for item in items for t in (_files_of(item) if os.path.exists(item) else [item])]
+
+
+def load_cases(items, leave_to_ranks=None):
     """Imports every file, directory of test files or module in `items`; returns the problems
-    (one text per item that failed to import)."""
-    problems = []
-    for item in items:
-        targets = _files_of(item) if os.path.exists(item) else [item]
-        for target in targets:
-            try:
-                if os.path.exists(target):
-                    module = _import_file(target)
-                else:
-                    module = importlib.import_module(target)
-            except BaseException:  # a case file's SystemExit or syntax error is its problem
-                problems.append(f"cannot import {target}:\n{traceback.format_exc()}")
-                continue
-            problems += _add_suite_cases(module)
-    return problems
+    (one text per item that failed to import). `leave_to_ranks(target)` (a template's): why a
+    target must be imported by each rank instead (cprr._import_probe), or None; those targets
+    are not imported here, and come back as ``(target, why)`` pairs after the problems."""
+    problems, left = [], []
+    for target in targets_of(items):
+        why = leave_to_ranks(import_target, target) if leave_to_ranks else None
+        if why:
+            left.append((target, why))
+            continue
+        try:
+            problems += import_target(target)
+        except BaseException:  # a case file's SystemExit or syntax error is its problem
+            problems.append(f"cannot import {target}:\n{traceback.format_exc()}")
+    return (problems, left) if leave_to_ranks else problems
 
 
 def _add_suite_cases(module):

@@ -114,6 +114,15 @@ class Driver:
         return self._shared
 
 
+def collect(spec):
+    """pytest's collection as within_session does it, and nothing more (cprr._import_probe runs
+    it to see what it does)."""
+    import pytest
+
+    s = json.loads(spec)
+    pytest.main([*_FIXED_ARGS, "--collect-only", *s["args"], "--", *s["paths"]])
+
+
 def within_session(spec, serve):
     """Runs pytest as the spec (JSON: paths, args, world_sizes) says, in this process; its run
     loop calls ``serve(definitions, problems)``, which returns the exit status this returns."""

@@ -24,7 +24,8 @@ if torch is not None:
 
     from cprr import _collectives, _gpu_hooks, _groups, _op_capture, _symmetric
 
-from cprr import _case, _case_body, _case_files, _cprr, _running, _scripts, _shim  # noqa: E402
+from cprr import (  # noqa: E402
+    _case, _case_body, _case_files, _cprr, _import_probe, _running, _scripts, _shim)
 
 
 class Rank:
@@ -36,6 +37,7 @@ class Rank:
         self.counter = None  # counts CUDA work outside the op log (the _cprr module), or None
         self.symmetric = None  # torch's symmetric windows (cprr._symmetric), where torch has them
         self.first_group = None  # the first group id of the running case (cprr._groups)
+        self.left_to_ranks = []  # (file, why): what a template left to its ranks to import
         self.parse(argv)
 
     def parse(self, argv):
@@ -162,14 +164,24 @@ def _start_counter(rank, native):
 # ---- once per rank process, before its worker loop --------------------------------------------
 
 
-def load(cases, scripts=(), pytest=False):
+def load(cases, scripts=(), pytest=False, template=False, rank_argv=()):
     """Everything a rank does before its worker loop: wraps torch's calls, imports the case
     files and registers their cases, and the scripts of cprecord --torchrun (`scripts`: their
-    JSON specs); `pytest`: pytest's items come later (register_more). Returns the rank the
-    bodies read (a template's: empty)."""
-    rank = Rank([])
+    JSON specs); `pytest`: pytest's items come later (register_more). A rank (`rank_argv`: its
+    arguments) imports with torchrun's variables set, as a file that reads them at import
+    expects; a `template` leaves such files to its ranks (cprr._import_probe). Returns the rank
+    the bodies read (a template's: empty)."""
+    rank = Rank([] if template else list(rank_argv))
     rank.symmetric = _wrap_torch() if torch is not None else None
-    for problem in _case_files.load_cases(cases):
+    if template:
+        problems, rank.left_to_ranks = _case_files.load_cases(cases, _import_probe.why_in_rank)
+        for target, why in rank.left_to_ranks:
+            print(f"cprr: {target} is imported by each rank, not once per run: its import {why}",
+                  file=sys.stderr)
+    else:
+        _shim.set_environment(rank.rank, rank.world_size)
+        problems = _case_files.load_cases(cases)
+    for problem in problems:
         _cprr.add_error(problem)
     for spec in scripts:
         try:
@@ -180,6 +192,18 @@ def load(cases, scripts=(), pytest=False):
         _cprr.add_error("no case files: pass --cases FILE (cprecord --python FILE does)")
     register_more(rank, _case.registered_cases())
     return rank
+
+
+def _import_left_files(rank):
+    """A forked rank's imports of the files its template left to it (load), with torchrun's
+    variables of this rank set; their cases are registered as the template's were."""
+    if not rank.left_to_ranks:
+        return
+    _shim.set_environment(rank.rank, rank.world_size)
+    before = len(_case.registered_cases())
+    problems = _case_files.load_cases([target for target, _ in rank.left_to_ranks])
+    rank.left_to_ranks = []
+    register_more(rank, _case.registered_cases()[before:], problems)
 
 
 def register_more(rank, definitions, problems=()):
@@ -201,10 +225,26 @@ def _wrap_torch():
     return symmetric
 
 
+def collect_and_serve(rank, spec, argv):
+    """A forked rank's pytest session (cprr._pytest_items: `spec`), collected here with
+    torchrun's variables of this rank set, its items registered, then the worker loop."""
+    from cprr import _pytest_items
+
+    rank.parse(argv[1:])
+    _shim.set_environment(rank.rank, rank.world_size)
+
+    def serve_items(definitions, problems):
+        register_more(rank, definitions, problems)
+        return serve(rank, argv)
+
+    return _pytest_items.within_session(spec, serve_items)
+
+
 def serve(rank, argv):
     """The worker loop of the rank whose command line is `argv` (the worker, then the rank's own
     arguments); returns its exit status."""
     rank.parse(argv[1:])
+    _import_left_files(rank)
     use_cprr_allocator(rank)
     status = _cprr.serve(argv)
     _case_body.flush()

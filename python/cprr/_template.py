@@ -21,11 +21,10 @@ import resource
 import signal
 import socket
 import sys
-import threading
 import time
 import traceback
 
-from cprr import _fork_request
+from cprr import _fork_request, _import_probe
 
 _PR_SET_PDEATHSIG = 1
 # How long a rank waits to be reparented to its controller (its parent exits right after the
@@ -150,9 +149,7 @@ def _check_forkable():
     down in a pthread_atfork handler; PyTorch's pools do the same. Refusing them would refuse
     every template that imports numpy on a many-core machine."""
     # A thread with a Python frame, however it was started (threading or _thread).
-    names = {t.ident: t.name for t in threading.enumerate()}
-    started = [names.get(ident, f"thread {ident}") for ident in sys._current_frames()
-               if ident != threading.main_thread().ident]
+    started = _import_probe.python_threads()
     if started:
         raise TemplateError(
             f"the template runs {len(started)} Python thread(s) ({', '.join(started)}), started "

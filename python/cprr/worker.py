@@ -51,10 +51,19 @@ def main(argv=None):
     # die with its controller) and then the compiled module (cprr._rank_setup says why).
     from cprr import _rank_setup
 
-    rank = _rank_setup.load(known.cases, known.script, pytest=known.pytest is not None)
+    rank = _rank_setup.load(known.cases, known.script, pytest=known.pytest is not None,
+                            template=known.template is not None, rank_argv=_split(argv)[1])
     if known.pytest is None:
         return _serve(known, argv, rank)
-    from cprr import _pytest_items
+    from cprr import _import_probe, _pytest_items
+
+    if known.template is not None:
+        why = _import_probe.why_in_rank(_pytest_items.collect, known.pytest)
+        if why:  # pytest collects in each rank, after the fork; torch stays the template's
+            print(f"cprr: pytest collects in each rank, not once per run: its collection {why}",
+                  file=sys.stderr)
+            return _serve(known, argv, rank, lambda rank_argv: _rank_setup.collect_and_serve(
+                rank, known.pytest, _rank_argv(rank_argv)))
 
     def serve_items(definitions, problems):
         _rank_setup.register_more(rank, definitions, problems)
@@ -63,13 +72,14 @@ def main(argv=None):
     return _pytest_items.within_session(known.pytest, serve_items)
 
 
-def _serve(known, argv, rank):
-    """The template's fork loop, or the rank's worker loop: its exit status."""
+def _serve(known, argv, rank, run_rank=None):
+    """The template's fork loop (its ranks run `run_rank(argv)`, by default the worker loop), or
+    the rank's worker loop: its exit status."""
     from cprr import _rank_setup
 
     if known.template is not None:
-        status = _template.serve(known.template,
-                                 lambda rank_argv: _rank_setup.serve(rank, _rank_argv(rank_argv)))
+        status = _template.serve(known.template, run_rank or (
+            lambda rank_argv: _rank_setup.serve(rank, _rank_argv(rank_argv))))
         # As a rank leaves (worker.cpp's _Exit): static destructors would release the case
         # bodies, which takes the GIL of an interpreter already finalized, and hangs.
         _case_body.flush()
