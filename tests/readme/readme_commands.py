@@ -5,7 +5,7 @@ drift from what the build does (ctest readme_commands_run_as_written).
     readme_commands.py --source SRC --build BUILD --work DIR
 
 The commands run in order in DIR, a scratch folder that looks like a checkout whose build is
-BUILD (build/, corpus/, examples/ and tools/ link there), with HOME=DIR/home, PATH=/usr/bin:/bin
+BUILD (build/, corpus/, examples/, tests/ and tools/ link there), with HOME=DIR/home, PATH=/usr/bin:/bin
 and nothing of cprr's in the environment: a new user's shell. Every line must match one rule
 below, which says what it must do (its exit code, the files it leaves) or why CI cannot run it
 (other hosts, GPUs); a line no rule knows fails the test, naming the line. A placeholder (N) is
@@ -56,6 +56,12 @@ RULES = [
     Rule(r"^build/tools/cprecord --python corpus/python ", (0,), makes=("py.db",)),
     Rule(r"^build/tools/cpreplay --db py\.db --case 3 ", (0, 1)),
     Rule(r"^PYTHONPATH=build/python /usr/bin/python3 -m pytest -p cprr\.pytest_plugin ", (0,)),
+    # Suites run unchanged: their planted bugs are unexpected failures (exit 1).
+    Rule(r"^PYTHONPATH=tests/python/stand_ins build/tools/cprecord --python corpus/suites/testcase ",
+         (1,), makes=("suites.db",)),
+    Rule(r"^build/tools/cprecord --python corpus/suites/torchrun ", (1,), makes=("suites.db",)),
+    Rule(r"^build/tools/cprecord --torchrun corpus/suites/torchrun/", (0,), makes=("suites.db",)),
+    Rule(r"^build/tools/cprecord --pytest corpus/suites/per_rank ", (1,), makes=("suites.db",)),
     # Many hosts: a cluster's commands, cprecord on its PATH.
     Rule(r"^cprecord .*--launcher (mpirun|srun)", None,
          why="a cluster's command: other hosts, GPUs, an allocation"),
@@ -78,11 +84,12 @@ def readme_lines(path):
 
 def from_prefix(command, prefix):
     """The Python commands again from the installed prefix (README's install line put it there):
-    the pytest command with the prefix's package, --python with the prefix's cprecord and no
-    PYTHONPATH (its cprr-pyworker finds its own package). None for any other command."""
+    the pytest command with the prefix's package, --python corpus/python with the prefix's
+    cprecord and no PYTHONPATH (its cprr-pyworker finds its own package). None for any other
+    command."""
     if command.startswith("PYTHONPATH=build/python "):
         return command.replace("build/python", f"{prefix}/lib/cprr/python", 1)
-    if command.startswith("build/tools/cprecord --python "):
+    if command.startswith("build/tools/cprecord --python corpus/python "):
         return (command.replace("build/tools/cprecord", f"{prefix}/bin/cprecord", 1)
                 .replace("--db py.db", "--db py-installed.db"))
     return None
@@ -94,7 +101,8 @@ def workspace(source, build, work):
     os.makedirs(os.path.join(work, "home"))
     for name, target in (("build", build), ("corpus", os.path.join(source, "corpus")),
                          ("examples", os.path.join(source, "examples")),
-                         ("tools", os.path.join(source, "tools"))):
+                         ("tools", os.path.join(source, "tools")),
+                         ("tests", os.path.join(source, "tests"))):
         link = os.path.join(work, name)
         if not os.path.lexists(link):
             os.symlink(target, link)

@@ -7,7 +7,7 @@
 #   tools/device/run_gpu_checks.sh [tests] [corpus] [races] [symmetric] [trace] [bench] [recording]
 #                                  [standby] [launcher] [examples] [triage] [python] [pybench]
 #                                  [mismatch] [descriptors] [pyraces] [pycost] [pyalloc]
-#                                  [pysymmetric] [faults]
+#                                  [pysymmetric] [faults] [suites] [suitesbench]
 #                                  (default: tests corpus races symmetric trace bench; bench
 #                                  includes recording: issue 14's figures from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
@@ -108,6 +108,22 @@ for step in "${steps[@]}"; do
           >"$out/python_replay_$id.txt" 2>&1
         report "replay $id rc=$?: $(grep -E '^case [0-9]+ ' "$out/python_replay_$id.txt" | head -1)"
       done
+      ;;
+    suites)
+      # Issue 39: corpus/suites run unchanged (TestCase family, torchrun scripts, per-rank pytest
+      # items) on cuda in both modes, every planted bug's verdict and replay checked, and the
+      # continuous class under torch's own harness (check_suites.py).
+      python_module || continue
+      timeout 550 python3 tools/device/check_suites.py --build "$b" --backend cuda --out "$out" \
+        >"$out/suites.txt" 2>&1
+      report "suites rc=$?" "$(tail -n 12 "$out/suites.txt")"
+      ;;
+    suitesbench)
+      # Issue 39's benchmark on cuda: each suite through its own harness against cprecord.
+      python_module || continue
+      timeout 550 python3 tools/bench/suites_bench.py --build "$b" --backend cuda \
+        --torchrun-tests "${CPRR_TORCHRUN_TESTS:-4}" >"$out/suites_bench.txt" 2>&1
+      report "suites bench rc=$?" "$(tail -n 6 "$out/suites_bench.txt")"
       ;;
     pyraces)
       # Issue 27: the stream seeds as PyTorch code (corpus/python_gpu) on cuda, ranks sharing the

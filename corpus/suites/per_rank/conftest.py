@@ -34,7 +34,8 @@ def _free_port():
 
 
 def _backend():
-    return "nccl" if torch.cuda.is_available() else "gloo"
+    # NCCL takes one GPU per rank: ranks sharing a GPU talk through gloo.
+    return "nccl" if torch.cuda.device_count() >= int(os.environ["WORLD_SIZE"]) else "gloo"
 
 
 def _run_rank(item, rank, world_size, port, errors):

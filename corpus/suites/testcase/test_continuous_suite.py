@@ -28,7 +28,8 @@ class ContinuousSuiteTest(MultiProcContinuousTest):
 
     @classmethod
     def backend_str(cls):
-        return "nccl" if torch.cuda.is_available() else "gloo"
+        # NCCL takes one GPU per rank: ranks sharing a GPU talk through gloo.
+        return "nccl" if torch.cuda.device_count() >= cls.world_size else "gloo"
 
     @classmethod
     def _init_pg(cls, rank, world_size, rdvz_file):

@@ -39,7 +39,9 @@ def main():
     ap.add_argument("--copy-config", action="store_true")
     args = ap.parse_args()
 
-    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    # NCCL takes one GPU per rank: ranks sharing a GPU talk through gloo.
+    world = int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("nccl" if torch.cuda.device_count() >= world else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     if torch.cuda.is_available():
         device = torch.device("cuda", int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
