@@ -104,13 +104,15 @@ def _device(native):
 def _ensure_process_group(rank, native):
     """The default process group, made by the world's first case and kept by pooled ones: gloo
     on cpu; on cuda NCCL when every rank has a GPU of its own, gloo where ranks share one (NCCL
-    refuses two ranks on one GPU), as cprr's own collectives choose."""
+    refuses two ranks on one GPU), as cprr's own collectives choose. Not "cpu:gloo,cuda:nccl":
+    dist.get_backend() would then say so, and cases choose their device by it being "nccl"."""
     if dist.is_initialized():
         return
-    backend = "nccl" if native.backend == "cuda" and native.nccl else "gloo"
+    nccl = native.backend == "cuda" and native.nccl
+    backend = "nccl" if nccl else "gloo"
     store = os.path.join(rank.rendezvous or ".", "torch_process_group")
     options = {}
-    if backend == "nccl" and "device_id" in inspect.signature(dist.init_process_group).parameters:
+    if nccl and "device_id" in inspect.signature(dist.init_process_group).parameters:
         # The NCCL communicator now, not at the first collective: torch's symmetric memory on
         # NCCL (symm_mem.empty) needs it, and dies of a null communicator without (torch 2.11).
         options["device_id"] = torch.device("cuda", native.device_index)

@@ -45,9 +45,25 @@ def die_with_parent():
         os._exit(3)
 
 
+def release_nvml():
+    """Shuts NVML down in the template if a case file's import started it (torch's NVML-based
+    device count: common_utils' TEST_MULTIGPU, a world size read from device_count()). A rank
+    forked with NVML started cannot start it again ("GPU access blocked by the operating
+    system"), and NCCL's communicator needs it. NVML counts its inits: shut down until it says
+    it is not started."""
+    try:
+        nvml = ctypes.CDLL("libnvidia-ml.so.1", mode=os.RTLD_NOLOAD)
+    except OSError:
+        return  # never loaded
+    for _ in range(1000):
+        if nvml.nvmlShutdown() != 0:  # NVML_ERROR_UNINITIALIZED: the last init is undone
+            return
+
+
 def serve(fd, run_rank):
     """Serves fork requests on descriptor `fd` until the controller closes it; each child calls
     ``run_rank(argv)`` (the rank's whole argv) and exits with its status. Returns 0."""
+    release_nvml()
     sock = socket.socket(fileno=fd)
     while True:
         try:

@@ -114,8 +114,8 @@ for step in "${steps[@]}"; do
       # items) on cuda in both modes, every planted bug's verdict and replay checked, and the
       # continuous class under torch's own harness (check_suites.py).
       python_module || continue
-      timeout 550 python3 tools/device/check_suites.py --build "$b" --backend cuda --out "$out" \
-        >"$out/suites.txt" 2>&1
+      timeout "${CPRR_SUITES_TIMEOUT:-550}" python3 tools/device/check_suites.py --build "$b" \
+        --backend cuda --out "$(mktemp -d)" ${CPRR_SUITES_ARGS:-} >"$out/suites.txt" 2>&1
       report "suites rc=$?" "$(tail -n 12 "$out/suites.txt")"
       ;;
     suitesbench)
