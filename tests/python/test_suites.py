@@ -193,3 +193,48 @@ def test_only_the_files_own_harness_classes_are_cases():
                                                                 "__module__": "elsewhere"})
     module.MultiProcessTestCase = MultiProcessTestCase
     assert _suites.definitions(module) == ([], [])
+
+
+def test_a_continuous_class_is_set_up_once_per_rank_process_and_its_skip_holds():
+    import continuous_stand_in  # noqa: F401  (adds MultiProcContinuousTest where torch lacks it)
+
+    module = _module('''
+        import sys
+        from torch.testing._internal.common_distributed import (
+            MultiProcContinuousTest, TEST_SKIPS)
+
+        class Kept(MultiProcContinuousTest):
+            world_size = 2
+            inits = []
+
+            @classmethod
+            def _init_pg(cls, rank, world_size, rdvz_file):
+                cls.inits.append((rank, world_size, rdvz_file))
+
+            def test_one(self):
+                RAN.append((type(self).rank, self.rank, self.world_size))
+
+        class NeedsGpus(MultiProcContinuousTest):
+            world_size = 2
+            inits = []
+
+            @classmethod
+            def _init_pg(cls, rank, world_size, rdvz_file):
+                cls.inits.append(rank)
+                sys.exit(TEST_SKIPS["multi-gpu-2"].exit_code)
+
+            def test_two(self):
+                raise AssertionError("must not run")
+    ''')
+    module.RAN = []
+    cases, problems = _suites.definitions(module)
+    assert problems == [] and [c.name for c in cases] == ["Kept.test_one", "NeedsGpus.test_two"]
+    kept, needs_gpus = cases
+    kept.body(_Ctx(1))
+    kept.body(_Ctx(1))
+    assert module.Kept.inits == [(1, 2, "/shared/rendezvous_file.7")]  # once for this process
+    assert module.RAN == [(1, 1, 2), (1, 1, 2)]
+    for _ in range(2):
+        with pytest.raises(unittest.SkipTest, match="Need at least 2 CUDA devices"):
+            needs_gpus.body(_Ctx(0))
+    assert module.NeedsGpus.inits == [0]  # the skip is remembered, as the harness's worker does
