@@ -23,6 +23,7 @@ class CaseDefinition:
     seeded_bug: str = ""
     source: str = ""  # file:line of the definition, for messages
     file: str = ""  # the defining file, absolute: the catalog's case files (their hashes)
+    declared_in: str = ""  # the case file that declared it, absolute (cprr.script's caller)
 
     def grid_text(self) -> List[tuple]:
         """The grid as the catalog carries it: every value as its text."""
@@ -42,6 +43,12 @@ _REGISTERED: List[CaseDefinition] = []
 def registered_cases() -> List[CaseDefinition]:
     """The cases registered so far in this process, in definition order."""
     return list(_REGISTERED)
+
+
+def declared_in(path: str) -> List[CaseDefinition]:
+    """The cases the case file at `path` declared by a call (cprr.script), in order."""
+    path = os.path.abspath(path)
+    return [d for d in _REGISTERED if d.declared_in == path]
 
 
 def _default_name(fn: Callable[..., Any]) -> str:

@@ -78,10 +78,10 @@ def _body(target, module):
 
 
 def _caller():
-    """file:line and absolute file of the case file that called cprr.script."""
+    """file:line and absolute path of the case file that called cprr.script."""
     frame = sys._getframe(2)
     file = os.path.abspath(frame.f_code.co_filename)
-    return f"{os.path.basename(file)}:{frame.f_lineno}", os.path.dirname(file)
+    return f"{os.path.basename(file)}:{frame.f_lineno}", file
 
 
 def script(path=None, *, module=None, name=None, world_sizes=(2,), argv=None, expect="pass",
@@ -91,15 +91,16 @@ def script(path=None, *, module=None, name=None, world_sizes=(2,), argv=None, ex
     default: no arguments) and world size, named `name` (default: the script's stem or the
     module's name), ``name{argv=ARGS}@W``. expect, timeout_s, description and seeded_bug are
     ``@cprr.case``'s. Returns the case definition."""
-    source, folder = _caller()
+    source, caller = _caller()
     return add(path, module=module, name=name, world_sizes=world_sizes, argv=argv, expect=expect,
                timeout_s=timeout_s, description=description, seeded_bug=seeded_bug,
-               source=source, folder=folder)
+               source=source, folder=os.path.dirname(caller), declared_in=caller)
 
 
 def add(path=None, *, module=None, name=None, world_sizes=(2,), argv=None, expect="pass",
-        timeout_s=0.0, description="", seeded_bug="", source="", folder=""):
-    """script() for a caller that says where it is (`source`, and `folder` for a relative path)."""
+        timeout_s=0.0, description="", seeded_bug="", source="", folder="", declared_in=""):
+    """script() for a caller that says where it is (`source`, `folder` for a relative path, the
+    case file it is `declared_in`)."""
     if (path is None) == (module is None):
         raise ValueError(f"cprr.script on {source}: give a script path or module=, not both")
     if path is not None:
@@ -120,7 +121,7 @@ def add(path=None, *, module=None, name=None, world_sizes=(2,), argv=None, expec
         expect=expect, timeout_s=float(timeout_s),
         description=description or f"torchrun {'-m ' if module else ''}{target}",
         seeded_bug=seeded_bug, source=source or target,
-        file=target if module is None else "")
+        file=target if module is None else "", declared_in=declared_in)
     _case.add(defn)
     return defn
 

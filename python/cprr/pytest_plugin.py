@@ -4,7 +4,8 @@ Enable it with ``pytest -p cprr.pytest_plugin`` (the package on PYTHONPATH: buil
 installed lib/cprr/python). Every ``@cprr.case`` in the collected test files becomes one item per
 case instance (grid point x world size), named by its label ``name{k=v}@w``; so does every test
 method of a class of PyTorch's multi-process TestCase family (``Class.test_method@w``, cprr._suites)
-instead of the unittest item that would spawn its own processes. The first item to
+instead of the unittest item that would spawn its own processes, and every ``cprr.script``
+declaration (``name{argv=ARGS}@w``). The first item to
 run records every selected instance in one ``cprecord --python`` run (pooled by default,
 ``--cprr-mode both`` for the fresh-vs-pooled differential); each item then passes when cprr judged
 its case as expected, and fails with the verdict, the finding and the ``cpreplay --case`` command
@@ -27,7 +28,7 @@ import tempfile
 
 import pytest
 
-from cprr import _suites
+from cprr import _case, _suites
 
 _STATE = {}
 
@@ -214,6 +215,19 @@ def pytest_pycollect_makeitem(collector, name, obj):
         return None
     return [CprrCaseItem.from_parent(collector, name=label, label=label, definition=d)
             for d in definitions for label in labels_of(d)]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """A test module's cprr.script declarations (calls, not attributes pycollect sees) as items
+    after the module's own: its import (during its collection) registered them."""
+    outcome = yield
+    report = outcome.get_result()
+    if not isinstance(collector, pytest.Module) or report.outcome != "passed":
+        return
+    report.result.extend(
+        CprrCaseItem.from_parent(collector, name=label, label=label, definition=d)
+        for d in _case.declared_in(str(collector.path)) for label in labels_of(d))
 
 
 def pytest_sessionstart(session):

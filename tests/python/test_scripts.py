@@ -5,18 +5,20 @@ End to end on corpus/suites/torchrun/test_scripts.py (seed 001's config rewrite 
 state leak pooled, named by cpreplay with its polluter; its twin clean) and on scripts written
 here: what a rank gives the script (argv, sys.path[0], __main__, torchrun's environment, its
 init_process_group), exit statuses, a script's prints beside the control channel, skips and
-usage errors. In-process: run() restores argv and sys.path and keeps imported modules.
+usage errors; the pytest plugin's items for the declarations. In-process: run() restores argv
+and sys.path and keeps imported modules.
 """
 
 import json
 import os
+import subprocess
 import sys
 import textwrap
 
 import pytest
 
 from cprr import _scripts
-from test_plugin import record_python
+from test_plugin import CPRECORD, PACKAGE_ROOT, record_python
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "corpus", "suites", "torchrun")
@@ -150,3 +152,16 @@ def test_script_declarations_are_checked(tmp_path):
     (tmp_path / "s.py").write_text("")
     with pytest.raises(ValueError, match="argv is a list of argument lists"):
         _scripts.add("s.py", folder=str(tmp_path), argv=["--flat"], source="here:3")
+
+
+def test_the_pytest_plugin_runs_declared_scripts(tmp_path):
+    env = dict(os.environ, CPRR_CPRECORD=CPRECORD, PYTHONPATH=os.pathsep.join(
+        [PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")]))
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "cprr.pytest_plugin", "-p", "no:cacheprovider",
+         "--cprr-backend", "cpu", "-v", os.path.join(SCRIPTS, "test_scripts.py")],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        timeout=300)
+    assert f"test_scripts.py::{VICTIM} FAILED" in run.stdout, run.stdout  # pooled, after thd
+    assert f"test_scripts.py::{POLLUTER} PASSED" in run.stdout, run.stdout
+    assert "1 failed, 3 passed" in run.stdout, run.stdout
