@@ -4,7 +4,8 @@ ArgumentHandler reads it), worked out once per op overload.
 Every tensor argument that does not alias is read (a view reads nothing), every mutable argument
 (``out=``, an in-place op's `self`) is written, and read too when the op is arithmetic
 (``acc += x`` reads acc); a return that aliases no argument is a tensor the op makes. Ops of the
-``empty`` family and ``*_like`` / ``new_*`` read only their arguments' metadata.
+``empty`` family, ``*_like`` / ``new_*`` and the metadata queries (``is_pinned``, sizes,
+strides, layout flags) read only their arguments' metadata.
 """
 
 import functools
@@ -14,6 +15,16 @@ import torch
 from cprr._tensor_table import key_of
 
 EMPTY = {"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided"}
+# Ops that look at a tensor's metadata (its place, shape, layout, flags), never at its bytes: no
+# read (pin_memory asks is_pinned of a tensor nothing wrote yet; that is no uninitialized read).
+# Not the ops that answer with a host value computed from the bytes (item, equal, is_nonzero).
+METADATA = {
+    "is_pinned", "is_contiguous", "is_non_overlapping_and_dense", "size", "stride", "numel",
+    "dim", "storage_offset", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset",
+    "is_same_size", "is_complex", "is_floating_point", "is_signed", "is_conj", "is_neg",
+    "is_inference", "is_coalesced", "is_set_to", "_nnz", "_is_zerotensor",
+    "_has_same_storage_numel", "is_leaf", "output_nr", "_version", "data_ptr",
+}
 # In-place ops whose result depends on the bytes they overwrite.
 _READ_MODIFY = {
     "add", "sub", "mul", "div", "true_divide", "floor_divide", "addcmul", "addcdiv", "addmm",
@@ -43,7 +54,8 @@ class Plan:
         schema = func._schema
         self.name = func.overloadpacket.__name__
         name = self.name
-        metadata_only = name in EMPTY or name.endswith("_like") or name.startswith("new_")
+        metadata_only = name in EMPTY or name in METADATA or name.endswith("_like") or \
+            name.startswith("new_")
         read_modify = name.rstrip("_") in _READ_MODIFY
         self.positional, self.keyword = [], {}
         self._non_blocking = None

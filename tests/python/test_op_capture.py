@@ -167,6 +167,19 @@ def test_new_empty_and_empty_like_track_the_new_tensor_without_reading_the_sourc
     assert [r for _, r, _ in native.ops[-2:]] == [[(2, 0, 3 * F32)], [(3, 0, 8 * F32)]]
 
 
+def test_metadata_queries_read_no_bytes():
+    # pin_memory asks is_pinned of its source first: of a tensor nothing wrote yet, here.
+    native, capture = make()
+    with capture:
+        src = torch.empty(8)
+        before = len(native.log)
+        assert not src.is_pinned()
+        assert src.is_contiguous() and src.dim() == 1 and src.storage_offset() == 0
+        assert len(native.log) == before  # nothing logged: no op read src's bytes
+        src.sum()  # a real read still is
+    assert native.ops[-1][1] == [(1, 0, 8 * F32)]
+
+
 def test_empty_strided_spans_from_first_to_last_element():
     native, capture = make()
     with capture:
