@@ -6,9 +6,11 @@
 // case) is what such a read sees. Bytes a peer's put writes into this rank's symmetric window
 // count as written (the put's timing is the race check's business). Reads of the host pool are
 // not checked: case code writes host memory with plain stores, which the log has only when the
-// case declares them (host_access), and an undeclared store is no uninitialized read. A
-// candidate, not a proof:
-// cpreplay confirms it by poisoning new allocations with two patterns.
+// case declares them (host_access), and an undeclared store is no uninitialized read. An op that
+// only moves bytes (OpRecord::moves: a copy, a clone, a cat) carries never-written bytes to the
+// bytes it writes instead of being their reader, as memcheck does: the read that uses them is
+// the finding, and it says which copies brought them there. A candidate, not a proof: cpreplay
+// confirms it by poisoning new allocations with two patterns.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -29,9 +31,13 @@ struct UninitRead {
   std::string pool;
   uint64_t begin = 0;  ///< the first unwritten byte range read, relative to the buffer's start
   uint64_t end = 0;
+  /// How those bytes got there when copies carried them (OpRecord::moves), latest copy first:
+  /// "copied by op #5 (kernel 'aten.clone at x.py:12') from 'torch.empty(8,) at x.py:11'";
+  /// empty when the buffer's own bytes were never written.
+  std::string copied;
 
   /// "rank 0 op #3 (kernel 'sum') reads bytes [0, 4096) of 'acc' (device pool), which nothing
-  /// wrote since it was allocated".
+  /// wrote since it was allocated" (or ", never-written bytes copied by ...").
   std::string describe() const;
 };
 

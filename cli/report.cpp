@@ -118,11 +118,17 @@ nlohmann::json allocation_json(const Finding<LayoutMismatch>& f) {
 
 nlohmann::json uninitialized_json(const Finding<UninitRead>& f) {
   const UninitRead& u = f.mismatch;
-  return {{"rank", u.rank},           {"op", u.op},
-          {"stream", u.stream},       {"kind", u.op_kind},
-          {"name", u.op_name},        {"buffer", u.buffer_name},
-          {"pool", u.pool},           {"byte_range", {u.begin, u.end}},
-          {"execution", f.execution}, {"mode", mode_name(f.mode)},
+  return {{"rank", u.rank},
+          {"op", u.op},
+          {"stream", u.stream},
+          {"kind", u.op_kind},
+          {"name", u.op_name},
+          {"buffer", u.buffer_name},
+          {"pool", u.pool},
+          {"byte_range", {u.begin, u.end}},
+          {"copied", u.copied},
+          {"execution", f.execution},
+          {"mode", mode_name(f.mode)},
           {"detail", u.describe()}};
 }
 

@@ -88,6 +88,11 @@ struct OpRecord {
   std::vector<ByteSpan> write_spans;
   int32_t peer = -1;   ///< put / signal / wait_signal: the other rank; else -1
   uint64_t epoch = 0;  ///< signal: the value it sets; wait_signal: the value it waits for
+  /// The op only moves bytes: its writes' spans, laid end to end, are a copy of its reads'
+  /// (a copy, clone, dtype cast or dim-0 cat of contiguous tensors), byte k of the reads landing
+  /// at byte k * written / read of the writes. Never-written bytes it reads make the bytes it
+  /// writes never-written instead of being a read of them (uninit_check.h), as memcheck does.
+  bool moves = false;
 
   /// A send or recv of the Case API (Context::message): a stream op named "send #n ..." or
   /// "recv #n ..." that carries its peer, its group (event) and its number there (epoch).
@@ -103,7 +108,7 @@ struct OpRecord {
   bool operator==(const OpRecord&) const = default;
   template <class A>
   void serialize(A& a) {
-    a(seq, stream, kind, name, reads, writes, event, read_spans, write_spans, peer, epoch);
+    a(seq, stream, kind, name, reads, writes, event, read_spans, write_spans, peer, epoch, moves);
   }
 };
 

@@ -28,6 +28,8 @@ constexpr int kCodeVersion = 12;
 /// The version that added collective groups and messages (collective.position, group_id,
 /// members, peer, site; process_group).
 constexpr int kGroupsVersion = 13;
+/// The version that added op.moves.
+constexpr int kMovesVersion = 14;
 /// The schema version that added collective.op and execution.symmetric_pool.
 constexpr int kVersion5 = 5;
 /// The schema version that added execution.collectives and rank_gpus.
@@ -261,6 +263,7 @@ OpRecord read_op(const Statement& st, std::string_view path) {
   op.write_spans = split_spans(st.text(9), op.writes.size(), path);
   op.peer = static_cast<int32_t>(st.int64(10));
   op.epoch = st.u64(11);
+  op.moves = st.int64(12) != 0;
   return op;
 }
 
@@ -269,9 +272,9 @@ std::string op_query(int version) {
   const char* spans = version >= kSpansVersion ? "read_spans, write_spans" : "'', ''";
   const char* one_sided = version >= kOneSidedVersion ? "peer, epoch" : "-1, 0";
   return fmt::format(
-      "SELECT rank, seq, stream, kind, name, reads, writes, event, {}, {} FROM op "
+      "SELECT rank, seq, stream, kind, name, reads, writes, event, {}, {}, {} FROM op "
       "WHERE execution_id = ? ORDER BY rank, seq",
-      spans, one_sided);
+      spans, one_sided, version >= kMovesVersion ? "moves" : "0");
 }
 
 // A comma-separated list of numbers as the writer joins them ("" is none); `what` names the

@@ -1,11 +1,11 @@
--- cprr store: the SQLite schema. Version 13 (schema/store.h: kSchemaVersion and its bump rule;
+-- cprr store: the SQLite schema. Version 14 (schema/store.h: kSchemaVersion and its bump rule;
 -- store_open.cpp: kMigrations). Version 2 added test_case.verdict, as_expected and fresh_vs_pool;
 -- version 3 op.read_spans and write_spans; version 4 op.peer and op.epoch; version 5
 -- collective.op and execution.symmetric_pool; version 6 the views at the end of this file;
 -- version 7 run.stopped; version 8 run.shuffle_seed; version 9 run.launcher; version 10
 -- execution.collectives and rank_gpus; version 11 run.worker_args; version 12 run.code; version
 -- 13 the collective's position, group, members, peer, site and bytes per peer, and the
--- process_group table.
+-- process_group table; version 14 op.moves.
 --
 -- One database file holds any number of runs. The recorder writes the run row and the planned
 -- cases first, then every execution with all its per-rank rows in ONE transaction, committed
@@ -186,6 +186,9 @@ CREATE TABLE op (
   -- signal: the epoch it sets, wait_signal: the epoch it waits for (0 otherwise).
   peer          INTEGER NOT NULL DEFAULT -1,
   epoch         INTEGER NOT NULL DEFAULT 0,
+  -- (version 14) 1: the op only moves bytes from its reads to its writes (a copy: OpRecord::moves
+  -- in data/capture.h); 0 otherwise, and before version 14.
+  moves         INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (execution_id, rank, seq)
 ) WITHOUT ROWID;
 

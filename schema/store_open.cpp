@@ -80,6 +80,8 @@ constexpr std::string_view kMigrations[] = {
     "  execution_id INTEGER NOT NULL REFERENCES execution(id), rank INTEGER NOT NULL,"
     "  id INTEGER NOT NULL, ranks TEXT NOT NULL, backend TEXT NOT NULL, name TEXT NOT NULL,"
     "  PRIMARY KEY (execution_id, rank, id)) WITHOUT ROWID;",
+    // 13 -> 14: ops that only move bytes (schema.sql: op.moves).
+    "ALTER TABLE op ADD COLUMN moves INTEGER NOT NULL DEFAULT 0;",
 };
 /// The version that added the views (schema.sql's last section).
 constexpr int kViewsVersion = 6;

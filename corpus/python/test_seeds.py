@@ -111,6 +111,45 @@ def uninitialized_read_fixed(ctx):
     _accumulate(ctx, zeroed=True)
 
 
+# ---- never-written bytes carried by copies to the op that uses them -------------------------
+
+
+def _staged_buckets(ctx, filled):
+    n = 1024
+    # A staging buffer made as torch.empty(n).pin_memory() makes one (a copy of never-written
+    # bytes), cloned into a bucket and packed with the bias: copies that only move bytes, not
+    # uses of them. The scale is the use.
+    staging = torch.empty(n, device=ctx.device).clone()
+    if filled:  # the twin overwrites every byte before the copies
+        staging.copy_(torch.full((n,), float(ctx.rank + 1), device=ctx.device))
+    bucket = staging.clone()
+    packed = torch.cat([bucket, torch.ones(n, device=ctx.device)])
+    packed.mul_(0.5)
+    dist.all_reduce(packed)
+    ctx.output("packed", packed)
+
+
+@cprr.case(
+    name="bug/py_uninitialized_copied",
+    world_sizes=[2],
+    seeded_bug="uninitialized_read",
+    description="a never-written staging buffer copied, cloned, packed by cat, then scaled: "
+    "named at the scale, with the three copies that carried the bytes there",
+)
+def uninitialized_copied(ctx):
+    _staged_buckets(ctx, filled=False)
+
+
+@cprr.case(
+    name="fixed/py_uninitialized_copied",
+    world_sizes=[2],
+    description="the twin: the staging buffer (a copy of never-written bytes, which is no read "
+    "of them) is overwritten whole before it is cloned",
+)
+def uninitialized_copied_fixed(ctx):
+    _staged_buckets(ctx, filled=True)
+
+
 # ---- a collective called with a different size on one rank ----------------------------------
 
 

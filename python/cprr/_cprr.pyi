@@ -80,9 +80,11 @@ class CaseContext:
     def untrack(self, buffer: int, stream: int, /) -> None:
         """The memory went back to its allocator."""
     def library_op(self, kind: str, name: str, stream: int, native_stream: int,
-                   reads: Sequence[Touch], writes: Sequence[Touch], /) -> Tuple[int, bool]:
-        """A torch op about to be issued on op-log stream `stream` (-1: the host). Returns (its
-        seq, whether to synchronize_library() after it)."""
+                   reads: Sequence[Touch], writes: Sequence[Touch],
+                   moves: bool = False) -> Tuple[int, bool]:
+        """A torch op about to be issued on op-log stream `stream` (-1: the host); `moves`: it
+        only moves its reads' bytes to its writes, laid end to end (a copy). Returns (its seq,
+        whether to synchronize_library() after it)."""
     def library_order(self, kind: str, name: str, stream: int, event: int, /) -> None:
         """An ordering op: record | wait | sync."""
     def synchronize_library(self) -> None: ...

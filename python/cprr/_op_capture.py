@@ -166,8 +166,9 @@ class OpCapture(TorchDispatchMode):
         copy = stream >= 0 and plan.copy and _op_schema.crosses(access.every, kwargs)
         kind = "copy" if copy else ("host" if stream < 0 else "kernel")
         where = caller()
-        seq, sync_after = self._native.library_op(kind, f"aten.{plan.name} at {where}", stream,
-                                                  handle, *touched)
+        seq, sync_after = self._native.library_op(
+            kind, f"aten.{plan.name} at {where}", stream, handle, *touched,
+            moves=_op_schema.moves_bytes(plan, access, args, kwargs))
         with self._outside:
             result = func(*args, **kwargs)
         if plan.makes:
@@ -242,7 +243,7 @@ class Idle:
     def track(self, *args, **kwargs):
         return self._number()
 
-    def library_op(self, *args):
+    def library_op(self, *args, **kwargs):
         return self._number(), False
 
     def enter_collective(self, *args, **kwargs):

@@ -9,6 +9,7 @@ strides, layout flags) read only their arguments' metadata.
 """
 
 import functools
+import math
 
 import torch
 
@@ -39,6 +40,8 @@ _READ_MODIFY = {
 }
 # Ops that move bytes between host and device memory when their tensors are on both.
 _COPIES = {"copy_", "_to_copy", "to", "_copy_from", "_copy_from_and_resize"}
+# Ops whose written bytes are their read bytes laid end to end (checked per call: moves_bytes).
+_MOVES = {"copy_", "_copy_from", "_to_copy", "clone", "_pin_memory", "pin_memory", "cat"}
 # What torch.tensor(data) runs after building its tensor past the dispatcher.
 LIFTS = {"lift_fresh", "lift", "lift_fresh_copy"}
 
@@ -159,6 +162,28 @@ def device_of(tensors, kwargs):
             return device if device.index is not None else torch.device(
                 "cuda", torch.cuda.current_device())
     return None
+
+
+def moves_bytes(plan, access, args, kwargs):
+    """Whether this call of the op only moves bytes: its written bytes, laid end to end, are its
+    read bytes laid end to end, element for element (OpRecord::moves). True for a copy, clone,
+    cast or pin of contiguous tensors with as many elements on each side, and a cat of contiguous
+    tensors along a dimension with nothing but ones before it; anything else (a broadcast, a
+    strided copy, a cat of inner slices) is a plain read."""
+    if plan.name not in _MOVES or not access.reads:
+        return False
+    if any(not t.is_contiguous() for t in access.reads + access.writes):
+        return False
+    if kwargs.get("memory_format") not in (None, torch.preserve_format, torch.contiguous_format):
+        return False  # a made tensor in another layout (channels_last): not in the reads' order
+    if access.writes and sum(t.numel() for t in access.reads) != \
+            sum(t.numel() for t in access.writes):
+        return False
+    if plan.name != "cat":
+        return True
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+    first = next((t for t in access.reads if t.dim() > 0), None)
+    return first is not None and math.prod(first.shape[:dim % first.dim()]) == 1
 
 
 def crosses(tensors, kwargs):

@@ -51,7 +51,9 @@ PYBIND11_MODULE(_cprr, m) {
            py::arg("device"), py::arg("native_stream"), py::arg("written_by"),
            py::arg("symmetric_offset") = -1)
       .def("untrack", &CaseContext::untrack)
-      .def("library_op", &CaseContext::library_op)
+      .def("library_op", &CaseContext::library_op, py::arg("kind"), py::arg("name"),
+           py::arg("stream"), py::arg("native_stream"), py::arg("reads"), py::arg("writes"),
+           py::arg("moves") = false)
       .def("library_order", &CaseContext::library_order)
       .def("synchronize_library", &CaseContext::synchronize_library,
            py::call_guard<py::gil_scoped_release>())

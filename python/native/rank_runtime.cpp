@@ -114,7 +114,7 @@ void CaseContext::untrack(uint32_t buffer, int stream) {
 std::pair<uint64_t, bool> CaseContext::library_op(const std::string& kind, const std::string& name,
                                                   int stream, uint64_t native_stream,
                                                   const std::vector<Touch>& reads,
-                                                  const std::vector<Touch>& writes) {
+                                                  const std::vector<Touch>& writes, bool moves) {
   const auto convert = [](const std::vector<Touch>& in) {
     std::vector<LibraryHooks::Touch> out;
     out.reserve(in.size());
@@ -126,8 +126,8 @@ std::pair<uint64_t, bool> CaseContext::library_op(const std::string& kind, const
   const SeenScope own_work;  // a replay's delay is cprr's
   std::optional<void*> native;
   if (native_stream != kNoNativeStream) native = reinterpret_cast<void*>(native_stream);
-  const LibraryHooks::LibraryOp op =
-      LibraryHooks(ctx_).library_op(kind, name, stream, native, convert(reads), convert(writes));
+  const LibraryHooks::LibraryOp op = LibraryHooks(ctx_).library_op(
+      kind, name, stream, native, convert(reads), convert(writes), moves);
   return {op.seq, op.sync_after};
 }
 

@@ -155,13 +155,14 @@ void LibraryHooks::untrack_memory(uint32_t buffer, int stream) {
 LibraryHooks::LibraryOp LibraryHooks::library_op(std::string kind, std::string name, int stream,
                                                  std::optional<void*> native,
                                                  const std::vector<Touch>& reads,
-                                                 const std::vector<Touch>& writes) {
+                                                 const std::vector<Touch>& writes, bool moves) {
   const uint64_t seq = ctx_.logs_.ops.size();
   Backend& backend = *ctx_.state_.backend;
   if (stream >= 0 && native && backend.device_kernels()) {
     if (const uint32_t us = ctx_.delay_before(seq); us > 0) backend.delay_native(*native, us);
   }
   OpRecord& op = ctx_.log_op(stream, std::move(kind), std::move(name), Access{}, -1, true);
+  op.moves = moves;
   for (const Touch& t : reads) {
     op.reads.push_back(t.buffer);
     op.read_spans.push_back(t.span);

@@ -1,6 +1,7 @@
 // check_uninitialized_reads on hand-built logs: reads of bytes nothing wrote through the buffer
 // since its allocation, and what must not be reported (a buffer written before it is read, a
-// partial write followed by a read of only the written bytes, a window a peer's put filled).
+// partial write followed by a read of only the written bytes, a window a peer's put filled);
+// copies (OpRecord::moves) carry never-written bytes to the read that uses them.
 #include "analysis/uninit_check.h"
 
 #include <gtest/gtest.h>
@@ -98,6 +99,83 @@ TEST(UninitCheck, AWindowAPeerPutIntoCountsAsWritten) {
   ASSERT_TRUE(u.has_value());
   EXPECT_EQ(u->rank, 1);
   EXPECT_EQ(u->begin, 32u);
+}
+
+OpRecord copy(uint64_t seq, const char* name, std::vector<uint32_t> reads,
+              std::vector<uint32_t> writes) {
+  OpRecord o = op(seq, "kernel", name, std::move(reads), std::move(writes));
+  o.moves = true;
+  return o;
+}
+
+// seed: torch.empty(n).pin_memory() then a full copy_ into the pinned tensor. The copies read
+// never-written bytes, and are no finding: the copy_ that overwrites them all leaves nothing.
+TEST(UninitCheck, ACopyOfNeverWrittenBytesIsNoReadAndAFullOverwriteCleansThem) {
+  CaseCapture c;
+  c.allocs = {alloc(1, "empty", "tensor", 0, 64), alloc(2, "pinned", "tensor", 64, 64),
+              alloc(3, "src", "tensor", 128, 64)};
+  c.ops = {copy(0, "aten._pin_memory", {1}, {2}), op(1, "kernel", "fill src", {}, {3}),
+           copy(2, "aten.copy_", {3}, {2}), op(3, "kernel", "aten.sum", {2}, {})};
+  EXPECT_FALSE(check_uninitialized_reads({&c}).has_value());
+}
+
+// An uninitialized buffer copied twice before its use: named at the use, with where it came
+// from, latest copy first. The same log without moves names the first copy instead.
+TEST(UninitCheck, NeverWrittenBytesCopiedTwiceAreNamedAtTheUseWithTheirCopies) {
+  CaseCapture c;
+  c.allocs = {alloc(1, "torch.empty at x.py:1", "tensor", 0, 64), alloc(2, "b", "tensor", 64, 64),
+              alloc(3, "c", "tensor", 128, 64)};
+  c.ops = {copy(0, "aten.clone at x.py:2", {1}, {2}), copy(1, "aten.clone at x.py:3", {2}, {3}),
+           op(2, "kernel", "aten.add_ at x.py:4", {3}, {3})};
+  const auto u = check_uninitialized_reads({&c});
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->op, 2u);
+  EXPECT_EQ(u->buffer_name, "c");
+  EXPECT_EQ(u->copied,
+            "copied by op #1 (kernel 'aten.clone at x.py:3') from 'b', copied by op #0 (kernel "
+            "'aten.clone at x.py:2') from 'torch.empty at x.py:1'");
+  EXPECT_NE(u->describe().find("reads bytes [0, 64) of 'c' (tensor pool), never-written bytes "
+                               "copied by op #1"),
+            std::string::npos)
+      << u->describe();
+  for (OpRecord& o : c.ops) o.moves = false;
+  const auto plain = check_uninitialized_reads({&c});
+  ASSERT_TRUE(plain.has_value());
+  EXPECT_EQ(plain->op, 0u);
+  EXPECT_TRUE(plain->copied.empty());
+}
+
+// A cat of a written and a never-written tensor: only the second's bytes land never-written (at
+// the cast's scale: f32 into f64 doubles every offset), and a read of the first part is fine.
+TEST(UninitCheck, ACopyLandsNeverWrittenBytesAtTheirPlaceScaledToTheWrites) {
+  CaseCapture c;
+  c.allocs = {alloc(1, "a", "tensor", 0, 32), alloc(2, "b", "tensor", 32, 32),
+              alloc(3, "out", "tensor", 64, 128)};
+  c.ops = {op(0, "kernel", "fill a", {}, {1}), copy(1, "cat as f64", {1, 2}, {3}),
+           op(2, "kernel", "read out's first half", {3}, {})};
+  c.ops[2].read_spans = {{0, 64}};
+  EXPECT_FALSE(check_uninitialized_reads({&c}).has_value());
+  c.ops[2].read_spans = {{0, 72}};
+  const auto u = check_uninitialized_reads({&c});
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->begin, 64u);
+  EXPECT_EQ(u->end, 72u);
+  EXPECT_NE(u->copied.find("from 'b'"), std::string::npos) << u->copied;
+}
+
+// A copy of never-written bytes over written ones makes them never-written again.
+TEST(UninitCheck, ACopyOfNeverWrittenBytesOverWrittenOnesUnwritesThem) {
+  CaseCapture c;
+  c.allocs = {alloc(1, "fresh", "tensor", 0, 64), alloc(2, "weights", "tensor", 64, 64)};
+  c.ops = {op(0, "kernel", "init weights", {}, {2}), copy(1, "aten.copy_", {1}, {2}),
+           op(2, "kernel", "use weights", {2}, {})};
+  c.ops[1].write_spans = {{16, 16}};
+  c.ops[1].read_spans = {{0, 16}};
+  const auto u = check_uninitialized_reads({&c});
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->op, 2u);
+  EXPECT_EQ(u->begin, 16u);
+  EXPECT_EQ(u->end, 32u);
 }
 
 }  // namespace

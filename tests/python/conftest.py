@@ -85,8 +85,8 @@ class FakeNative:
     def untrack(self, buffer, stream):
         self.freed.append((buffer, stream))
 
-    def library_op(self, kind, name, stream, native_stream, reads, writes):
-        self._append(kind, name, stream, native_stream, reads, writes)
+    def library_op(self, kind, name, stream, native_stream, reads, writes, moves=False):
+        self._append(kind, name, stream, native_stream, reads, writes, moves=moves)
         return len(self.log) - 1, False
 
     def library_order(self, kind, name, stream, event):
@@ -113,9 +113,10 @@ class FakeNative:
     def free(self, id):
         pass
 
-    def _append(self, kind, name, stream, native_stream=0, reads=(), writes=(), event=-1):
+    def _append(self, kind, name, stream, native_stream=0, reads=(), writes=(), event=-1,
+                moves=False):
         self.log.append(dict(kind=kind, name=name, stream=stream, native_stream=native_stream,
-                             reads=list(reads), writes=list(writes), event=event))
+                             reads=list(reads), writes=list(writes), event=event, moves=moves))
 
     # ---- views for the tests ----------------------------------------------------------------
 

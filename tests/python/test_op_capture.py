@@ -180,6 +180,38 @@ def test_metadata_queries_read_no_bytes():
     assert native.ops[-1][1] == [(1, 0, 8 * F32)]
 
 
+def _moves(native):
+    """(op name, moves) of the access ops, in order."""
+    return [(o["name"].split(" at ")[0], o["moves"]) for o in native.log
+            if o["kind"] in ("kernel", "copy", "host")]
+
+
+def test_copies_of_contiguous_tensors_only_move_bytes_and_other_ops_do_not():
+    native, capture = make()
+    with capture:
+        a, b = torch.empty(4), torch.ones(4)
+        a.clone()
+        torch.cat([a, b])
+        a.to(torch.float64)
+        b.copy_(a)
+        (a + b).sum()
+    assert _moves(native)[2:] == [("aten.clone", True), ("aten.cat", True),
+                                  ("aten._to_copy", True), ("aten.copy_", True),
+                                  ("aten.add", False), ("aten.sum", False)]
+
+
+def test_a_copy_that_is_not_its_reads_laid_end_to_end_is_a_plain_read():
+    native, capture = make()
+    with capture:
+        m, n = torch.empty(2, 3), torch.ones(2, 3)
+        torch.cat([m, n], dim=1)  # rows interleave
+        m.t().clone()  # strided read
+        n.copy_(torch.zeros(1))  # broadcast: one element read six times
+        torch.ones(1, 2, 2, 2).clone(memory_format=torch.channels_last)  # another layout
+    assert [moves for name, moves in _moves(native)
+            if name in ("aten.cat", "aten.clone", "aten.copy_")] == [False, False, False, False]
+
+
 def test_empty_strided_spans_from_first_to_last_element():
     native, capture = make()
     with capture:

@@ -149,7 +149,7 @@ TEST(RecordLogsRoundTrip, EveryRankAndEveryLogComesBackExactly) {
 
 // An op's spans (which bytes of each buffer it touches: slices) come back exactly, parallel to
 // its buffer lists; an op without spans (a record from before them) reads as whole buffers. A
-// one-sided op's peer and epoch come back too.
+// one-sided op's peer and epoch come back too, and whether an op only moves bytes.
 TEST(RecordLogsRoundTrip, OpSpansComeBackParallelToTheirBuffers) {
   TempDb db;
   const CaseInstance inst = instance(1, "logs/spans", {}, 2);
@@ -157,6 +157,7 @@ TEST(RecordLogsRoundTrip, OpSpansComeBackParallelToTheirBuffers) {
   OpRecord sliced{0, 1, "kernel", "halves", {4, 4}, {5}, -1};
   sliced.read_spans = {{0, 64}, {64, 64}};
   sliced.write_spans = {{kU64Max - 1, 1}};
+  sliced.moves = true;
   OpRecord signal{2, 1, "signal", "signal", {}, {}, 5};
   signal.peer = 1;
   signal.epoch = kU64Max;
@@ -173,6 +174,8 @@ TEST(RecordLogsRoundTrip, OpSpansComeBackParallelToTheirBuffers) {
   ASSERT_EQ(ops.size(), 3u);
   EXPECT_EQ(ops[0].read_spans, sliced.read_spans);
   EXPECT_EQ(ops[0].write_spans, sliced.write_spans);
+  EXPECT_TRUE(ops[0].moves);
+  EXPECT_FALSE(ops[1].moves);
   EXPECT_TRUE(ops[1].read_spans.empty());
   EXPECT_EQ(ops[1].peer, -1);
   EXPECT_EQ(ops[2].peer, 1);
@@ -249,7 +252,7 @@ TEST(RecordLogsRoundTrip, RowsNoCprrWritesAreRefusedNotMisread) {
       {"UPDATE rank_result SET signal = NULL WHERE rank = 1 AND " + e1, "does not fit"},
       {"UPDATE rank_result SET watchdog = '{\"phase\":1}' WHERE rank = 1 AND " + e1,
        "watchdog answer"},
-      {"INSERT INTO op VALUES (1, 1, 0, 0, 'kernel', 'k', '', '', -1, '', '', -1, 0)",
+      {"INSERT INTO op VALUES (1, 1, 0, 0, 'kernel', 'k', '', '', -1, '', '', -1, 0, 0)",
        "which has no result"},
       {"UPDATE op SET reads = '1', read_spans = '0+4,8+4' WHERE " + e1, "2 spans for 1 buffers"},
       {"UPDATE op SET reads = '1', read_spans = '0-4' WHERE " + e1, "op span list '0-4'"},

@@ -135,8 +135,25 @@ constexpr const char* kCollectiveTable12 =
 const std::string kCollectiveColumns12 =
     "execution_id, rank, seq, kind, stream, dtype, bytes, root, op";
 
-/// schema.sql as version 12 had it: collective keyed by seq, no process_group (version 13).
+/// schema.sql as version 13 had it: op without moves (version 14).
+std::string without_moves(std::string sql) {
+  const std::string from = ",\n  -- (version 14)",
+                    last = "moves         INTEGER NOT NULL DEFAULT 0";
+  const std::size_t a = sql.find(from), b = sql.find(last);
+  EXPECT_NE(a, std::string::npos);
+  EXPECT_NE(b, std::string::npos);
+  if (a != std::string::npos && b != std::string::npos) sql.erase(a, b + last.size() - a);
+  return sql;
+}
+/// The op table's columns before version 14.
+const std::string kOpColumns13 =
+    "execution_id, rank, seq, stream, kind, name, reads, writes, event, read_spans, write_spans, "
+    "peer, epoch";
+
+/// schema.sql as version 12 had it: collective keyed by seq, no process_group (version 13), op
+/// without moves.
 std::string without_groups(std::string sql) {
+  sql = without_moves(std::move(sql));
   const std::size_t a = sql.find("CREATE TABLE collective ("), b = sql.find("-- ---- Views");
   EXPECT_NE(a, std::string::npos);
   EXPECT_NE(b, std::string::npos);
@@ -251,9 +268,10 @@ TEST(StoreMigration, AVersionNineFileReadsItsBackendsTransportAndGainsItsColumns
   sql = without_worker_args(sql);
   sql += "PRAGMA user_version = 9; ATTACH '" + v10 + "' AS src;";
   sql += "INSERT INTO run SELECT " + kRunColumns10 + " FROM src.run;";
-  for (const char* t : {"test_case", "rank_result", "capture", "alloc_event", "op"}) {
+  for (const char* t : {"test_case", "rank_result", "capture", "alloc_event"}) {
     sql += fmt::format("INSERT INTO {0} SELECT * FROM src.{0};", t);
   }
+  sql += "INSERT INTO op SELECT " + kOpColumns13 + " FROM src.op;";
   sql +=
       fmt::format("INSERT INTO collective SELECT {0} FROM src.collective;", kCollectiveColumns12);
   sql +=
@@ -354,10 +372,10 @@ TEST(StoreMigration, AVersionTwelveFilesCollectivesAreTheWorldsAndSurviveTheRebu
   }
   std::string sql = without_groups(std::string(schema_sql()));
   sql += "PRAGMA user_version = 12; ATTACH '" + v13 + "' AS src;";
-  for (const char* t :
-       {"run", "test_case", "execution", "rank_result", "capture", "alloc_event", "op"}) {
+  for (const char* t : {"run", "test_case", "execution", "rank_result", "capture", "alloc_event"}) {
     sql += fmt::format("INSERT INTO {0} SELECT * FROM src.{0};", t);
   }
+  sql += "INSERT INTO op SELECT " + kOpColumns13 + " FROM src.op;";
   // Written in reverse: the order read back is seq's, not the rows'.
   sql += fmt::format("INSERT INTO collective SELECT {0} FROM src.collective ORDER BY seq DESC;",
                      kCollectiveColumns12);

@@ -149,7 +149,8 @@ inline CaseDone sample_case_done() {
                              .reads = {},
                              .writes = {1, 2, 0xffffffffu},
                              .event = -1,
-                             .write_spans = {{0, 7}, {8, 1}, {0xffffffffffffff00ULL, 255}}});
+                             .write_spans = {{0, 7}, {8, 1}, {0xffffffffffffff00ULL, 255}},
+                             .moves = true});
   cap.ops.push_back(OpRecord{.seq = 12,
                              .stream = 3,
                              .kind = "wait",

@@ -1,5 +1,6 @@
-"""A case file that starts a thread when imported: a template process holding it must refuse to
-fork (a lock the thread holds would stay held in every rank), and say how to run it instead."""
+"""A case file that starts a thread when imported: a template process must not hold it (a lock
+the thread holds would stay held in every rank forked from it), so the template leaves the file to
+its ranks, each of which imports it after the fork (cprr._import_probe)."""
 
 import threading
 import time
@@ -11,4 +12,5 @@ threading.Thread(target=time.sleep, args=(3600,), name="import-time sleeper", da
 
 @cprr.case(name="threaded/noop", world_sizes=[1])
 def noop(ctx):
-    pass
+    # This rank imported the file itself: its thread runs here.
+    assert any(t.name == "import-time sleeper" for t in threading.enumerate())
