@@ -38,13 +38,17 @@ _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _users_frames(e):
-    """`e`'s traceback from the first frame outside cprr's package on (None when it has none:
-    cprr raised it, e.g. a script's exit status): this function's frame and the suite's runners
-    (cprr._suites, cprr._scripts) are cprr's, not the user's."""
+    """`e`'s traceback from the first frame outside cprr's package on: this function's frame and
+    the suite's runners (cprr._suites, cprr._scripts) are cprr's, not the user's. An exception
+    that is cprr's report of the user's failure (`reports_failure`: a script's exit status, a
+    pytest item's report) has no frame of its own to show; any other one raised inside cprr
+    keeps cprr's frames, after this function's."""
     tb = e.__traceback__
     while tb is not None and \
             os.path.dirname(os.path.abspath(tb.tb_frame.f_code.co_filename)) == _PACKAGE:
         tb = tb.tb_next
+    if tb is None and not getattr(e, "reports_failure", False):
+        return e.__traceback__.tb_next or e.__traceback__
     return tb
 
 

@@ -34,6 +34,8 @@ _FIXED_ARGS = ["-p", "no:cacheprovider", "-s", "-p", "no:terminal"]
 class ItemFailed(AssertionError):
     """A pytest item that failed in its set-up, call or tear-down: pytest's own report."""
 
+    reports_failure = True  # the report shows pytest's, not cprr's frames (cprr._case_body)
+
 
 def world_sizes_of(item, default):
     """An item's world sizes: its closest world_size marker, its class's world_size, `default`."""

@@ -246,8 +246,9 @@ def serve(rank, argv):
     """The worker loop of the rank whose command line is `argv` (the worker, then the rank's own
     arguments); returns its exit status."""
     rank.parse(argv[1:])
-    _import_left_files(rank)
+    # cprr's allocator first: a file left to the rank may make CUDA tensors as it is imported.
     use_cprr_allocator(rank)
+    _import_left_files(rank)
     status = _cprr.serve(argv)
     _case_body.flush()
     return status

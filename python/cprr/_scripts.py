@@ -31,7 +31,9 @@ class Argv(list):
 
 
 class ScriptExit(RuntimeError):
-    """A script that exited with a status other than 0."""
+    """A script that exited with a status other than 0 (its message says where)."""
+
+    reports_failure = True  # the report shows the message, not cprr's frames (cprr._case_body)
 
 
 def run(target, args, module=False):

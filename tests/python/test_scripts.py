@@ -165,3 +165,20 @@ def test_the_pytest_plugin_runs_declared_scripts(tmp_path):
     assert f"test_scripts.py::{VICTIM} FAILED" in run.stdout, run.stdout  # pooled, after thd
     assert f"test_scripts.py::{POLLUTER} PASSED" in run.stdout, run.stdout
     assert "1 failed, 3 passed" in run.stdout, run.stdout
+
+
+def test_a_reported_exit_shows_no_cprr_frames_and_a_cprr_error_keeps_them(tmp_path):
+    from cprr import _case_body
+
+    path = tmp_path / "quits.py"
+    path.write_text("import sys\nsys.exit(4)\n")
+    def from_cprr(e):  # as in a rank: the traceback starts in cprr's frames, not this test's
+        return e.with_traceback(e.__traceback__.tb_next)
+
+    with pytest.raises(_scripts.ScriptExit) as reported:
+        _scripts.run(str(path), [])
+    assert _case_body._users_frames(from_cprr(reported.value)) is None  # its message says where
+    with pytest.raises(ValueError) as broken:
+        _scripts.add("a.py", module="b", source="here:1")
+    frames = _case_body._users_frames(from_cprr(broken.value))
+    assert frames is not None and frames.tb_frame.f_code.co_filename.endswith("_scripts.py")
