@@ -67,6 +67,16 @@ std::vector<std::string> python_worker_args(const std::vector<std::string>& item
   return args;
 }
 
+// What the Python worker was given, as the command line said it: "--python a.py --pytest t/".
+std::string python_sources(const RecordOptions& o) {
+  std::vector<std::string> parts;
+  if (!o.python.empty()) parts.push_back(fmt::format("--python {}", fmt::join(o.python, " ")));
+  if (!o.torchrun.empty()) parts.push_back("--torchrun " + o.torchrun);
+  if (!o.torchrun_module.empty()) parts.push_back("--torchrun-module " + o.torchrun_module);
+  if (!o.pytest.empty()) parts.push_back(fmt::format("--pytest {}", fmt::join(o.pytest, " ")));
+  return fmt::format("{}", fmt::join(parts, " "));
+}
+
 // The Python worker's --script for --torchrun / --torchrun-module (cprr._scripts.from_spec).
 std::vector<std::string> script_worker_args(const RecordOptions& o) {
   const bool script = !o.torchrun.empty() || !o.torchrun_module.empty();
@@ -388,8 +398,10 @@ std::optional<std::vector<CaseInstance>> plan_of(const RecordOptions& o, RecordS
   if (catalog.cases.empty()) {
     // Said as what it is, not as a --filter that matched nothing.
     if (!s.worker_args.empty()) {
-      CPRR_THROW_AS(UsageError, "--python {}: no @cprr.case in these files",
-                    fmt::join(o.python, " "));
+      CPRR_THROW_AS(UsageError,
+                    "{}: no case in these files (no @cprr.case, PyTorch TestCase class, "
+                    "cprr.script or pytest item)",
+                    python_sources(o));
     }
     CPRR_THROW_AS(UsageError, "worker {} registers no case (CPRR_CASE)", s.worker);
   }

@@ -57,14 +57,19 @@ def targets_of(items):
     return [t for item in items for t in (_files_of(item) if os.path.exists(item) else [item])]
 
 
-def load_cases(items, leave_to_ranks=None):
+def load_cases(items):
     """Imports every file, directory of test files or module in `items`; returns the problems
-    (one text per item that failed to import). `leave_to_ranks(target)` (a template's): why a
-    target must be imported by each rank instead (cprr._import_probe), or None; those targets
-    are not imported here, and come back as ``(target, why)`` pairs after the problems."""
+    (one text per item that failed to import)."""
+    return load_leaving(items, lambda import_target, target: None)[0]
+
+
+def load_leaving(items, leave_to_ranks):
+    """load_cases for a template: ``leave_to_ranks(import_target, target)`` says why a target
+    must be imported by each rank instead (cprr._import_probe), or None. Returns the problems
+    and the ``(target, why)`` pairs of the targets left, which are not imported here."""
     problems, left = [], []
     for target in targets_of(items):
-        why = leave_to_ranks(import_target, target) if leave_to_ranks else None
+        why = leave_to_ranks(import_target, target)
         if why:
             left.append((target, why))
             continue
@@ -72,7 +77,7 @@ def load_cases(items, leave_to_ranks=None):
             problems += import_target(target)
         except BaseException:  # a case file's SystemExit or syntax error is its problem
             problems.append(f"cannot import {target}:\n{traceback.format_exc()}")
-    return (problems, left) if leave_to_ranks else problems
+    return problems, left
 
 
 def _add_suite_cases(module):

@@ -79,6 +79,7 @@ class Plan:
         self.returns = [r.alias_info is None and "Tensor" in str(r.type) for r in schema.returns]
         self.makes = any(self.returns)
         self.copy = name in _COPIES
+        self.may_move = name in _MOVES  # moves_bytes decides per call
 
     def non_blocking(self, args, kwargs):
         if self._non_blocking is None:
@@ -170,7 +171,7 @@ def moves_bytes(plan, access, args, kwargs):
     cast or pin of contiguous tensors with as many elements on each side, and a cat of contiguous
     tensors along a dimension with nothing but ones before it; anything else (a broadcast, a
     strided copy, a cat of inner slices) is a plain read."""
-    if plan.name not in _MOVES or not access.reads:
+    if not plan.may_move or not access.reads:
         return False
     if any(not t.is_contiguous() for t in access.reads + access.writes):
         return False

@@ -176,7 +176,7 @@ def load(cases, scripts=(), pytest=False, template=False, rank_argv=()):
     rank = Rank([] if template else list(rank_argv))
     rank.symmetric = _wrap_torch() if torch is not None else None
     if template:
-        problems, rank.left_to_ranks = _case_files.load_cases(cases, _import_probe.why_in_rank)
+        problems, rank.left_to_ranks = _case_files.load_leaving(cases, _import_probe.why_in_rank)
         for target, why in rank.left_to_ranks:
             print(f"cprr: {target} is imported by each rank, not once per run: its import {why}",
                   file=sys.stderr)
@@ -227,19 +227,25 @@ def _wrap_torch():
     return symmetric
 
 
-def collect_and_serve(rank, spec, argv):
-    """A forked rank's pytest session (cprr._pytest_items: `spec`), collected here with
-    torchrun's variables of this rank set, its items registered, then the worker loop."""
+def pytest_session(rank, spec, then):
+    """pytest's session in this process (cprr._pytest_items: `spec`): its items are registered,
+    then ``then()`` runs in its run loop (the worker loop, or a template's fork loop) and gives
+    the exit status."""
     from cprr import _pytest_items
-
-    rank.parse(argv[1:])
-    _shim.set_environment(rank.rank, rank.world_size)
 
     def serve_items(definitions, problems):
         register_more(rank, definitions, problems)
-        return serve(rank, argv)
+        return then()
 
     return _pytest_items.within_session(spec, serve_items)
+
+
+def collect_and_serve(rank, spec, argv):
+    """A forked rank's pytest session, collected here with torchrun's variables of this rank
+    set, then the worker loop."""
+    rank.parse(argv[1:])
+    _shim.set_environment(rank.rank, rank.world_size)
+    return pytest_session(rank, spec, lambda: serve(rank, argv))
 
 
 def serve(rank, argv):

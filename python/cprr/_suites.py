@@ -167,8 +167,9 @@ def class_definitions(cls):
     """A harness class's cases, one per test method in unittest's order, and the problems (a
     method whose world size cannot be read, as one text each)."""
     found, problems = [], []
+    runner = _continuous_test if _is_continuous(cls) else _process_test
     for method in unittest.TestLoader().getTestCaseNames(cls):
-        make = _continuous_test if _is_continuous(cls) else _process_test
+        make = runner
         source, file = _where(cls, method)
         try:
             world_size = world_size_of(cls, method)

@@ -40,7 +40,7 @@ def _rank_argv(argv):
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
-    known, _ = _split(argv)
+    known, rank_args = _split(argv)
     if known.template is not None:
         _template.die_with_parent()
         # torch >= 2.0 then answers a case file's import-time torch.cuda.is_available() from
@@ -52,7 +52,7 @@ def main(argv=None):
     from cprr import _rank_setup
 
     rank = _rank_setup.load(known.cases, known.script, pytest=known.pytest is not None,
-                            template=known.template is not None, rank_argv=_split(argv)[1])
+                            template=known.template is not None, rank_argv=rank_args)
     if known.pytest is None:
         return _serve(known, argv, rank)
     from cprr import _import_probe, _pytest_items
@@ -65,11 +65,7 @@ def main(argv=None):
             return _serve(known, argv, rank, lambda rank_argv: _rank_setup.collect_and_serve(
                 rank, known.pytest, _rank_argv(rank_argv)))
 
-    def serve_items(definitions, problems):
-        _rank_setup.register_more(rank, definitions, problems)
-        return _serve(known, argv, rank)
-
-    return _pytest_items.within_session(known.pytest, serve_items)
+    return _rank_setup.pytest_session(rank, known.pytest, lambda: _serve(known, argv, rank))
 
 
 def _serve(known, argv, rank, run_rank=None):

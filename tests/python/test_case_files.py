@@ -63,5 +63,5 @@ def test_files_without_cases_say_so_and_not_that_a_filter_matched_nothing(cases,
     (cases / "test_good.py").write_text("import cprr\n")
     run = _record(cases, tmp_path / "run.db")
     assert run.returncode == 2, run.stdout
-    assert f"--python {cases}: no @cprr.case in these files" in run.stdout, run.stdout
+    assert f"--python {cases}: no case in these files (no @cprr.case" in run.stdout, run.stdout
     assert "--filter" not in run.stdout

@@ -133,3 +133,10 @@ def test_reports_judged_as_pytest_reports_them():
         _pytest_items.judge([_report("skipped", "setup", ("t.py", 1, "Skipped: needs 8 GPUs"))])
     with pytest.raises(unittest.SkipTest, match="^xfail: known bug$"):
         _pytest_items.judge([_report("skipped", wasxfail="known bug")])
+
+
+def test_a_pytest_path_with_no_items_is_said_as_given(tmp_path):
+    (tmp_path / "test_nothing.py").write_text("X = 1\n")
+    run = cprecord("--pytest", tmp_path, "--db", tmp_path / "c.db")
+    assert run.returncode == 2, run.stderr
+    assert f"--pytest {tmp_path}: no case in these files" in run.stderr, run.stderr
