@@ -37,6 +37,12 @@ class ItemFailed(AssertionError):
     reports_failure = True  # the report shows pytest's, not cprr's frames (cprr._case_body)
 
 
+def case_name(item):
+    """The case name of a pytest item: its node id (what cprecord's labels and the pytest
+    plugin's items both use), with no blank or brace."""
+    return _BAD_NAME.sub("_", item.nodeid)
+
+
 def world_sizes_of(item, default):
     """An item's world sizes: its closest world_size marker, its class's world_size, `default`."""
     marker = item.get_closest_marker("world_size")
@@ -92,7 +98,7 @@ class Driver:
 
     def definitions(self, items):
         return [_case.CaseDefinition(
-            name=_BAD_NAME.sub("_", item.nodeid), body=self._body(item),
+            name=case_name(item), body=self._body(item),
             world_sizes=world_sizes_of(item, self._world_sizes), grid={},
             source=f"{item.location[0]}:{(item.location[1] or 0) + 1}",
             file=str(getattr(item, "path", "") or getattr(item, "fspath", "")))

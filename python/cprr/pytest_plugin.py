@@ -5,8 +5,11 @@ installed lib/cprr/python). Every ``@cprr.case`` in the collected test files bec
 case instance (grid point x world size), named by its label ``name{k=v}@w``; so does every test
 method of a class of PyTorch's multi-process TestCase family (``Class.test_method@w``, cprr._suites)
 instead of the unittest item that would spawn its own processes, and every ``cprr.script``
-declaration (``name{argv=ARGS}@w``). The first item to
-run records every selected instance in one ``cprecord --python`` run (pooled by default,
+declaration (``name{argv=ARGS}@w``). With ``--cprr-nproc-per-node N``, every other test item
+becomes a per-rank case too (``NODEID@w``, as ``cprecord --pytest`` runs it: in every rank of a
+world, for suites written for ``torchrun -m pytest`` or DeepSpeed's DistributedTest). The first
+item to run records every selected instance in one ``cprecord --python`` run (and one
+``cprecord --pytest`` run for per-rank items; pooled by default,
 ``--cprr-mode both`` for the fresh-vs-pooled differential); each item then passes when cprr judged
 its case as expected, and fails with the verdict, the finding and the ``cpreplay --case`` command
 that replays it. pytest's own ``--junitxml`` reports them.
@@ -15,7 +18,9 @@ Options: --cprr-mode pool|fresh|both, --cprr-db PATH (default: a file in pytest'
 directory, which pytest prunes after three runs; without pytest's tmpdir plugin, a folder removed
 when the session ends), --cprr-backend auto|cpu|cuda, --cprr-cprecord PATH (default: $CPRR_CPRECORD, then
 the cprecord of the build tree or prefix this package is in, then cprecord next to cprr-pyworker
-or on PATH), --cprr-arg ARG (repeatable: passed to cprecord).
+or on PATH), --cprr-arg ARG (repeatable: passed to cprecord), --cprr-nproc-per-node N
+(repeatable: the world sizes of a per-rank item that names none by a world_size marker or class
+attribute; without it, plain test items run as pytest runs them).
 """
 
 import itertools
@@ -28,7 +33,7 @@ import tempfile
 
 import pytest
 
-from cprr import _case, _suites
+from cprr import _case, _pytest_items, _suites
 
 _STATE = {}
 
@@ -44,6 +49,12 @@ def pytest_addoption(parser):
     group.addoption("--cprr-cprecord", default=None, help="the cprecord executable")
     group.addoption("--cprr-arg", action="append", default=[],
                     help="an extra cprecord argument (repeatable), e.g. --cprr-arg=--repeat=3")
+    group.addoption("--cprr-nproc-per-node", action="append", type=int, default=None,
+                    metavar="N",
+                    help="run every plain test item in every rank of a world, as cprecord "
+                    "--pytest does (torchrun -m pytest, DeepSpeed's DistributedTest): N is the "
+                    "world size of an item with no world_size marker or class attribute "
+                    "(repeatable: a case per size)")
 
 
 def labels_of(definition):
@@ -120,6 +131,18 @@ class CprrCaseItem(pytest.Item):
         return self.fspath, None, f"cprr case {self.label}"
 
 
+class CprrPerRankItem(CprrCaseItem):
+    """A plain test item run by cprecord --pytest in every rank (definition None). A suite's own
+    hooks see an item that is not theirs to run: no class (DeepSpeed's pytest_runtest_call runs
+    an item whose cls is a DistributedTest itself) and no markers (a harness that forks an item
+    with a world_size marker); pytest's -k and -m chose among the original items already."""
+
+    cls = None
+
+    def iter_markers_with_node(self, name=None):
+        return iter(())
+
+
 class CprrCaseFailure(Exception):
     pass
 
@@ -164,24 +187,42 @@ def _record(session, config):
     if "results" in _STATE:
         return _STATE["results"]
     items = [i for i in session.items if isinstance(i, CprrCaseItem)]
-    files = sorted({str(i.fspath) for i in items})
     db = config.getoption("--cprr-db") or _default_db(config)
-    labels = sorted({i.label for i in items})
-    cmd = [_cprecord(config), "--python", *files, "--mode", config.getoption("--cprr-mode"),
-           "--backend", config.getoption("--cprr-backend"), "--db", db, "--json",
-           "--filter", "^(" + "|".join(re.escape(label) for label in labels) + ")$",
-           *config.getoption("--cprr-arg")]
-    run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     results = {"db": db, "cases": {}, "problem": "",
                "removed_at_end": os.path.dirname(db) in _STATE.get("own_folders", [])}
-    try:
-        report = json.loads(run.stdout)
-        results["cases"] = {c["label"]: c for c in report.get("cases", [])}
-    except json.JSONDecodeError:
-        results["problem"] = (f"cprecord exited {run.returncode}: "
-                              f"{run.stderr.strip()[-4000:] or run.stdout.strip()[-4000:]}")
+    cases = [i for i in items if not isinstance(i, CprrPerRankItem)]
+    per_rank = [i for i in items if isinstance(i, CprrPerRankItem)]
+    if cases:
+        _run_cprecord(config, db, ["--python", *sorted({str(i.fspath) for i in cases})], cases,
+                      results)
+    if per_rank:
+        # The ranks' pytest collects from this session's root (and ini file): the same node ids.
+        pytest_args = ["--rootdir", str(config.rootpath)]
+        if config.inipath:
+            pytest_args += ["-c", str(config.inipath)]
+        sizes = [str(n) for n in config.getoption("--cprr-nproc-per-node")]
+        _run_cprecord(config, db, ["--pytest", *sorted({str(i.fspath) for i in per_rank}),
+                                   "--nproc-per-node", *sizes], per_rank, results,
+                      after=["--", *pytest_args])
     _STATE["results"] = results
     return results
+
+
+def _run_cprecord(config, db, what, items, results, after=()):
+    """One cprecord run over `items` (their labels as its --filter); its cases, or why there
+    are none, into `results`."""
+    labels = sorted({i.label for i in items})
+    cmd = [_cprecord(config), *what, "--mode", config.getoption("--cprr-mode"),
+           "--backend", config.getoption("--cprr-backend"), "--db", db, "--json",
+           "--filter", "^(" + "|".join(re.escape(label) for label in labels) + ")$",
+           *config.getoption("--cprr-arg"), *after]
+    run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        report = json.loads(run.stdout)
+        results["cases"].update({c["label"]: c for c in report.get("cases", [])})
+    except json.JSONDecodeError:
+        results["problem"] += (f"cprecord {what[0]} exited {run.returncode}: "
+                               f"{run.stderr.strip()[-4000:] or run.stdout.strip()[-4000:]}")
 
 
 def _default_db(config):
@@ -228,6 +269,26 @@ def pytest_make_collect_report(collector):
     report.result.extend(
         CprrCaseItem.from_parent(collector, name=label, label=label, definition=d)
         for d in _case.declared_in(str(collector.path)) for label in labels_of(d))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    """With --cprr-nproc-per-node, each selected plain item becomes a per-rank case per world
+    size (after -k and -m chose, and after other plugins reordered)."""
+    sizes = config.getoption("--cprr-nproc-per-node")
+    if not sizes:
+        return
+    out = []
+    for item in items:
+        if isinstance(item, CprrCaseItem):
+            out.append(item)
+            continue
+        name = _pytest_items.case_name(item)
+        for w in _pytest_items.world_sizes_of(item, sizes):
+            label = f"{name}@{w}"
+            out.append(CprrPerRankItem.from_parent(item.parent, name=f"{item.name}@{w}",
+                                                   label=label, definition=None))
+    items[:] = out
 
 
 def pytest_sessionstart(session):

@@ -65,9 +65,10 @@ def record_python(folder, *args, timeout=300, tool=None, pythonpath=(), cwd=None
                           timeout=timeout, cwd=cwd)
 
 
-def _env():
+def _env(pythonpath=()):
     env = dict(os.environ)
-    env["PYTHONPATH"] = PACKAGE_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, *map(str, pythonpath),
+                                         env.get("PYTHONPATH", "")])
     env["CPRR_CPRECORD"] = CPRECORD
     return env
 
@@ -79,17 +80,19 @@ def cprecord():
     return CPRECORD
 
 
-def _pytest(cwd, *args):
+def pytest_with_plugin(cwd, *args, pythonpath=()):
+    """pytest with cprr's plugin on cpu (-v) in folder `cwd`, this build's package and
+    `pythonpath` on PYTHONPATH: the completed process, stderr in its stdout."""
     cmd = [sys.executable, "-m", "pytest", "-p", "cprr.pytest_plugin", "-p", "no:cacheprovider",
-           "--cprr-backend", "cpu", "-v", *args]
-    return subprocess.run(cmd, cwd=cwd, env=_env(), stdout=subprocess.PIPE,
+           "--cprr-backend", "cpu", "-v", *map(str, args)]
+    return subprocess.run(cmd, cwd=cwd, env=_env(pythonpath), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=300)
 
 
 def test_cases_become_items_judged_by_cprecord(tmp_path, cprecord):
     (tmp_path / "test_demo.py").write_text(CASES)
     db = tmp_path / "run.db"
-    run = _pytest(tmp_path, "--cprr-db", str(db), "test_demo.py")
+    run = pytest_with_plugin(tmp_path, "--cprr-db", str(db), "test_demo.py")
     out = run.stdout
     assert run.returncode == 1, out  # 1: some tests failed
     assert re.search(r"^test_demo\.py::demo/passes@1 PASSED", out, re.M), out
@@ -111,7 +114,7 @@ def test_cases_become_items_judged_by_cprecord(tmp_path, cprecord):
 def test_only_the_selected_cases_are_recorded(tmp_path, cprecord):
     (tmp_path / "test_demo.py").write_text(CASES)
     db = tmp_path / "run.db"
-    run = _pytest(tmp_path, "--cprr-db", str(db), "-k", "passes or plain", "test_demo.py")
+    run = pytest_with_plugin(tmp_path, "--cprr-db", str(db), "-k", "passes or plain", "test_demo.py")
     assert run.returncode == 0, run.stdout
     assert re.search(r"\b2 passed, 2 deselected\b", run.stdout), run.stdout
     listed = subprocess.run(

@@ -3,8 +3,9 @@
 End to end on corpus/suites/per_rank (DeepSpeed-style classes with a world_size, a world_size
 marker, parametrized items, a shared tmp_path, a skip, and a ZeRO config cached at module level
 that one test edits: a state leak that cpreplay names with its polluter), through cprecord on cpu
-in both modes; a bad pytest argument and a missing path are said plainly; a rank whose pytest
-collected other items is named. In-process: world sizes of an item, and what its reports mean.
+in both modes, and through the pytest plugin (--cprr-nproc-per-node); a bad pytest argument and
+a missing path are said plainly; a rank whose pytest collected other items is named. In-process:
+world sizes of an item, and what its reports mean.
 """
 
 import json
@@ -15,7 +16,7 @@ import unittest
 import pytest
 
 from cprr import _pytest_items
-from test_plugin import record_python
+from test_plugin import pytest_with_plugin, record_python
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PER_RANK = os.path.join(os.path.dirname(os.path.dirname(HERE)), "corpus", "suites", "per_rank")
@@ -133,6 +134,20 @@ def test_reports_judged_as_pytest_reports_them():
         _pytest_items.judge([_report("skipped", "setup", ("t.py", 1, "Skipped: needs 8 GPUs"))])
     with pytest.raises(unittest.SkipTest, match="^xfail: known bug$"):
         _pytest_items.judge([_report("skipped", wasxfail="known bug")])
+
+
+def test_pytest_plugin_runs_plain_items_in_every_rank(tmp_path):
+    """Run from another folder with -k: the plugin's items are the ranks' (same node ids, the
+    suite's own forking harness never runs), the leak fails pooled, the skip skips."""
+    run = pytest_with_plugin(tmp_path, "--cprr-nproc-per-node", "2", "-rs", "-k",
+                             "not save_then_load", PER_RANK)
+    out = run.stdout
+    assert "test_items.py::TestZeroBuckets::test_b_default_buckets@2 FAILED" in out, out
+    assert "bucket 3: the cache was edited" in out, out
+    assert "test_items.py::TestCheckpoint::test_four_ranks@4 PASSED" in out, out
+    assert "test_items.py::test_rank_environment@2 PASSED" in out, out
+    assert "needs 8 GPUs" in out, out
+    assert "1 failed, 5 passed, 1 skipped, 2 deselected" in out, out
 
 
 def test_a_pytest_path_with_no_items_is_said_as_given(tmp_path):

@@ -14,7 +14,6 @@ harness (torch >= 2.8 has its own, which the GPU machine's runs use).
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 import types
@@ -22,7 +21,7 @@ import unittest
 
 import pytest
 
-from test_plugin import CPRECORD, PACKAGE_ROOT, record_python
+from test_plugin import pytest_with_plugin, record_python
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STAND_INS = os.path.join(HERE, "stand_ins")
@@ -94,14 +93,8 @@ def test_replay_names_each_leaks_polluter(recorded):
 
 
 def test_pytest_plugin_runs_the_classes_as_cprr_items(tmp_path):
-    env = dict(os.environ, CPRR_CPRECORD=CPRECORD, PYTHONPATH=os.pathsep.join(
-        [PACKAGE_ROOT, STAND_INS, os.environ.get("PYTHONPATH", "")]))
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "cprr.pytest_plugin", "-p", "no:cacheprovider",
-         "--cprr-backend", "cpu", "--cprr-arg=--timeout=20", "-v", "-rs",
-         os.path.join(SUITES, "test_process_suite.py")],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        timeout=300)
+    run = pytest_with_plugin(tmp_path, "--cprr-arg=--timeout=20", "-rs",
+                             os.path.join(SUITES, "test_process_suite.py"), pythonpath=[STAND_INS])
     out = run.stdout
     assert "ReduceSuiteTest.test_broadcast_float32@2 PASSED" in out, out
     assert "GatherDeviceTestCPU.test_all_gather_cpu@2 PASSED" in out, out

@@ -55,13 +55,16 @@ RULES = [
     # Python cases.
     Rule(r"^build/tools/cprecord --python corpus/python ", (0,), makes=("py.db",)),
     Rule(r"^build/tools/cpreplay --db py\.db --case 3 ", (0, 1)),
-    Rule(r"^PYTHONPATH=build/python /usr/bin/python3 -m pytest -p cprr\.pytest_plugin ", (0,)),
+    Rule(r"^PYTHONPATH=build/python /usr/bin/python3 -m pytest -p cprr\.pytest_plugin corpus/python ",
+         (0,)),
     # Suites run unchanged: their planted bugs are unexpected failures (exit 1).
     Rule(r"^PYTHONPATH=tests/python/stand_ins build/tools/cprecord --python corpus/suites/testcase ",
          (1,), makes=("suites.db",)),
     Rule(r"^build/tools/cprecord --python corpus/suites/torchrun ", (1,), makes=("suites.db",)),
     Rule(r"^build/tools/cprecord --torchrun corpus/suites/torchrun/", (0,), makes=("suites.db",)),
     Rule(r"^build/tools/cprecord --pytest corpus/suites/per_rank ", (1,), makes=("suites.db",)),
+    Rule(r"^PYTHONPATH=build/python /usr/bin/python3 -m pytest -p cprr\.pytest_plugin "
+         r"corpus/suites/per_rank ", (1,)),
     # Many hosts: a cluster's commands, cprecord on its PATH.
     Rule(r"^cprecord .*--launcher (mpirun|srun)", None,
          why="a cluster's command: other hosts, GPUs, an allocation"),
@@ -162,9 +165,10 @@ def main():
         again = from_prefix(command, os.path.join(env["HOME"], "cprr"))
         if again:
             code, out = run(again, work, env, log)
-            print(f"{'ok' if code == 0 else 'FAILED'} (exit {code}): {again}")
-            if code != 0:
-                problems.append(f"{again}: exit {code}; the last of its output:\n{out[-1500:]}")
+            print(f"{'ok' if code in rule.codes else 'FAILED'} (exit {code}): {again}")
+            if code not in rule.codes:
+                problems.append(f"{again}: exit {code} (want {' or '.join(map(str, rule.codes))})"
+                                f"; the last of its output:\n{out[-1500:]}")
     for p in problems:
         print("README:", p, file=sys.stderr)
     return 1 if problems else 0

@@ -7,7 +7,7 @@
 #   tools/device/run_gpu_checks.sh [tests] [corpus] [races] [symmetric] [trace] [bench] [recording]
 #                                  [standby] [launcher] [examples] [triage] [python] [pybench]
 #                                  [mismatch] [descriptors] [pyraces] [pycost] [pyalloc]
-#                                  [pysymmetric] [faults] [suites] [suitesbench]
+#                                  [pysymmetric] [faults] [suites] [suitesbench] [suitesplugin]
 #                                  (default: tests corpus races symmetric trace bench; bench
 #                                  includes recording: issue 14's figures from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
@@ -124,6 +124,31 @@ for step in "${steps[@]}"; do
       timeout 550 python3 tools/bench/suites_bench.py --build "$b" --backend cuda \
         --torchrun-tests "${CPRR_TORCHRUN_TESTS:-4}" >"$out/suites_bench.txt" 2>&1
       report "suites bench rc=$?" "$(tail -n 6 "$out/suites_bench.txt")"
+      ;;
+    suitesplugin)
+      # Issue 39 on cuda by the two other ways in: the pytest plugin over the TestCase and
+      # per-rank suites (both modes; the planted leaks and mismatch fail pooled, nothing else
+      # fails), and cprecord --torchrun on the context-parallel script, each command line
+      # alone (each passes: the leak needs both in one pooled world).
+      python_module || continue
+      penv=(env PYTHONDONTWRITEBYTECODE=1 CPRR_CPRECORD="$b/tools/cprecord"
+        PYTHONPATH="$b/python:$PWD/tests/python/stand_ins")
+      for suite in testcase per_rank; do
+        extra=()
+        [ "$suite" = per_rank ] && extra=(--cprr-nproc-per-node 2)
+        timeout 400 "${penv[@]}" python3 -m pytest -p cprr.pytest_plugin -p no:cacheprovider \
+          --cprr-backend cuda --cprr-mode both --cprr-db "$out/plugin_$suite.db" -rfs -q \
+          "${extra[@]}" "corpus/suites/$suite" >"$out/plugin_$suite.txt" 2>&1
+        report "pytest plugin $suite (cuda, both) rc=$?: $(tail -n 1 "$out/plugin_$suite.txt")" \
+          "$(grep -E '^(FAILED|SKIPPED)' "$out/plugin_$suite.txt" | cut -c1-150)"
+      done
+      script=corpus/suites/torchrun/scripts/run_context_parallel.py
+      for fmt in thd bshd; do
+        timeout 200 "${penv[@]}" "$b/tools/cprecord" --torchrun "$script" --nproc-per-node 2 \
+          --backend cuda --mode both --db "$out/torchrun.db" -- --format "$fmt" --config cp_1_0 \
+          >"$out/torchrun_$fmt.txt" 2>&1
+        report "cprecord --torchrun ($fmt, cuda, both) rc=$?: $(tail -n 2 "$out/torchrun_$fmt.txt" | tr '\n' ' ')"
+      done
       ;;
     pyraces)
       # Issue 27: the stream seeds as PyTorch code (corpus/python_gpu) on cuda, ranks sharing the
