@@ -9,6 +9,9 @@
 //                      itself (CPRR_PYTHON_TEMPLATE=off);
 //   fresh, standby K   forked, with the worlds of the next K cases starting while one runs;
 //   pooled             one world for every case (forked);
+//   pooled, empty      the same for an empty case (bench/py_empty, --empty-cases of them): cprr's
+//                      own cost per pooled Python case, the dispatch round trip, the case's
+//                      set-up and tear-down in the rank, its record;
 //   torchrun           one `python3 -m torch.distributed.run --nproc_per_node 2` per case of the
 //                      same all-reduce as a plain script (torch_allreduce.py, --cpu on cpu),
 //                      timed whole.
@@ -146,12 +149,14 @@ void print_row(const Row& r, double torch_ms, double spawned_ms) {
 
 int main(int argc, char** argv) {
   Setup s;
-  int cases = 10, standby = 2, torch_runs = 5;
+  int cases = 10, standby = 2, torch_runs = 5, empty_cases = 500;
   CLI::App app{"cprr Python world start: fresh (forked / spawned / standby) vs pooled vs torchrun"};
   app.add_option("--backend", s.backend, "where the ranks run: cpu, or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--pyworker", s.pyworker, "cprr-pyworker (next to cprecord in the build)");
   app.add_option("--cases", cases, "cases per configuration")->check(CLI::PositiveNumber);
+  app.add_option("--empty-cases", empty_cases, "cases of the pooled empty row")
+      ->check(CLI::PositiveNumber);
   app.add_option("--standby", standby, "standby worlds of the standby row")
       ->check(CLI::PositiveNumber);
   app.add_option("--torch-runs", torch_runs, "torchrun launches to time (0: skip)")
@@ -168,17 +173,21 @@ int main(int argc, char** argv) {
   try {
     const cprr::ControllerConfig probe = python_config(s, true, 0);
     const auto plan = cprr::expand(cprr::fetch_catalog(probe.worker, probe.worker_args),
-                                   std::regex("^bench/py_all_reduce@2$"));
-    if (plan.empty()) {
-      std::fprintf(stderr, "no bench/py_all_reduce@2 in %s\n", s.cases_file.c_str());
+                                   std::regex("^bench/py_(all_reduce|empty)@2$"));
+    if (plan.size() != 2) {
+      std::fprintf(stderr, "no bench/py_all_reduce@2 and bench/py_empty@2 in %s\n",
+                   s.cases_file.c_str());
       return 2;
     }
-    const cprr::CaseInstance& inst = plan.front();
+    const cprr::CaseInstance& inst = plan[0].info.name == "bench/py_all_reduce" ? plan[0] : plan[1];
+    const cprr::CaseInstance& empty = plan[0].info.name == "bench/py_empty" ? plan[0] : plan[1];
     const Row forked = run_row("fresh, forked", s, inst, cases, cprr::Mode::fresh, true, 0);
     const Row spawned = run_row("fresh, spawned", s, inst, cases, cprr::Mode::fresh, false, 0);
     const Row standing = run_row(fmt::format("fresh, forked, standby {}", standby), s, inst, cases,
                                  cprr::Mode::fresh, true, standby);
     const Row pooled = run_row("pooled (forked)", s, inst, cases, cprr::Mode::pool, true, 0);
+    const Row pooled_empty =
+        run_row("pooled, empty case", s, empty, empty_cases, cprr::Mode::pool, true, 0);
     const std::vector<double> torch = torchrun(s, torch_runs);
     const double torch_ms = median(torch);
     const double spawned_per_case = spawned.total_ms / spawned.cases;
@@ -189,6 +198,8 @@ int main(int argc, char** argv) {
     for (const Row* r : {&forked, &spawned, &standing, &pooled}) {
       print_row(*r, torch_ms, spawned_per_case);
     }
+    std::printf("%s, %d cases:\n", empty.label().c_str(), empty_cases);
+    print_row(pooled_empty, torch_ms, spawned_per_case);
     if (!torch.empty()) {
       std::printf(
           "%-26s %10.1f %10.1f %10.1f %9.2f   (median of %zu launches; total "
