@@ -49,6 +49,12 @@ void check_shared(const SharedOptions& o, LauncherKind launcher) {
   check_standby(o.standby, launcher);
 }
 
+std::string beside_self(const char* name) {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? name : (self.parent_path() / name).string();
+}
+
 void apply_shared(const SharedOptions& o, ControllerConfig& config) {
   config.timeout_override_s = o.timeout_s;
   config.stop_fd = o.interrupt != nullptr ? o.interrupt->fd() : -1;
@@ -56,6 +62,7 @@ void apply_shared(const SharedOptions& o, ControllerConfig& config) {
   config.standby = o.standby;
   config.collectives = o.collectives;
   config.fork_from_template = o.fork_from_template;
+  config.supervisor = beside_self("cpworker");
 }
 
 void add_worker_option(CLI::App& app, std::string& worker, std::string_view unset) {

@@ -39,7 +39,11 @@ void check_shared(const SharedOptions& o, LauncherKind launcher);
 
 /// Sets what `o` says of the controller: the deadline override, the stop descriptor, timing (a
 /// trace), standby, collectives and the template. The worker is each verb's to resolve.
+/// Also names the supervisor a launcher's Python ranks run (cpworker beside this executable).
 void apply_shared(const SharedOptions& o, ControllerConfig& config);
+
+/// `name` next to this executable (cpworker, cprr-pyworker), or the bare name when unknown.
+std::string beside_self(const char* name);
 
 /// --worker PATH; `unset` completes "worker binary ..." with what leaving it out means.
 void add_worker_option(CLI::App& app, std::string& worker, std::string_view unset);

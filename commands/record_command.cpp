@@ -33,13 +33,6 @@
 namespace cprr {
 namespace {
 
-// `name` next to this executable (cpworker, cprr-pyworker), or the bare name when unknown.
-std::string beside_self(const char* name) {
-  std::error_code ec;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? name : (self.parent_path() / name).string();
-}
-
 bool is_module_name(const std::string& text) {
   static const std::regex kModule(R"([A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*)");
   return std::regex_match(text, kModule);
@@ -357,12 +350,6 @@ RecordSetup resolve(const RecordOptions& o) {
   s.worker =
       absolute(!o.shared.worker.empty() ? o.shared.worker
                                         : beside_self(python ? "cprr-pyworker" : "cpworker"));
-  if (python && o.launch.kind != LauncherKind::local) {
-    CPRR_THROW_AS(UsageError,
-                  "--python runs with the local launcher only (a launched rank's supervisor "
-                  "re-runs a worker binary); drop --launcher {}",
-                  launcher_name(o.launch.kind));
-  }
   check_worker(s.worker, python);
   s.backend = resolve_backend(o.backend);
   check_collectives(o.shared.collectives, s.backend);

@@ -190,7 +190,10 @@ std::unique_ptr<WorldHandle> ProcessWorlds::make(const WorldConfig& config, uint
 }
 
 RankSpawner& ProcessWorlds::spawner_for(const WorldConfig& config) {
-  if (config.worker_args.empty() || !config.fork_from_template) return direct_;
+  // A launcher's ranks start on their hosts (launch_ranks): no template here.
+  if (config.worker_args.empty() || !config.fork_from_template || config.launch.over_tcp()) {
+    return direct_;
+  }
   TemplateCommand command{config.worker, config.worker_args, world_env(config)};
   std::unique_ptr<TemplateSpawner>& spawner = templates_[command];
   if (!spawner) spawner = std::make_unique<TemplateSpawner>(std::move(command));
@@ -253,23 +256,29 @@ void World::spawn_rank(int r, const WorldConfig& config, RankSpawner& spawner) {
 
 void World::launch_ranks(const WorldConfig& config, RankListener& listener) {
   const LaunchOptions& o = config.launch;
-  // A launched rank's supervisor re-runs its own executable for the rank: a worker binary.
-  CPRR_CHECK(config.worker_args.empty(),
-             "world {}: --launcher {} starts worker binaries only, not a worker with arguments "
-             "(Python cases run with the local launcher)",
-             id_, launcher_name(o.kind));
+  // A worker binary supervises its own rank (it re-runs itself); a worker with arguments (the
+  // Python one) is started, with them, by the supervisor binary, as a local rank would be.
+  const bool own_supervisor = config.worker_args.empty();
+  CPRR_CHECK(own_supervisor || !config.supervisor.empty(),
+             "world {}: --launcher {} needs a supervisor binary (cpworker) for the worker {}", id_,
+             launcher_name(o.kind), config.worker);
   const Endpoint back{advertised_host(o, listener.bound()), listener.bound().port};
-  const std::vector<std::string> rank_argv{config.worker,
-                                           "--connect",
-                                           back.str(),
-                                           "--world",
-                                           std::to_string(id_),
-                                           "--world-size",
-                                           std::to_string(config.world_size),
-                                           "--rendezvous",
-                                           rendezvous_,
-                                           "--backend",
-                                           config.backend};
+  std::vector<std::string> rank_argv{own_supervisor ? config.worker : config.supervisor,
+                                     "--connect",
+                                     back.str(),
+                                     "--world",
+                                     std::to_string(id_),
+                                     "--world-size",
+                                     std::to_string(config.world_size),
+                                     "--rendezvous",
+                                     rendezvous_,
+                                     "--backend",
+                                     config.backend};
+  if (!own_supervisor) {
+    rank_argv.emplace_back("--");
+    rank_argv.push_back(config.worker);
+    rank_argv.insert(rank_argv.end(), config.worker_args.begin(), config.worker_args.end());
+  }
   ChildStdio io = child_stdio();
   SpawnSpec spec;
   spec.argv = launcher_argv(o, config.world_size, rank_argv);

@@ -32,6 +32,10 @@ struct WorldSpec {
   /// posix_spawns every rank (`CPRR_PYTHON_TEMPLATE=off`). A worker without arguments is always
   /// spawned.
   bool fork_from_template = true;
+  /// With worker_args, through a launcher: what each launched process runs (cpworker
+  /// --connect, the supervisor) before it starts the worker with its arguments and the rank's
+  /// own. A worker without arguments supervises its own rank.
+  std::string supervisor;
   std::string backend = "cpu";
   /// --collectives: auto (NCCL on cuda when every rank has a GPU of its own, else Gloo staged
   /// through host memory), nccl or gloo (engine/transport_choice.h).

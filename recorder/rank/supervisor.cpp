@@ -119,17 +119,13 @@ int supervise(const SupervisorArgs& a) {
   UniqueFd devnull(CPRR_SYSCALL(::open("/dev/null", O_RDONLY | O_CLOEXEC)));
   const int slot = control_fd_slot();
   SpawnSpec spec;
-  spec.argv = {self_exe(),
-               "--rank",
-               std::to_string(*rank),
-               "--world-size",
-               std::to_string(a.world_size),
-               "--control-fd",
-               std::to_string(slot),
-               "--rendezvous",
-               a.rendezvous,
-               "--backend",
-               a.backend};
+  spec.argv = a.rank_command.empty() ? std::vector<std::string>{self_exe()} : a.rank_command;
+  for (std::string arg :
+       {std::string("--rank"), std::to_string(*rank), std::string("--world-size"),
+        std::to_string(a.world_size), std::string("--control-fd"), std::to_string(slot),
+        std::string("--rendezvous"), a.rendezvous, std::string("--backend"), a.backend}) {
+    spec.argv.push_back(std::move(arg));
+  }
   spec.fds = {{devnull.get(), 0}, {out.fd.get(), 1}, {err.fd.get(), 2}, {control.fd.get(), slot}};
   spec.env = sup.welcome.env;
   if (const auto local = launcher_local_rank()) {

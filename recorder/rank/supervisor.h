@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "recorder/launch/tcp.h"
 
@@ -22,6 +23,9 @@ struct SupervisorArgs {
   int world_size = 0;
   std::string rendezvous;
   std::string backend = "cpu";
+  /// What the rank runs, before its own arguments (--rank, --control-fd, ...): the worker with
+  /// its arguments (cprr-pyworker --cases FILE); empty: this executable.
+  std::vector<std::string> rank_command;
 };
 
 /// The rank a launcher gave this process: OMPI_COMM_WORLD_RANK (Open MPI), SLURM_PROCID (srun),

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <string_view>
+#include <vector>
 
 #include "data/flight_record.h"
 #include "recorder/rank/case_runner.h"
@@ -31,6 +32,8 @@ struct WorkerArgs {
   std::string connect;  ///< HOST:PORT: run as a launched rank's supervisor (supervisor.h)
   uint64_t world = 0;
   bool rank_given = false;  ///< --rank was passed (with --connect it is optional)
+  /// With --connect, after --: the worker the rank runs instead of this binary (SupervisorArgs).
+  std::vector<std::string> rank_command;
   /// When main() began: the first step of start-up the rank reports is timed from here.
   PhaseClock::Clock::time_point started = PhaseClock::Clock::now();
 };
@@ -52,7 +55,12 @@ void parse(int argc, char** argv, WorkerArgs& a) {
   app.add_option("--rendezvous", a.rendezvous, "communicator rendezvous directory");
   app.add_option("--backend", a.backend, "cpu | cuda");
   app.add_flag("--catalog", a.catalog, "send the registered cases and exit");
+  auto* command = app.add_option(
+      "rank_command", a.rank_command,
+      "with --connect, after --: the worker (and its arguments) the supervised rank runs "
+      "instead of this binary, as cprecord --python's launched ranks do");
   fd->excludes(connect);
+  command->needs(connect);
   try {
     app.parse(argc, argv);
     if (fd->count() == 0 && connect->count() == 0) {
@@ -73,6 +81,7 @@ int run_supervisor(const WorkerArgs& a) {
   s.world_size = a.world_size;
   s.rendezvous = a.rendezvous;
   s.backend = a.backend;
+  s.rank_command = a.rank_command;
   return supervise(s);
 }
 

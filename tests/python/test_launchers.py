@@ -1,0 +1,85 @@
+"""Python cases with ranks started by a launcher (``cprecord --python --launcher mpirun|srun``):
+each launched process is cpworker's supervisor, which connects back and starts cprr-pyworker
+with the case files, as a local rank without a template starts. The seeds and the faults of
+corpus/python get the same results, case by case in both modes, as with local ranks; a replay of
+the launched run starts its worlds through the same launcher and names the leak's polluter.
+
+mpirun runs here when Open MPI is installed (tools/setup.sh installs it); srun needs a Slurm
+cluster: ctest's srun_python_matches_local starts a private one and sets SLURM_CONF.
+"""
+
+import json
+import os
+import shutil
+
+import pytest
+
+from test_plugin import record_python
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "corpus", "python")
+FILES = [os.path.join(CORPUS, name) for name in ("test_seeds.py", "test_faults.py")]
+# Logs each launch to $CPRR_TEST_LAUNCH_LOG, then runs mpirun.
+WRAPPER = os.path.join(os.path.dirname(HERE), "replayer", "fixture", "launcher_wrapper.sh")
+# Open MPI refuses root unless told twice (CI runs as root); a user passes the same.
+MPI_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+def results_of(doc):
+    """Per label what must not depend on how ranks started: status, verdict, expectation, and
+    each execution's mode and status."""
+    out = {}
+    for c in doc["cases"]:
+        modes = sorted(f"{e['mode']}={e['status']}" for e in c["executions"])
+        out[c["label"]] = (c["status"], c.get("verdict"), c["as_expected"], modes)
+    return out
+
+
+def record(tmp_path, name, *launch, env=None):
+    run = record_python(FILES[0], "--python", FILES[1], "--mode", "both", "--json", "--db",
+                        tmp_path / f"{name}.db", *launch, env=env, timeout=600)
+    assert run.stdout, run.stderr[-3000:]
+    return json.loads(run.stdout), run
+
+
+def expect_same_as_local(tmp_path, launcher, env, *flags):
+    local, _ = record(tmp_path, "local")
+    launched, run = record(tmp_path, launcher, "--launcher", launcher, *flags, env=env)
+    assert launched["launcher"] == (flags[-1] if flags else launcher)  # --launcher-path's
+    a, b = results_of(local), results_of(launched)
+    assert len(a) >= 16 and set(a) == set(b), (sorted(a), sorted(b))
+    for label in a:
+        assert a[label] == b[label], (label, a[label], b[label], run.stderr[-3000:])
+    # The seeds' bugs and the faults are among them, not only passing cases.
+    verdicts = {v[1] for v in a.values()}
+    assert {"allocator_order", "collective_mismatch", "uninitialized_read", "crash",
+            "hang"} <= verdicts, verdicts
+    assert any(c.get("fresh_vs_pool") for c in launched["cases"]), "no leak diverged"
+    return launched
+
+
+def test_python_cases_through_mpirun_match_local_and_replay_through_it(tmp_path):
+    if shutil.which("mpirun") is None:
+        pytest.skip("Open MPI's mpirun is not on PATH (tools/setup.sh installs openmpi-bin)")
+    log = tmp_path / "launches.log"
+    env = dict(MPI_ROOT, CPRR_TEST_LAUNCH_LOG=str(log))
+    launched = expect_same_as_local(tmp_path, "mpirun", env, "--launcher-path", WRAPPER)
+    # Each launched process is the supervisor, which runs the Python worker with the files.
+    first = log.read_text().splitlines()[0]
+    assert "cpworker --connect" in first and " -- " in first, first
+    assert "cprr-pyworker --cases" in first and "test_seeds.py" in first, first
+    log.unlink()
+    victim = next(c for c in launched["cases"] if c.get("fresh_vs_pool"))
+    replay = record_python(None, "--db", tmp_path / "mpirun.db", "--case", victim["id"],
+                           "--json", tool="cpreplay", env=env, timeout=300)
+    doc = json.loads(replay.stdout)
+    assert doc["verdict"] == "state_leak", replay.stdout[-3000:] + replay.stderr[-3000:]
+    assert "cprr-pyworker --cases" in log.read_text()  # the replay's worlds: the same launcher
+
+
+def test_python_cases_through_srun_match_local(tmp_path):
+    conf = os.environ.get("SLURM_CONF")
+    if not conf or not os.path.exists(conf) or shutil.which("srun") is None:
+        pytest.skip("no Slurm cluster to run on: ctest's srun_python_matches_local starts a "
+                    "private one (as root, with Slurm installed by tools/setup.sh)")
+    expect_same_as_local(tmp_path, "srun", None)
