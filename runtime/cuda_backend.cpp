@@ -208,9 +208,8 @@ CudaBackend::CudaBackend(const BackendConfig& config)
   CPRR_CUDA(cudaFree(nullptr));  // the primary context exists from here: timed as its own step
   startup_.lap("cuda context");
   for (int p = 0; p < 3; ++p) capacity_[p] = arena_bytes(p, sharing);
-  // The device arena waits for the first case (prepare_arenas): see there.
-  arenas_[static_cast<int>(MemPool::host)] = CudaArena(CudaArena::Kind::host, capacity_[2]);
-  startup_.lap("host arena (pinned)");
+  // The device arena waits for the first case (prepare_arenas), the pinned host arena for its
+  // first use (arena_base): most cases never touch it, and pinning it costs every world ~60 ms.
   CPRR_CUDA(cudaMalloc(&barrier_scratch_, sizeof(int)));
   CPRR_CUDA(cudaMemset(barrier_scratch_, 0, sizeof(int)));
   stream(0, "default");
@@ -278,6 +277,15 @@ void CudaBackend::prepare_arenas() {
 
 std::byte* CudaBackend::arena_base(MemPool pool) {
   if (pool == MemPool::device) prepare_arenas();  // in-process users that run no CaseRunner
+  if (pool == MemPool::host) {
+    // Each rank's own: made without its peers, so a case where one rank pins memory is fine.
+    std::lock_guard lock(host_arena_mu_);
+    CudaArena& host = arenas_[static_cast<int>(MemPool::host)];
+    if (host.data() == nullptr) {
+      CPRR_CUDA(cudaSetDevice(device_));  // registered with this rank's context
+      host = CudaArena(CudaArena::Kind::host, capacity_[static_cast<int>(MemPool::host)]);
+    }
+  }
   std::byte* base = arenas_[static_cast<int>(pool)].data();
   CPRR_CHECK(base != nullptr, "rank {}: the {} pool exists only once the communicator is up", rank_,
              mem_pool_name(pool));

@@ -194,6 +194,7 @@ class CudaBackend final : public Backend {
   bool nccl_possible_ = true;
   std::array<uint64_t, 3> capacity_{};
   std::array<CudaArena, 3> arenas_;
+  std::mutex host_arena_mu_;  // the pinned host arena's first use (arena_base) may be any thread's
   std::unique_ptr<NcclComm> comm_;             // NCCL transport, or
   std::unique_ptr<StagedCollectives> staged_;  // Gloo staged through host memory
   std::unique_ptr<CudaWindow> window_;         // set while connecting, then read-only

@@ -8,6 +8,7 @@
 #                                  [standby] [launcher] [examples] [triage] [python] [pybench]
 #                                  [mismatch] [descriptors] [pyraces] [pycost] [pyalloc]
 #                                  [pysymmetric] [faults] [suites] [suitesbench] [suitesplugin]
+#                                  [startbench]
 #                                  (default: tests corpus races symmetric trace bench; bench
 #                                  includes recording: issue 14's figures from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
@@ -418,6 +419,20 @@ for step in "${steps[@]}"; do
       # Issue 14's figures from one step: the world start breakdown and the fresh suite with and
       # without standby worlds come from bench_gpu above, recording overhead from here.
       bench recording 300 --backend cuda --runs 20
+      ;;
+    startbench)
+      # Issue 41: what a fresh world pays at W=2 and W=4 (a GPU per rank where there are enough),
+      # step by step, fresh against pooled and standby (cprr_bench_gpu); a Python case's cost on
+      # cuda with the empty case pooled (cprr_bench_python); the start-up steps' GPU test.
+      timeout 120 "$b/tests/cprr_recorder_gpu_tests" --gtest_filter='CudaContext.*' \
+        >"$out/cuda_context.log" 2>&1
+      report "CudaContext gpu tests rc=$? $(grep -cE '^\[       OK \]' "$out/cuda_context.log") passed" \
+        "$(grep -E '^\[  (FAILED|SKIPPED) \].*\(' "$out/cuda_context.log")"
+      bench gpu 300 --cases "${CPRR_BENCH_CASES:-10}" --standby 4 --world-size 2 4 \
+        --torch-script tools/bench/torch_allreduce.py --torch-runs 1
+      python_module || continue
+      bench python 200 --backend cuda --cases 3 --empty-cases 200 --torch-runs 0 \
+        --case-file tools/bench/python_bench_cases.py
       ;;
     pybench)
       # Issue 26: a Python case's cost fresh (forked from the template / spawned / standby),
