@@ -80,6 +80,41 @@ struct BufferBytes {
   }
 };
 
+/// Never-written bytes an op reads, at their place in its reads laid end to end, and how they
+/// came there.
+struct Undefined {
+  uint64_t begin = 0, end = 0;
+  std::string how;
+  bool operator==(const Undefined&) const = default;
+};
+
+/// What a rank sends in a collective that only moves data: the never-written bytes of its
+/// reads (laid end to end) and how many bytes it sends.
+struct Sent {
+  std::vector<Undefined> undefined;
+  uint64_t bytes = 0;
+  bool operator==(const Sent&) const = default;
+};
+/// Per collective (its group, its number there), what each rank of the world sent.
+using Contributions = std::map<std::pair<uint32_t, uint64_t>, std::map<int32_t, Sent>>;
+
+/// The collectives that only move bytes from rank to rank: their never-written inputs arrive as
+/// never-written outputs (the read that uses them is the finding), as a copy carries them.
+/// Python's calls are logged as ops named by the torch.distributed function; each is its
+/// rank's next collective record of the kind the function makes.
+std::string moving_kind(const OpRecord& op) {
+  if (op.kind == "collective") {
+    return op.name == "all_gather" || op.name == "broadcast" ? op.name : "";
+  }
+  if (op.kind != "kernel" || !op.name.starts_with("dist.")) return "";
+  const std::string function = op.name.substr(5, op.name.find_first_of("( ") - 5);
+  if (function == "all_gather" || function == "all_gather_into_tensor" ||
+      function == "_all_gather_base") {
+    return "all_gather";
+  }
+  return function == "broadcast" ? "broadcast" : "";
+}
+
 ByteSpan span_at(const std::vector<ByteSpan>& spans, std::size_t k, uint64_t bytes) {
   return k < spans.size() ? spans[k] : ByteSpan{0, bytes};
 }
@@ -116,8 +151,11 @@ std::map<int32_t, Written> puts_into(const std::vector<const CaseCapture*>& rank
 /// One rank's walk through its op log.
 class RankWalk {
  public:
-  RankWalk(int32_t rank, const CaseCapture& cap, const Written* puts)
-      : rank_(rank), allocs_(allocations(cap)) {
+  /// `incoming`: what every rank sent in each collective that moves bytes (an earlier walk's
+  /// `sent`); what this rank sends goes to `sent`.
+  RankWalk(int32_t rank, const CaseCapture& cap, const Written* puts, const Contributions& incoming,
+           Contributions& sent)
+      : rank_(rank), cap_(cap), allocs_(allocations(cap)), incoming_(incoming), sent_(sent) {
     if (!puts) return;
     for (const auto& [id, a] : allocs_) {
       // What peers put into this rank's window counts as written.
@@ -136,6 +174,25 @@ class RankWalk {
       move(op);
       return std::nullopt;
     }
+    if (const std::string kind = moving_kind(op); !kind.empty()) {
+      exchange(op, kind);
+      return std::nullopt;
+    }
+    std::optional<UninitRead> found = first_unwritten_read(op);
+    if (op.kind == "put") return found;  // its writes are the peer's memory
+    // Written even when the op read never-written bytes: the walk goes on (what later ops send
+    // to other ranks), and only the first read is the finding, not what it computed.
+    for (std::size_t k = 0; k < op.writes.size(); ++k) {
+      const auto it = allocs_.find(op.writes[k]);
+      if (it == allocs_.end()) continue;
+      const ByteSpan s = span_at(op.write_spans, k, it->second->bytes);
+      bytes_[op.writes[k]].written.add(s.offset, s.offset + s.bytes);
+    }
+    return found;
+  }
+
+ private:
+  std::optional<UninitRead> first_unwritten_read(const OpRecord& op) {
     for (std::size_t k = 0; k < op.reads.size(); ++k) {
       const AllocRecord* a = checked(op.reads[k]);
       if (!a) continue;
@@ -155,17 +212,9 @@ class RankWalk {
                         gaps[0].second,
                         b.how(gaps[0].first)};
     }
-    if (op.kind == "put") return std::nullopt;  // its writes are the peer's memory
-    for (std::size_t k = 0; k < op.writes.size(); ++k) {
-      const auto it = allocs_.find(op.writes[k]);
-      if (it == allocs_.end()) continue;
-      const ByteSpan s = span_at(op.write_spans, k, it->second->bytes);
-      bytes_[op.writes[k]].written.add(s.offset, s.offset + s.bytes);
-    }
     return std::nullopt;
   }
 
- private:
   /// A tracked allocation whose bytes the check follows (host memory is written by plain host
   /// stores the log sees only when declared), or null.
   const AllocRecord* checked(uint32_t buffer) const {
@@ -177,38 +226,111 @@ class RankWalk {
   /// at k * written / read (a cast changes the element size, not the order). Never-written read
   /// bytes land as never-written bytes, with how they came; the rest is written.
   void move(const OpRecord& op) {
-    struct Undefined {
-      uint64_t begin, end;  // in the reads laid end to end
-      std::string how;
-    };
-    std::vector<Undefined> undefined;
-    uint64_t read_total = 0;
-    for (std::size_t k = 0; k < op.reads.size(); ++k) {
-      const auto it = allocs_.find(op.reads[k]);
-      const uint64_t whole = it == allocs_.end() ? 0 : it->second->bytes;
-      const ByteSpan s = span_at(op.read_spans, k, whole);
-      if (const AllocRecord* a = checked(op.reads[k])) {
-        const BufferBytes& b = bytes_[op.reads[k]];
-        for (const auto& [gb, ge] : b.written.gaps(s.offset, s.offset + s.bytes)) {
-          const std::string before = b.how(gb);
-          undefined.push_back(
-              {read_total + gb - s.offset, read_total + ge - s.offset,
-               fmt::format("copied by op #{} ({} '{}') from '{}'{}", op.seq, op.kind, op.name,
-                           a->name, before.empty() ? "" : ", " + before)});
-        }
-      }
-      read_total += s.bytes;
-    }
-    uint64_t write_total = 0;
-    for (std::size_t k = 0; k < op.writes.size(); ++k) {
-      const auto it = allocs_.find(op.writes[k]);
-      write_total += span_at(op.write_spans, k, it == allocs_.end() ? 0 : it->second->bytes).bytes;
-    }
+    const auto [undefined, read_total] = undefined_reads(op, [&](const AllocRecord& a) {
+      return fmt::format("copied by op #{} ({} '{}') from '{}'", op.seq, op.kind, op.name, a.name);
+    });
+    const uint64_t write_total = written_bytes(op);
     const auto scaled = [&](uint64_t at) {
       return read_total == 0
                  ? 0
                  : static_cast<uint64_t>(static_cast<long double>(at) * write_total / read_total);
     };
+    std::vector<Undefined> landed;
+    for (const Undefined& u : undefined) landed.push_back({scaled(u.begin), scaled(u.end), u.how});
+    land(op, landed);
+  }
+
+  /// A collective that moves bytes across ranks (moving_kind): what this rank sends is
+  /// recorded; what it receives lands on its writes laid end to end: an all-gather's part of
+  /// each member in group order, a broadcast's root's bytes.
+  void exchange(const OpRecord& op, const std::string& kind) {
+    const CollectiveRecord* record = record_of(op, kind);
+    if (record == nullptr) {  // not matched across ranks: its writes are written
+      land(op, {});
+      return;
+    }
+    const auto key = std::pair{record->group, record->seq};
+    auto [undefined, bytes] = undefined_reads(op, [&](const AllocRecord& a) {
+      return fmt::format("sent by rank {} in op #{} ({} #{}) from '{}'", rank_, op.seq, kind,
+                         record->seq, a.name);
+    });
+    if (bytes > 0) sent_[key][rank_] = Sent{std::move(undefined), bytes};
+    const auto in = incoming_.find(key);
+    std::vector<Undefined> landed;
+    if (in != incoming_.end()) {
+      if (kind == "broadcast") {
+        const auto root = in->second.find(record->root);
+        if (root != in->second.end()) landed = root->second.undefined;
+      } else {
+        uint64_t at = 0;
+        for (const int32_t member : members_of(record->group)) {
+          const auto part = in->second.find(member);
+          if (part == in->second.end()) continue;  // no log (or unchecked): taken as written
+          for (const Undefined& u : part->second.undefined) {
+            landed.push_back({at + u.begin, at + u.end, u.how});
+          }
+          at += part->second.bytes;
+        }
+      }
+    }
+    land(op, landed);
+  }
+
+  /// The collective record of `op`: the Case API's op names its group (event) and number
+  /// (epoch); a Python call's is the rank's next record of its kind.
+  const CollectiveRecord* record_of(const OpRecord& op, const std::string& kind) {
+    const auto& records = cap_.collectives;
+    if (op.kind == "collective") {
+      for (const CollectiveRecord& c : records) {
+        if (!c.is_p2p() && c.group == static_cast<uint32_t>(op.event) && c.seq == op.epoch) {
+          return &c;
+        }
+      }
+      return nullptr;
+    }
+    for (; next_record_ < records.size(); ++next_record_) {
+      const CollectiveRecord& c = records[next_record_];
+      if (!c.is_p2p() && c.kind == kind) return &records[next_record_++];
+    }
+    return nullptr;
+  }
+
+  /// The never-written bytes of `op`'s reads, at their place in the reads laid end to end, each
+  /// with `how(allocation)` and how they came there before; and the reads' total bytes.
+  template <class How>
+  std::pair<std::vector<Undefined>, uint64_t> undefined_reads(const OpRecord& op, How how) const {
+    std::vector<Undefined> undefined;
+    uint64_t total = 0;
+    for (std::size_t k = 0; k < op.reads.size(); ++k) {
+      const auto it = allocs_.find(op.reads[k]);
+      const ByteSpan s = span_at(op.read_spans, k, it == allocs_.end() ? 0 : it->second->bytes);
+      if (const AllocRecord* a = checked(op.reads[k])) {
+        const auto b = bytes_.find(op.reads[k]);
+        const auto gaps = b == bytes_.end() ? std::vector<Range>{{s.offset, s.offset + s.bytes}}
+                                            : b->second.written.gaps(s.offset, s.offset + s.bytes);
+        for (const auto& [gb, ge] : gaps) {
+          const std::string before = b == bytes_.end() ? "" : b->second.how(gb);
+          undefined.push_back({total + gb - s.offset, total + ge - s.offset,
+                               how(*a) + (before.empty() ? "" : ", " + before)});
+        }
+      }
+      total += s.bytes;
+    }
+    return {std::move(undefined), total};
+  }
+
+  uint64_t written_bytes(const OpRecord& op) const {
+    uint64_t total = 0;
+    for (std::size_t k = 0; k < op.writes.size(); ++k) {
+      const auto it = allocs_.find(op.writes[k]);
+      total += span_at(op.write_spans, k, it == allocs_.end() ? 0 : it->second->bytes).bytes;
+    }
+    return total;
+  }
+
+  /// `op`'s writes are written, but for `undefined` (places in its writes laid end to end),
+  /// which are never-written bytes that came as each says.
+  void land(const OpRecord& op, const std::vector<Undefined>& undefined) {
     uint64_t base = 0;
     for (std::size_t k = 0; k < op.writes.size(); ++k) {
       const auto it = allocs_.find(op.writes[k]);
@@ -217,17 +339,36 @@ class RankWalk {
       BufferBytes& b = bytes_[op.writes[k]];
       b.written.add(s.offset, s.offset + s.bytes);
       for (const Undefined& u : undefined) {
-        const uint64_t begin = std::max(scaled(u.begin), base);
-        const uint64_t end = std::min(scaled(u.end), base + s.bytes);
+        const uint64_t begin = std::max(u.begin, base);
+        const uint64_t end = std::min(u.end, base + s.bytes);
         if (begin < end) b.copied_in(s.offset + begin - base, s.offset + end - base, u.how);
       }
       base += s.bytes;
     }
   }
 
+  /// A group's ranks of the world in group-rank order (the world: every rank with a log).
+  std::vector<int32_t> members_of(uint32_t group) const {
+    for (const GroupRecord& g : cap_.groups) {
+      if (g.id == group) return g.ranks;
+    }
+    std::vector<int32_t> all;
+    if (group == 0) {
+      for (int32_t r = 0; r < world_size_; ++r) all.push_back(r);
+    }
+    return all;
+  }
+
   int32_t rank_;
+  const CaseCapture& cap_;
   std::map<uint32_t, const AllocRecord*> allocs_;
   std::map<uint32_t, BufferBytes> bytes_;
+  const Contributions& incoming_;
+  Contributions& sent_;
+  std::size_t next_record_ = 0;  ///< record_of's place among a Python rank's collective records
+
+ public:
+  int32_t world_size_ = 0;  ///< the world's ranks (the world group's members)
 };
 
 }  // namespace
@@ -239,8 +380,14 @@ std::string UninitRead::describe() const {
                      op, op_kind, op_name, begin, end, buffer_name, pool, what);
 }
 
-std::optional<UninitRead> check_uninitialized_reads(const std::vector<const CaseCapture*>& ranks) {
-  const std::map<int32_t, Written> put_into = puts_into(ranks);
+namespace {
+
+/// One walk over every checked rank's log with what the ranks sent in the last walk; returns
+/// the first finding (lowest rank, then issue order) and what the ranks sent in this one.
+std::optional<UninitRead> walk_ranks(const std::vector<const CaseCapture*>& ranks,
+                                     const std::map<int32_t, Written>& put_into,
+                                     const Contributions& incoming, Contributions& sent) {
+  std::optional<UninitRead> first;
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     // Work outside the op log (an "unseen" op: a custom extension's kernel) may have written
     // what looks unwritten here: the race check's notes say it was not checked.
@@ -250,12 +397,31 @@ std::optional<UninitRead> check_uninitialized_reads(const std::vector<const Case
     }
     const auto rank = static_cast<int32_t>(r);
     const auto puts = put_into.find(rank);
-    RankWalk walk(rank, *ranks[r], puts == put_into.end() ? nullptr : &puts->second);
+    RankWalk walk(rank, *ranks[r], puts == put_into.end() ? nullptr : &puts->second, incoming,
+                  sent);
+    walk.world_size_ = static_cast<int32_t>(ranks.size());
     for (const OpRecord& op : ranks[r]->ops) {
-      if (auto found = walk.step(op)) return found;
+      auto found = walk.step(op);
+      if (found && !first) first = std::move(found);
     }
   }
-  return std::nullopt;
+  return first;
+}
+
+}  // namespace
+
+std::optional<UninitRead> check_uninitialized_reads(const std::vector<const CaseCapture*>& ranks) {
+  const std::map<int32_t, Written> put_into = puts_into(ranks);
+  // Never-written bytes a collective moves reach other ranks, which may send them on: walk
+  // again with what the last walk's ranks sent until nothing new travels (each walk can only
+  // carry more, and a chain is at most as long as the collectives).
+  Contributions incoming;
+  for (int walks = 0;; ++walks) {
+    Contributions sent;
+    auto first = walk_ranks(ranks, put_into, incoming, sent);
+    if (sent == incoming || walks >= 16) return first;
+    incoming = std::move(sent);
+  }
 }
 
 }  // namespace cprr

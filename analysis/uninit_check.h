@@ -9,8 +9,10 @@
 // case declares them (host_access), and an undeclared store is no uninitialized read. An op that
 // only moves bytes (OpRecord::moves: a copy, a clone, a cat) carries never-written bytes to the
 // bytes it writes instead of being their reader, as memcheck does: the read that uses them is
-// the finding, and it says which copies brought them there. A candidate, not a proof: cpreplay
-// confirms it by poisoning new allocations with two patterns.
+// the finding, and it says which copies brought them there. Collectives that only move bytes
+// between ranks (all_gather, broadcast) carry them from the sender to every receiver the same
+// way. A candidate, not a proof: cpreplay confirms it by poisoning new allocations with two
+// patterns.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -31,8 +33,9 @@ struct UninitRead {
   std::string pool;
   uint64_t begin = 0;  ///< the first unwritten byte range read, relative to the buffer's start
   uint64_t end = 0;
-  /// How those bytes got there when copies carried them (OpRecord::moves), latest copy first:
-  /// "copied by op #5 (kernel 'aten.clone at x.py:12') from 'torch.empty(8,) at x.py:11'";
+  /// How those bytes got there when copies or collectives carried them, latest first:
+  /// "copied by op #5 (kernel 'aten.clone at x.py:12') from 'torch.empty(8,) at x.py:11'",
+  /// "sent by rank 1 in op #23 (all_gather #0) from 'torch.empty(8,) at x.py:9'";
   /// empty when the buffer's own bytes were never written.
   std::string copied;
 

@@ -150,6 +150,42 @@ def uninitialized_copied_fixed(ctx):
     _staged_buckets(ctx, filled=True)
 
 
+def _expert_load(ctx, zeroed):
+    experts = 8
+    # Each rank counts the tokens its router sent to each expert; a rank that routed nothing to
+    # an expert never writes that expert's count when its buffer comes from torch.empty. The
+    # all-gather only moves those bytes to every rank: the sum over ranks is the use.
+    tokens = torch.arange(16, device=ctx.device) % (experts - 2 * ctx.rank)
+    counts = (torch.zeros if zeroed else torch.empty)(experts, device=ctx.device)
+    for e in tokens.unique().tolist():
+        counts[e] = (tokens == e).sum()
+    gathered = torch.empty(ctx.world_size, experts, device=ctx.device)
+    dist.all_gather(list(gathered.unbind(0)), counts)
+    load = gathered.sum(0)
+    ctx.output("expert_load", load)
+
+
+@cprr.case(
+    name="bug/py_uninitialized_gathered",
+    world_sizes=[2],
+    seeded_bug="uninitialized_read",
+    description="expert counts in torch.empty, written only for experts the rank routed to, "
+    "all-gathered and summed: named at the sum, with the all-gather that brought rank 1's "
+    "never-written counts",
+)
+def uninitialized_gathered(ctx):
+    _expert_load(ctx, zeroed=False)
+
+
+@cprr.case(
+    name="fixed/py_uninitialized_gathered",
+    world_sizes=[2],
+    description="the twin: the counts start from torch.zeros",
+)
+def uninitialized_gathered_fixed(ctx):
+    _expert_load(ctx, zeroed=True)
+
+
 # ---- a collective called with a different size on one rank ----------------------------------
 
 

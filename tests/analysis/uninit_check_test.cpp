@@ -1,7 +1,8 @@
 // check_uninitialized_reads on hand-built logs: reads of bytes nothing wrote through the buffer
 // since its allocation, and what must not be reported (a buffer written before it is read, a
 // partial write followed by a read of only the written bytes, a window a peer's put filled);
-// copies (OpRecord::moves) carry never-written bytes to the read that uses them.
+// copies (OpRecord::moves) carry never-written bytes to the read that uses them, and so do
+// collectives that only move bytes (all_gather, broadcast) from rank to rank.
 #include "analysis/uninit_check.h"
 
 #include <gtest/gtest.h>
@@ -176,6 +177,94 @@ TEST(UninitCheck, ACopyOfNeverWrittenBytesOverWrittenOnesUnwritesThem) {
   EXPECT_EQ(u->op, 2u);
   EXPECT_EQ(u->begin, 16u);
   EXPECT_EQ(u->end, 32u);
+}
+
+// A collective op as the Context logs one: its group in `event`, its number there in `epoch`;
+// with its record (root: rank 0) in `c`.
+OpRecord collective(CaseCapture& c, uint64_t seq, const char* kind, uint64_t number,
+                    std::vector<uint32_t> reads, std::vector<uint32_t> writes) {
+  CollectiveRecord record;
+  record.kind = kind;
+  record.seq = number;
+  record.root = std::string(kind) == "broadcast" ? 0 : -1;
+  c.collectives.push_back(record);
+  OpRecord o = op(seq, "collective", kind, std::move(reads), std::move(writes));
+  o.event = 0;
+  o.epoch = number;
+  return o;
+}
+
+// Rank 1 all-gathers a buffer it never wrote: nothing is wrong until a rank reads rank 1's part
+// of the result; rank 0's read of it is named with where the bytes came from.
+TEST(UninitCheck, AnAllGatherCarriesAPeersNeverWrittenBytesToTheReadThatUsesThem) {
+  CaseCapture r0, r1;
+  for (CaseCapture* c : {&r0, &r1}) {
+    c->allocs = {alloc(1, "part", "tensor", 0, 32), alloc(2, "all", "tensor", 32, 64)};
+  }
+  r0.ops = {op(0, "kernel", "fill part", {}, {1}), collective(r0, 1, "all_gather", 0, {1}, {2}),
+            op(2, "kernel", "sum all", {2}, {})};
+  r0.ops[2].read_spans = {{0, 32}};  // its own part only
+  r1.ops = {collective(r1, 0, "all_gather", 0, {1}, {2})};
+  EXPECT_FALSE(check_uninitialized_reads({&r0, &r1}).has_value());
+  r0.ops[2].read_spans = {{0, 64}};
+  const auto u = check_uninitialized_reads({&r0, &r1});
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->rank, 0);
+  EXPECT_EQ(u->op, 2u);
+  EXPECT_EQ(u->begin, 32u);
+  EXPECT_EQ(u->end, 64u);
+  EXPECT_EQ(u->copied, "sent by rank 1 in op #0 (all_gather #0) from 'part'");
+  r1.ops.insert(r1.ops.begin(), op(0, "kernel", "fill part", {}, {1}));
+  EXPECT_FALSE(check_uninitialized_reads({&r0, &r1}).has_value());
+}
+
+// A broadcast's other ranks receive the root's bytes: a buffer they never wrote is then written
+// (broadcast_object_list into torch.empty), unless the root's were never written either. A chain
+// of collectives carries them on: rank 0 broadcasts what it gathered from rank 1.
+TEST(UninitCheck, ABroadcastCarriesTheRootsBytesAndChainsOfCollectivesAreFollowed) {
+  CaseCapture r0, r1;
+  for (CaseCapture* c : {&r0, &r1}) {
+    c->allocs = {alloc(1, "part", "tensor", 0, 32), alloc(2, "all", "tensor", 32, 64)};
+  }
+  r0.ops = {op(0, "kernel", "fill part", {}, {1}), collective(r0, 1, "all_gather", 0, {1}, {2}),
+            collective(r0, 2, "broadcast", 1, {2}, {2})};
+  r1.ops = {op(0, "kernel", "fill part", {}, {1}), collective(r1, 1, "all_gather", 0, {1}, {2}),
+            collective(r1, 2, "broadcast", 1, {}, {2}), op(3, "kernel", "read all", {2}, {})};
+  EXPECT_FALSE(check_uninitialized_reads({&r0, &r1}).has_value());
+  r1.ops.erase(r1.ops.begin());  // rank 1's part was never written
+  const auto u = check_uninitialized_reads({&r0, &r1});
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->rank, 1);
+  EXPECT_EQ(u->op, 3u);
+  EXPECT_EQ(u->begin, 32u);
+  EXPECT_EQ(u->end, 64u);
+  EXPECT_EQ(u->copied,
+            "sent by rank 0 in op #2 (broadcast #1) from 'all', sent by rank 1 in op #1 "
+            "(all_gather #0) from 'part'");
+}
+
+// Python's calls are logged by name ("dist.all_gather at f.py:3"), each matched with its rank's
+// next collective record of that kind; a barrier in between (a record with no op) is skipped.
+TEST(UninitCheck, PythonCollectiveCallsAreMatchedWithTheirRecordsInOrder) {
+  CaseCapture r0, r1;
+  for (CaseCapture* c : {&r0, &r1}) {
+    c->allocs = {alloc(1, "counts", "tensor", 0, 32), alloc(2, "gathered", "tensor", 32, 64)};
+    for (const char* kind : {"barrier", "all_gather"}) {
+      CollectiveRecord record;
+      record.kind = kind;
+      record.seq = c->collectives.size();
+      c->collectives.push_back(record);
+    }
+  }
+  r0.ops = {op(0, "kernel", "aten.fill_ at f.py:2", {}, {1}),
+            op(1, "kernel", "dist.all_gather_into_tensor at f.py:3", {1}, {2}),
+            op(2, "kernel", "aten.sum at f.py:4", {2}, {})};
+  r1.ops = {op(0, "kernel", "dist.all_gather(async_op=True) at f.py:3", {1}, {2})};
+  const auto u = check_uninitialized_reads({&r0, &r1});
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->rank, 0);
+  EXPECT_EQ(u->begin, 32u);
+  EXPECT_EQ(u->copied, "sent by rank 1 in op #0 (all_gather #1) from 'counts'");
 }
 
 }  // namespace
