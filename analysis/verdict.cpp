@@ -172,4 +172,14 @@ VerdictDecision decide_verdict(const ReplayFacts& f) {
   return found(Verdict::stream_race, "stream race in the op log: " + describe_race(*f.race));
 }
 
+std::pair<Verdict, std::string> confirmed_verdict(Verdict decided, const Confirmations& seen) {
+  if (decided == Verdict::uninitialized_read && seen.poison_ran && !seen.poison_confirmed &&
+      seen.race_confirmed) {
+    return {Verdict::stream_race,
+            "verdict stream_race: the replays confirmed the race, while the poisoned replays "
+            "did not show the uninitialized read (still reported)"};
+  }
+  return {decided, ""};
+}
+
 }  // namespace cprr

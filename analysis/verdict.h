@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "analysis/divergence.h"
 #include "analysis/layout_check.h"
@@ -64,5 +65,18 @@ struct VerdictDecision {
 /// may differ by reduction order alone: their difference is never a verdict, only named in `why`.
 /// Expects replays that ran (no `error` status: that is an infrastructure failure, not a fact).
 VerdictDecision decide_verdict(const ReplayFacts& facts);
+
+/// What the confirming replays showed of a decided verdict's findings.
+struct Confirmations {
+  bool poison_ran = false;        ///< the poisoned replays both completed
+  bool poison_confirmed = false;  ///< their outputs followed the poison
+  bool race_confirmed = false;    ///< the race's replays confirmed it
+};
+
+/// The most specific confirmed finding: an uninitialized read the poisoned replays did not show
+/// gives way to a race the replays confirmed (the read may be of bytes that reach nothing, the
+/// race is what changed the outputs); otherwise `decided` stands. Returns the verdict and, when
+/// it changed, why (else empty).
+std::pair<Verdict, std::string> confirmed_verdict(Verdict decided, const Confirmations& seen);
 
 }  // namespace cprr

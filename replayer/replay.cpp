@@ -227,7 +227,8 @@ void confirm_races(const std::vector<const ExecutionResult*>& all, const CaseIns
 // Two fresh replays with every new allocation poisoned by a different pattern: outputs that follow
 // the pattern read bytes nothing wrote. `after`: the fresh replays certain to come after them.
 constexpr int kPoisonReplays = 2;
-void confirm_uninitialized(const CaseInstance& target, Rebuild& rb, ReplayReport& rep,
+// Returns whether both poisoned replays completed (their outputs could show the read).
+bool confirm_uninitialized(const CaseInstance& target, Rebuild& rb, ReplayReport& rep,
                            const std::function<void(const std::string&)>& say, int after) {
   say("uninitialized read in the op log: " + rep.uninitialized->mismatch.describe());
   Perturbation a, b;
@@ -238,7 +239,7 @@ void confirm_uninitialized(const CaseInstance& target, Rebuild& rb, ReplayReport
   rep.poison_replays = kPoisonReplays;
   if (!completed(ra) || !completed(rb_)) {
     say("poison replays did not both complete: no confirmation");
-    return;
+    return false;
   }
   if (const auto d = compare(ra, rb_)) {
     rep.poison_confirmed = true;
@@ -246,6 +247,7 @@ void confirm_uninitialized(const CaseInstance& target, Rebuild& rb, ReplayReport
   } else {
     say("poison: both patterns gave the same outputs (the unwritten bytes do not reach them)");
   }
+  return true;
 }
 
 // An allocator-order or uninitialized-read verdict: the case again under every placement policy.
@@ -402,8 +404,17 @@ void judge(const Record& record, const Replays& replays, Rebuild& rb, ReplayRepo
   const int placement_replays = placements ? static_cast<int>(kPlacements.size()) : 0;
   const int poison_replays = rep.uninitialized ? kPoisonReplays : 0;
   confirm_races(all, target, rb, rep, say, poison_replays + placement_replays);
-  if (rep.uninitialized) confirm_uninitialized(target, rb, rep, say, placement_replays);
+  Confirmations seen;
+  if (rep.uninitialized) {
+    seen.poison_ran = confirm_uninitialized(target, rb, rep, say, placement_replays);
+    seen.poison_confirmed = rep.poison_confirmed;
+  }
+  seen.race_confirmed = rep.confirmation && !rep.confirmation->confirmed_by.empty();
   say(decision.why);
+  if (auto [verdict, why] = confirmed_verdict(rep.verdict, seen); verdict != rep.verdict) {
+    rep.verdict = verdict;
+    say(why);
+  }
   if (placements) replay_placements(target, *fresh, rb, rep, say);
   if (decision.localize_polluters) localize_leak(record.preds, target, *fresh, rb, rep, say);
 }

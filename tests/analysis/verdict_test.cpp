@@ -162,5 +162,24 @@ TEST(Verdict, PooledReplayDifferingFromFreshReplayOfItsTransportIsStillAStateLea
   EXPECT_TRUE(d.localize_polluters);
 }
 
+// A case with a read of never-written bytes and a race: the read outranks the race until the
+// replays say otherwise; when the poison did not show the read and the race was confirmed, the
+// race is the verdict. Anything short of that leaves the decided verdict alone.
+TEST(Verdict, AConfirmedRaceOutranksAnUninitializedReadThePoisonDidNotShow) {
+  const auto [v, why] = confirmed_verdict(Verdict::uninitialized_read, {true, false, true});
+  EXPECT_EQ(v, Verdict::stream_race);
+  EXPECT_NE(why.find("did not show the uninitialized read"), std::string::npos) << why;
+  for (const Confirmations& seen : {Confirmations{true, true, true},     // the poison showed it
+                                    Confirmations{false, false, true},   // no poison ran
+                                    Confirmations{true, false, false}})  // no race confirmed
+  {
+    const auto [kept, none] = confirmed_verdict(Verdict::uninitialized_read, seen);
+    EXPECT_EQ(kept, Verdict::uninitialized_read);
+    EXPECT_TRUE(none.empty());
+  }
+  EXPECT_EQ(confirmed_verdict(Verdict::allocator_order, {true, false, true}).first,
+            Verdict::allocator_order);
+}
+
 }  // namespace
 }  // namespace cprr
