@@ -95,6 +95,7 @@ CaseOutcome judge_case(const CaseInstance& instance, int64_t case_id,
                 Verdict::allocator_order, Against::allocation);
   o.collective_mismatch = std::move(cross.collective);
   o.uninitialized = std::move(cross.uninitialized);
+  o.more_uninitialized = std::move(cross.more_uninitialized);
   judge_finding(o, o.uninitialized, o.uninitialized ? o.uninitialized->execution : 0,
                 Verdict::uninitialized_read, Against::uninitialized);
   judge_finding(o, o.collective_mismatch,

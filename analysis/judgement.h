@@ -56,6 +56,8 @@ struct CaseOutcome {
   std::optional<Finding<CollectiveMismatch>> collective_mismatch;
   /// A read of bytes nothing wrote since their allocation: verdict uninitialized_read.
   std::optional<Finding<UninitRead>> uninitialized;
+  /// The other reads of never-written bytes in that execution (CrossRankFindings).
+  std::vector<UninitRead> more_uninitialized;
 };
 
 /// Judges one case instance from its executions (any order of modes and repeats). A seeded bug

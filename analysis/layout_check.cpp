@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <iterator>
 #include <map>
 #include <string_view>
 
@@ -392,9 +393,19 @@ std::optional<Finding<Mismatch>> first_finding(const std::vector<const Execution
 }  // namespace
 
 CrossRankFindings check_cross_rank(const std::vector<const ExecutionResult*>& executions) {
-  CrossRankFindings out{first_finding<LayoutMismatch>(executions, check_symmetric_layout),
-                        std::nullopt,
-                        first_finding<UninitRead>(executions, check_uninitialized_reads)};
+  CrossRankFindings out{
+      first_finding<LayoutMismatch>(executions, check_symmetric_layout), std::nullopt, {}, {}};
+  // The first completed execution with reads of never-written bytes: the first is the finding,
+  // the others are reported with it.
+  for (const ExecutionResult* e : executions) {
+    if (!completed(*e)) continue;
+    std::vector<UninitRead> reads = uninitialized_reads(captures_of(*e));
+    if (reads.empty()) continue;
+    out.uninitialized = Finding<UninitRead>{e->id, e->mode, std::move(reads.front())};
+    out.more_uninitialized.assign(std::make_move_iterator(reads.begin() + 1),
+                                  std::make_move_iterator(reads.end()));
+    break;
+  }
   for (const ExecutionResult* e : executions) {
     if (auto m = check_collectives(*e)) {
       out.collective = Finding<CollectiveMismatch>{e->id, e->mode, std::move(*m)};

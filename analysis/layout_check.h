@@ -105,6 +105,9 @@ struct CrossRankFindings {
   std::optional<Finding<LayoutMismatch>> allocation;
   std::optional<Finding<CollectiveMismatch>> collective;
   std::optional<Finding<UninitRead>> uninitialized;
+  /// The other reads of never-written bytes in `uninitialized`'s execution (other buffers,
+  /// other ranks), in the same order: every one is reported, the first is the finding.
+  std::vector<UninitRead> more_uninitialized;
 };
 CrossRankFindings check_cross_rank(const std::vector<const ExecutionResult*>& executions);
 

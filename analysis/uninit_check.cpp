@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 namespace cprr {
 namespace {
@@ -383,11 +384,12 @@ std::string UninitRead::describe() const {
 namespace {
 
 /// One walk over every checked rank's log with what the ranks sent in the last walk; returns
-/// the first finding (lowest rank, then issue order) and what the ranks sent in this one.
-std::optional<UninitRead> walk_ranks(const std::vector<const CaseCapture*>& ranks,
-                                     const std::map<int32_t, Written>& put_into,
-                                     const Contributions& incoming, Contributions& sent) {
-  std::optional<UninitRead> first;
+/// its findings (the first read of each buffer on each rank, lowest rank then issue order) and
+/// what the ranks sent in this one.
+std::vector<UninitRead> walk_ranks(const std::vector<const CaseCapture*>& ranks,
+                                   const std::map<int32_t, Written>& put_into,
+                                   const Contributions& incoming, Contributions& sent) {
+  std::vector<UninitRead> found;
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     // Work outside the op log (an "unseen" op: a custom extension's kernel) may have written
     // what looks unwritten here: the race check's notes say it was not checked.
@@ -400,17 +402,19 @@ std::optional<UninitRead> walk_ranks(const std::vector<const CaseCapture*>& rank
     RankWalk walk(rank, *ranks[r], puts == put_into.end() ? nullptr : &puts->second, incoming,
                   sent);
     walk.world_size_ = static_cast<int32_t>(ranks.size());
+    std::set<uint32_t> named;  // buffers already found read on this rank
     for (const OpRecord& op : ranks[r]->ops) {
-      auto found = walk.step(op);
-      if (found && !first) first = std::move(found);
+      auto read = walk.step(op);
+      if (read && named.insert(read->buffer).second) found.push_back(std::move(*read));
     }
   }
-  return first;
+  return found;
 }
 
 }  // namespace
 
-std::optional<UninitRead> check_uninitialized_reads(const std::vector<const CaseCapture*>& ranks) {
+std::vector<UninitRead> uninitialized_reads(const std::vector<const CaseCapture*>& ranks,
+                                            std::size_t limit) {
   const std::map<int32_t, Written> put_into = puts_into(ranks);
   // Never-written bytes a collective moves reach other ranks, which may send them on: walk
   // again with what the last walk's ranks sent until nothing new travels (each walk can only
@@ -418,10 +422,19 @@ std::optional<UninitRead> check_uninitialized_reads(const std::vector<const Case
   Contributions incoming;
   for (int walks = 0;; ++walks) {
     Contributions sent;
-    auto first = walk_ranks(ranks, put_into, incoming, sent);
-    if (sent == incoming || walks >= 16) return first;
+    auto found = walk_ranks(ranks, put_into, incoming, sent);
+    if (sent == incoming || walks >= 16) {
+      if (found.size() > limit) found.resize(limit);
+      return found;
+    }
     incoming = std::move(sent);
   }
+}
+
+std::optional<UninitRead> check_uninitialized_reads(const std::vector<const CaseCapture*>& ranks) {
+  auto found = uninitialized_reads(ranks, 1);
+  if (found.empty()) return std::nullopt;
+  return std::move(found.front());
 }
 
 }  // namespace cprr

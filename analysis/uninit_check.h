@@ -48,4 +48,9 @@ struct UninitRead {
 /// (its library's work outside the op log) is not checked: that work may have written the bytes.
 std::optional<UninitRead> check_uninitialized_reads(const std::vector<const CaseCapture*>& ranks);
 
+/// Every read of never-written bytes the check finds, lowest rank then issue order: the first
+/// read of each buffer on each rank (a buffer read by many ops is one finding), at most `limit`.
+std::vector<UninitRead> uninitialized_reads(const std::vector<const CaseCapture*>& ranks,
+                                            std::size_t limit = 16);
+
 }  // namespace cprr

@@ -116,8 +116,17 @@ nlohmann::json allocation_json(const Finding<LayoutMismatch>& f) {
           {"detail", m.describe()}};
 }
 
-nlohmann::json uninitialized_json(const Finding<UninitRead>& f) {
+nlohmann::json uninitialized_json(const Finding<UninitRead>& f,
+                                  const std::vector<UninitRead>& more) {
   const UninitRead& u = f.mismatch;
+  nlohmann::json others = nlohmann::json::array();
+  for (const UninitRead& m : more) {
+    others.push_back({{"rank", m.rank},
+                      {"op", m.op},
+                      {"buffer", m.buffer_name},
+                      {"byte_range", {m.begin, m.end}},
+                      {"detail", m.describe()}});
+  }
   return {{"rank", u.rank},
           {"op", u.op},
           {"stream", u.stream},
@@ -129,7 +138,8 @@ nlohmann::json uninitialized_json(const Finding<UninitRead>& f) {
           {"copied", u.copied},
           {"execution", f.execution},
           {"mode", mode_name(f.mode)},
-          {"detail", u.describe()}};
+          {"detail", u.describe()},
+          {"more", std::move(others)}};
 }
 
 nlohmann::json collective_json(const Finding<CollectiveMismatch>& f) {
@@ -264,7 +274,8 @@ void print_json(std::ostream& out, const std::vector<CaseOutcome>& outcomes, con
               {"race_notes", o.race_notes},
               {"allocation", o.allocation ? allocation_json(*o.allocation) : nlohmann::json()},
               {"uninitialized_read",
-               o.uninitialized ? uninitialized_json(*o.uninitialized) : nlohmann::json()},
+               o.uninitialized ? uninitialized_json(*o.uninitialized, o.more_uninitialized)
+                               : nlohmann::json()},
               {"collective_mismatch",
                o.collective_mismatch ? collective_json(*o.collective_mismatch) : nlohmann::json()},
               {"executions", std::move(execs)}});

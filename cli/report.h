@@ -42,8 +42,10 @@ nlohmann::json race_json(const RaceFinding& f, const std::vector<std::string>& c
 /// name, offset, size and allocation event, where it was seen.
 nlohmann::json allocation_json(const Finding<LayoutMismatch>& f);
 /// The `uninitialized_read` object: the reading op (rank, position, stream, kind, name), the
-/// buffer, pool and the unwritten bytes within the buffer, where it was seen.
-nlohmann::json uninitialized_json(const Finding<UninitRead>& f);
+/// buffer, pool and the unwritten bytes within the buffer, where it was seen; `more`: the other
+/// reads of never-written bytes in that execution (its "more" list).
+nlohmann::json uninitialized_json(const Finding<UninitRead>& f,
+                                  const std::vector<UninitRead>& more = {});
 /// The `collective_mismatch` object: the collective's number, the field, both ranks and values.
 nlohmann::json collective_json(const Finding<CollectiveMismatch>& f);
 

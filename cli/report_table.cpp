@@ -148,6 +148,9 @@ void print_table(std::ostream& out, const std::vector<ExecutionResult>& results,
                          o.instance->label(),
                          seeded == "uninitialized_read" ? " (seeded bug, expected)" : "",
                          o.uninitialized->mismatch.describe(), replay_hint(info, o.case_id));
+      for (const UninitRead& more : o.more_uninitialized) {
+        out << fmt::format("  also: {}\n", more.describe());
+      }
     }
     if (o.collective_mismatch) {
       out << fmt::format("case {} ({}): collective mismatch{}: {}; {}\n", o.case_id,

@@ -94,7 +94,7 @@ void print_replay_json(std::ostream& out, const ReplayReport& r, const std::stri
        r.collective_mismatch ? collective_json(*r.collective_mismatch) : nlohmann::json()},
       {"uninitialized_read",
        r.uninitialized ? [&] {
-         nlohmann::json j = uninitialized_json(*r.uninitialized);
+         nlohmann::json j = uninitialized_json(*r.uninitialized, r.more_uninitialized);
          j["confirmed_by"] = r.poison_confirmed ? nlohmann::json::array({"poison"})
                                                 : nlohmann::json::array();
          j["poison_replays"] = r.poison_replays;

@@ -231,6 +231,7 @@ constexpr int kPoisonReplays = 2;
 bool confirm_uninitialized(const CaseInstance& target, Rebuild& rb, ReplayReport& rep,
                            const std::function<void(const std::string&)>& say, int after) {
   say("uninitialized read in the op log: " + rep.uninitialized->mismatch.describe());
+  for (const UninitRead& more : rep.more_uninitialized) say("  also: " + more.describe());
   Perturbation a, b;
   a.poison = 0xa5a5a5a5a5a5a5a5ull;
   b.poison = 0x5a5a5a5a5a5a5a5aull;
@@ -388,6 +389,7 @@ void judge(const Record& record, const Replays& replays, Rebuild& rb, ReplayRepo
   rep.allocation = std::move(cross.allocation);
   rep.collective_mismatch = std::move(cross.collective);
   rep.uninitialized = std::move(cross.uninitialized);
+  rep.more_uninitialized = std::move(cross.more_uninitialized);
   const RecordedExecution* rf = record.fresh();
   const RecordedExecution* rp = record.pool();
   const VerdictDecision decision = decide_verdict(

@@ -74,6 +74,7 @@ struct ReplayReport {
   std::optional<Finding<LayoutMismatch>> allocation;
   std::optional<Finding<CollectiveMismatch>> collective_mismatch;
   std::optional<Finding<UninitRead>> uninitialized;
+  std::vector<UninitRead> more_uninitialized;  ///< the other reads found with it
   /// Fresh replays with new allocations poisoned by two patterns; confirmed when outputs differ.
   int poison_replays = 0;
   bool poison_confirmed = false;

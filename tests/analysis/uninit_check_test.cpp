@@ -267,5 +267,24 @@ TEST(UninitCheck, PythonCollectiveCallsAreMatchedWithTheirRecordsInOrder) {
   EXPECT_EQ(u->copied, "sent by rank 1 in op #0 (all_gather #1) from 'counts'");
 }
 
+// Every buffer's first never-written read is a finding, lowest rank then issue order; a buffer
+// read again adds none; check_uninitialized_reads is the first of them.
+TEST(UninitCheck, EveryBufferReadUnwrittenIsReportedOnceInRankAndIssueOrder) {
+  CaseCapture r0, r1;
+  for (CaseCapture* c : {&r0, &r1}) {
+    c->allocs = {alloc(1, "grad", "tensor", 0, 32), alloc(2, "stats", "tensor", 32, 32)};
+  }
+  r0.ops = {op(0, "kernel", "sum grad", {1}, {}), op(1, "kernel", "sum grad again", {1}, {}),
+            op(2, "kernel", "read stats", {2}, {})};
+  r1.ops = {op(0, "kernel", "fill grad", {}, {1}), op(1, "kernel", "read stats", {2}, {})};
+  const auto all = uninitialized_reads({&r0, &r1});
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(std::pair(all[0].rank, all[0].op), std::pair(0, uint64_t{0}));
+  EXPECT_EQ(std::pair(all[1].rank, all[1].buffer_name), std::pair(0, std::string("stats")));
+  EXPECT_EQ(std::pair(all[2].rank, all[2].buffer_name), std::pair(1, std::string("stats")));
+  EXPECT_EQ(uninitialized_reads({&r0, &r1}, 2).size(), 2u);
+  EXPECT_EQ(check_uninitialized_reads({&r0, &r1})->op_name, "sum grad");
+}
+
 }  // namespace
 }  // namespace cprr

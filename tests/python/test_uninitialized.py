@@ -1,0 +1,37 @@
+"""Reads of never-written bytes in a Python case, end to end through cprecord on cpu: every one
+is reported (the first is the finding, the others follow it in the table and in --json "more"),
+one per buffer however often it is read."""
+
+import json
+import textwrap
+
+from test_plugin import record_python
+
+CASES = textwrap.dedent('''
+    import torch
+    import cprr
+
+    @cprr.case(name="bug/two_empty_buffers", world_sizes=[2], seeded_bug="uninitialized_read")
+    def two_empty_buffers(ctx):
+        grad = torch.empty(64)
+        stats = torch.empty(16)
+        total = grad.sum() + grad.sum()     # grad read twice: one finding
+        if ctx.rank == 1:
+            total = total + stats.mean()    # another buffer, on rank 1 only
+        ctx.output("total", total.reshape(1))
+''')
+
+
+def test_every_never_written_buffer_read_is_reported_once(tmp_path):
+    (tmp_path / "test_two.py").write_text(CASES)
+    run = record_python(tmp_path, "--mode", "fresh", "--db", tmp_path / "run.db", "--json")
+    case = json.loads(run.stdout)["cases"][0]
+    assert case["verdict"] == "uninitialized_read", run.stdout[-3000:] + run.stderr[-3000:]
+    first = case["uninitialized_read"]
+    assert first["rank"] == 0 and first["buffer"].startswith("torch.empty(64,)"), first
+    more = first["more"]
+    # rank 1's grad (each rank's buffer is its own) and rank 1's stats: not grad's second read
+    assert [(m["rank"], m["buffer"].split(" at ")[0]) for m in more] == [
+        (1, "torch.empty(64,)"), (1, "torch.empty(16,)")], more
+    table = record_python(tmp_path, "--mode", "fresh", "--db", tmp_path / "run2.db").stdout
+    assert table.count("  also: rank 1 ") == 2, table
