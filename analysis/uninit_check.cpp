@@ -1,10 +1,12 @@
 #include "analysis/uninit_check.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 namespace cprr {
 namespace {
@@ -377,8 +379,13 @@ class RankWalk {
 std::string UninitRead::describe() const {
   const std::string what = copied.empty() ? "which nothing wrote since it was allocated"
                                           : "never-written bytes " + copied;
-  return fmt::format("rank {} op #{} ({} '{}') reads bytes [{}, {}) of '{}' ({} pool), {}", rank,
-                     op, op_kind, op_name, begin, end, buffer_name, pool, what);
+  const std::string others =
+      same_on_ranks.empty()
+          ? ""
+          : fmt::format(" (the same read on rank{} {})", same_on_ranks.size() > 1 ? "s" : "",
+                        fmt::join(same_on_ranks, ", "));
+  return fmt::format("rank {} op #{} ({} '{}') reads bytes [{}, {}) of '{}' ({} pool), {}{}", rank,
+                     op, op_kind, op_name, begin, end, buffer_name, pool, what, others);
 }
 
 namespace {
@@ -424,8 +431,20 @@ std::vector<UninitRead> uninitialized_reads(const std::vector<const CaseCapture*
     Contributions sent;
     auto found = walk_ranks(ranks, put_into, incoming, sent);
     if (sent == incoming || walks >= 16) {
-      if (found.size() > limit) found.resize(limit);
-      return found;
+      std::vector<UninitRead> folded;
+      for (UninitRead& read : found) {
+        const auto same = std::find_if(folded.begin(), folded.end(), [&](const UninitRead& f) {
+          return std::tie(f.op_kind, f.op_name, f.buffer_name, f.begin, f.end, f.copied) ==
+                 std::tie(read.op_kind, read.op_name, read.buffer_name, read.begin, read.end,
+                          read.copied);
+        });
+        if (same != folded.end()) {
+          same->same_on_ranks.push_back(read.rank);
+        } else if (folded.size() < limit) {
+          folded.push_back(std::move(read));
+        }
+      }
+      return folded;
     }
     incoming = std::move(sent);
   }

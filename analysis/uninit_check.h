@@ -38,6 +38,9 @@ struct UninitRead {
   /// "sent by rank 1 in op #23 (all_gather #0) from 'torch.empty(8,) at x.py:9'";
   /// empty when the buffer's own bytes were never written.
   std::string copied;
+  /// Other ranks whose walk found the same read (same op name, buffer name, bytes and origin):
+  /// one code line run by every rank is one finding.
+  std::vector<int32_t> same_on_ranks;
 
   /// "rank 0 op #3 (kernel 'sum') reads bytes [0, 4096) of 'acc' (device pool), which nothing
   /// wrote since it was allocated" (or ", never-written bytes copied by ...").
@@ -49,7 +52,8 @@ struct UninitRead {
 std::optional<UninitRead> check_uninitialized_reads(const std::vector<const CaseCapture*>& ranks);
 
 /// Every read of never-written bytes the check finds, lowest rank then issue order: the first
-/// read of each buffer on each rank (a buffer read by many ops is one finding), at most `limit`.
+/// read of each buffer on each rank (a buffer read by many ops is one finding), the same read on
+/// several ranks folded into the lowest rank's (same_on_ranks), at most `limit`.
 std::vector<UninitRead> uninitialized_reads(const std::vector<const CaseCapture*>& ranks,
                                             std::size_t limit = 16);
 
