@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from test_plugin import CPRECORD, PACKAGE_ROOT, _pytest, record_python
+from test_plugin import CPRECORD, PACKAGE_ROOT, pytest_with_plugin, record_python
 
 CASES = textwrap.dedent('''
     import sys
@@ -208,7 +208,7 @@ def test_junit_messages_carry_the_exception_line(recorded):
 
 def test_the_pytest_item_shows_the_exception_line_and_the_traceback(tmp_path):
     (tmp_path / "test_raises.py").write_text(CASES)
-    run = _pytest(tmp_path, "test_raises.py", "-k", "before_all_reduce and 2")
+    run = pytest_with_plugin(tmp_path, "test_raises.py", "-k", "before_all_reduce and 2")
     out = run.stdout
     assert run.returncode == 1, out
     failure = out[out.index("= FAILURES ="):]
@@ -223,7 +223,7 @@ def test_the_pytest_item_shows_the_exception_line_and_the_traceback(tmp_path):
 
 def test_without_pytests_tmpdir_the_default_database_is_removed_at_the_end(tmp_path):
     (tmp_path / "test_raises.py").write_text(CASES)
-    run = _pytest(tmp_path, "-p", "no:tmpdir", "test_raises.py", "-k", "before_all_reduce and 2")
+    run = pytest_with_plugin(tmp_path, "-p", "no:tmpdir", "test_raises.py", "-k", "before_all_reduce and 2")
     out = run.stdout
     assert run.returncode == 1, out
     said = re.search(r"replay: the database \((\S+)\) is removed when the session ends: pass "
