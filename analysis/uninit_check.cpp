@@ -92,14 +92,19 @@ struct Undefined {
 };
 
 /// What a rank sends in a collective that only moves data: the never-written bytes of its
-/// reads (laid end to end) and how many bytes it sends.
+/// reads (laid end to end) and how many bytes it sends; an all-to-all's also how many to each
+/// member (`chunks`, in group order).
 struct Sent {
   std::vector<Undefined> undefined;
   uint64_t bytes = 0;
+  std::vector<uint64_t> chunks;
   bool operator==(const Sent&) const = default;
 };
-/// Per collective (its group, its number there), what each rank of the world sent.
-using Contributions = std::map<std::pair<uint32_t, uint64_t>, std::map<int32_t, Sent>>;
+/// Where bytes travel: a collective (its group, -1, -1, its number there) or a message (its
+/// group, sender, receiver, its number on that channel).
+using Channel = std::tuple<uint32_t, int32_t, int32_t, uint64_t>;
+/// Per collective or message, what each rank of the world sent.
+using Contributions = std::map<Channel, std::map<int32_t, Sent>>;
 
 /// The collectives that only move bytes from rank to rank: their never-written inputs arrive as
 /// never-written outputs (the read that uses them is the finding), as a copy carries them.
@@ -107,14 +112,19 @@ using Contributions = std::map<std::pair<uint32_t, uint64_t>, std::map<int32_t, 
 /// rank's next collective record of the kind the function makes.
 std::string moving_kind(const OpRecord& op) {
   if (op.kind == "collective") {
-    return op.name == "all_gather" || op.name == "broadcast" ? op.name : "";
+    return op.name == "all_gather" || op.name == "broadcast" || op.name == "all_to_all_v" ? op.name
+                                                                                          : "";
   }
+  if (op.is_message()) return op.name.starts_with("send #") ? "send" : "recv";
   if (op.kind != "kernel" || !op.name.starts_with("dist.")) return "";
   const std::string function = op.name.substr(5, op.name.find_first_of("( ") - 5);
   if (function == "all_gather" || function == "all_gather_into_tensor" ||
       function == "_all_gather_base") {
     return "all_gather";
   }
+  if (function == "all_to_all" || function == "all_to_all_single") return "all_to_all";
+  if (function == "send" || function == "isend") return "send";
+  if (function == "recv" || function == "irecv") return "recv";
   return function == "broadcast" ? "broadcast" : "";
 }
 
@@ -243,57 +253,120 @@ class RankWalk {
     land(op, landed);
   }
 
-  /// A collective that moves bytes across ranks (moving_kind): what this rank sends is
-  /// recorded; what it receives lands on its writes laid end to end: an all-gather's part of
-  /// each member in group order, a broadcast's root's bytes.
+  /// A collective or message that moves bytes across ranks (moving_kind): what this rank sends
+  /// is recorded; what it receives lands on its writes laid end to end: an all-gather's part of
+  /// each member in group order, a broadcast's root's bytes, an all-to-all's chunk of each
+  /// member, a message's sender's bytes.
   void exchange(const OpRecord& op, const std::string& kind) {
     const CollectiveRecord* record = record_of(op, kind);
-    if (record == nullptr) {  // not matched across ranks: its writes are written
+    const std::vector<int32_t> members =
+        record ? members_of(record->group) : std::vector<int32_t>{};
+    // An all-to-all's chunks are in group order, which its record's per-peer sizes follow only
+    // where the group's ranks ascend: elsewhere its writes are taken as written.
+    const bool all_to_all = kind.starts_with("all_to_all");
+    if (record == nullptr || (all_to_all && !std::is_sorted(members.begin(), members.end()))) {
       land(op, {});
       return;
     }
-    const auto key = std::pair{record->group, record->seq};
+    const bool message = record->is_p2p();
+    const int32_t sender = !message ? -1 : kind == "send" ? rank_ : record->peer;
+    const int32_t receiver = !message ? -1 : kind == "send" ? record->peer : rank_;
+    const Channel key{record->group, sender, receiver, record->seq};
     auto [undefined, bytes] = undefined_reads(op, [&](const AllocRecord& a) {
-      return fmt::format("sent by rank {} in op #{} ({} #{}) from '{}'", rank_, op.seq, kind,
-                         record->seq, a.name);
+      return message ? fmt::format("sent by rank {} in op #{} (send #{} to rank {}) from '{}'",
+                                   rank_, op.seq, record->seq, receiver, a.name)
+                     : fmt::format("sent by rank {} in op #{} ({} #{}) from '{}'", rank_, op.seq,
+                                   kind, record->seq, a.name);
     });
-    if (bytes > 0) sent_[key][rank_] = Sent{std::move(undefined), bytes};
+    if (bytes > 0) {
+      std::vector<uint64_t> chunks = record->send_bytes;
+      if (all_to_all && chunks.size() != members.size() && !members.empty()) {
+        chunks.assign(members.size(), bytes / members.size());  // even
+      }
+      sent_[key][rank_] =
+          Sent{std::move(undefined), bytes, all_to_all ? chunks : std::vector<uint64_t>{}};
+    }
     const auto in = incoming_.find(key);
+    if (in == incoming_.end() || kind == "send") {
+      land(op, {});
+      return;
+    }
     std::vector<Undefined> landed;
-    if (in != incoming_.end()) {
-      if (kind == "broadcast") {
-        const auto root = in->second.find(record->root);
-        if (root != in->second.end()) landed = root->second.undefined;
-      } else {
-        uint64_t at = 0;
-        for (const int32_t member : members_of(record->group)) {
-          const auto part = in->second.find(member);
-          if (part == in->second.end()) continue;  // no log (or unchecked): taken as written
-          for (const Undefined& u : part->second.undefined) {
-            landed.push_back({at + u.begin, at + u.end, u.how});
-          }
-          at += part->second.bytes;
-        }
+    const auto from = [&](int32_t r) {
+      const auto part = in->second.find(r);
+      return part == in->second.end() ? nullptr : &part->second;  // null: taken as written
+    };
+    if (message) {
+      if (const Sent* sent = from(sender)) landed = sent->undefined;
+    } else if (kind == "broadcast") {
+      if (const Sent* sent = from(record->root)) landed = sent->undefined;
+    } else if (all_to_all) {
+      landed = arriving_chunks(members, *record, from);
+    } else {
+      uint64_t at = 0;
+      for (const int32_t member : members) {
+        const Sent* part = from(member);
+        if (part == nullptr) continue;
+        for (const Undefined& u : part->undefined)
+          landed.push_back({at + u.begin, at + u.end, u.how});
+        at += part->bytes;
       }
     }
     land(op, landed);
   }
 
-  /// The collective record of `op`: the Case API's op names its group (event) and number
-  /// (epoch); a Python call's is the rank's next record of its kind.
+  /// An all-to-all's never-written bytes as they land here: member i's chunk for this rank, at
+  /// this rank's i-th chunk of its writes (its record's receive sizes, else even).
+  template <class From>
+  std::vector<Undefined> arriving_chunks(const std::vector<int32_t>& members,
+                                         const CollectiveRecord& record, From from) const {
+    const auto me = std::find(members.begin(), members.end(), rank_);
+    if (me == members.end()) return {};
+    const auto mine = static_cast<std::size_t>(me - members.begin());
+    std::vector<Undefined> landed;
+    uint64_t at = 0;
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      const Sent* sent = from(members[i]);
+      const uint64_t size = i < record.recv_bytes.size()         ? record.recv_bytes[i]
+                            : sent && mine < sent->chunks.size() ? sent->chunks[mine]
+                                                                 : 0;
+      if (sent != nullptr && mine < sent->chunks.size()) {
+        uint64_t begin = 0;
+        for (std::size_t j = 0; j < mine; ++j) begin += sent->chunks[j];
+        const uint64_t end = begin + std::min(size, sent->chunks[mine]);
+        for (const Undefined& u : sent->undefined) {
+          const uint64_t b = std::max(u.begin, begin), e = std::min(u.end, end);
+          if (b < e) landed.push_back({at + b - begin, at + e - begin, u.how});
+        }
+      }
+      at += size;
+    }
+    return landed;
+  }
+
+  /// The collective or message record of `op`: the Case API's collective op names its group
+  /// (event) and number (epoch), its message op its peer, group and number; a Python call's is
+  /// the rank's next record of its kind.
   const CollectiveRecord* record_of(const OpRecord& op, const std::string& kind) {
     const auto& records = cap_.collectives;
-    if (op.kind == "collective") {
+    if (op.kind == "collective" || op.is_message()) {
+      const bool message = op.is_message();
       for (const CollectiveRecord& c : records) {
-        if (!c.is_p2p() && c.group == static_cast<uint32_t>(op.event) && c.seq == op.epoch) {
+        if (c.is_p2p() == message && c.group == static_cast<uint32_t>(op.event) &&
+            c.seq == op.epoch && (!message || (c.kind == kind && c.peer == op.peer))) {
           return &c;
         }
       }
       return nullptr;
     }
+    const bool message = kind == "send" || kind == "recv";
     for (; next_record_ < records.size(); ++next_record_) {
       const CollectiveRecord& c = records[next_record_];
-      if (!c.is_p2p() && c.kind == kind) return &records[next_record_++];
+      const bool same =
+          message ? c.is_p2p() && c.kind == kind
+                  : !c.is_p2p() &&
+                        (c.kind == kind || (kind == "all_to_all" && c.kind == "all_to_all_v"));
+      if (same) return &records[next_record_++];
     }
     return nullptr;
   }

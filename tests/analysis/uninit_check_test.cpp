@@ -290,5 +290,55 @@ TEST(UninitCheck, EveryBufferReadUnwrittenIsReportedOnceInRankAndIssueOrder) {
   EXPECT_EQ(check_uninitialized_reads({&r0, &r1})->op_name, "sum grad");
 }
 
+// An all-to-all sends each member its chunk: rank 0's never-written chunk for rank 1 lands in
+// rank 1's chunk from rank 0; the chunk rank 0 keeps for itself was written.
+TEST(UninitCheck, AnAllToAllCarriesEachChunkToItsMember) {
+  CaseCapture r0, r1;
+  for (CaseCapture* c : {&r0, &r1}) {
+    c->allocs = {alloc(1, "send", "tensor", 0, 64), alloc(2, "recv", "tensor", 64, 64)};
+  }
+  r0.ops = {op(0, "kernel", "fill first half", {}, {1}),
+            collective(r0, 1, "all_to_all_v", 0, {1}, {2}), op(2, "kernel", "read recv", {2}, {})};
+  r0.ops[0].write_spans = {{0, 32}};
+  r1.ops = {op(0, "kernel", "fill send", {}, {1}), collective(r1, 1, "all_to_all_v", 0, {1}, {2}),
+            op(2, "kernel", "read recv", {2}, {})};
+  const auto all = uninitialized_reads({&r0, &r1});
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].rank, 1);
+  EXPECT_EQ(std::pair(all[0].begin, all[0].end), std::pair(uint64_t{0}, uint64_t{32}));
+  EXPECT_EQ(all[0].copied, "sent by rank 0 in op #1 (all_to_all_v #0) from 'send'");
+}
+
+// A message carries the sender's bytes to the receiver: the Case API's send/recv ops and
+// Python's dist.send/dist.recv, each matched with its rank's message record.
+TEST(UninitCheck, AMessageCarriesTheSendersNeverWrittenBytes) {
+  for (const bool python : {false, true}) {
+    SCOPED_TRACE(python ? "python" : "case api");
+    CaseCapture r0, r1;
+    for (CaseCapture* c : {&r0, &r1}) {
+      c->allocs = {alloc(1, "buf", "tensor", 0, 32)};
+      CollectiveRecord m;
+      m.kind = c == &r0 ? "send" : "recv";
+      m.peer = c == &r0 ? 1 : 0;
+      c->collectives.push_back(m);
+    }
+    OpRecord send = op(0, "kernel", python ? "dist.send at p.py:4" : "send #0 to 1", {1}, {});
+    OpRecord recv = op(0, "kernel", python ? "dist.recv at p.py:6" : "recv #0 from 0", {}, {1});
+    if (!python) {
+      send.peer = 1, send.event = 0, send.epoch = 0;
+      recv.peer = 0, recv.event = 0, recv.epoch = 0;
+    }
+    r0.ops = {send};
+    r1.ops = {recv, op(1, "kernel", "sum buf", {1}, {})};
+    const auto u = check_uninitialized_reads({&r0, &r1});
+    ASSERT_TRUE(u.has_value());
+    EXPECT_EQ(u->rank, 1);
+    EXPECT_EQ(u->op, 1u);
+    EXPECT_EQ(u->copied, "sent by rank 0 in op #0 (send #0 to rank 1) from 'buf'");
+    r0.ops.insert(r0.ops.begin(), op(0, "kernel", "fill buf", {}, {1}));
+    EXPECT_FALSE(check_uninitialized_reads({&r0, &r1}).has_value());
+  }
+}
+
 }  // namespace
 }  // namespace cprr

@@ -1,6 +1,7 @@
 """Reads of never-written bytes in a Python case, end to end through cprecord on cpu: every one
 is reported (the first is the finding, the others follow it in the table and in --json "more"),
-one per buffer however often it is read, the same read on several ranks as one."""
+one per buffer however often it is read, the same read on several ranks as one; a message
+carries the sender's never-written bytes to the receiver's use."""
 
 import json
 import textwrap
@@ -9,6 +10,7 @@ from test_plugin import record_python
 
 CASES = textwrap.dedent('''
     import torch
+    import torch.distributed as dist
     import cprr
 
     @cprr.case(name="bug/two_empty_buffers", world_sizes=[2], seeded_bug="uninitialized_read")
@@ -19,13 +21,23 @@ CASES = textwrap.dedent('''
         if ctx.rank == 1:
             total = total + stats.mean()    # another buffer, on rank 1 only
         ctx.output("total", total.reshape(1))
+
+    @cprr.case(name="bug/sent_empty", world_sizes=[2], seeded_bug="uninitialized_read")
+    def sent_empty(ctx):
+        if ctx.rank == 0:
+            dist.send(torch.empty(8), dst=1)   # never written
+        else:
+            got = torch.zeros(8)
+            dist.recv(got, src=0)
+            ctx.output("sum", got.sum().reshape(1))
 ''')
 
 
 def test_every_never_written_buffer_read_is_reported_once(tmp_path):
     (tmp_path / "test_two.py").write_text(CASES)
     run = record_python(tmp_path, "--mode", "fresh", "--db", tmp_path / "run.db", "--json")
-    case = json.loads(run.stdout)["cases"][0]
+    cases = json.loads(run.stdout)["cases"]
+    case = next(c for c in cases if c["label"] == "bug/two_empty_buffers@2")
     assert case["verdict"] == "uninitialized_read", run.stdout[-3000:] + run.stderr[-3000:]
     first = case["uninitialized_read"]
     assert first["rank"] == 0 and first["buffer"].startswith("torch.empty(64,)"), first
@@ -36,3 +48,13 @@ def test_every_never_written_buffer_read_is_reported_once(tmp_path):
         (1, "torch.empty(16,)")], more
     table = record_python(tmp_path, "--mode", "fresh", "--db", tmp_path / "run2.db").stdout
     assert table.count("  also: rank 1 ") == 1, table
+
+
+def test_a_message_carries_the_senders_never_written_bytes_to_the_use(tmp_path):
+    (tmp_path / "test_two.py").write_text(CASES)
+    run = record_python(tmp_path, "--mode", "fresh", "--db", tmp_path / "run.db", "--json",
+                        "--filter", "sent_empty")
+    read = json.loads(run.stdout)["cases"][0]["uninitialized_read"]
+    assert read["rank"] == 1 and "aten.sum" in read["name"], read
+    assert read["copied"].startswith("sent by rank 0 in op #"), read
+    assert "(send #0 to rank 1) from 'torch.empty(8,)" in read["copied"], read
