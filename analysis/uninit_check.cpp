@@ -303,13 +303,17 @@ class RankWalk {
     } else if (all_to_all) {
       landed = arriving_chunks(members, *record, from);
     } else {
+      // Every member sends as many bytes (the record's); one that sent nothing checked (no
+      // log, work outside it) still takes its place, its bytes taken as written.
       uint64_t at = 0;
       for (const int32_t member : members) {
         const Sent* part = from(member);
-        if (part == nullptr) continue;
-        for (const Undefined& u : part->undefined)
-          landed.push_back({at + u.begin, at + u.end, u.how});
-        at += part->bytes;
+        if (part != nullptr) {
+          for (const Undefined& u : part->undefined) {
+            landed.push_back({at + u.begin, at + u.end, u.how});
+          }
+        }
+        at += part != nullptr ? part->bytes : record->bytes;
       }
     }
     land(op, landed);

@@ -340,5 +340,25 @@ TEST(UninitCheck, AMessageCarriesTheSendersNeverWrittenBytes) {
   }
 }
 
+// A member whose log is not checked (work outside it) still takes its place in the gather: the
+// next member's never-written part lands where that member's bytes are, not at the start.
+TEST(UninitCheck, AnAllGatherKeepsTheUncheckedMembersPlace) {
+  CaseCapture r0, r1, r2;
+  for (CaseCapture* c : {&r0, &r1, &r2}) {
+    c->allocs = {alloc(1, "part", "tensor", 0, 32), alloc(2, "all", "tensor", 32, 96)};
+  }
+  r0.ops = {op(0, "unseen", "1 outside the op log", {}, {}),
+            collective(r0, 1, "all_gather", 0, {1}, {2})};
+  r0.collectives.back().bytes = 32;
+  r1.ops = {op(0, "kernel", "fill part", {}, {1}), collective(r1, 1, "all_gather", 0, {1}, {2})};
+  r1.collectives.back().bytes = 32;
+  r2.ops = {collective(r2, 0, "all_gather", 0, {1}, {2}), op(1, "kernel", "read all", {2}, {})};
+  r2.collectives.back().bytes = 32;
+  const auto u = check_uninitialized_reads({&r0, &r1, &r2});
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->rank, 2);
+  EXPECT_EQ(std::pair(u->begin, u->end), std::pair(uint64_t{64}, uint64_t{96}));  // its own part
+}
+
 }  // namespace
 }  // namespace cprr
