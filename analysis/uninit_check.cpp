@@ -161,14 +161,29 @@ std::map<int32_t, Written> puts_into(const std::vector<const CaseCapture*>& rank
   return put_into;
 }
 
+/// What crosses ranks in one walk: what every rank sent in each collective or message that
+/// moves bytes (the last walk's `sent`), and where this walk's ranks record theirs.
+struct Exchanges {
+  const Contributions& incoming;
+  Contributions& sent;
+  int32_t world_size = 0;  ///< the world group's members: ranks 0 .. world_size - 1
+};
+
+/// A Case API op's collective or message record: (is a message, group, peer, kind, number); a
+/// collective's peer is -1 and its kind empty (its op names group and number only).
+using RecordKey = std::tuple<bool, uint32_t, int32_t, std::string, uint64_t>;
+
 /// One rank's walk through its op log.
 class RankWalk {
  public:
-  /// `incoming`: what every rank sent in each collective that moves bytes (an earlier walk's
-  /// `sent`); what this rank sends goes to `sent`.
-  RankWalk(int32_t rank, const CaseCapture& cap, const Written* puts, const Contributions& incoming,
-           Contributions& sent)
-      : rank_(rank), cap_(cap), allocs_(allocations(cap)), incoming_(incoming), sent_(sent) {
+  RankWalk(int32_t rank, const CaseCapture& cap, const Written* puts, Exchanges exchanges)
+      : rank_(rank), cap_(cap), allocs_(allocations(cap)), exchanges_(exchanges) {
+    for (const CollectiveRecord& c : cap.collectives) {
+      const bool message = c.is_p2p();
+      numbered_.emplace(RecordKey{message, c.group, message ? c.peer : -1,
+                                  message ? c.kind : std::string(), c.seq},
+                        &c);
+    }
     if (!puts) return;
     for (const auto& [id, a] : allocs_) {
       // What peers put into this rank's window counts as written.
@@ -279,15 +294,17 @@ class RankWalk {
                                    kind, record->seq, a.name);
     });
     if (bytes > 0) {
-      std::vector<uint64_t> chunks = record->send_bytes;
-      if (all_to_all && chunks.size() != members.size() && !members.empty()) {
-        chunks.assign(members.size(), bytes / members.size());  // even
+      std::vector<uint64_t> chunks;  // an all-to-all's bytes to each member (even without sizes)
+      if (all_to_all) {
+        chunks = record->send_bytes;
+        if (chunks.size() != members.size() && !members.empty()) {
+          chunks.assign(members.size(), bytes / members.size());
+        }
       }
-      sent_[key][rank_] =
-          Sent{std::move(undefined), bytes, all_to_all ? chunks : std::vector<uint64_t>{}};
+      exchanges_.sent[key][rank_] = Sent{std::move(undefined), bytes, std::move(chunks)};
     }
-    const auto in = incoming_.find(key);
-    if (in == incoming_.end() || kind == "send") {
+    const auto in = exchanges_.incoming.find(key);
+    if (in == exchanges_.incoming.end() || kind == "send") {
       land(op, {});
       return;
     }
@@ -352,17 +369,14 @@ class RankWalk {
   /// (event) and number (epoch), its message op its peer, group and number; a Python call's is
   /// the rank's next record of its kind.
   const CollectiveRecord* record_of(const OpRecord& op, const std::string& kind) {
-    const auto& records = cap_.collectives;
     if (op.kind == "collective" || op.is_message()) {
       const bool message = op.is_message();
-      for (const CollectiveRecord& c : records) {
-        if (c.is_p2p() == message && c.group == static_cast<uint32_t>(op.event) &&
-            c.seq == op.epoch && (!message || (c.kind == kind && c.peer == op.peer))) {
-          return &c;
-        }
-      }
-      return nullptr;
+      const auto it =
+          numbered_.find(RecordKey{message, static_cast<uint32_t>(op.event), message ? op.peer : -1,
+                                   message ? kind : std::string(), op.epoch});
+      return it == numbered_.end() ? nullptr : it->second;
     }
+    const auto& records = cap_.collectives;
     const bool message = kind == "send" || kind == "recv";
     for (; next_record_ < records.size(); ++next_record_) {
       const CollectiveRecord& c = records[next_record_];
@@ -434,7 +448,7 @@ class RankWalk {
     }
     std::vector<int32_t> all;
     if (group == 0) {
-      for (int32_t r = 0; r < world_size_; ++r) all.push_back(r);
+      for (int32_t r = 0; r < exchanges_.world_size; ++r) all.push_back(r);
     }
     return all;
   }
@@ -443,12 +457,9 @@ class RankWalk {
   const CaseCapture& cap_;
   std::map<uint32_t, const AllocRecord*> allocs_;
   std::map<uint32_t, BufferBytes> bytes_;
-  const Contributions& incoming_;
-  Contributions& sent_;
+  Exchanges exchanges_;
+  std::map<RecordKey, const CollectiveRecord*> numbered_;  ///< the Case API ops' records
   std::size_t next_record_ = 0;  ///< record_of's place among a Python rank's collective records
-
- public:
-  int32_t world_size_ = 0;  ///< the world's ranks (the world group's members)
 };
 
 }  // namespace
@@ -483,9 +494,8 @@ std::vector<UninitRead> walk_ranks(const std::vector<const CaseCapture*>& ranks,
     }
     const auto rank = static_cast<int32_t>(r);
     const auto puts = put_into.find(rank);
-    RankWalk walk(rank, *ranks[r], puts == put_into.end() ? nullptr : &puts->second, incoming,
-                  sent);
-    walk.world_size_ = static_cast<int32_t>(ranks.size());
+    RankWalk walk(rank, *ranks[r], puts == put_into.end() ? nullptr : &puts->second,
+                  Exchanges{incoming, sent, static_cast<int32_t>(ranks.size())});
     std::set<uint32_t> named;  // buffers already found read on this rank
     for (const OpRecord& op : ranks[r]->ops) {
       auto read = walk.step(op);

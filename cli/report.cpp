@@ -116,30 +116,27 @@ nlohmann::json allocation_json(const Finding<LayoutMismatch>& f) {
           {"detail", m.describe()}};
 }
 
+namespace {
+
+// One read of never-written bytes: the reading op, the buffer, the bytes, how they came there.
+nlohmann::json read_json(const UninitRead& u) {
+  return {{"rank", u.rank},     {"op", u.op},
+          {"stream", u.stream}, {"kind", u.op_kind},
+          {"name", u.op_name},  {"buffer", u.buffer_name},
+          {"pool", u.pool},     {"byte_range", {u.begin, u.end}},
+          {"copied", u.copied}, {"detail", u.describe()}};
+}
+
+}  // namespace
+
 nlohmann::json uninitialized_json(const Finding<UninitRead>& f,
                                   const std::vector<UninitRead>& more) {
-  const UninitRead& u = f.mismatch;
-  nlohmann::json others = nlohmann::json::array();
-  for (const UninitRead& m : more) {
-    others.push_back({{"rank", m.rank},
-                      {"op", m.op},
-                      {"buffer", m.buffer_name},
-                      {"byte_range", {m.begin, m.end}},
-                      {"detail", m.describe()}});
-  }
-  return {{"rank", u.rank},
-          {"op", u.op},
-          {"stream", u.stream},
-          {"kind", u.op_kind},
-          {"name", u.op_name},
-          {"buffer", u.buffer_name},
-          {"pool", u.pool},
-          {"byte_range", {u.begin, u.end}},
-          {"copied", u.copied},
-          {"execution", f.execution},
-          {"mode", mode_name(f.mode)},
-          {"detail", u.describe()},
-          {"more", std::move(others)}};
+  nlohmann::json out = read_json(f.mismatch);
+  out["execution"] = f.execution;
+  out["mode"] = mode_name(f.mode);
+  out["more"] = nlohmann::json::array();
+  for (const UninitRead& m : more) out["more"].push_back(read_json(m));
+  return out;
 }
 
 nlohmann::json collective_json(const Finding<CollectiveMismatch>& f) {
