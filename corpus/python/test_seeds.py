@@ -186,6 +186,40 @@ def uninitialized_gathered_fixed(ctx):
     _expert_load(ctx, zeroed=True)
 
 
+@cprr.case(
+    name="healthy/py_collectives_into_empty",
+    world_sizes=[2],
+    description="a trap for the never-written check: collectives and a message write whole the "
+    "torch.empty buffers they receive into (all_gather, broadcast on the other rank, "
+    "all_to_all_single, recv) and send only written bytes, or read only the written half of "
+    "what a peer half-wrote: no finding",
+)
+def collectives_into_empty(ctx):
+    w, d = ctx.world_size, ctx.device
+    mine = torch.full((4,), float(ctx.rank + 1), device=d)
+    gathered = torch.empty(w, 4, device=d)
+    dist.all_gather(list(gathered.unbind(0)), mine)
+    shared = torch.full((4,), 7.0, device=d) if ctx.rank == 0 else torch.empty(4, device=d)
+    dist.broadcast(shared, src=0)
+    exchanged = torch.empty(2 * w, device=d)
+    dist.all_to_all_single(exchanged, torch.arange(2 * w, device=d, dtype=torch.float32))
+    got = torch.empty(4, device=d)
+    if ctx.rank == 0:
+        dist.send(mine, dst=1)
+        got.copy_(mine)
+    elif ctx.rank == 1:
+        dist.recv(got, src=0)
+    # Each rank fills only the first half of its row; only those halves are read, row by row.
+    # (Not as rows[:, :2]: a strided view is read over its whole extent, gaps included.)
+    halves = torch.empty(4, device=d)
+    halves[:2] = float(ctx.rank)
+    rows = torch.empty(w, 4, device=d)
+    dist.all_gather(list(rows.unbind(0)), halves)
+    written = sum(rows[r, :2].sum() for r in range(w))
+    total = gathered.sum() + shared.sum() + exchanged.sum() + got.sum() + written
+    ctx.output("total", total.reshape(1))
+
+
 # ---- a collective called with a different size on one rank ----------------------------------
 
 
