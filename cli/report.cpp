@@ -59,6 +59,9 @@ nlohmann::json execution_json(const ExecutionResult& e, bool counts_against_run)
   nlohmann::json phases = nlohmann::json::array();  // in order: they add up to startup_ms
   for (const StartupPhase& p : e.startup_phases)
     phases.push_back({{"phase", p.name}, {"ms", p.ms}});
+  nlohmann::json first_use = nlohmann::json::array();  // paid inside the case: in wall_ms
+  for (const StartupPhase& p : e.first_use_phases)
+    first_use.push_back({{"phase", p.name}, {"ms", p.ms}});
   return {{"id", e.id},
           {"mode", mode_name(e.mode)},
           {"attempt", e.attempt},
@@ -72,6 +75,7 @@ nlohmann::json execution_json(const ExecutionResult& e, bool counts_against_run)
           {"wall_ms", e.wall_ms},
           {"startup_ms", e.startup_ms},
           {"startup_phases", std::move(phases)},
+          {"first_use_phases", std::move(first_use)},
           {"symmetric_pool", e.symmetric_pool},
           {"collectives", e.collectives},
           {"rank_gpus", e.rank_gpus},

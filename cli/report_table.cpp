@@ -78,6 +78,16 @@ void print_world_starts(std::ostream& out, const std::vector<ExecutionResult>& r
                        duration(largest[i].first));
   }
   out << " (each world's steps: --json startup_phases)\n";
+  std::vector<double> first_use;
+  for (const ExecutionResult& e : results) {
+    if (!e.first_use_phases.empty()) first_use.push_back(total_ms(e.first_use_phases));
+  }
+  if (!first_use.empty()) {
+    out << fmt::format(
+        "start-up left to first use: paid inside {} execution{}, median {} (--json "
+        "first_use_phases)\n",
+        first_use.size(), first_use.size() == 1 ? "" : "s", duration(median(first_use)));
+  }
 }
 
 // The whole traceback (or multi-line message) of the rank each failing case's summary names,

@@ -45,11 +45,16 @@ struct RankResult {
   double reset_ms = 0;
   double body_ms = 0;
   CaseCapture capture;
+  /// Start-up the rank's backend left to its first use and paid in this case (CUDA with NCCL:
+  /// the wait for the communicator, the symmetric arena and window); not stored.
+  std::vector<StartupPhase> first_use;
+  /// Backend::symmetric_pool() after the case: the pool may be made in it; not stored.
+  std::string symmetric_pool;
 
   bool operator==(const RankResult&) const = default;
   template <class A>
   void serialize(A& a) {
-    a(execution, outcome, error, reset_ms, body_ms, capture);
+    a(execution, outcome, error, reset_ms, body_ms, capture, first_use, symmetric_pool);
   }
 };
 
@@ -119,6 +124,9 @@ struct ExecutionResult {
   double startup_ms = 0;
   /// Where the world's start went (empty when reused): the engine's world_startup_phases.
   std::vector<StartupPhase> startup_phases;
+  /// Start-up paid inside this case at first use (the slowest rank's), in wall_ms, not in
+  /// startup_ms: a world that starts only what its cases use (runtime/cuda_backend.h).
+  std::vector<StartupPhase> first_use_phases;
   /// What the world's ranks said their symmetric pool is (Backend::symmetric_pool; CUDA: whether
   /// it is an NCCL window registered for symmetric collectives); empty when no world ran it.
   std::string symmetric_pool;

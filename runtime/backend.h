@@ -180,6 +180,10 @@ class Backend {
   /// The steps of this backend's start-up timed since the last call (the constructor's, then
   /// connect()'s), handed over: the rank reports them in its Hello and Connected.
   virtual std::vector<StartupPhase> take_startup_phases() { return {}; }
+  /// Start-up the backend left to its first use, paid inside a case since the last call
+  /// (CUDA: the wait for the NCCL communicator, the symmetric arena and window), handed over:
+  /// the rank reports them with the case.
+  virtual std::vector<StartupPhase> take_first_use_phases() { return {}; }
 
   // ---- device execution ----
   /// True when kernels run on a device: Context::launch then launches the functor as a grid on
@@ -187,8 +191,18 @@ class Backend {
   virtual bool device_kernels() const { return false; }
   /// The native stream handle (cudaStream_t) of `stream`, or nullptr on the CPU backend.
   virtual void* native_stream(int stream) { return nullptr; }
-  /// The native communicator (ncclComm_t), or nullptr on the CPU backend.
+  /// The native communicator (ncclComm_t), or nullptr on the CPU backend. Collective where the
+  /// backend makes its world set-up at first use: every rank asks at the same point.
   virtual void* native_comm() { return nullptr; }
+  /// Whether native_comm() would return a communicator (a query: it sets nothing up).
+  virtual bool has_native_comm() const { return false; }
+  /// Called before a collective (`collective`) or a message is logged, so before any delay a
+  /// replay puts ahead of it: a backend that makes its communicator or symmetric pool at first
+  /// use waits for them here, never between the delay and the op it delays.
+  virtual void before_communication(bool collective) {}
+  /// Called before the rank exits without tearing down (teardown_left_to_exit): lets work the
+  /// backend started in the background settle, so the exit frees what it holds (bounded).
+  virtual void settle_before_exit() {}
   /// Orders work across a stream the backend does not own (`native`, a cudaStream_t of the case's
   /// own library; nullptr: the legacy default stream): `stream` waits for what `native` enqueued
   /// so far (follow_native), or `native`'s later work waits for what `stream` enqueued so far
@@ -213,10 +227,12 @@ class Backend {
 
   // ---- one-sided: every rank's symmetric pool is a window its peers can write ----
   /// Empty when put/signal/wait_signal work; otherwise why not (the Case API's error says it).
-  virtual std::string one_sided_problem() const { return "this backend has no symmetric window"; }
-  /// One line on what the symmetric pool is after connect(): what makes its collectives
-  /// symmetric (CUDA: an NCCL window registered with NCCL_WIN_COLL_SYMMETRIC) or why it is not.
-  /// The controller records it with every execution.
+  /// A first use of the symmetric pool: where the backend makes it then, collective.
+  virtual std::string one_sided_problem() { return "this backend has no symmetric window"; }
+  /// One line on what the symmetric pool is: what makes its collectives symmetric (CUDA: an
+  /// NCCL window registered with NCCL_WIN_COLL_SYMMETRIC) or why it is not, or that it is not
+  /// made yet (CUDA with NCCL makes it at its first use). The rank reports it after connecting
+  /// and with every case; the controller records it with every execution.
   virtual std::string symmetric_pool() const { return "no symmetric window"; }
   /// In stream order: copies `bytes` from `src` (this rank's memory) to byte `offset` of `peer`'s
   /// symmetric pool. Nothing orders it with the peer's own ops: signal/wait_signal do.

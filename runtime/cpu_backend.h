@@ -92,7 +92,7 @@ class CpuBackend final : public Backend {
   void make_group(uint32_t group, SplitVote mine, const std::vector<int>& members) override;
   void end_groups(bool clean) override;
   void close_ended_groups() override;
-  std::string one_sided_problem() const override { return {}; }
+  std::string one_sided_problem() override { return {}; }
   std::string symmetric_pool() const override;
   /// This host: a world's cpu ranks must share it (loopback Gloo, a window of shared files).
   std::string device_identity() const override;

@@ -212,6 +212,7 @@ CudaBackend::CudaBackend(const BackendConfig& config)
   // first use (arena_base): most cases never touch it, and pinning it costs every world ~60 ms.
   CPRR_CUDA(cudaMalloc(&barrier_scratch_, sizeof(int)));
   CPRR_CUDA(cudaMemset(barrier_scratch_, 0, sizeof(int)));
+  CPRR_CUDA(cudaStreamCreateWithFlags(&setup_stream_, cudaStreamNonBlocking));
   stream(0, "default");
   startup_.lap("streams");
 }
@@ -224,7 +225,7 @@ CudaBackend::~CudaBackend() {
   window_.reset();  // closes IPC mappings of the peers' arenas while the communicator still lives
   end_groups(broken().empty());
   close_ended_groups();
-  if (split_stream_ != nullptr) cudaStreamDestroy(split_stream_);
+  if (setup_stream_ != nullptr) cudaStreamDestroy(setup_stream_);
   cudaFree(split_scratch_);
   staged_.reset();  // joins the Gloo lanes (idle once the streams drained)
   comm_.reset();
@@ -259,11 +260,12 @@ void CudaBackend::prepare_arenas() {
         "(CPRR_CUDA_DEVICE_MIB) ({})",
         rank_, capacity_[0] >> 20, device_, free >> 20, total >> 20, e.what());
   }
-  // Every rank of a world allocates at the world's first case, and they agree on the outcome:
-  // one rank's failure is then every rank's error in that case, instead of its peers going on
-  // into the case and waiting in its first collective, until the deadline, for a rank that
-  // is not coming.
-  if ((comm_ != nullptr || staged_ != nullptr) && world_size_ > 1) {
+  // Every rank of a world allocates at the world's first case, and where the ranks share GPUs
+  // (Gloo, ready at once) they agree on the outcome: one rank's failure is then every rank's
+  // error in that case. An NCCL world does not wait for its communicator here (it joins while
+  // the case runs): a peer of the failing rank goes into the case, and the controller releases
+  // it when it waits in a collective the failed rank never entered (World::blocked_on_failure).
+  if (staged_ != nullptr && world_size_ > 1) {
     const int first_failed = min_over_ranks(failure.empty() ? world_size_ : rank_);
     if (failure.empty() && first_failed < world_size_) {
       CPRR_THROW(
@@ -277,6 +279,7 @@ void CudaBackend::prepare_arenas() {
 
 std::byte* CudaBackend::arena_base(MemPool pool) {
   if (pool == MemPool::device) prepare_arenas();  // in-process users that run no CaseRunner
+  if (pool == MemPool::symmetric) ensure_symmetric();
   if (pool == MemPool::host) {
     // Each rank's own: made without its peers, so a case where one rank pins memory is fine.
     std::lock_guard lock(host_arena_mu_);
@@ -413,7 +416,9 @@ void CudaBackend::collective(int stream, CollectiveCall call) {
       if (staged_) {
         issue_staged(stream, s, call);
       } else {
-        comm_->issue(call, s, barrier_scratch_);
+        // A message involves two ranks only: the others would never come to a set-up.
+        if (call.kind != "send" && call.kind != "recv") ensure_symmetric();
+        joined_comm().issue(call, s, barrier_scratch_);
       }
       CPRR_CUDA(cudaEventRecord(p.after, s));
     });

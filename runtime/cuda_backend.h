@@ -5,13 +5,23 @@
 // cudaMalloc, with the reason on stderr, where windows are not supported), CUDA streams and events,
 // a non-blocking NCCL communicator bootstrapped through the controller (or, where ranks share a
 // GPU, Gloo staged through pinned host memory: runtime/cuda_staged.h), and one-sided put/signal
-// into the peers' symmetric pools (runtime/cuda_window.h). Arena sizes come from
+// into the peers' symmetric pools (runtime/cuda_window.h).
+//
+// A fresh world pays only for what its case uses. With NCCL, connecting starts the communicator
+// and returns: NCCL joins in its own thread while the rank goes on, and the first use waits
+// for it. The symmetric arena and its window (collective: ncclMemAlloc agreement, window
+// registration, the peers' mapping) are made at the first use of the symmetric pool or of a
+// one-sided op, or before the first world collective, split or native_comm(), whichever comes
+// first: every rank's calls on the communicator then begin with them, whatever its case calls
+// first (a point-to-point message alone makes nothing: ranks outside it would never come). The
+// pinned host arena waits for its first use too; the device arena for the first case. Arena sizes come from
 // CPRR_CUDA_DEVICE_MIB, CPRR_CUDA_SYMMETRIC_MIB and CPRR_CUDA_HOST_MIB (recorded with the run like
 // every CPRR_*); the device arena's default is 8 GiB divided among the ranks that share a GPU
 // (device_arena_mib).
 #include <cuda_runtime_api.h>
 
 #include <array>
+#include <atomic>
 #include <exception>
 #include <map>
 #include <memory>
@@ -113,12 +123,19 @@ class CudaBackend final : public Backend {
   void delay_native(void* native, uint32_t us) override;
   void order_natives(void* waiter, void* recorded) override;
   void synchronize_device() override;
-  /// The NCCL communicator; nullptr where the collectives go through Gloo (ranks share a GPU).
-  void* native_comm() override { return comm_ ? comm_->get() : nullptr; }
+  /// The NCCL communicator, joined, after the world set-up (collective, see the file's
+  /// comment); nullptr where the collectives go through Gloo (ranks share a GPU).
+  void* native_comm() override;
+  bool has_native_comm() const override { return comm_ != nullptr; }
+  /// A collective: the symmetric set-up (and the communicator); a message: the communicator.
+  void before_communication(bool collective) override;
+  /// Lets a communicator still joining finish (5 s at most): a rank that exited while NCCL
+  /// was joining left the driver holding ~0.5 GB of GPU memory past its exit (H200).
+  void settle_before_exit() override;
   void note_launch(int stream, std::string label) override;
   std::string broken() const override;
 
-  std::string one_sided_problem() const override;
+  std::string one_sided_problem() override;
   std::string symmetric_pool() const override;
   void put(int stream, int peer, uint64_t offset, const void* src, std::size_t bytes) override;
   void signal(int stream, int peer, uint32_t slot, uint64_t value) override;
@@ -128,6 +145,7 @@ class CudaBackend final : public Backend {
   void mark(int stream) override;
   std::vector<int64_t> marks() override;
   std::vector<StartupPhase> take_startup_phases() override { return startup_.take(); }
+  std::vector<StartupPhase> take_first_use_phases() override;
 
  private:
   struct StreamSlot {
@@ -144,6 +162,13 @@ class CudaBackend final : public Backend {
   };
 
   StreamSlot& at(int stream);
+  /// The NCCL communicator, waited for on first use (the wait a first-use phase).
+  NcclComm& joined_comm();
+  /// Makes the symmetric arena and window once (collective; see the file's comment).
+  void ensure_symmetric();
+  /// Times `fn` as the first-use phase `name`.
+  template <class Fn>
+  void first_use(const char* name, Fn&& fn);
   cudaEvent_t take_event();  // with mu_ held
   void wait_stream(int stream);
   void poll_stream(int stream);
@@ -179,8 +204,11 @@ class CudaBackend final : public Backend {
   /// Issues a collective through Gloo (staged_), a symmetric all-reduce as NCCL's symmetric
   /// kernels compute it when the buffer lies in the symmetric pool and peers are mapped.
   void issue_staged(int stream, cudaStream_t s, const CollectiveCall& call);
-  /// The window; throws (cprr::Error) before the communicator is connected.
-  const CudaWindow& window() const;
+  /// The window, made if it was not yet (ensure_symmetric); throws (cprr::Error) before the
+  /// communicator is connected.
+  const CudaWindow& window();
+  /// Why put/signal cannot work, without making anything.
+  std::string window_problem() const;
   /// Runs `fn`; an exception from it marks the backend broken (first reason kept) and propagates.
   template <class Fn>
   void guarded(Fn&& fn);
@@ -199,10 +227,16 @@ class CudaBackend final : public Backend {
   std::unique_ptr<StagedCollectives> staged_;  // Gloo staged through host memory
   std::unique_ptr<CudaWindow> window_;         // set while connecting, then read-only
   void* barrier_scratch_ = nullptr;
-  /// Splits (runtime/cuda_backend_groups.cpp): the votes' device buffer and stream, made at the
-  /// first split; the groups of this case (guarded by mu_: abort() ends them too).
+  /// The stream of cprr's own collectives (agreements while setting up, split votes): none of
+  /// the case's streams, so set-up in the middle of a case waits for none of its work.
+  cudaStream_t setup_stream_ = nullptr;
+  /// Serializes first uses (ensure_symmetric, joined_comm) and holds their phases.
+  std::mutex setup_mu_;
+  std::atomic<bool> symmetric_made_{false};
+  std::vector<StartupPhase> first_use_;
+  /// Splits (runtime/cuda_backend_groups.cpp): the votes' device buffer, made at the first
+  /// split; the groups of this case (guarded by mu_: abort() ends them too).
   void* split_scratch_ = nullptr;
-  cudaStream_t split_stream_ = nullptr;
   uint64_t splits_ = 0;
   std::map<uint32_t, std::unique_ptr<NcclComm>> nccl_groups_;
   std::map<uint32_t, std::unique_ptr<StagedCollectives>> staged_groups_;

@@ -40,18 +40,79 @@ void CudaBackend::connect(const ConnectSpec& spec) {
     auto comm = std::make_unique<NcclComm>(rank_, world_size_, spec.comm_id);
     std::lock_guard lock(mu_);  // the watchdog's abort() reads comm_
     comm_ = std::move(comm);
+    // NCCL joins in its own thread from here; the symmetric arena and window wait for their
+    // first use (the file comment of cuda_backend.h).
+    symmetric_.why = "not made: no case of this world used the symmetric pool or a collective yet";
+    startup_.lap("nccl communicator (started)");
+    return;
   }
-  startup_.lap(staged_ ? "gloo communicator" : "nccl communicator");
+  startup_.lap("gloo communicator");
   symmetric_ = make_symmetric_pool();
   startup_.lap("symmetric arena");
   make_window(symmetric_);
+  symmetric_made_ = true;
   startup_.lap("symmetric window");
+}
+
+template <class Fn>
+void CudaBackend::first_use(const char* name, Fn&& fn) {
+  const auto t0 = std::chrono::steady_clock::now();
+  fn();
+  first_use_.push_back(
+      {name, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                 .count()});
+}
+
+NcclComm& CudaBackend::joined_comm() {
+  CPRR_CHECK(comm_ != nullptr, "rank {}: NCCL use before the communicator was connected", rank_);
+  if (!comm_->joined()) {
+    std::lock_guard lock(setup_mu_);
+    if (!comm_->joined()) first_use("nccl communicator (waited for)", [&] { comm_->wait_joined(); });
+  }
+  return *comm_;
+}
+
+void CudaBackend::ensure_symmetric() {
+  if (!comm_ || symmetric_made_) return;  // staged: made while connecting
+  std::lock_guard lock(setup_mu_);
+  if (symmetric_made_) return;
+  if (!comm_->joined()) first_use("nccl communicator (waited for)", [&] { comm_->wait_joined(); });
+  CPRR_CUDA(cudaSetDevice(device_));  // the calling thread's device may be another
+  guarded([&] {
+    first_use("symmetric arena", [&] { symmetric_ = make_symmetric_pool(); });
+    first_use("symmetric window", [&] { make_window(symmetric_); });
+  });
+  symmetric_made_ = true;
+}
+
+std::vector<StartupPhase> CudaBackend::take_first_use_phases() {
+  std::lock_guard lock(setup_mu_);
+  return std::exchange(first_use_, {});
+}
+
+void CudaBackend::before_communication(bool collective) {
+  if (!comm_) return;
+  guarded([&] {
+    if (collective) ensure_symmetric();
+    joined_comm();
+  });
+}
+
+void CudaBackend::settle_before_exit() {
+  if (comm_) comm_->settle_join(5000);
+}
+
+void* CudaBackend::native_comm() {
+  if (!comm_) return nullptr;
+  ensure_symmetric();  // the caller's own NCCL calls come after it on every rank
+  return joined_comm().get();
 }
 
 int CudaBackend::min_over_ranks(int value) {
   if (staged_) return staged_->min_over_ranks(value);
-  // Every copy on the collective's stream: the default stream would not order them with it.
-  cudaStream_t s = streams_[0].handle;
+  // Every copy on cprr's own stream: the default stream would not order them with the
+  // collective, and a case's stream would wait for the case's work.
+  cudaStream_t s = setup_stream_;
   CPRR_CUDA(cudaMemcpyAsync(barrier_scratch_, &value, sizeof value, cudaMemcpyHostToDevice, s));
   CollectiveCall c{.kind = "all_reduce",
                    .dtype = DType::i32,
@@ -59,11 +120,11 @@ int CudaBackend::min_over_ranks(int value) {
                    .in = barrier_scratch_,
                    .out = barrier_scratch_,
                    .count = 1};
-  comm_->issue(c, s, barrier_scratch_);
-  wait_stream(0);
+  joined_comm().issue(c, s, barrier_scratch_);
+  poll_handle(s);
   CPRR_CUDA(cudaMemcpyAsync(&value, barrier_scratch_, sizeof value, cudaMemcpyDeviceToHost, s));
   CPRR_CUDA(cudaMemsetAsync(barrier_scratch_, 0, sizeof value, s));  // barrier() all-reduces zeros
-  wait_stream(0);
+  poll_handle(s);
   return value;
 }
 
@@ -72,16 +133,15 @@ std::vector<std::byte> CudaBackend::all_gather_bytes(const void* mine, std::size
   const std::size_t total = bytes * static_cast<std::size_t>(world_size_);
   CudaArena gathered(CudaArena::Kind::device, total);
   std::byte* slot = gathered.data() + bytes * static_cast<std::size_t>(rank_);
-  cudaStream_t s = streams_[0].handle;
-  // Copies on the collective's own stream: the default stream would not order them with it.
+  cudaStream_t s = setup_stream_;  // as min_over_ranks'
   CPRR_CUDA(cudaMemcpyAsync(slot, mine, bytes, cudaMemcpyHostToDevice, s));
   CollectiveCall c{
       .kind = "all_gather", .dtype = DType::u8, .in = slot, .out = gathered.data(), .count = bytes};
-  comm_->issue(c, s, barrier_scratch_);
-  wait_stream(0);  // polls, so a peer that never joins cannot block this thread in a copy
+  joined_comm().issue(c, s, barrier_scratch_);
+  poll_handle(s);  // polls, so a peer that never joins cannot block this thread in a copy
   std::vector<std::byte> all(total);
   CPRR_CUDA(cudaMemcpyAsync(all.data(), gathered.data(), total, cudaMemcpyDeviceToHost, s));
-  wait_stream(0);
+  poll_handle(s);
   return all;
 }
 
@@ -165,7 +225,7 @@ std::unique_ptr<CudaWindow> CudaBackend::nccl_window(std::byte* base, uint64_t p
           lsa, world_size_));
     }
     std::vector<std::byte*> bases =
-        nccl_peer_bases(comm_->window(), world_size_, streams_[0].handle);
+        nccl_peer_bases(comm_->window(), world_size_, setup_stream_);
     bases[rank_] = base;  // this rank's own stores go through its own pointer
     for (int p = 0; p < world_size_; ++p) {
       if (bases[p] == nullptr) {
@@ -211,21 +271,29 @@ std::unique_ptr<CudaWindow> CudaBackend::agree_on_window(std::unique_ptr<CudaWin
   return std::make_unique<CudaWindow>(why);
 }
 
-const CudaWindow& CudaBackend::window() const {
+const CudaWindow& CudaBackend::window() {
+  ensure_symmetric();
   CPRR_CHECK(window_ != nullptr, "rank {}: one-sided op before the communicator was connected",
              rank_);
   return *window_;
 }
 
-std::string CudaBackend::one_sided_problem() const {
+std::string CudaBackend::window_problem() const {
+  if (comm_ && !window_) return "not made yet";
   return window_ ? window_->problem() : "the communicator is not connected yet";
+}
+
+std::string CudaBackend::one_sided_problem() {
+  ensure_symmetric();
+  return window_problem();
 }
 
 std::string CudaBackend::symmetric_pool() const {
   using Kind = SymmetricArena::Kind;
-  const std::string peers = one_sided_problem().empty()
-                                ? std::string(world_size_ == 1 ? "" : "; peers mapped")
-                                : "; peers not mapped: " + one_sided_problem();
+  if (comm_ && !symmetric_made_) return symmetric_.why;
+  const std::string why = window_problem();
+  const std::string peers = why.empty() ? std::string(world_size_ == 1 ? "" : "; peers mapped")
+                                        : "; peers not mapped: " + why;
   switch (symmetric_.kind) {
     case Kind::nccl_window:
       return "NCCL window (ncclMemAlloc, ncclCommWindowRegister NCCL_WIN_COLL_SYMMETRIC)" + peers;

@@ -18,24 +18,24 @@ std::vector<SplitVote> CudaBackend::split_votes(SplitVote mine, uint32_t) {
     return all;
   }
   CPRR_CHECK(comm_ != nullptr, "rank {}: split before the communicator was connected", rank_);
-  if (split_stream_ == nullptr) {
+  ensure_symmetric();  // a split is collective over the world: the set-up comes first
+  if (split_scratch_ == nullptr) {
     // Made once; cudaMalloc (unlike cudaFree) orders nothing between the case's streams.
-    CPRR_CUDA(cudaStreamCreateWithFlags(&split_stream_, cudaStreamNonBlocking));
     CPRR_CUDA(cudaMalloc(&split_scratch_, all.size() * sizeof(SplitVote)));
   }
   auto* slot =
       static_cast<std::byte*>(split_scratch_) + static_cast<std::size_t>(rank_) * sizeof mine;
   guarded([&] {
-    CPRR_CUDA(cudaMemcpyAsync(slot, &mine, sizeof mine, cudaMemcpyHostToDevice, split_stream_));
+    CPRR_CUDA(cudaMemcpyAsync(slot, &mine, sizeof mine, cudaMemcpyHostToDevice, setup_stream_));
     CollectiveCall c{.kind = "all_gather",
                      .dtype = DType::u8,
                      .in = slot,
                      .out = split_scratch_,
                      .count = sizeof mine};
-    comm_->issue(c, split_stream_, barrier_scratch_);
+    joined_comm().issue(c, setup_stream_, barrier_scratch_);
     CPRR_CUDA(cudaMemcpyAsync(all.data(), split_scratch_, all.size() * sizeof(SplitVote),
-                              cudaMemcpyDeviceToHost, split_stream_));
-    poll_handle(split_stream_);  // polls, so a rank that never splits cannot block this thread
+                              cudaMemcpyDeviceToHost, setup_stream_));
+    poll_handle(setup_stream_);  // polls, so a rank that never splits cannot block this thread
   });
   return all;
 }
@@ -46,8 +46,9 @@ void CudaBackend::make_group(uint32_t group, SplitVote mine, const std::vector<i
   const int size = static_cast<int>(members.size());
   if (comm_) {
     // Collective over the world: every rank splits, the ones without a color too.
+    ensure_symmetric();
     std::unique_ptr<NcclComm> made;
-    guarded([&] { made = comm_->split(members.empty() ? -1 : mine.color, mine.key, me, size); });
+    guarded([&] { made = joined_comm().split(members.empty() ? -1 : mine.color, mine.key, me, size); });
     if (!made) return;
     std::lock_guard lock(mu_);
     nccl_groups_[group] = std::move(made);

@@ -88,8 +88,30 @@ NcclComm::NcclComm(int rank, int world_size, const std::string& unique_id)
   std::memcpy(id.internal, unique_id.data(), sizeof(id.internal));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // so a hang can be ended with ncclCommAbort
-  CPRR_NCCL(ncclCommInitRankConfig(&comm_, world_size, id, rank, &config));
+  const ncclResult_t r = ncclCommInitRankConfig(&comm_, world_size, id, rank, &config);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    CPRR_THROW("rank {}: ncclCommInitRankConfig: {} ({})", rank, ncclGetErrorString(r),
+               ncclGetLastError(comm_));
+  }
+}
+
+void NcclComm::settle_join(int ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (!joined_ && std::chrono::steady_clock::now() < until) {
+    ncclResult_t state = ncclSuccess;
+    {
+      std::lock_guard lock(mu_);
+      if (aborted_ || ncclCommGetAsyncError(comm_, &state) != ncclSuccess) return;
+    }
+    if (state != ncclInProgress) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+void NcclComm::wait_joined() {
+  if (joined_) return;
   wait_ready("ncclCommInitRankConfig");
+  joined_ = true;
 }
 
 NcclComm::~NcclComm() {
@@ -103,8 +125,11 @@ NcclComm::~NcclComm() {
     }
     return state;
   };
-  ncclResult_t state = ncclSuccess;
-  if (window_ != nullptr) state = settle(ncclCommWindowDeregister(comm_, window_));
+  // A join never waited for (no case used the communicator) is let finish first.
+  ncclResult_t state = settle(joined_ ? ncclSuccess : ncclInProgress);
+  if (state == ncclSuccess && window_ != nullptr) {
+    state = settle(ncclCommWindowDeregister(comm_, window_));
+  }
   if (state == ncclSuccess) state = settle(ncclCommFinalize(comm_));
   if (state == ncclSuccess) {
     ncclCommDestroy(comm_);
@@ -120,6 +145,7 @@ std::unique_ptr<NcclComm> NcclComm::split(int color, int key, int group_rank, in
   {
     std::lock_guard lock(mu_);
     CPRR_CHECK(!aborted_, "ncclCommSplit: the communicator was aborted");
+    CPRR_CHECK(joined_, "ncclCommSplit before the communicator joined (wait_joined)");
     const ncclResult_t r =
         ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, &config);
     if (r != ncclSuccess && r != ncclInProgress) {
@@ -176,6 +202,7 @@ void NcclComm::issue(const CollectiveCall& c, cudaStream_t s, void* scratch) {
     // freeing the communicator underneath it.
     std::lock_guard lock(mu_);
     CPRR_CHECK(!aborted_, "{}: the communicator was aborted", c.kind);
+    CPRR_CHECK(joined_, "{} before the communicator joined (wait_joined)", c.kind);
     enqueue(c, s, scratch);
   }
   wait_ready(c.kind.c_str());
@@ -222,6 +249,7 @@ std::string NcclComm::register_window(void* base, std::size_t bytes) {
   {
     std::lock_guard lock(mu_);
     CPRR_CHECK(!aborted_, "ncclCommWindowRegister: the communicator was aborted");
+    CPRR_CHECK(joined_, "ncclCommWindowRegister before the communicator joined (wait_joined)");
     r = ncclCommWindowRegister(comm_, base, bytes, &window_, NCCL_WIN_COLL_SYMMETRIC);
   }
   if (r != ncclSuccess && r != ncclInProgress) {

@@ -22,15 +22,26 @@ std::string nccl_runtime_version();
 
 class NcclComm {
  public:
-  /// Joins the communicator and waits until it is ready; throws cprr::Error on failure.
+  /// Starts joining the communicator and returns at once: NCCL goes on in its own thread (the
+  /// config is non-blocking) while the rank does other work; wait_joined() waits for it. Every
+  /// rank starts it at the same point (connecting), so no case's order of calls can mismatch
+  /// it. Throws cprr::Error when NCCL refuses at once.
   NcclComm(int rank, int world_size, const std::string& unique_id);
-  /// Finalizes and destroys the communicator (after deregistering the window), or only forgets
-  /// it once aborted.
+  /// Finalizes and destroys the communicator (after deregistering the window; a join still
+  /// under way is let finish first, 5 s at most), or only forgets it once aborted.
   ~NcclComm();
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
 
+  /// The communicator, once joined (see wait_joined).
   ncclComm_t get() const { return comm_; }
+
+  /// Waits until the join the constructor started has finished (at once after the first time);
+  /// throws on failure or once aborted (abort() ends the wait).
+  void wait_joined();
+  bool joined() const { return joined_.load(); }
+  /// Polls until the join has finished, failed or `ms` passed; never throws.
+  void settle_join(int ms);
 
   /// ncclCommSplit (collective over this communicator: every rank calls it): the communicator of
   /// the ranks that pass `color`, ordered by `key`; nullptr for a negative color. `group_rank`
@@ -61,7 +72,7 @@ class NcclComm {
 
  private:
   /// A communicator made by split(): owned from here on.
-  NcclComm(ncclComm_t comm, int size) : comm_(comm), world_size_(size) {}
+  NcclComm(ncclComm_t comm, int size) : comm_(comm), world_size_(size) { joined_ = true; }
   /// Non-blocking calls may return ncclInProgress: poll until the communicator settles.
   void wait_ready(const char* what) const;
   /// The NCCL calls of one collective (mu_ held).
@@ -70,6 +81,7 @@ class NcclComm {
   ncclComm_t comm_ = nullptr;
   ncclWindow_t window_ = nullptr;
   int world_size_ = 1;
+  std::atomic<bool> joined_{false};
   mutable std::mutex mu_;  // abort() must not free comm_ under a concurrent query
   std::atomic<bool> aborted_{false};
 };

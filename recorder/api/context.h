@@ -313,11 +313,12 @@ class Context {
   /// The backend's name: "cpu" | "cuda".
   std::string_view backend_name() const { return state_.backend->name(); }
   /// The ncclComm_t of the world, or nullptr on the CPU backend (and where ranks share a GPU).
-  /// Logged like native_stream().
+  /// Logged like native_stream(). Every rank asks at the same point: a world's first ask may
+  /// make its symmetric pool (collective; runtime/cuda_backend.h).
   void* native_comm();
   /// Whether the world's collectives go through NCCL (native_comm() would not be null); a query,
   /// not logged.
-  bool has_native_comm() const { return state_.backend->native_comm() != nullptr; }
+  bool has_native_comm() const { return state_.backend->has_native_comm(); }
 
   // ---- captures ----
   /// Hashes `b` when stream `s` reaches this point: an intermediate that replay compares in order.

@@ -72,6 +72,7 @@ void Context::enqueue_collective(const Group& g, Stream s, CollectiveCall call,
       c.recv_bytes.push_back(static_cast<uint64_t>(call.recv_counts[r]) * elem);
     }
   }
+  state_.backend->before_communication(true);  // set-up first, then the op's delay
   const std::size_t at = enter(std::move(c), access, false);
   call.seq = logs_.collectives[at].seq;
   call.group = g.id();
@@ -89,6 +90,7 @@ void Context::message(const Group& g, Stream s, const char* kind, int peer, cons
   const int world_peer = g.world_rank(peer);
   CollectiveRecord c{
       0, kind, s.id, dtype, buf.bytes, -1, ReduceOp::sum, g.id(), g.members_mask(), world_peer};
+  state_.backend->before_communication(false);  // set-up first, then the op's delay
   const std::size_t at = enter(std::move(c), access, false);
   const uint64_t seq = logs_.collectives[at].seq;
   const bool sends = std::string_view(kind) == "send";

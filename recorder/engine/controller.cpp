@@ -7,6 +7,7 @@
 #include "analysis/hang_diagnosis.h"
 #include "analysis/layout_check.h"
 #include "recorder/engine/world.h"
+#include "recorder/engine/world_startup.h"
 #include "recorder/launch/proc_tree.h"
 #include "runtime/error.h"
 
@@ -236,6 +237,8 @@ ExecutionResult Controller::run(const CaseInstance& inst, Mode mode, Placement p
     world.start(RunCase{res.id, inst.info.name, inst.params, inst.seed, placement, perturbation,
                         config_.timeline});
     res.ranks = world.collect(res.id, config_.now() + deadline_for(inst), config_.after_death);
+    res.symmetric_pool = pool_after_case(res.ranks, res.symmetric_pool);
+    res.first_use_phases = first_use_phases(res.ranks);
     add_note(res, world.stopped_early());
     classify(res, world);
     if (mode == Mode::pool && !world.reusable()) pools_.erase(inst.world_size);

@@ -18,6 +18,7 @@
 #include "data/flight_record.h"
 #include "data/text_forms.h"
 #include "recorder/engine/transport_choice.h"
+#include "recorder/engine/world_startup.h"
 #include "recorder/engine/wait_text.h"
 #include "recorder/launch/proc_tree.h"
 #include "recorder/launch/token.h"
@@ -25,18 +26,6 @@
 
 namespace cprr {
 namespace {
-
-// What the ranks said their symmetric pool is, as one line: the common answer, or each rank's.
-std::string summarize_pools(const std::vector<std::string>& pools) {
-  if (std::adjacent_find(pools.begin(), pools.end(), std::not_equal_to<>()) == pools.end()) {
-    return pools.empty() ? std::string() : pools.front();
-  }
-  std::string out;
-  for (std::size_t r = 0; r < pools.size(); ++r) {
-    out += fmt::format("{}rank {}: {}", r == 0 ? "" : "; ", r, pools[r]);
-  }
-  return out;
-}
 
 constexpr std::string_view kWorldDirPrefix = "cprr-world-";
 // The owner's pid in a per-world directory's name ("cprr-world-<pid>-XXXXXX"), or 0 when the name

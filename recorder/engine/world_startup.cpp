@@ -1,7 +1,10 @@
 #include "recorder/engine/world_startup.h"
 
 #include <algorithm>
+#include <functional>
 #include <string_view>
+
+#include <fmt/format.h>
 
 namespace cprr {
 namespace {
@@ -35,6 +38,35 @@ std::vector<StartupPhase> world_startup_phases(std::chrono::steady_clock::time_p
   }
   out.push_back({std::string(kWaiting), std::max(0.0, ms_between(begin, ready) - total_ms(out))});
   return out;
+}
+
+std::string summarize_pools(const std::vector<std::string>& pools) {
+  if (std::adjacent_find(pools.begin(), pools.end(), std::not_equal_to<>()) == pools.end()) {
+    return pools.empty() ? std::string() : pools.front();
+  }
+  std::string out;
+  for (std::size_t r = 0; r < pools.size(); ++r) {
+    out += fmt::format("{}rank {}: {}", r == 0 ? "" : "; ", r, pools[r]);
+  }
+  return out;
+}
+
+std::string pool_after_case(const std::vector<RankReport>& ranks, const std::string& at_start) {
+  std::vector<std::string> pools;
+  for (const RankReport& r : ranks) {
+    if (!r.done || r.done->symmetric_pool.empty()) return at_start;
+    pools.push_back(r.done->symmetric_pool);
+  }
+  return pools.empty() ? at_start : summarize_pools(pools);
+}
+
+std::vector<StartupPhase> first_use_phases(const std::vector<RankReport>& ranks) {
+  const std::vector<StartupPhase>* most = nullptr;
+  for (const RankReport& r : ranks) {
+    if (!r.done || r.done->first_use.empty()) continue;
+    if (most == nullptr || total_ms(r.done->first_use) > total_ms(*most)) most = &r.done->first_use;
+  }
+  return most ? *most : std::vector<StartupPhase>{};
 }
 
 }  // namespace cprr

@@ -4,8 +4,10 @@
 // so they add up to it. Ranks start side by side, so the steps shown are those of the rank that
 // held the world up: the last to say hello, then the last to join the communicator.
 #include <chrono>
+#include <string>
 #include <vector>
 
+#include "data/execution.h"
 #include "runtime/startup_phases.h"
 
 namespace cprr {
@@ -27,5 +29,17 @@ struct RankStart {
 std::vector<StartupPhase> world_startup_phases(std::chrono::steady_clock::time_point begin,
                                                std::chrono::steady_clock::time_point ready,
                                                const std::vector<RankStart>& ranks);
+
+/// What the ranks said their symmetric pool is, as one line: the common answer, or each rank's.
+std::string summarize_pools(const std::vector<std::string>& pools);
+
+/// What an execution's ranks said their symmetric pool is after its case (it may be made in a
+/// case: runtime/cuda_backend.h), summarized; `at_start` (the world's, from connecting) when a
+/// rank did not report.
+std::string pool_after_case(const std::vector<RankReport>& ranks, const std::string& at_start);
+
+/// The start-up an execution's case paid at first use: the steps of the rank that paid most
+/// (ranks wait for each other at the first collective, so the slowest held the case up).
+std::vector<StartupPhase> first_use_phases(const std::vector<RankReport>& ranks);
 
 }  // namespace cprr

@@ -203,6 +203,7 @@ int serve(const WorkerArgs& a, UniqueFd control) {
         // a controller that is gone; a hung rank gets Abort from the watchdog thread): nothing
         // runs, and only stdio is left to flush. Exit hooks and static destructors do not run
         // either: a worker's cases must not need them (recorder/api/case.h).
+        backend.settle_before_exit();
         std::fflush(nullptr);
         std::cout.flush();
         std::_Exit(0);
@@ -225,6 +226,8 @@ int serve(const WorkerArgs& a, UniqueFd control) {
     }
     if (const auto* run = std::get_if<RunCase>(&msg)) {
       CaseDone done = runner.run(*run);
+      done.first_use = backend.take_first_use_phases();
+      done.symmetric_pool = backend.symmetric_pool();
       // NCCL opens sockets lazily, at the collective that first needs a connection.
       inherited.close_on_exec_rest();
       // Buffered stdio output belongs to this case: flush it before reporting, so the

@@ -15,6 +15,10 @@
 // With fewer GPUs than ranks the ranks share them (their collectives through Gloo, staged through
 // host memory) and every figure says which transport it ran with; --collectives gloo times the
 // staged path on a GPU per rank, next to NCCL.
+//  3b. goals (issue 41): a case with no collective (healthy/noop) and one with one all-reduce
+//     (healthy/all_reduce, count 1), fresh only, each run --goal-runs times: median wall,
+//     world start and start-up paid inside the case at first use (NCCL's wait, the symmetric
+//     arena and window: runtime/cuda_backend.h);
 //  4. torchrun: `torchrun --nproc-per-node 2` of a trivial all-reduce script per case, the
 //     baseline of seed 001 (~8.9 s per spawn there), timed on --torch-runs launches; its suite
 //     total is extrapolated from them (median x cases), and the output says so. Needs 2 GPUs
@@ -23,6 +27,7 @@
 //
 //   cprr_bench_gpu [--worker PATH] [--cases N] [--standby K...] [--torch-runs K]
 //                  [--torch-script PATH] [--world-size W...] [--collectives auto|nccl|gloo]
+//                  [--goal-runs K]
 #include <fmt/format.h>
 #include <sys/wait.h>
 
@@ -31,6 +36,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <numeric>
 #include <vector>
 
@@ -180,6 +186,36 @@ void print_world_start(const std::vector<std::vector<cprr::StartupPhase>>& start
   std::printf("  %-24s %9.1f ms\n", "total (median)", median(totals));
 }
 
+// The goal cases' fresh executions: wall, world start and first-use set-up, medians.
+void print_goal_cases(const Setup& setup, int w, int runs) {
+  const std::pair<const char*, const char*> goals[] = {
+      {"no collective", "^healthy/noop@"},
+      {"one all_reduce", "^healthy/all_reduce\\{count=1,dtype=f32\\}@"}};
+  cprr::Controller c(cuda_config(setup, 0));
+  const auto catalog = cprr::fetch_catalog(setup.worker);
+  for (const auto& [what, pattern] : goals) {
+    const auto plan = cprr::expand(catalog, std::regex(pattern));
+    if (plan.empty()) continue;
+    cprr::CaseInstance inst = plan.front();
+    inst.world_size = w;
+    std::vector<double> wall, start, first_use;
+    std::map<std::string, std::vector<double>> steps;
+    for (int i = 0; i < runs; ++i) {
+      const cprr::ExecutionResult r = run_case(c, inst, cprr::Mode::fresh);
+      wall.push_back(r.wall_ms);
+      start.push_back(r.startup_ms);
+      first_use.push_back(cprr::total_ms(r.first_use_phases));
+      for (const cprr::StartupPhase& p : r.first_use_phases) steps[p.name].push_back(p.ms);
+    }
+    std::string detail;
+    for (auto& [name, ms] : steps) detail += fmt::format(", {} {:.1f}", name, median(ms));
+    std::printf(
+        "goal, W=%d, %-15s fresh %8.1f ms (median of %d): world start %.1f, paid at first use "
+        "%.1f%s\n",
+        w, what, median(wall), runs, median(start), median(first_use), detail.c_str());
+  }
+}
+
 std::vector<double> torchrun(const std::string& script, int runs) {
   if (std::system("python3 -c 'import torch' >/dev/null 2>&1") != 0) return {};
   const std::string cmd =
@@ -192,7 +228,7 @@ std::vector<double> torchrun(const std::string& script, int runs) {
 int main(int argc, char** argv) {
   Setup setup{CPRR_WORKER_PATH};
   std::string script = "tools/bench/torch_allreduce.py";
-  int cases = 50, torch_runs = 5;
+  int cases = 50, torch_runs = 5, goal_runs = 5;
   std::vector<int> standby{4};  // besides 0, which always runs
   std::vector<int> sizes{2};
   CLI::App app{"cprr GPU benchmarks: fresh vs pooled vs torchrun per case, world start, standby"};
@@ -211,6 +247,9 @@ int main(int argc, char** argv) {
                  "auto | nccl | gloo: gloo times the staged path on a GPU per rank")
       ->check(CLI::IsMember({"auto", "nccl", "gloo"}));
   app.add_option("--torch-runs", torch_runs, "torchrun launches to time (0: skip)");
+  app.add_option("--goal-runs", goal_runs,
+                 "fresh runs of each goal case (no collective, one all_reduce; 0: skip)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--torch-script", script, "the trivial all-reduce script torchrun runs");
   CLI11_PARSE(app, argc, argv);
   std::string why;
@@ -239,6 +278,7 @@ int main(int argc, char** argv) {
     std::printf("%-22s %12.2f %12.2f   (measured: %d runs)\n", "pooled world", median(s.pool),
                 sum(s.pool) / 1e3, cases);
     print_fresh_suites(setup, picked, cases, standby);
+    if (goal_runs > 0) print_goal_cases(setup, w, goal_runs);
     std::printf("W=%d fresh/pool per-case cost: %.0fx\n", w, median(s.fresh) / median(s.pool));
   }
   if (gpus < 2) {

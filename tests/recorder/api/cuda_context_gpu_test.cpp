@@ -91,8 +91,18 @@ TEST(CudaContext, StartUpStepsAreTimedInOrder) {
   backend->connect(ConnectSpec{backend->bootstrap_id()});
   names.clear();
   for (const StartupPhase& p : backend->take_startup_phases()) names.push_back(p.name);
-  EXPECT_THAT(names,
-              ::testing::ElementsAre("nccl communicator", "symmetric arena", "symmetric window"));
+  // Connecting only starts the communicator; the symmetric pool waits for its first use.
+  EXPECT_THAT(names, ::testing::ElementsAre("nccl communicator (started)"));
+  EXPECT_THAT(backend->symmetric_pool(), ::testing::HasSubstr("not made"));
+  EXPECT_TRUE(backend->take_first_use_phases().empty());
+  EXPECT_NE(backend->arena_base(MemPool::symmetric), nullptr);
+  names.clear();
+  for (const StartupPhase& p : backend->take_first_use_phases()) names.push_back(p.name);
+  EXPECT_THAT(names, ::testing::ElementsAre("nccl communicator (waited for)", "symmetric arena",
+                                            "symmetric window"));
+  EXPECT_THAT(backend->symmetric_pool(), ::testing::HasSubstr("NCCL window"));
+  EXPECT_NE(backend->native_comm(), nullptr);
+  EXPECT_TRUE(backend->take_first_use_phases().empty()) << "made once";
 }
 
 TEST(CudaContext, TheHostPoolStartsZeroAndKernelsAndCopiesReachItThroughItsAddresses) {

@@ -110,10 +110,11 @@ TEST_F(WorldMemory, ADeviceArenaThatDoesNotFitIsTheCasesErrorAndSaysWhatToLower)
   EXPECT_THAT(r.summary, HasSubstr("CPRR_CUDA_DEVICE_MIB"));
 }
 
-// Rank 0's arena does not fit (this process holds most of GPU 0), rank 1's does: both ranks
-// fail the case at once with an error. Without their agreement rank 1 would go on into the
-// all-reduce and wait for rank 0 until the deadline: a hang.
-TEST_F(WorldMemory, AnArenaThatFitsOnOneRankOnlyIsTheCasesErrorOnEveryRank) {
+// Rank 0's arena does not fit (this process holds most of GPU 0), rank 1's does: the case is
+// rank 0's error, and rank 1, waiting in the all-reduce rank 0 never entered, is released at
+// once, not at the deadline (an NCCL world does not agree on its arenas: that would wait for
+// the communicator, which joins while the case runs).
+TEST_F(WorldMemory, AnArenaThatFitsOnOneRankOnlyIsTheCasesErrorAndItsPeerIsReleased) {
   std::string why;
   if (visible_gpus(&why) < 2)
     GTEST_SKIP() << "needs 2 GPUs: it fills GPU 0 so that rank 1's arena fits on GPU 1 "
@@ -133,11 +134,8 @@ TEST_F(WorldMemory, AnArenaThatFitsOnOneRankOnlyIsTheCasesErrorOnEveryRank) {
         c.run(corpus_case("^healthy/all_reduce\\{count=1,dtype=f32\\}@2$", 2), Mode::fresh);
     EXPECT_EQ(r.status, ExecStatus::error) << r.summary;
     EXPECT_THAT(r.summary, HasSubstr("cannot allocate the 16384 MiB device arena on GPU 0"));
-    ASSERT_EQ(r.ranks.size(), 2u);
-    ASSERT_TRUE(r.ranks[1].done.has_value()) << "rank 1 did not report";
-    EXPECT_EQ(r.ranks[1].done->outcome, RankOutcome::error);
-    EXPECT_THAT(r.ranks[1].done->error,
-                HasSubstr("rank 0 of this world cannot allocate its 16384 MiB device arena"));
+    EXPECT_THAT(r.note, HasSubstr("after rank 0 failed"));
+    EXPECT_LT(r.wall_ms, 20000) << "released by the deadline?";
   }
   EXPECT_EQ(cudaFree(hog), cudaSuccess);
 }

@@ -68,6 +68,37 @@ TEST(WorldStartup, AWorldWithoutRanksIsAllWaiting) {
   EXPECT_DOUBLE_EQ(phases[0].ms, 5);
 }
 
+RankReport reported(std::vector<StartupPhase> first_use, std::string pool) {
+  RankReport r;
+  r.done = RankResult{};
+  r.done->first_use = std::move(first_use);
+  r.done->symmetric_pool = std::move(pool);
+  return r;
+}
+
+TEST(FirstUse, TheRankThatPaidMostInsideTheCaseIsTheCasesFirstUse) {
+  const std::vector<RankReport> ranks = {
+      reported({{"nccl communicator (waited for)", 40}, {"symmetric arena", 200}}, "w"),
+      reported({{"nccl communicator (waited for)", 300}, {"symmetric arena", 190}}, "w"),
+      reported({}, "w")};
+  const auto phases = first_use_phases(ranks);
+  ASSERT_THAT(names(phases), ElementsAre("nccl communicator (waited for)", "symmetric arena"));
+  EXPECT_DOUBLE_EQ(ms_of(phases, "nccl communicator (waited for)"), 300);
+  EXPECT_TRUE(first_use_phases({reported({}, "w"), RankReport{}}).empty())
+      << "nothing was left to first use, or a rank did not report";
+}
+
+TEST(FirstUse, ThePoolAfterTheCaseIsWhatEveryRankReportedElseTheWorldsStartLine) {
+  EXPECT_EQ(pool_after_case({reported({}, "NCCL window"), reported({}, "NCCL window")}, "not made"),
+            "NCCL window");
+  EXPECT_EQ(pool_after_case({reported({}, "NCCL window"), reported({}, "plain")}, "not made"),
+            "rank 0: NCCL window; rank 1: plain");
+  EXPECT_EQ(pool_after_case({reported({}, "NCCL window"), RankReport{}}, "not made"), "not made")
+      << "a rank that crashed said nothing of its pool";
+  EXPECT_EQ(pool_after_case({reported({}, "NCCL window"), reported({}, "")}, "at start"),
+            "at start");
+}
+
 TEST(PhaseClock, LapsTimeConsecutiveStepsAndRestartSkipsAGap) {
   PhaseClock clock(std::chrono::steady_clock::now() - milliseconds(30));
   clock.lap("first");

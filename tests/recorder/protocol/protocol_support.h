@@ -118,6 +118,8 @@ inline CaseDone sample_case_done() {
   d.error = "expected 3 == 4\nat case.cpp:17";
   d.reset_ms = 1.25;
   d.body_ms = 123456.0625;
+  d.first_use = {{"nccl communicator (waited for)", 311.5}, {"symmetric arena", 0.25}};
+  d.symmetric_pool = "NCCL window (ncclMemAlloc); peers mapped";
   CaseCapture& cap = d.capture;
   cap.probes.push_back(sample_capture(0, "\0\x01\0\xff"s));
   cap.probes.push_back(sample_capture(1, ""));
