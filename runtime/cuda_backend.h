@@ -14,10 +14,10 @@
 // one-sided op, or before the first world collective, split or native_comm(), whichever comes
 // first: every rank's calls on the communicator then begin with them, whatever its case calls
 // first (a point-to-point message alone makes nothing: ranks outside it would never come). The
-// pinned host arena waits for its first use too; the device arena for the first case. Arena sizes come from
-// CPRR_CUDA_DEVICE_MIB, CPRR_CUDA_SYMMETRIC_MIB and CPRR_CUDA_HOST_MIB (recorded with the run like
-// every CPRR_*); the device arena's default is 8 GiB divided among the ranks that share a GPU
-// (device_arena_mib).
+// pinned host arena waits for its first use too; the device arena for the first case. Arena sizes
+// come from CPRR_CUDA_DEVICE_MIB, CPRR_CUDA_SYMMETRIC_MIB and CPRR_CUDA_HOST_MIB (recorded with the
+// run like every CPRR_*); the device arena's default is 8 GiB divided among the ranks that share a
+// GPU (device_arena_mib).
 #include <cuda_runtime_api.h>
 
 #include <array>

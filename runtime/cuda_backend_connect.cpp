@@ -59,15 +59,16 @@ void CudaBackend::first_use(const char* name, Fn&& fn) {
   const auto t0 = std::chrono::steady_clock::now();
   fn();
   first_use_.push_back(
-      {name, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                 .count()});
+      {name,
+       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()});
 }
 
 NcclComm& CudaBackend::joined_comm() {
   CPRR_CHECK(comm_ != nullptr, "rank {}: NCCL use before the communicator was connected", rank_);
   if (!comm_->joined()) {
     std::lock_guard lock(setup_mu_);
-    if (!comm_->joined()) first_use("nccl communicator (waited for)", [&] { comm_->wait_joined(); });
+    if (!comm_->joined())
+      first_use("nccl communicator (waited for)", [&] { comm_->wait_joined(); });
   }
   return *comm_;
 }
@@ -224,8 +225,7 @@ std::unique_ptr<CudaWindow> CudaBackend::nccl_window(std::byte* base, uint64_t p
           "here (no P2P path between the GPUs)",
           lsa, world_size_));
     }
-    std::vector<std::byte*> bases =
-        nccl_peer_bases(comm_->window(), world_size_, setup_stream_);
+    std::vector<std::byte*> bases = nccl_peer_bases(comm_->window(), world_size_, setup_stream_);
     bases[rank_] = base;  // this rank's own stores go through its own pointer
     for (int p = 0; p < world_size_; ++p) {
       if (bases[p] == nullptr) {

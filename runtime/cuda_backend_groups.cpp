@@ -48,7 +48,8 @@ void CudaBackend::make_group(uint32_t group, SplitVote mine, const std::vector<i
     // Collective over the world: every rank splits, the ones without a color too.
     ensure_symmetric();
     std::unique_ptr<NcclComm> made;
-    guarded([&] { made = joined_comm().split(members.empty() ? -1 : mine.color, mine.key, me, size); });
+    guarded(
+        [&] { made = joined_comm().split(members.empty() ? -1 : mine.color, mine.key, me, size); });
     if (!made) return;
     std::lock_guard lock(mu_);
     nccl_groups_[group] = std::move(made);

@@ -1,10 +1,10 @@
 #include "recorder/engine/world_startup.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <functional>
 #include <string_view>
-
-#include <fmt/format.h>
 
 namespace cprr {
 namespace {
