@@ -416,8 +416,7 @@ void CudaBackend::collective(int stream, CollectiveCall call) {
       if (staged_) {
         issue_staged(stream, s, call);
       } else {
-        // A message involves two ranks only: the others would never come to a set-up.
-        if (call.kind != "send" && call.kind != "recv") ensure_symmetric();
+        // The set-up came before (before_communication, ahead of the op's delay).
         joined_comm().issue(call, s, barrier_scratch_);
       }
       CPRR_CUDA(cudaEventRecord(p.after, s));

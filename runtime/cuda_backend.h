@@ -233,7 +233,7 @@ class CudaBackend final : public Backend {
   /// Serializes first uses (ensure_symmetric, joined_comm) and holds their phases.
   std::mutex setup_mu_;
   std::atomic<bool> symmetric_made_{false};
-  std::vector<StartupPhase> first_use_;
+  PhaseClock first_use_;  // times one first-use step at a time (first_use())
   /// Splits (runtime/cuda_backend_groups.cpp): the votes' device buffer, made at the first
   /// split; the groups of this case (guarded by mu_: abort() ends them too).
   void* split_scratch_ = nullptr;

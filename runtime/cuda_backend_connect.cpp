@@ -56,11 +56,9 @@ void CudaBackend::connect(const ConnectSpec& spec) {
 
 template <class Fn>
 void CudaBackend::first_use(const char* name, Fn&& fn) {
-  const auto t0 = std::chrono::steady_clock::now();
+  first_use_.restart();
   fn();
-  first_use_.push_back(
-      {name,
-       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()});
+  first_use_.lap(name);
 }
 
 NcclComm& CudaBackend::joined_comm() {
@@ -88,7 +86,7 @@ void CudaBackend::ensure_symmetric() {
 
 std::vector<StartupPhase> CudaBackend::take_first_use_phases() {
   std::lock_guard lock(setup_mu_);
-  return std::exchange(first_use_, {});
+  return first_use_.take();
 }
 
 void CudaBackend::before_communication(bool collective) {
@@ -100,7 +98,7 @@ void CudaBackend::before_communication(bool collective) {
 }
 
 void CudaBackend::settle_before_exit() {
-  if (comm_) comm_->settle_join(5000);
+  if (comm_) comm_->settle_join();
 }
 
 void* CudaBackend::native_comm() {

@@ -46,8 +46,7 @@ void CudaBackend::make_group(uint32_t group, SplitVote mine, const std::vector<i
   const int size = static_cast<int>(members.size());
   if (comm_) {
     // Collective over the world: every rank splits, the ones without a color too.
-    ensure_symmetric();
-    std::unique_ptr<NcclComm> made;
+    std::unique_ptr<NcclComm> made;  // split_votes, just before, made the world set-up
     guarded(
         [&] { made = joined_comm().split(members.empty() ? -1 : mine.color, mine.key, me, size); });
     if (!made) return;

@@ -95,17 +95,18 @@ NcclComm::NcclComm(int rank, int world_size, const std::string& unique_id)
   }
 }
 
-void NcclComm::settle_join(int ms) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  while (!joined_ && std::chrono::steady_clock::now() < until) {
-    ncclResult_t state = ncclSuccess;
-    {
-      std::lock_guard lock(mu_);
-      if (aborted_ || ncclCommGetAsyncError(comm_, &state) != ncclSuccess) return;
-    }
-    if (state != ncclInProgress) return;
+ncclResult_t NcclComm::settle(ncclResult_t state) const {
+  // Bounded (5 s): a dead peer must not hold a rank forever.
+  for (int i = 0; state == ncclInProgress && i < 50000; ++i) {
     std::this_thread::sleep_for(std::chrono::microseconds(100));
+    ncclCommGetAsyncError(comm_, &state);
   }
+  return state;
+}
+
+void NcclComm::settle_join() {
+  std::lock_guard lock(mu_);
+  if (!aborted_ && !joined_) settle(ncclInProgress);
 }
 
 void NcclComm::wait_joined() {
@@ -117,15 +118,8 @@ void NcclComm::wait_joined() {
 NcclComm::~NcclComm() {
   std::lock_guard lock(mu_);
   if (aborted_ || comm_ == nullptr) return;
-  // Teardown is bounded (5 s per step): a dead peer must not hold a rank forever.
-  auto settle = [this](ncclResult_t state) {
-    for (int i = 0; state == ncclInProgress && i < 50000; ++i) {
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-      ncclCommGetAsyncError(comm_, &state);
-    }
-    return state;
-  };
-  // A join never waited for (no case used the communicator) is let finish first.
+  // Teardown is bounded (5 s per step). A join never waited for (no case used the communicator) is
+  // let finish first.
   ncclResult_t state = settle(joined_ ? ncclSuccess : ncclInProgress);
   if (state == ncclSuccess && window_ != nullptr) {
     state = settle(ncclCommWindowDeregister(comm_, window_));

@@ -40,8 +40,8 @@ class NcclComm {
   /// throws on failure or once aborted (abort() ends the wait).
   void wait_joined();
   bool joined() const { return joined_.load(); }
-  /// Polls until the join has finished, failed or `ms` passed; never throws.
-  void settle_join(int ms);
+  /// Polls until the join has finished or failed, 5 s at most; never throws.
+  void settle_join();
 
   /// ncclCommSplit (collective over this communicator: every rank calls it): the communicator of
   /// the ranks that pass `color`, ordered by `key`; nullptr for a negative color. `group_rank`
@@ -75,6 +75,9 @@ class NcclComm {
   NcclComm(ncclComm_t comm, int size) : comm_(comm), world_size_(size) { joined_ = true; }
   /// Non-blocking calls may return ncclInProgress: poll until the communicator settles.
   void wait_ready(const char* what) const;
+  /// Polls `state` (a call's result) while it is ncclInProgress, 5 s at most (mu_ held): the
+  /// state it settled in.
+  ncclResult_t settle(ncclResult_t state) const;
   /// The NCCL calls of one collective (mu_ held).
   void enqueue(const CollectiveCall& call, cudaStream_t stream, void* scratch);
 
