@@ -6,6 +6,7 @@
 
 #include <sstream>
 
+#include "cli/report_table.h"
 #include "tests/analysis/analysis_support.h"
 
 namespace cprr {
@@ -38,6 +39,35 @@ TEST(Report, JsonCarriesEachExecutionsTransportAndFlagsADivergenceAcrossThem) {
   EXPECT_TRUE(c["as_expected"].get<bool>());
   EXPECT_FALSE(c["executions"][1].contains("unexpected"));
   EXPECT_EQ(doc["unexpected"], 0);
+}
+
+// Start-up a case paid at first use (a CUDA world's NCCL wait, its symmetric pool) is in the
+// JSON apart from the world's start, and the table says how many executions paid it.
+TEST(Report, StartUpPaidAtFirstUseIsReportedApartFromTheWorldsStart) {
+  CaseInstance inst;
+  inst.id = 1;
+  inst.info.name = "t/case";
+  inst.world_size = 2;
+  ExecutionResult f = test::execution(1, Mode::fresh, ExecStatus::pass, {"a", "b"});
+  f.startup_phases = {{"cuda context", 400}};
+  f.first_use_phases = {{"nccl communicator (waited for)", 300}, {"symmetric arena", 200}};
+  ExecutionResult p = test::execution(2, Mode::pool, ExecStatus::pass, {"a", "b"});
+  f.case_id = p.case_id = inst.id;
+  const std::vector<CaseOutcome> outcomes = {judge_case(inst, 7, {&f, &p})};
+  std::ostringstream json;
+  print_json(json, outcomes, RunInfo{});
+  const auto doc = nlohmann::json::parse(json.str());
+  const auto& fresh = doc["cases"][0]["executions"][0];
+  ASSERT_EQ(fresh["first_use_phases"].size(), 2u);
+  EXPECT_EQ(fresh["first_use_phases"][1]["phase"], "symmetric arena");
+  EXPECT_EQ(fresh["first_use_phases"][1]["ms"], 200);
+  EXPECT_EQ(fresh["startup_phases"].size(), 1u);
+  EXPECT_TRUE(doc["cases"][0]["executions"][1]["first_use_phases"].empty());
+  std::ostringstream table;
+  print_table(table, {f, p}, outcomes, RunInfo{}, false);
+  EXPECT_NE(table.str().find("start-up left to first use: paid inside 1 execution, median "),
+            std::string::npos)
+      << table.str();
 }
 
 }  // namespace
