@@ -9,7 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev libcli11-dev libfmt-dev nlohmann-json3-dev libxml2-dev
   openmpi-bin slurmctld slurmd slurm-client
-  python3-dev pybind11-dev python3-torch python3-numpy python3-pytest
+  python3-dev pybind11-dev python3-torch libtorch-dev python3-numpy python3-pytest
 )
 
 missing=()

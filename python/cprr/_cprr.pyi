@@ -52,6 +52,9 @@ class CaseContext:
     @property
     def nccl(self) -> bool:
         """The world's collectives go through NCCL (a GPU per rank)."""
+    @property
+    def address(self) -> int:
+        """The object's address, for the C++ op capture (_cprr_torch) to log into it directly."""
     def capture(self, is_output: bool, name: str, address: int, bytes: int, dtype: str,
                 shape: Sequence[int], native_stream: int, host: bool = False) -> None:
         """Hashes `bytes` at `address` as an output or probe; `dtype` a cprr dtype name; `host`:

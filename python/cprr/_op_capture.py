@@ -260,13 +260,14 @@ class Idle:
     untrack = complete_collective = note_group = note_unseen = torch_record_stream = library_order
 
 
-def warm_up():
-    """Runs a few CPU ops under an OpCapture once, before any case: the first use of a dispatch
-    mode makes torch 2.x import torch._dynamo, sympy and more (measured 5-6 s on the GPU machine,
-    where they have no bytecode cache), which would otherwise land in the first case of every
-    rank. The template process pays it once for every rank it forks; a spawned rank before its
+def warm_up(capture=OpCapture):
+    """Runs a few CPU ops under a `capture` (OpCapture, or cprr._native_capture's) once, before
+    any case: the first use of a dispatch mode makes torch 2.x import torch._dynamo, sympy and
+    more (measured 5-6 s on the GPU machine, where they have no bytecode cache), which would
+    otherwise land in the first case of every rank; the C++ capture works out its first ops'
+    plans. The template process pays it once for every rank it forks; a spawned rank before its
     hello, where standby hides it. Touches no GPU."""
-    with OpCapture(Idle()):
+    with capture(Idle()):
         a = torch.empty(4)
         a.fill_(1.0)
         a += torch.ones(4)

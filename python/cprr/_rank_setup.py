@@ -22,7 +22,7 @@ except ImportError:
 if torch is not None:
     import torch.distributed as dist
 
-    from cprr import _collectives, _gpu_hooks, _groups, _op_capture, _symmetric
+    from cprr import _collectives, _gpu_hooks, _groups, _native_capture, _op_capture, _symmetric
 
 from cprr import (  # noqa: E402
     _case, _case_body, _case_files, _cprr, _import_probe, _running, _scripts, _shim)
@@ -75,10 +75,12 @@ class Rank:
             self.first_group = None
 
     def op_capture(self, native, counter):
-        """The op capture of a case (`counter`: the CUPTI count, or None)."""
-        return _op_capture.OpCapture(native, native.backend == "cuda", counter,
-                                     allocator=_cprr.torch_allocator_used(),
-                                     symmetric=self.symmetric)
+        """The op capture of a case (`counter`: the CUPTI count, or None): in C++ where it was
+        built for this torch (cprr._native_capture), else the Python dispatch mode."""
+        kind = _native_capture.NativeOpCapture if _native_capture.available() else \
+            _op_capture.OpCapture
+        return kind(native, native.backend == "cuda", counter,
+                    allocator=_cprr.torch_allocator_used(), symmetric=self.symmetric)
 
 
 # ---- each case -------------------------------------------------------------------------------
@@ -223,7 +225,8 @@ def _wrap_torch():
     in the first case. Returns torch's symmetric windows, or None where it has none."""
     _collectives.install()
     symmetric = _symmetric.install(_running.capture, _cprr.torch_allocator_used)
-    _op_capture.warm_up()
+    _op_capture.warm_up(_native_capture.NativeOpCapture if _native_capture.available() else
+                        _op_capture.OpCapture)
     return symmetric
 
 

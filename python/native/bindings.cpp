@@ -35,6 +35,9 @@ PYBIND11_MODULE(_cprr, m) {
       .def_property_readonly("device_index", &CaseContext::device_index)
       .def_property_readonly("backend", &CaseContext::backend)
       .def_property_readonly("nccl", &CaseContext::nccl)
+      // The object's address, for the C++ op capture (_cprr_torch) to log into it directly.
+      .def_property_readonly("address",
+                             [](CaseContext& c) { return reinterpret_cast<uintptr_t>(&c); })
       .def("capture", &CaseContext::capture, py::arg("is_output"), py::arg("name"),
            py::arg("address"), py::arg("bytes"), py::arg("dtype"), py::arg("shape"),
            py::arg("native_stream"), py::arg("host") = false)

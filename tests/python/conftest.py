@@ -37,6 +37,7 @@ class FakeNative:
         self.case_name = case_name
         self.params = dict(params or {})
         self.backend, self.device_index, self.nccl = backend, device_index, nccl
+        self.address = 0  # no CaseContext: the C++ op capture calls these methods instead
         self.log, self.tracks, self.freed, self.collectives = [], [], [], []
         self.captures, self.unseen, self.allocations = [], [], []
         self.released = []  # what torch_released() hands out next (cprr's arena as torch's)

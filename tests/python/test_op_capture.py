@@ -15,9 +15,13 @@ from cprr._tensor_table import Entry, key_of
 F32 = 4  # bytes of a float32
 
 
+# The capture make() gives (test_native_capture.py runs tests of this file with the C++ one).
+CAPTURE = _op_capture.OpCapture
+
+
 def make(device_backend=False):
     native = FakeNative()
-    return native, _op_capture.OpCapture(native, device_backend=device_backend)
+    return native, CAPTURE(native, device_backend=device_backend)
 
 
 def op_names(native):

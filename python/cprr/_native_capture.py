@@ -1,0 +1,142 @@
+"""The op capture in C++ (the `_cprr_torch` module: python/native/capture), with the surface of
+cprr._op_capture.OpCapture, which it replaces where the module was built for this torch.
+
+The Python dispatch mode costs tens of microseconds per aten op (a Python call with its arguments
+wrapped, then the capture's own Python). This capture takes the same ops from torch's
+RecordFunction callbacks and applies the same rules in C++ (op_schema, tensor_table,
+stream_order, outside), calling Python only to name an op's place in the case's code
+(cprr._where's rule) and for torch's symmetric windows. What the rest of cprr calls on a capture
+(collectives, symmetric memory, the CUDA trace hooks) goes to the same C++ state.
+
+CPRR_OP_CAPTURE=python keeps the Python mode (the fallback, and the reference the C++ capture is
+compared with op for op: tests/python/test_native_capture.py).
+"""
+
+import os
+
+from cprr import _op_schema, _streams, _where
+
+try:
+    from cprr import _cprr_torch
+except ImportError:  # not built for this torch (no headers at build time): the Python mode
+    _cprr_torch = None
+
+_PLANS = _cprr_torch.PlanCache() if _cprr_torch is not None else None
+
+
+def available():
+    """Whether the C++ capture is there and not turned off (CPRR_OP_CAPTURE=python)."""
+    return _cprr_torch is not None and os.environ.get("CPRR_OP_CAPTURE") != "python"
+
+
+class _Streams:
+    """The case's stream and event numbers (cprr._streams.Streams' surface), kept in C++."""
+
+    def __init__(self, impl):
+        self.stream = impl.stream
+        self.event = impl.event
+        self.forget_event = impl.forget_event
+        self.new_stream = impl.new_stream
+        self.new_event = impl.new_event
+
+
+class _InOp:
+    """The block of torch's own work for something cprr logged (re-entrant)."""
+
+    def __init__(self, impl):
+        self._impl = impl
+
+    def __enter__(self):
+        self._impl.enter_op()
+        return self
+
+    def __exit__(self, *exc):
+        self._impl.leave_op()
+        return False
+
+
+class NativeOpCapture:
+    """cprr._op_capture.OpCapture's surface over the C++ capture. `native`: the case's native
+    context (the _cprr module's CaseContext, logged into directly) or any object with its
+    methods (a test's fake: called through Python)."""
+
+    def __init__(self, native, device_backend=False, counter=None, allocator=False,
+                 symmetric=None):
+        address = getattr(native, "address", 0) if type(native).__name__ == "CaseContext" else 0
+        self._impl = _cprr_torch.Capture(
+            native, address, counter, _PLANS, device_backend, allocator,
+            getattr(native, "device_index", -1), _where._inside, symmetric)
+        self._native = native
+        self._running = None
+        self.host = self._impl.host
+        self.streams = _Streams(self._impl)
+        self.outside = {}
+        self._in_op = _InOp(self._impl)
+
+    def __enter__(self):
+        self._running = self._impl.run()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self._running.stop()
+        self._running = None
+        if exc_type is None and self._impl.error:
+            raise RuntimeError(self._impl.error)
+        return False
+
+    def touches(self, tensors):
+        return self._impl.touches(list(tensors))
+
+    def made_symmetric(self, t):
+        self._impl.track_unwritten(t, f"symm_mem.empty{tuple(t.shape)} at {_where.caller()}")
+
+    def became_symmetric(self, t, place):
+        self._impl.registered(t, place)
+
+    def adopt(self, tensor, buffer):
+        self._impl.adopt(tensor, buffer)
+
+    def stream_of(self, device):
+        if device is None or device.type != "cuda":
+            return self._impl.stream_of(-1)
+        index = device.index
+        if index is None:
+            import torch
+
+            index = torch.cuda.current_device()
+        return self._impl.stream_of(index)
+
+    def note(self, what, reads=(), writes=(), stream=None):
+        """cprr._op_capture.OpCapture.note."""
+        r, w = self.touches(reads), self.touches(writes)
+        if not (r or w):
+            return
+        if stream is None:
+            stream, handle = self.stream_of(_op_schema.device_of(list(reads) + list(writes), {}))
+        else:
+            handle = _streams.NO_NATIVE_STREAM
+        self._native.library_op("kernel" if stream >= 0 else "host",
+                                f"{what} at {_where.caller()}", stream, handle, r, w)
+
+    def used_by(self, tensors, stream):
+        self._impl.used_by([t for t in tensors if t.is_cuda], stream)
+
+    def order(self, kind, what, stream, event=-1):
+        self._impl.order(kind, what, stream, event)
+
+    def count_outside(self, what):
+        self._impl.count_outside(what)
+
+    def finish(self):
+        self._impl.finish()
+        self.outside.update(self._impl.outside_counts())
+
+    def in_op(self):
+        return self._in_op
+
+    @property
+    def inside_op(self):
+        return self._impl.inside_op
+
+    def freed(self, device_index, address):
+        self._impl.freed(device_index, address)

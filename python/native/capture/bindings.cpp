@@ -1,0 +1,356 @@
+// The `_cprr_torch` extension module: the op capture in C++ (op_capture.h) for cprr's Python
+// side (python/cprr/_native_capture.py). Built against the installed torch's headers and
+// libraries (Debian's libtorch-dev in CI; the GPU machine's torch by tools/device/build_python.sh)
+// and linked with libcprr_pyrank.so, whose CaseContext it logs into directly.
+//
+// torch's RecordFunction calls plain function pointers, with no user data: the capture running
+// now is therefore one process-wide pointer (a rank runs one case at a time), set while a case
+// body runs, and each thread's nesting is a thread_local. Every call into the capture holds the
+// GIL, which serializes the case's thread and the autograd threads torch hands its state to.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <atomic>
+#include <optional>
+#include <unordered_map>
+
+#include "python/native/capture/op_capture.h"
+#include "python/native/rank_runtime.h"
+#include "python/native/unseen_work.h"
+
+namespace py = pybind11;
+
+namespace cprr::python::capture {
+namespace {
+
+/// The case's native context (rank_runtime.h) and, when counting, CUPTI's count.
+class NativeSink final : public OpSink {
+ public:
+  NativeSink(CaseContext& ctx, bool counting) : ctx_(ctx), counting_(counting) {}
+  uint32_t track(const std::string& name, uint64_t address, uint64_t bytes, bool device,
+                 uint64_t native_stream, int64_t written_by, int64_t symmetric_offset) override {
+    return ctx_.track(name, address, bytes, device, native_stream, written_by, symmetric_offset);
+  }
+  void untrack(uint32_t buffer, int stream) override { ctx_.untrack(buffer, stream); }
+  std::pair<uint64_t, bool> library_op(const std::string& kind, const std::string& name, int stream,
+                                       uint64_t native_stream, const std::vector<Touch>& reads,
+                                       const std::vector<Touch>& writes, bool moves) override {
+    return ctx_.library_op(kind, name, stream, native_stream, reads, writes, moves);
+  }
+  void library_order(const std::string& kind, const std::string& name, int stream,
+                     int64_t event) override {
+    ctx_.library_order(kind, name, stream, event);
+  }
+  void synchronize_library() override {
+    py::gil_scoped_release nogil;  // as the Python binding does: the device may take a while
+    ctx_.synchronize_library();
+  }
+  std::vector<uint64_t> torch_released() override { return ctx_.torch_released(); }
+  void torch_record_stream(uint64_t address, uint64_t native_stream) override {
+    ctx_.torch_record_stream(address, native_stream);
+  }
+  void seen_enter() override {
+    if (counting_) enter_seen();
+  }
+  void seen_leave() override {
+    if (counting_) leave_seen();
+  }
+  void unseen_forgive() override {
+    if (counting_) forgive_pending();
+  }
+
+ private:
+  CaseContext& ctx_;
+  bool counting_;
+};
+
+/// A Python object with CaseContext's methods (a test's fake, the profile's Idle) and a
+/// counter with the _cprr module's seen_enter/seen_leave/unseen_forgive, or None.
+class PySink final : public OpSink {
+ public:
+  PySink(py::object native, py::object counter)
+      : native_(std::move(native)), counter_(std::move(counter)) {}
+  uint32_t track(const std::string& name, uint64_t address, uint64_t bytes, bool device,
+                 uint64_t native_stream, int64_t written_by, int64_t symmetric_offset) override {
+    py::object r =
+        symmetric_offset >= 0
+            ? native_.attr("track")(name, address, bytes, device, native_stream, written_by,
+                                    py::arg("symmetric_offset") = symmetric_offset)
+            : native_.attr("track")(name, address, bytes, device, native_stream, written_by);
+    return r.cast<uint32_t>();
+  }
+  void untrack(uint32_t buffer, int stream) override { native_.attr("untrack")(buffer, stream); }
+  std::pair<uint64_t, bool> library_op(const std::string& kind, const std::string& name, int stream,
+                                       uint64_t native_stream, const std::vector<Touch>& reads,
+                                       const std::vector<Touch>& writes, bool moves) override {
+    py::tuple r = native_.attr("library_op")(kind, name, stream, native_stream, reads, writes,
+                                             py::arg("moves") = moves);
+    return {r[0].cast<uint64_t>(), r[1].cast<bool>()};
+  }
+  void library_order(const std::string& kind, const std::string& name, int stream,
+                     int64_t event) override {
+    native_.attr("library_order")(kind, name, stream, event);
+  }
+  void synchronize_library() override { native_.attr("synchronize_library")(); }
+  std::vector<uint64_t> torch_released() override {
+    return native_.attr("torch_released")().cast<std::vector<uint64_t>>();
+  }
+  void torch_record_stream(uint64_t address, uint64_t native_stream) override {
+    native_.attr("torch_record_stream")(address, native_stream);
+  }
+  void seen_enter() override { counter("seen_enter"); }
+  void seen_leave() override { counter("seen_leave"); }
+  void unseen_forgive() override { counter("unseen_forgive"); }
+
+ private:
+  void counter(const char* what) {
+    if (!counter_.is_none()) counter_.attr(what)();
+  }
+  py::object native_;
+  py::object counter_;
+};
+
+/// file:line of the case code that made the current call: the first Python frame outside
+/// torch and cprr, as python/cprr/_where.py's caller() says (its `_inside` decides, once per
+/// file name).
+class Caller {
+ public:
+  explicit Caller(py::object inside) : inside_(std::move(inside)) {}
+  std::string operator()() {
+    PyFrameObject* frame = PyEval_GetFrame();  // borrowed
+    Py_XINCREF(frame);
+    std::string found = "?";
+    while (frame != nullptr) {
+      PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
+      py::str file = py::reinterpret_borrow<py::str>(code->co_filename);
+      Py_DECREF(code);
+      const std::string name = file;
+      if (!inside(name, file)) {
+        const size_t slash = name.rfind('/');
+        found = (slash == std::string::npos ? name : name.substr(slash + 1)) + ":" +
+                std::to_string(PyFrame_GetLineNumber(frame));
+        Py_DECREF(frame);
+        break;
+      }
+      PyFrameObject* back = PyFrame_GetBack(frame);  // new reference
+      Py_DECREF(frame);
+      frame = back;
+    }
+    return found;
+  }
+
+ private:
+  bool inside(const std::string& name, const py::str& file) {
+    auto it = files_.find(name);
+    if (it == files_.end()) it = files_.emplace(name, inside_(file).cast<bool>()).first;
+    return it->second;
+  }
+  py::object inside_;
+  std::unordered_map<std::string, bool> files_;
+};
+
+at::Tensor tensor_of(py::handle obj) {
+  if (!THPVariable_Check(obj.ptr())) throw py::type_error("expected a torch.Tensor");
+  return THPVariable_Unpack(obj.ptr());
+}
+
+std::vector<at::Tensor> tensors_of_list(const py::iterable& objs) {
+  std::vector<at::Tensor> out;
+  for (py::handle o : objs) out.push_back(tensor_of(o));
+  return out;
+}
+
+/// One case's capture, as the Python side holds it.
+class Capture {
+ public:
+  Capture(std::unique_ptr<OpSink> sink, PlanCache& plans, OpCapture::Options options,
+          py::object inside, py::object space)
+      : sink_(std::move(sink)),
+        caller_(std::make_shared<Caller>(std::move(inside))),
+        space_(std::move(space)),
+        capture_(
+            *sink_, plans, options, [c = caller_] { return (*c)(); }, place()) {}
+
+  OpCapture& capture() { return capture_; }
+  std::string where() { return capture_.where(); }
+
+  /// A failure inside a callback (RecordFunction swallows what its callbacks throw): the
+  /// first one, raised by the Python side once the body returns.
+  void failed(const std::string& what) {
+    if (error_.empty()) error_ = what;
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  Place place() {
+    if (space_.is_none()) return {};
+    return [space = space_](uint64_t address) -> std::optional<int64_t> {
+      if (py::len(space.attr("_windows")) == 0) return std::nullopt;
+      py::object p = space.attr("place")(address);
+      if (p.is_none()) return std::nullopt;
+      return p.cast<int64_t>();
+    };
+  }
+
+  std::unique_ptr<OpSink> sink_;
+  std::shared_ptr<Caller> caller_;
+  py::object space_;
+  OpCapture capture_;
+  std::string error_;
+};
+
+// The capture running now (see the file's comment), and this thread's nesting: > 0 while an op
+// the capture took runs, or the capture itself works.
+std::atomic<Capture*> g_running{nullptr};
+thread_local int t_depth = 0;
+
+struct InFlight : OpInFlight {
+  Capture* owner = nullptr;
+};
+
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  Capture* c = g_running.load(std::memory_order_acquire);
+  if (c == nullptr || t_depth > 0) return nullptr;
+  ++t_depth;  // what the capture itself runs (is_pinned) is no op of the case
+  try {
+    py::gil_scoped_acquire gil;
+    std::unique_ptr<OpInFlight> op = c->capture().start(fn);
+    if (op != nullptr) {
+      auto in_flight = std::make_unique<InFlight>();
+      static_cast<OpInFlight&>(*in_flight) = std::move(*op);
+      in_flight->owner = c;
+      return in_flight;
+    }
+  } catch (const std::exception& e) {
+    c->failed(std::string("cprr's op capture, at the start of ") + fn.name() + ": " + e.what());
+  }
+  --t_depth;
+  return nullptr;
+}
+
+void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
+  if (ctx == nullptr) return;
+  auto& op = static_cast<InFlight&>(*ctx);
+  try {
+    if (g_running.load(std::memory_order_acquire) == op.owner) {
+      py::gil_scoped_acquire gil;
+      op.owner->capture().end(fn, op);
+    }
+  } catch (const std::exception& e) {
+    op.owner->failed(std::string("cprr's op capture, at the end of ") + fn.name() + ": " +
+                     e.what());
+  }
+  --t_depth;
+}
+
+/// Capture::start's registration on the calling thread (RAII in the Python object's hands).
+class Running {
+ public:
+  explicit Running(Capture& c) {
+    Capture* none = nullptr;
+    if (!g_running.compare_exchange_strong(none, &c)) {
+      throw std::runtime_error("another cprr op capture is running in this process");
+    }
+    handle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(on_start, on_end)
+                                             .needsInputs(true)
+                                             .needsOutputs(true)
+                                             .scopes({at::RecordScope::FUNCTION}));
+  }
+  ~Running() { stop(); }
+  void stop() {
+    if (handle_ == 0) return;
+    at::removeCallback(handle_);
+    handle_ = 0;
+    g_running.store(nullptr, std::memory_order_release);
+  }
+
+ private:
+  at::CallbackHandle handle_ = 0;
+};
+
+}  // namespace
+}  // namespace cprr::python::capture
+
+using cprr::python::CaseContext;
+using namespace cprr::python::capture;
+
+PYBIND11_MODULE(_cprr_torch, m) {
+  m.doc() = "cprr's op capture in C++ (torch's RecordFunction callbacks)";
+
+  py::class_<PlanCache>(m, "PlanCache").def(py::init<>());
+
+  py::class_<Running>(m, "Running").def("stop", &Running::stop);
+
+  py::class_<Capture>(m, "Capture")
+      .def(py::init([](py::object native, uint64_t native_address, py::object counter,
+                       PlanCache& plans, bool device_backend, bool allocator, int device_index,
+                       py::object inside, py::object space) {
+             std::unique_ptr<OpSink> sink;
+             if (native_address != 0) {
+               sink = std::make_unique<NativeSink>(*reinterpret_cast<CaseContext*>(native_address),
+                                                   !counter.is_none() && py::bool_(counter));
+             } else {
+               sink = std::make_unique<PySink>(native, counter);
+             }
+             return std::make_unique<Capture>(
+                 std::move(sink), plans,
+                 OpCapture::Options{device_backend, allocator, device_index}, std::move(inside),
+                 std::move(space));
+           }),
+           py::arg("native"), py::arg("native_address"), py::arg("counter"), py::arg("plans"),
+           py::arg("device_backend"), py::arg("allocator"), py::arg("device_index"),
+           py::arg("inside"), py::arg("space"), py::keep_alive<1, 5>())
+      .def("run", [](Capture& c) { return std::make_unique<Running>(c); })
+      .def_property_readonly("error", &Capture::error)
+      .def_property_readonly("host", [](Capture& c) { return c.capture().order().host(); })
+      .def("where", &Capture::where)
+      .def("touches",
+           [](Capture& c, const py::iterable& ts) {
+             return c.capture().tensors().touches(tensors_of_list(ts));
+           })
+      .def("stream_of",
+           [](Capture& c, int device_index) {
+             return c.capture().order().stream_of(
+                 device_index < 0
+                     ? std::nullopt
+                     : std::optional<c10::Device>(c10::Device(
+                           c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device_index))));
+           })
+      .def(
+          "order",
+          [](Capture& c, const std::string& kind, const std::string& what, int stream,
+             int64_t event) { c.capture().order().order(kind.c_str(), what, stream, event); },
+          py::arg("kind"), py::arg("what"), py::arg("stream"), py::arg("event") = -1)
+      .def("stream", [](Capture& c, uint64_t h) { return c.capture().order().numbers().stream(h); })
+      .def("event", [](Capture& c, uint64_t h) { return c.capture().order().numbers().event(h); })
+      .def("forget_event",
+           [](Capture& c, uint64_t h) { c.capture().order().numbers().forget_event(h); })
+      .def("new_stream", [](Capture& c) { return c.capture().order().numbers().new_stream(); })
+      .def("new_event", [](Capture& c) { return c.capture().order().numbers().new_event(); })
+      .def("used_by",
+           [](Capture& c, const py::iterable& ts, int stream) {
+             c.capture().tensors().used_by(tensors_of_list(ts), stream);
+           })
+      .def("track_unwritten",
+           [](Capture& c, py::handle t, const std::string& label) {
+             c.capture().tensors().track_unwritten(tensor_of(t), label);
+           })
+      .def("registered",
+           [](Capture& c, py::handle t, int64_t place) {
+             const at::Tensor tensor = tensor_of(t);
+             c.capture().marks().registered(tensor, key_of(tensor), place,
+                                            c.capture().order().host(), c.where());
+           })
+      .def("adopt", [](Capture& c, py::handle t,
+                       uint32_t buffer) { c.capture().tensors().adopt(tensor_of(t), buffer); })
+      .def("freed", [](Capture& c, int device_index,
+                       uint64_t address) { c.capture().freed(device_index, address); })
+      .def("count_outside",
+           [](Capture& c, const std::string& what) { c.capture().outside().count(what); })
+      .def("enter_op", [](Capture& c) { c.capture().outside().enter(); })
+      .def("leave_op", [](Capture& c) { c.capture().outside().leave(); })
+      .def_property_readonly("inside_op", [](Capture& c) { return c.capture().outside().inside(); })
+      .def("finish", [](Capture& c) { c.capture().finish(); })
+      .def("outside_counts", [](Capture& c) { return c.capture().outside().counts(); });
+}

@@ -1,0 +1,165 @@
+"""The C++ op capture (cprr._native_capture, python/native/capture) against the Python dispatch
+mode (cprr._op_capture): the same case bodies under each log the same calls, call for call, into
+conftest's FakeNative (addresses aside: two runs place their tensors apart); and the Python
+mode's black-box tests (test_op_capture.py) pass with it.
+
+Skipped where the module was not built (no torch headers at build time: Debian libtorch-dev).
+"""
+
+import pytest
+import torch
+
+import test_op_capture as base
+from conftest import FakeNative
+from cprr import _native_capture, _op_capture
+
+pytestmark = pytest.mark.skipif(_native_capture._cprr_torch is None,
+                                reason="_cprr_torch was not built (no torch headers)")
+
+
+@pytest.fixture(autouse=True)
+def native_capture(monkeypatch):
+    """test_op_capture's make() gives the C++ capture."""
+    monkeypatch.setattr(base, "CAPTURE", _native_capture.NativeOpCapture)
+
+
+# test_op_capture's tests of what a capture logs (not of the Python mode's own objects), run
+# here with the C++ capture.
+for _name in (
+        "test_every_tensor_an_op_makes_is_tracked_in_order_and_written_by_it",
+        "test_empty_then_accumulate_reads_the_whole_span",
+        "test_partial_write_then_whole_read_spans",
+        "test_reading_through_a_view_reads_only_its_span",
+        "test_a_strided_view_spans_from_its_first_to_its_last_element",
+        "test_out_argument_is_written_not_read",
+        "test_overwriting_inplace_ops_write_without_reading_the_target",
+        "test_arithmetic_inplace_reads_its_target",
+        "test_views_log_nothing_by_themselves",
+        "test_new_empty_and_empty_like_track_the_new_tensor_without_reading_the_source",
+        "test_metadata_queries_read_no_bytes",
+        "test_copies_of_contiguous_tensors_only_move_bytes_and_other_ops_do_not",
+        "test_a_copy_that_is_not_its_reads_laid_end_to_end_is_a_plain_read",
+        "test_empty_strided_spans_from_first_to_last_element",
+        "test_an_op_returning_several_tensors_tracks_each",
+        "test_on_the_cpu_backend_every_op_is_on_stream_0",
+        "test_on_a_device_backend_cpu_tensors_are_the_hosts",
+        "test_a_freed_address_made_anew_is_another_buffer",
+        "test_note_logs_the_tensors_it_touches_on_their_stream",
+        "test_note_ignores_empty_tensors",
+        "test_adopt_logs_ops_against_the_given_allocation",
+):
+    globals()[_name] = getattr(base, _name)
+
+
+# ---- call for call against the Python mode -------------------------------------------------
+
+
+def _views_and_inplace():
+    a = torch.empty(4, 6)
+    a.fill_(2.0)
+    a[:, 1:3].mul_(3)
+    a.t()[0].add_(1)
+    b = a.view(24)[::5].clone()
+    torch.add(a, 1, out=a)
+    return b.sum().item()
+
+
+def _factories_and_copies():
+    x = torch.tensor([1.0, 2.0, 3.0])
+    y = torch.zeros_like(x)
+    y.copy_(x)
+    z = x.to(torch.float64)
+    w = torch.cat([x, y, z.float()])
+    e = torch.empty_strided((2, 3), (1, 2))
+    e.zero_()
+    n = x.new_empty(5)
+    n[:3] = x
+    return w, e, n
+
+
+def _nn_and_autograd():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU(), torch.nn.LayerNorm(4))
+    x = torch.randn(3, 8, requires_grad=True)
+    out = model(x)
+    out.sum().backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            p -= 0.1 * p.grad
+    return x.grad
+
+
+def _reductions_and_indexing():
+    x = torch.arange(12.0).reshape(3, 4)
+    values, indices = x.max(dim=1)
+    top = torch.topk(x, 2)
+    x.index_put_((torch.tensor([0, 2]),), torch.tensor(-1.0))
+    x.masked_fill_(x > 5, 0.0)
+    s = torch.stack([x, x]).mean(0)
+    m = x @ x.t()
+    return values, indices, top, s, m, bool(torch.equal(x, x)), x.is_contiguous()
+
+
+def _detached_and_inference():
+    x = torch.ones(3, requires_grad=True)
+    d = x.detach()
+    d2 = (x * 2).detach_()
+    with torch.inference_mode():
+        y = torch.ones(3) * 4
+    return d + d2 + y
+
+
+_BODIES = [_views_and_inplace, _factories_and_copies, _nn_and_autograd,
+           _reductions_and_indexing, _detached_and_inference]
+
+
+def _calls(capture_kind, body):
+    """What `body` under a `capture_kind` told the native side, addresses left out (where the
+    allocator puts a tensor differs from run to run)."""
+    native = FakeNative()
+    capture = capture_kind(native)
+    with capture:
+        body()
+    capture.finish()
+    tracks = [t._replace(address=None) for t in native.tracks]
+    log = [dict(o, reads=[tuple(r) for r in o["reads"]], writes=[tuple(w) for w in o["writes"]])
+           for o in native.log]
+    return log, tracks, native.freed, capture.outside
+
+
+@pytest.mark.parametrize("body", _BODIES, ids=[b.__name__.strip("_") for b in _BODIES])
+def test_a_body_logs_the_same_calls_under_either_capture(body):
+    python = _calls(_op_capture.OpCapture, body)
+    native = _calls(_native_capture.NativeOpCapture, body)
+    for part, p, n in zip(("log", "tracks", "freed", "outside"), python, native):
+        assert n == p, part
+    assert python[0], "the body logged nothing: the comparison tested nothing"
+
+
+def test_an_op_the_capture_fails_on_fails_the_case_once_the_body_returns():
+    class Broken(FakeNative):
+        def library_op(self, *args, **kwargs):
+            raise ValueError("the native side broke")
+
+    capture = _native_capture.NativeOpCapture(Broken())
+    with pytest.raises(RuntimeError, match="the native side broke"):
+        with capture:
+            torch.ones(3).sum()
+
+
+def test_the_capture_stops_with_its_block():
+    native = FakeNative()
+    with _native_capture.NativeOpCapture(native):
+        torch.ones(2)
+    logged = len(native.log)
+    torch.ones(2)
+    assert logged > 0 and len(native.log) == logged
+    with _native_capture.NativeOpCapture(FakeNative()):  # and another can start after it
+        pass
+
+
+def test_python_in_the_environment_keeps_the_python_mode(monkeypatch):
+    monkeypatch.setenv("CPRR_OP_CAPTURE", "python")
+    assert not _native_capture.available()
+    monkeypatch.delenv("CPRR_OP_CAPTURE")
+    assert _native_capture.available()
