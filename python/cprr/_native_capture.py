@@ -58,14 +58,16 @@ class _InOp:
 class NativeOpCapture:
     """cprr._op_capture.OpCapture's surface over the C++ capture. `native`: the case's native
     context (the _cprr module's CaseContext, logged into directly) or any object with its
-    methods (a test's fake: called through Python)."""
+    methods (a test's fake: called through Python). `null_sink`: the ops go nowhere, in C++
+    (tools/device/capture_profile.py's measure of the capture alone); `native` still gets what
+    Python logs itself (note)."""
 
     def __init__(self, native, device_backend=False, counter=None, allocator=False,
-                 symmetric=None):
+                 symmetric=None, null_sink=False):
         address = getattr(native, "address", 0) if type(native).__name__ == "CaseContext" else 0
         self._impl = _cprr_torch.Capture(
             native, address, counter, _PLANS, device_backend, allocator,
-            getattr(native, "device_index", -1), _where._inside, symmetric)
+            getattr(native, "device_index", -1), _where._inside, symmetric, null_sink)
         self._native = native
         self._running = None
         self.host = self._impl.host

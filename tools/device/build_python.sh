@@ -15,6 +15,37 @@ includes=$("$py" -m pybind11 --includes 2>/dev/null ||
 # shellcheck disable=SC2086
 g++ -O2 -std=c++17 -shared -fPIC $includes -I. python/native/bindings.cpp \
   -L"$pkg" -lcprr_pyrank -Wl,-rpath,'$ORIGIN' -o "$pkg/_cprr$suffix"
+# The C++ op capture (python/native/capture) against the torch this Python imports, with CUDA
+# (its current streams, record_stream's stream): its files compiled side by side, then linked
+# with torch's libraries. Without it, cprr captures with the Python dispatch mode (and says so).
+torch_dir=$("$py" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
+abi=$("$py" -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
+cuda_include=$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")/../include
+objs=$(mktemp -d)
+capture_flags=(-O2 -fPIC -D_GLIBCXX_USE_CXX11_ABI="$abi" -DCPRR_TORCH_CUDA=1 -I. -isystem "$torch_dir/include"
+  -isystem "$torch_dir/include/torch/csrc/api/include" -isystem "$cuda_include")
+for std in c++17 c++20; do
+  pids=()
+  for f in python/native/capture/*.cpp; do
+    # shellcheck disable=SC2086
+    g++ -std=$std "${capture_flags[@]}" $includes -c "$f" -o "$objs/$(basename "$f" .cpp).o" \
+      2>"$objs/$(basename "$f" .cpp).err" &
+    pids+=($!)
+  done
+  ok=1
+  for p in "${pids[@]}"; do wait "$p" || ok=0; done
+  [ $ok = 1 ] && break
+done
+if [ $ok = 1 ] && g++ -shared "$objs"/*.o -L"$pkg" -lcprr_pyrank -L"$torch_dir/lib" -ltorch_python \
+    -ltorch_cuda -ltorch_cpu -lc10_cuda -lc10 -Wl,-rpath,'$ORIGIN' -Wl,-rpath,"$torch_dir/lib" \
+    -o "$pkg/_cprr_torch$suffix"; then
+  echo "built $pkg/_cprr_torch$suffix (C++ op capture, -std=$std) for torch $("$py" -c 'import torch; print(torch.__version__)')"
+else
+  rm -f "$pkg/_cprr_torch$suffix"
+  echo "the C++ op capture did not build: the Python dispatch mode captures" >&2
+  cat "$objs"/*.err | head -40 >&2
+fi
+rm -rf "$objs"
 build_path=$(cat "$stage/build_path")
 sed -e "s|@CPRR_PYWORKER_PYTHON@|$py|" -e "s|@CPRR_PYWORKER_PATH@|$build_path/python|" \
   python/cprr-pyworker.in >"$stage/build/tools/cprr-pyworker"

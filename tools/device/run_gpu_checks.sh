@@ -8,7 +8,7 @@
 #                                  [standby] [launcher] [examples] [triage] [python] [pybench]
 #                                  [mismatch] [descriptors] [pyraces] [pycost] [pyalloc]
 #                                  [pysymmetric] [faults] [suites] [suitesbench] [suitesplugin]
-#                                  [startbench]
+#                                  [startbench] [capture]
 #                                  (default: tests corpus races symmetric trace bench; bench
 #                                  includes recording: issue 14's figures from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
@@ -177,10 +177,27 @@ for step in "${steps[@]}"; do
       timeout 300 python3 tools/device/csan_compare.py corpus/python_gpu \
         --cprr "$work/pyraces_on.json" --cprr-off "$work/pyraces_off.json" >"$out/csan.txt" 2>&1
       report "csan rc=$?" "$(cat "$out/csan.txt")"
-      timeout 120 python3 tools/device/capture_profile.py corpus/python_gpu \
-        bug/py_cp_max_logit_race >"$out/capture_profile.txt" 2>&1
-      report "profile rc=$?: $(head -1 "$out/capture_profile.txt")"
       rm -rf "$work"
+      ;;
+    capture)
+      # Issue 41 item 2: the C++ op capture (_cprr_torch, built by build_python.sh for this
+      # torch) against the Python dispatch mode: its unit tests, both captures over the Python
+      # corpora on cuda compared op for op (tools/capture_compare.py), and its cost per aten op
+      # beside the Python mode's and CSAN's (capture_profile.py).
+      python_module || continue
+      report "$(grep -E 'op capture' "$out/build_python.log")"
+      PYTHONPATH=$b/python PYTHONDONTWRITEBYTECODE=1 timeout 200 python3 -m pytest -q -p no:cacheprovider \
+        tests/python/test_native_capture.py tests/python/test_op_capture.py >"$out/capture_tests.txt" 2>&1
+      report "capture tests rc=$?: $(tail -1 "$out/capture_tests.txt")"
+      for corpus in python_gpu python; do
+        PYTHONPATH=$b/python timeout 500 python3 tools/capture_compare.py "$b/tools/cprecord" -- \
+          --python corpus/$corpus --backend cuda --mode both --filter "${CPRR_PYTHON_FILTER:-.}" \
+          >"$out/capture_compare_$corpus.txt" 2>&1
+        report "capture_compare $corpus rc=$?" "$(tail -n 8 "$out/capture_compare_$corpus.txt")"
+      done
+      PYTHONPATH=$b/python timeout 200 python3 tools/device/capture_profile.py corpus/python_gpu \
+        bug/py_cp_max_logit_race >"$out/capture_profile.txt" 2>&1
+      report "profile rc=$?" "$(tail -n 4 "$out/capture_profile.txt")"
       ;;
     pyalloc)
       # Issue 27: cprr's device arena as torch's CUDA allocator. corpus/python_gpu recorded with

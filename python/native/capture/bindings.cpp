@@ -111,6 +111,32 @@ class PySink final : public OpSink {
   py::object counter_;
 };
 
+/// A side that records nothing, in C++ (tools/device/capture_profile.py: what the capture itself
+/// costs, without a Python fake's calls): increasing numbers, as the Python Idle gives.
+class NullSink final : public OpSink {
+ public:
+  uint32_t track(const std::string&, uint64_t, uint64_t, bool, uint64_t, int64_t,
+                 int64_t) override {
+    return static_cast<uint32_t>(next_++);
+  }
+  void untrack(uint32_t, int) override {}
+  std::pair<uint64_t, bool> library_op(const std::string&, const std::string&, int, uint64_t,
+                                       const std::vector<Touch>&, const std::vector<Touch>&,
+                                       bool) override {
+    return {next_++, false};
+  }
+  void library_order(const std::string&, const std::string&, int, int64_t) override {}
+  void synchronize_library() override {}
+  std::vector<uint64_t> torch_released() override { return {}; }
+  void torch_record_stream(uint64_t, uint64_t) override {}
+  void seen_enter() override {}
+  void seen_leave() override {}
+  void unseen_forgive() override {}
+
+ private:
+  uint64_t next_ = 0;
+};
+
 /// file:line of the case code that made the current call: the first Python frame outside
 /// torch and cprr, as python/cprr/_where.py's caller() says (its `_inside` decides, once per
 /// file name).
@@ -285,9 +311,11 @@ PYBIND11_MODULE(_cprr_torch, m) {
   py::class_<Capture>(m, "Capture")
       .def(py::init([](py::object native, uint64_t native_address, py::object counter,
                        PlanCache& plans, bool device_backend, bool allocator, int device_index,
-                       py::object inside, py::object space) {
+                       py::object inside, py::object space, bool null_sink) {
              std::unique_ptr<OpSink> sink;
-             if (native_address != 0) {
+             if (null_sink) {
+               sink = std::make_unique<NullSink>();
+             } else if (native_address != 0) {
                sink = std::make_unique<NativeSink>(*reinterpret_cast<CaseContext*>(native_address),
                                                    !counter.is_none() && py::bool_(counter));
              } else {
@@ -300,7 +328,8 @@ PYBIND11_MODULE(_cprr_torch, m) {
            }),
            py::arg("native"), py::arg("native_address"), py::arg("counter"), py::arg("plans"),
            py::arg("device_backend"), py::arg("allocator"), py::arg("device_index"),
-           py::arg("inside"), py::arg("space"), py::keep_alive<1, 5>())
+           py::arg("inside"), py::arg("space"), py::arg("null_sink") = false,
+           py::keep_alive<1, 5>())
       .def("run", [](Capture& c) { return std::make_unique<Running>(c); })
       .def_property_readonly("error", &Capture::error)
       .def_property_readonly("host", [](Capture& c) { return c.capture().order().host(); })
