@@ -22,7 +22,9 @@ torch_dir=$("$py" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
 abi=$("$py" -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
 cuda_include=$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")/../include
 objs=$(mktemp -d)
-capture_flags=(-O2 -fPIC -D_GLIBCXX_USE_CXX11_ABI="$abi" -DCPRR_TORCH_CUDA=1 -I. -isystem "$torch_dir/include"
+# -DNDEBUG as pip's torch is built: torch's RecordFunction has debug-only members, so the layout
+# must match the library's (Debian's torch, which CMake builds against, is built without it).
+capture_flags=(-O2 -fPIC -DNDEBUG -D_GLIBCXX_USE_CXX11_ABI="$abi" -DCPRR_TORCH_CUDA=1 -I. -isystem "$torch_dir/include"
   -isystem "$torch_dir/include/torch/csrc/api/include" -isystem "$cuda_include")
 for std in c++17 c++20; do
   pids=()
