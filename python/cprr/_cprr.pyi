@@ -141,3 +141,6 @@ def torch_memory() -> Tuple[int, int]:
     """(bytes torch holds through cprr's allocator now, the most since the last reset)."""
 
 def reset_torch_peak() -> None: ...
+def capture_calls() -> int:
+    """The address of CaseContext's calls for the C++ op capture (rank_runtime.h's
+    CaptureCalls): _cprr_torch reaches the case's context through them, not by linking."""

@@ -64,9 +64,13 @@ class NativeOpCapture:
 
     def __init__(self, native, device_backend=False, counter=None, allocator=False,
                  symmetric=None, null_sink=False):
-        address = getattr(native, "address", 0) if type(native).__name__ == "CaseContext" else 0
+        address, calls = 0, 0
+        if type(native).__name__ == "CaseContext":  # the _cprr module's: logged into directly
+            from cprr import _cprr
+
+            address, calls = native.address, _cprr.capture_calls()
         self._impl = _cprr_torch.Capture(
-            native, address, counter, _PLANS, device_backend, allocator,
+            native, address, calls, counter, _PLANS, device_backend, allocator,
             getattr(native, "device_index", -1), _where._inside, symmetric, null_sink)
         self._native = native
         self._running = None

@@ -127,5 +127,9 @@ PYBIND11_MODULE(_cprr, m) {
       },
       "(bytes torch holds through cprr's allocator now, the most since the last reset)");
   m.def("reset_torch_peak", &cprr::python::reset_torch_peak);
+  m.def(
+      "capture_calls", [] { return reinterpret_cast<uintptr_t>(&cprr::python::capture_calls()); },
+      "The address of CaseContext's calls for the C++ op capture (rank_runtime.h's "
+      "CaptureCalls).");
   m.attr("PROTOCOL_VERSION") = cprr::python::protocol_version();
 }

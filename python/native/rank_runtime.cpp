@@ -211,4 +211,29 @@ int serve(const std::vector<std::string>& argv) {
 
 uint32_t protocol_version() { return kProtocolVersion; }
 
+const CaptureCalls& capture_calls() {
+  static const CaptureCalls calls{
+      [](CaseContext& c, const std::string& name, uint64_t address, uint64_t bytes, bool device,
+         uint64_t native_stream, int64_t written_by, int64_t symmetric_offset) {
+        return c.track(name, address, bytes, device, native_stream, written_by, symmetric_offset);
+      },
+      [](CaseContext& c, uint32_t buffer, int stream) { c.untrack(buffer, stream); },
+      [](CaseContext& c, const std::string& kind, const std::string& name, int stream,
+         uint64_t native_stream, const std::vector<CaseContext::Touch>& reads,
+         const std::vector<CaseContext::Touch>& writes, bool moves) {
+        return c.library_op(kind, name, stream, native_stream, reads, writes, moves);
+      },
+      [](CaseContext& c, const std::string& kind, const std::string& name, int stream,
+         int64_t event) { c.library_order(kind, name, stream, event); },
+      [](CaseContext& c) { c.synchronize_library(); },
+      [](CaseContext& c) { return c.torch_released(); },
+      [](CaseContext& c, uint64_t address, uint64_t native_stream) {
+        c.torch_record_stream(address, native_stream);
+      },
+      &enter_seen,
+      &leave_seen,
+      &forgive_pending};
+  return calls;
+}
+
 }  // namespace cprr::python

@@ -123,6 +123,33 @@ class CaseContext {
   std::map<uint32_t, Allocation> live_;
 };
 
+/// CaseContext's calls the C++ op capture (python/native/capture, the `_cprr_torch` module)
+/// makes, as plain function pointers: that module reaches them through `_cprr` at run time
+/// rather than linking this library, so loading it (with torch's libraries, which carry their
+/// own Gloo) never changes where this library's own symbols resolve.
+struct CaptureCalls {
+  uint32_t (*track)(CaseContext&, const std::string& name, uint64_t address, uint64_t bytes,
+                    bool device, uint64_t native_stream, int64_t written_by,
+                    int64_t symmetric_offset);
+  void (*untrack)(CaseContext&, uint32_t buffer, int stream);
+  std::pair<uint64_t, bool> (*library_op)(CaseContext&, const std::string& kind,
+                                          const std::string& name, int stream,
+                                          uint64_t native_stream,
+                                          const std::vector<CaseContext::Touch>& reads,
+                                          const std::vector<CaseContext::Touch>& writes,
+                                          bool moves);
+  void (*library_order)(CaseContext&, const std::string& kind, const std::string& name, int stream,
+                        int64_t event);
+  void (*synchronize_library)(CaseContext&);
+  std::vector<uint64_t> (*torch_released)(CaseContext&);
+  void (*torch_record_stream)(CaseContext&, uint64_t address, uint64_t native_stream);
+  /// unseen_work.h's enter_seen, leave_seen, forgive_pending.
+  void (*enter_seen)();
+  void (*leave_seen)();
+  void (*forgive_pending)();
+};
+const CaptureCalls& capture_calls();
+
 /// A case body: returns "" when it passed, else what failed (a Python traceback). A C++ exception
 /// it lets through fails the case the same way.
 using Body = std::function<std::string(CaseContext&)>;

@@ -22,8 +22,8 @@ torch_dir=$("$py" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
 abi=$("$py" -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
 cuda_include=$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")/../include
 objs=$(mktemp -d)
-# -DNDEBUG as pip's torch is built: torch's RecordFunction has debug-only members, so the layout
-# must match the library's (Debian's torch, which CMake builds against, is built without it).
+# -DNDEBUG as torch's release builds are: its RecordFunction has debug-only members, and the
+# capture must see the library's layout (python/CMakeLists.txt does the same).
 capture_flags=(-O2 -fPIC -DNDEBUG -D_GLIBCXX_USE_CXX11_ABI="$abi" -DCPRR_TORCH_CUDA=1 -I. -isystem "$torch_dir/include"
   -isystem "$torch_dir/include/torch/csrc/api/include" -isystem "$cuda_include")
 for std in c++17 c++20; do
@@ -38,7 +38,8 @@ for std in c++17 c++20; do
   for p in "${pids[@]}"; do wait "$p" || ok=0; done
   [ $ok = 1 ] && break
 done
-if [ $ok = 1 ] && g++ -shared "$objs"/*.o -L"$pkg" -lcprr_pyrank -L"$torch_dir/lib" -ltorch_python \
+# Not linked with libcprr_pyrank.so (python/CMakeLists.txt says why).
+if [ $ok = 1 ] && g++ -shared "$objs"/*.o -L"$torch_dir/lib" -ltorch_python \
     -ltorch_cuda -ltorch_cpu -lc10_cuda -lc10 -Wl,-rpath,'$ORIGIN' -Wl,-rpath,"$torch_dir/lib" \
     -o "$pkg/_cprr_torch$suffix"; then
   echo "built $pkg/_cprr_torch$suffix (C++ op capture, -std=$std) for torch $("$py" -c 'import torch; print(torch.__version__)')"

@@ -1,7 +1,8 @@
 // The `_cprr_torch` extension module: the op capture in C++ (op_capture.h) for cprr's Python
 // side (python/cprr/_native_capture.py). Built against the installed torch's headers and
 // libraries (Debian's libtorch-dev in CI; the GPU machine's torch by tools/device/build_python.sh)
-// and linked with libcprr_pyrank.so, whose CaseContext it logs into directly.
+// and logging into the case's CaseContext directly, through the calls `_cprr` hands out
+// (rank_runtime.h's CaptureCalls): this module does not link libcprr_pyrank.so.
 //
 // torch's RecordFunction calls plain function pointers, with no user data: the capture running
 // now is therefore one process-wide pointer (a rank runs one case at a time), set while a case
@@ -17,51 +18,54 @@
 
 #include "python/native/capture/op_capture.h"
 #include "python/native/rank_runtime.h"
-#include "python/native/unseen_work.h"
 
 namespace py = pybind11;
 
 namespace cprr::python::capture {
 namespace {
 
-/// The case's native context (rank_runtime.h) and, when counting, CUPTI's count.
+/// The case's native context (rank_runtime.h), through its CaptureCalls, and, when counting,
+/// CUPTI's count.
 class NativeSink final : public OpSink {
  public:
-  NativeSink(CaseContext& ctx, bool counting) : ctx_(ctx), counting_(counting) {}
+  NativeSink(CaseContext& ctx, const CaptureCalls& calls, bool counting)
+      : ctx_(ctx), calls_(calls), counting_(counting) {}
   uint32_t track(const std::string& name, uint64_t address, uint64_t bytes, bool device,
                  uint64_t native_stream, int64_t written_by, int64_t symmetric_offset) override {
-    return ctx_.track(name, address, bytes, device, native_stream, written_by, symmetric_offset);
+    return calls_.track(ctx_, name, address, bytes, device, native_stream, written_by,
+                        symmetric_offset);
   }
-  void untrack(uint32_t buffer, int stream) override { ctx_.untrack(buffer, stream); }
+  void untrack(uint32_t buffer, int stream) override { calls_.untrack(ctx_, buffer, stream); }
   std::pair<uint64_t, bool> library_op(const std::string& kind, const std::string& name, int stream,
                                        uint64_t native_stream, const std::vector<Touch>& reads,
                                        const std::vector<Touch>& writes, bool moves) override {
-    return ctx_.library_op(kind, name, stream, native_stream, reads, writes, moves);
+    return calls_.library_op(ctx_, kind, name, stream, native_stream, reads, writes, moves);
   }
   void library_order(const std::string& kind, const std::string& name, int stream,
                      int64_t event) override {
-    ctx_.library_order(kind, name, stream, event);
+    calls_.library_order(ctx_, kind, name, stream, event);
   }
   void synchronize_library() override {
     py::gil_scoped_release nogil;  // as the Python binding does: the device may take a while
-    ctx_.synchronize_library();
+    calls_.synchronize_library(ctx_);
   }
-  std::vector<uint64_t> torch_released() override { return ctx_.torch_released(); }
+  std::vector<uint64_t> torch_released() override { return calls_.torch_released(ctx_); }
   void torch_record_stream(uint64_t address, uint64_t native_stream) override {
-    ctx_.torch_record_stream(address, native_stream);
+    calls_.torch_record_stream(ctx_, address, native_stream);
   }
   void seen_enter() override {
-    if (counting_) enter_seen();
+    if (counting_) calls_.enter_seen();
   }
   void seen_leave() override {
-    if (counting_) leave_seen();
+    if (counting_) calls_.leave_seen();
   }
   void unseen_forgive() override {
-    if (counting_) forgive_pending();
+    if (counting_) calls_.forgive_pending();
   }
 
  private:
   CaseContext& ctx_;
+  const CaptureCalls& calls_;
   bool counting_;
 };
 
@@ -298,6 +302,7 @@ class Running {
 }  // namespace
 }  // namespace cprr::python::capture
 
+using cprr::python::CaptureCalls;
 using cprr::python::CaseContext;
 using namespace cprr::python::capture;
 
@@ -309,15 +314,17 @@ PYBIND11_MODULE(_cprr_torch, m) {
   py::class_<Running>(m, "Running").def("stop", &Running::stop);
 
   py::class_<Capture>(m, "Capture")
-      .def(py::init([](py::object native, uint64_t native_address, py::object counter,
-                       PlanCache& plans, bool device_backend, bool allocator, int device_index,
-                       py::object inside, py::object space, bool null_sink) {
+      .def(py::init([](py::object native, uint64_t native_address, uint64_t calls_address,
+                       py::object counter, PlanCache& plans, bool device_backend, bool allocator,
+                       int device_index, py::object inside, py::object space, bool null_sink) {
              std::unique_ptr<OpSink> sink;
              if (null_sink) {
                sink = std::make_unique<NullSink>();
              } else if (native_address != 0) {
-               sink = std::make_unique<NativeSink>(*reinterpret_cast<CaseContext*>(native_address),
-                                                   !counter.is_none() && py::bool_(counter));
+               sink = std::make_unique<NativeSink>(
+                   *reinterpret_cast<CaseContext*>(native_address),
+                   *reinterpret_cast<const CaptureCalls*>(calls_address),
+                   !counter.is_none() && py::bool_(counter));
              } else {
                sink = std::make_unique<PySink>(native, counter);
              }
@@ -326,10 +333,10 @@ PYBIND11_MODULE(_cprr_torch, m) {
                  OpCapture::Options{device_backend, allocator, device_index}, std::move(inside),
                  std::move(space));
            }),
-           py::arg("native"), py::arg("native_address"), py::arg("counter"), py::arg("plans"),
-           py::arg("device_backend"), py::arg("allocator"), py::arg("device_index"),
-           py::arg("inside"), py::arg("space"), py::arg("null_sink") = false,
-           py::keep_alive<1, 5>())
+           py::arg("native"), py::arg("native_address"), py::arg("calls_address"),
+           py::arg("counter"), py::arg("plans"), py::arg("device_backend"), py::arg("allocator"),
+           py::arg("device_index"), py::arg("inside"), py::arg("space"),
+           py::arg("null_sink") = false, py::keep_alive<1, 6>())
       .def("run", [](Capture& c) { return std::make_unique<Running>(c); })
       .def_property_readonly("error", &Capture::error)
       .def_property_readonly("host", [](Capture& c) { return c.capture().order().host(); })
