@@ -195,8 +195,9 @@ for step in "${steps[@]}"; do
           >"$out/capture_compare_$corpus.txt" 2>&1
         report "capture_compare $corpus rc=$?" "$(tail -n 8 "$out/capture_compare_$corpus.txt")"
       done
+      # The twin of seed 001: CSAN raises on the bug itself, ending its timing.
       PYTHONPATH=$b/python timeout 200 python3 tools/device/capture_profile.py corpus/python_gpu \
-        bug/py_cp_max_logit_race >"$out/capture_profile.txt" 2>&1
+        fixed/py_cp_max_logit_race >"$out/capture_profile.txt" 2>&1
       report "profile rc=$?" "$(tail -n 4 "$out/capture_profile.txt")"
       ;;
     pyalloc)

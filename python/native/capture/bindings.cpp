@@ -5,14 +5,15 @@
 // (rank_runtime.h's CaptureCalls): this module does not link libcprr_pyrank.so.
 //
 // torch's RecordFunction calls plain function pointers, with no user data: the capture running
-// now is therefore one process-wide pointer (a rank runs one case at a time), set while a case
-// body runs, and each thread's nesting is a thread_local. Every call into the capture holds the
-// GIL, which serializes the case's thread and the autograd threads torch hands its state to.
+// on a thread is therefore a thread_local, set while a case body runs on it. torch hands its
+// thread-local state (these callbacks included) to its own worker threads, Gloo's among them
+// (their staging copies, ops of no case code); those threads have no capture, and are not
+// logged: the Python dispatch mode does not see them either. Every call into the capture holds
+// the GIL.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/autograd/python_variable.h>
 
-#include <atomic>
 #include <optional>
 #include <unordered_map>
 
@@ -230,9 +231,9 @@ class Capture {
   std::string error_;
 };
 
-// The capture running now (see the file's comment), and this thread's nesting: > 0 while an op
+// The capture running on this thread (see the file's comment), and its nesting: > 0 while an op
 // the capture took runs, or the capture itself works.
-std::atomic<Capture*> g_running{nullptr};
+thread_local Capture* t_running = nullptr;
 thread_local int t_depth = 0;
 
 struct InFlight : OpInFlight {
@@ -240,7 +241,7 @@ struct InFlight : OpInFlight {
 };
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-  Capture* c = g_running.load(std::memory_order_acquire);
+  Capture* c = t_running;
   if (c == nullptr || t_depth > 0) return nullptr;
   ++t_depth;  // what the capture itself runs (is_pinned) is no op of the case
   try {
@@ -263,7 +264,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   if (ctx == nullptr) return;
   auto& op = static_cast<InFlight&>(*ctx);
   try {
-    if (g_running.load(std::memory_order_acquire) == op.owner) {
+    if (t_running == op.owner) {
       py::gil_scoped_acquire gil;
       op.owner->capture().end(fn, op);
     }
@@ -278,10 +279,10 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
 class Running {
  public:
   explicit Running(Capture& c) {
-    Capture* none = nullptr;
-    if (!g_running.compare_exchange_strong(none, &c)) {
-      throw std::runtime_error("another cprr op capture is running in this process");
+    if (t_running != nullptr) {
+      throw std::runtime_error("another cprr op capture is running on this thread");
     }
+    t_running = &c;
     handle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(on_start, on_end)
                                              .needsInputs(true)
                                              .needsOutputs(true)
@@ -292,7 +293,7 @@ class Running {
     if (handle_ == 0) return;
     at::removeCallback(handle_);
     handle_ = 0;
-    g_running.store(nullptr, std::memory_order_release);
+    t_running = nullptr;
   }
 
  private:
