@@ -6,8 +6,9 @@
 For each package folder (e.g. this checkout's python/ and an older one, `git archive REV python`
 unpacked, to compare two versions side by side in one run) it runs one body of 802 host ops
 (torch.add, add_, mul, sum on 256 floats) plain and under cprr._op_capture.OpCapture with a native
-side that records nothing (Idle), 15 times each after 3 warm-ups, and prints the medians and the
-capture's cost per op. Each folder runs in a process of its own (the package is imported once).
+side that records nothing (Idle), and, where the folder has the compiled C++ capture (a build
+tree's python/, with _cprr_torch), under it with its own side that records nothing: 15 times each
+after 3 warm-ups, printing the medians and each capture's cost per op. Each folder runs in a process of its own (the package is imported once).
 """
 import os
 import subprocess
@@ -19,7 +20,7 @@ MEASURE = r"""
 import statistics, sys, time
 sys.path.insert(0, sys.argv[1])
 import torch
-from cprr import _op_capture
+from cprr import _op_capture, _native_capture
 
 def body():
     a, b = torch.ones(256), torch.zeros(256)
@@ -41,22 +42,31 @@ def once(capture):
 def idle():
     return _op_capture.OpCapture(_op_capture.Idle())
 
+def native():
+    return _native_capture.NativeOpCapture(_op_capture.Idle(), null_sink=True)
+
 for _ in range(3):
     once(None), once(idle())
 plain = statistics.median(once(None) for _ in range(15))
 captured = statistics.median(once(idle()) for _ in range(15))
-print(f"{plain * 1e3:.2f} {captured * 1e3:.2f} {(captured - plain) / int(sys.argv[2]) * 1e6:.2f}")
+out = [plain * 1e3, captured * 1e3, (captured - plain) / int(sys.argv[2]) * 1e6]
+if _native_capture.available():
+    once(native())
+    c = statistics.median(once(native()) for _ in range(15))
+    out += [c * 1e3, (c - plain) / int(sys.argv[2]) * 1e6]
+print(" ".join(f"{x:.2f}" for x in out) + (" - -" if len(out) == 3 else ""))
 """
 
 
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     folders = sys.argv[1:] or [os.path.join(here, "..", "..", "python")]
-    print(f"{'package':<40} {'plain ms':>9} {'captured ms':>12} {'us per op':>10}  ({OPS} ops)")
+    print(f"{'package':<40} {'plain ms':>9} {'Python mode ms':>15} {'us per op':>10} "
+          f"{'C++ ms':>8} {'us per op':>10}  ({OPS} ops)")
     for folder in folders:
         out = subprocess.run([sys.executable, "-c", MEASURE, os.path.abspath(folder), str(OPS)],
                              check=True, stdout=subprocess.PIPE, text=True).stdout.split()
-        print(f"{folder:<40} {out[0]:>9} {out[1]:>12} {out[2]:>10}")
+        print(f"{folder:<40} {out[0]:>9} {out[1]:>15} {out[2]:>10} {out[3]:>8} {out[4]:>10}")
 
 
 if __name__ == "__main__":

@@ -144,7 +144,7 @@ class NullSink final : public OpSink {
 
 /// file:line of the case code that made the current call: the first Python frame outside
 /// torch and cprr, as python/cprr/_where.py's caller() says (its `_inside` decides, once per
-/// file name).
+/// code object: each is kept alive here, so its address names it for as long as this lives).
 class Caller {
  public:
   explicit Caller(py::object inside) : inside_(std::move(inside)) {}
@@ -154,17 +154,15 @@ class Caller {
     std::string found = "?";
     while (frame != nullptr) {
       PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
-      py::str file = py::reinterpret_borrow<py::str>(code->co_filename);
-      Py_DECREF(code);
-      const std::string name = file;
-      if (!inside(name, file)) {
+      const bool inside = this->inside(code);
+      if (!inside) {
+        const std::string name = py::reinterpret_borrow<py::str>(code->co_filename);
         const size_t slash = name.rfind('/');
         found = (slash == std::string::npos ? name : name.substr(slash + 1)) + ":" +
                 std::to_string(PyFrame_GetLineNumber(frame));
-        Py_DECREF(frame);
-        break;
       }
-      PyFrameObject* back = PyFrame_GetBack(frame);  // new reference
+      Py_DECREF(code);
+      PyFrameObject* back = inside ? PyFrame_GetBack(frame) : nullptr;  // new reference
       Py_DECREF(frame);
       frame = back;
     }
@@ -172,13 +170,25 @@ class Caller {
   }
 
  private:
-  bool inside(const std::string& name, const py::str& file) {
-    auto it = files_.find(name);
-    if (it == files_.end()) it = files_.emplace(name, inside_(file).cast<bool>()).first;
-    return it->second;
+  bool inside(PyCodeObject* code) {
+    auto it = codes_.find(code);
+    if (it == codes_.end()) {
+      py::handle file(code->co_filename);
+      const bool in = inside_(file).cast<bool>();
+      it = codes_
+               .emplace(
+                   code,
+                   Code{py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(code)), in})
+               .first;
+    }
+    return it->second.inside;
   }
+  struct Code {
+    py::object keep;
+    bool inside;
+  };
   py::object inside_;
-  std::unordered_map<std::string, bool> files_;
+  std::unordered_map<PyCodeObject*, Code> codes_;
 };
 
 at::Tensor tensor_of(py::handle obj) {
