@@ -24,6 +24,43 @@ def extent(t):
     return (last + 1) * t.element_size()
 
 
+# A view with more contiguous runs than this is logged as its whole extent: an op's log entry
+# stays small, at the price of naming bytes between the runs (strided reads that fine are rare).
+MAX_RUNS = 64
+
+
+def runs(t):
+    """(byte offset in its storage, bytes) of each contiguous run of the tensor's elements, in
+    address order, runs that touch or overlap merged: ``rows[:, :2]`` of a 4 x 8 matrix is four
+    runs of two elements, not the 26 elements from its first to its last. A tensor of more than
+    MAX_RUNS runs is its whole extent."""
+    item, start = t.element_size(), t.storage_offset()
+    # The dimensions that move through memory, innermost first; the leading ones laid end to end
+    # make one run.
+    dims = sorted((abs(stride), size) for size, stride in zip(t.shape, t.stride())
+                  if size > 1 and stride != 0)
+    run, i = 1, 0
+    while i < len(dims) and dims[i][0] == run:
+        run *= dims[i][1]
+        i += 1
+    outer = dims[i:]
+    count = 1
+    for _, size in outer:
+        count *= size
+    if count > MAX_RUNS:
+        return [(start * item, extent(t))]
+    starts = [0]
+    for stride, size in outer:
+        starts = [s + k * stride for s in starts for k in range(size)]
+    merged = []
+    for s in sorted(starts):
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], s + run)
+        else:
+            merged.append([s, s + run])
+    return [((start + a) * item, (b - a) * item) for a, b in merged]
+
+
 def storage_bytes(t):
     """The bytes of the tensor's whole storage (torch 2.x: untyped_storage; 1.13: storage)."""
     storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
@@ -73,7 +110,8 @@ class TensorTable:
         return self._entries.values()
 
     def touches(self, tensors):
-        """(buffer, byte offset, bytes) of each tensor, a tensor never seen before included."""
+        """(buffer, byte offset, bytes) of each contiguous run of each tensor (runs), a tensor
+        never seen before included."""
         out = []
         for t in tensors:
             if t.numel() == 0:
@@ -88,7 +126,10 @@ class TensorTable:
                 if t.device.type not in ("cpu", "cuda"):
                     continue
                 entry = self._found(t, key)
-            out.append((entry.buffer, offset, span))
+            if t.is_contiguous():
+                out.append((entry.buffer, offset, span))
+            else:
+                out += [(entry.buffer, o, n) for o, n in runs(t)]
         return out
 
     def _found(self, t, key):

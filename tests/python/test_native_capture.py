@@ -30,7 +30,8 @@ for _name in (
         "test_empty_then_accumulate_reads_the_whole_span",
         "test_partial_write_then_whole_read_spans",
         "test_reading_through_a_view_reads_only_its_span",
-        "test_a_strided_view_spans_from_its_first_to_its_last_element",
+        "test_a_strided_view_reads_each_of_its_contiguous_runs",
+        "test_a_view_of_more_runs_than_the_cap_reads_its_whole_extent",
         "test_out_argument_is_written_not_read",
         "test_overwriting_inplace_ops_write_without_reading_the_target",
         "test_arithmetic_inplace_reads_its_target",
@@ -163,3 +164,19 @@ def test_python_in_the_environment_keeps_the_python_mode(monkeypatch):
     assert not _native_capture.available()
     monkeypatch.delenv("CPRR_OP_CAPTURE")
     assert _native_capture.available()
+
+
+def test_the_stub_names_what_the_module_has():
+    import ast
+    import os
+
+    from cprr import _cprr_torch
+
+    stub = ast.parse(open(os.path.join(os.path.dirname(_cprr_torch.__file__),
+                                       "_cprr_torch.pyi")).read())
+    classes = {n.name: {m.name for m in n.body if isinstance(m, ast.FunctionDef)}
+               for n in stub.body if isinstance(n, ast.ClassDef)}
+    assert set(classes) == {n for n in dir(_cprr_torch) if not n.startswith("_")}
+    for name, members in classes.items():
+        public = {n for n in dir(getattr(_cprr_torch, name)) if not n.startswith("_")}
+        assert members - {"__init__"} == public, name

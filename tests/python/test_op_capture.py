@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import FakeNative
-from cprr import _op_capture
+from cprr import _op_capture, _tensor_table
 from cprr._tensor_table import Entry, key_of
 
 F32 = 4  # bytes of a float32
@@ -91,12 +91,28 @@ def test_reading_through_a_view_reads_only_its_span():
     assert native.ops[-1][1] == [(1, 3 * F32, 4 * F32)]
 
 
-def test_a_strided_view_spans_from_its_first_to_its_last_element():
+def test_a_strided_view_reads_each_of_its_contiguous_runs():
     native, capture = make()
     with capture:
         m = torch.zeros(4, 4)
         m[:, 1].sum()  # elements 1, 5, 9, 13
-    assert native.ops[-1][1] == [(1, 1 * F32, 13 * F32)]
+        m[:, :2].sum()  # elements 0-1, 4-5, 8-9, 12-13
+        m.t().sum()  # every element: one run, whatever the order
+        m.expand(2, 4, 4)[:, 1:3].sum()  # rows 1 and 2, read twice: one run
+    assert [reads for _, reads, _ in native.ops[-4:]] == [
+        [(1, 1 * F32, F32), (1, 5 * F32, F32), (1, 9 * F32, F32), (1, 13 * F32, F32)],
+        [(1, 0, 2 * F32), (1, 4 * F32, 2 * F32), (1, 8 * F32, 2 * F32), (1, 12 * F32, 2 * F32)],
+        [(1, 0, 16 * F32)],
+        [(1, 4 * F32, 8 * F32)],
+    ]
+
+
+def test_a_view_of_more_runs_than_the_cap_reads_its_whole_extent():
+    native, capture = make()
+    with capture:
+        m = torch.zeros(_tensor_table.MAX_RUNS + 1, 4)
+        m[:, 0].sum()
+    assert native.ops[-1][1] == [(1, 0, (4 * _tensor_table.MAX_RUNS + 1) * F32)]
 
 
 def test_out_argument_is_written_not_read():

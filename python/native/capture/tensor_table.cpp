@@ -56,7 +56,11 @@ std::vector<Touch> TensorTable::touches(const std::vector<at::Tensor>& tensors) 
     if (entry == nullptr || (entry->size && offset + span > *entry->size && cpu)) {
       entry = &found(t, key);
     }
-    out.emplace_back(entry->buffer, offset, span);
+    if (t.is_contiguous()) {
+      out.emplace_back(entry->buffer, offset, span);
+    } else {
+      for (const auto& [o, n] : runs(t)) out.emplace_back(entry->buffer, o, n);
+    }
   }
   return out;
 }

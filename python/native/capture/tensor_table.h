@@ -59,7 +59,8 @@ class TensorTable {
       : sink_(sink), order_(order), marks_(marks), where_(std::move(where)) {}
 
   Entry* get(const TensorKey& key);
-  /// (buffer, byte offset, bytes) of each tensor, a tensor never seen before included.
+  /// (buffer, byte offset, bytes) of each contiguous run of each tensor (runs), a tensor never
+  /// seen before included.
   std::vector<Touch> touches(const std::vector<at::Tensor>& tensors);
   /// Tracks memory made past the dispatcher, whole, as written by op `seq`.
   Entry& track_found(const at::Tensor& t, const TensorKey& key, const std::string& what,
