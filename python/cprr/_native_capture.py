@@ -14,7 +14,7 @@ compared with op for op: tests/python/test_native_capture.py).
 
 import os
 
-from cprr import _op_schema, _streams, _where
+from cprr import _op_capture, _where
 
 try:
     from cprr import _cprr_torch
@@ -114,15 +114,7 @@ class NativeOpCapture:
 
     def note(self, what, reads=(), writes=(), stream=None):
         """cprr._op_capture.OpCapture.note."""
-        r, w = self.touches(reads), self.touches(writes)
-        if not (r or w):
-            return
-        if stream is None:
-            stream, handle = self.stream_of(_op_schema.device_of(list(reads) + list(writes), {}))
-        else:
-            handle = _streams.NO_NATIVE_STREAM
-        self._native.library_op("kernel" if stream >= 0 else "host",
-                                f"{what} at {_where.caller()}", stream, handle, r, w)
+        _op_capture.note(self, self._native, what, reads, writes, stream)
 
     def used_by(self, tensors, stream):
         self._impl.used_by([t for t in tensors if t.is_cuda], stream)

@@ -76,15 +76,7 @@ class OpCapture(TorchDispatchMode):
     def note(self, what, reads=(), writes=(), stream=None):
         """Logs a call outside aten (a capture, a collective) that reads/writes these tensors, on
         `stream` (default: where the tensors are, the current stream for CUDA ones)."""
-        r, w = self.touches(reads), self.touches(writes)
-        if not (r or w):
-            return
-        if stream is None:
-            stream, handle = self.stream_of(_op_schema.device_of(list(reads) + list(writes), {}))
-        else:
-            handle = _streams.NO_NATIVE_STREAM  # a stream cprr models (an async collective's)
-        self._native.library_op("kernel" if stream >= 0 else "host", f"{what} at {caller()}",
-                                stream, handle, r, w)
+        note(self, self._native, what, reads, writes, stream)
 
     def used_by(self, tensors, stream):
         """`stream` uses these tensors as record_stream would say (an async collective's)."""
@@ -227,6 +219,20 @@ class OpCapture(TorchDispatchMode):
                     [])[0]
             self.tensors.track_made(t, key, f"torch.{plan.name}{tuple(t.shape)} at {where}",
                                     handle, written_by, stream)
+
+
+def note(capture, native, what, reads, writes, stream):
+    """OpCapture.note for either capture (this one, cprr._native_capture's): `capture`'s
+    touches and streams, logged into `native`."""
+    r, w = capture.touches(reads), capture.touches(writes)
+    if not (r or w):
+        return
+    if stream is None:
+        stream, handle = capture.stream_of(_op_schema.device_of(list(reads) + list(writes), {}))
+    else:
+        handle = _streams.NO_NATIVE_STREAM  # a stream cprr models (an async collective's)
+    native.library_op("kernel" if stream >= 0 else "host", f"{what} at {caller()}", stream,
+                      handle, r, w)
 
 
 class Idle:
