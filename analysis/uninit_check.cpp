@@ -123,6 +123,7 @@ std::string moving_kind(const OpRecord& op) {
     return "all_gather";
   }
   if (function == "all_to_all" || function == "all_to_all_single") return "all_to_all";
+  if (function == "gather" || function == "scatter") return function;
   if (function == "send" || function == "isend") return "send";
   if (function == "recv" || function == "irecv") return "recv";
   return function == "broadcast" ? "broadcast" : "";
@@ -269,9 +270,10 @@ class RankWalk {
   }
 
   /// A collective or message that moves bytes across ranks (moving_kind): what this rank sends
-  /// is recorded; what it receives lands on its writes laid end to end: an all-gather's part of
-  /// each member in group order, a broadcast's root's bytes, an all-to-all's chunk of each
-  /// member, a message's sender's bytes.
+  /// is recorded; what it receives lands on its writes laid end to end: an all-gather's (and a
+  /// gather's root's) part of each member in group order, a broadcast's root's bytes, an
+  /// all-to-all's chunk of each member, a scatter's root's chunk for this rank, a message's
+  /// sender's bytes.
   void exchange(const OpRecord& op, const std::string& kind) {
     const CollectiveRecord* record = record_of(op, kind);
     const std::vector<int32_t> members =
@@ -279,7 +281,8 @@ class RankWalk {
     // An all-to-all's chunks are in group order, which its record's per-peer sizes follow only
     // where the group's ranks ascend: elsewhere its writes are taken as written.
     const bool all_to_all = kind.starts_with("all_to_all");
-    if (record == nullptr || (all_to_all && !std::is_sorted(members.begin(), members.end()))) {
+    const bool by_chunk = all_to_all || kind == "scatter";  // the sender's bytes, per member
+    if (record == nullptr || (by_chunk && !std::is_sorted(members.begin(), members.end()))) {
       land(op, {});
       return;
     }
@@ -300,6 +303,8 @@ class RankWalk {
         if (chunks.size() != members.size() && !members.empty()) {
           chunks.assign(members.size(), bytes / members.size());
         }
+      } else if (kind == "scatter") {  // the root's list: the record's bytes to each member
+        chunks.assign(members.size(), record->bytes);
       }
       exchanges_.sent[key][rank_] = Sent{std::move(undefined), bytes, std::move(chunks)};
     }
@@ -317,6 +322,8 @@ class RankWalk {
       if (const Sent* sent = from(sender)) landed = sent->undefined;
     } else if (kind == "broadcast") {
       if (const Sent* sent = from(record->root)) landed = sent->undefined;
+    } else if (kind == "scatter") {
+      landed = chunk_for_me(members, from(record->root));
     } else if (all_to_all) {
       landed = arriving_chunks(members, *record, from);
     } else {
@@ -334,6 +341,24 @@ class RankWalk {
       }
     }
     land(op, landed);
+  }
+
+  /// The never-written bytes of this rank's chunk of what `sent` sent (a scatter's root), as
+  /// they land at the start of this rank's writes.
+  std::vector<Undefined> chunk_for_me(const std::vector<int32_t>& members, const Sent* sent) const {
+    const auto me = std::find(members.begin(), members.end(), rank_);
+    if (sent == nullptr || me == members.end()) return {};
+    const auto mine = static_cast<std::size_t>(me - members.begin());
+    if (mine >= sent->chunks.size()) return {};
+    uint64_t begin = 0;
+    for (std::size_t j = 0; j < mine; ++j) begin += sent->chunks[j];
+    const uint64_t end = begin + sent->chunks[mine];
+    std::vector<Undefined> landed;
+    for (const Undefined& u : sent->undefined) {
+      const uint64_t b = std::max(u.begin, begin), e = std::min(u.end, end);
+      if (b < e) landed.push_back({b - begin, e - begin, u.how});
+    }
+    return landed;
   }
 
   /// An all-to-all's never-written bytes as they land here: member i's chunk for this rank, at

@@ -2,7 +2,8 @@
 // since its allocation, and what must not be reported (a buffer written before it is read, a
 // partial write followed by a read of only the written bytes, a window a peer's put filled);
 // copies (OpRecord::moves) carry never-written bytes to the read that uses them, and so do
-// collectives that only move bytes (all_gather, broadcast) from rank to rank.
+// collectives that only move bytes (all_gather, broadcast, all_to_all, scatter, gather) from
+// rank to rank.
 #include "analysis/uninit_check.h"
 
 #include <gtest/gtest.h>
@@ -265,6 +266,45 @@ TEST(UninitCheck, PythonCollectiveCallsAreMatchedWithTheirRecordsInOrder) {
   EXPECT_EQ(u->rank, 0);
   EXPECT_EQ(u->begin, 32u);
   EXPECT_EQ(u->copied, "sent by rank 1 in op #0 (all_gather #1) from 'counts'");
+}
+
+// Python's scatter: the root's list goes out a chunk per member (rank 0's never-written chunk for
+// rank 1 lands in rank 1's tensor, its own chunk was written); gather: every member's tensor
+// lands in the root's list in group order, the other ranks receive nothing.
+TEST(UninitCheck, AScatterCarriesTheRootsChunkToEachMemberAndAGatherEachPartToTheRoot) {
+  CaseCapture r0, r1;
+  for (CaseCapture* c : {&r0, &r1}) {
+    c->allocs = {alloc(1, "scatter_list", "tensor", 0, 64), alloc(2, "mine", "tensor", 64, 32),
+                 alloc(3, "gather_list", "tensor", 96, 64)};
+    for (const char* kind : {"scatter", "gather"}) {
+      CollectiveRecord record;
+      record.kind = kind;
+      record.seq = c->collectives.size();
+      record.bytes = 32;
+      record.root = 0;
+      c->collectives.push_back(record);
+    }
+  }
+  r0.ops = {op(0, "kernel", "aten.fill_ at f.py:2", {}, {1}),
+            op(1, "kernel", "dist.scatter at f.py:3", {1}, {2}),
+            op(2, "kernel", "dist.gather at f.py:4", {2}, {3}),
+            op(3, "kernel", "aten.sum at f.py:5", {3}, {})};
+  r0.ops[0].write_spans = {{0, 32}};  // the chunk it keeps; rank 1's chunk never written
+  r1.ops = {op(0, "kernel", "dist.scatter at f.py:3", {}, {2}),
+            op(1, "kernel", "aten.sum at f.py:4", {2}, {})};
+  auto u = check_uninitialized_reads({&r0, &r1});
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(std::pair(u->rank, u->op), std::pair(1, uint64_t{1}));
+  EXPECT_EQ(std::pair(u->begin, u->end), std::pair(uint64_t{0}, uint64_t{32}));
+  EXPECT_EQ(u->copied, "sent by rank 0 in op #1 (scatter #0) from 'scatter_list'");
+  r0.ops[0].write_spans = {{0, 64}};  // both chunks written: rank 1 reads written bytes
+  EXPECT_FALSE(check_uninitialized_reads({&r0, &r1}).has_value());
+  r1.ops[1] = op(1, "kernel", "dist.gather at f.py:4", {1}, {});  // sends what it never wrote
+  u = check_uninitialized_reads({&r0, &r1});
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(std::pair(u->rank, u->op), std::pair(0, uint64_t{3}));
+  EXPECT_EQ(std::pair(u->begin, u->end), std::pair(uint64_t{32}, uint64_t{64}));
+  EXPECT_EQ(u->copied, "sent by rank 1 in op #1 (gather #1) from 'scatter_list'");
 }
 
 // Every buffer's first never-written read is a finding, lowest rank then issue order; a buffer
