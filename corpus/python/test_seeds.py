@@ -315,3 +315,25 @@ def collectives(ctx):
     ctx.output("all_reduce", x)
     ctx.output("all_gather", gathered)
     ctx.output("broadcast", b)
+
+
+# ---- a data-parallel training step (on cuda, autograd runs the backward on its own thread) ---
+
+
+@cprr.case(
+    name="healthy/py_training_step",
+    world_sizes=[2],
+    description="a data-parallel step as DDP tests write it: forward, loss.backward() (on cuda "
+    "autograd runs it on its own thread, with its own stream syncs), each gradient all-reduced "
+    "and averaged: no finding",
+)
+def training_step(ctx):
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                torch.nn.Linear(16, 4)).to(ctx.device)
+    x = torch.randn(6, 8, device=ctx.device) + ctx.rank
+    loss = model(x).square().mean()
+    loss.backward()
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+        p.grad /= ctx.world_size
+    ctx.output("grads", torch.cat([p.grad.flatten() for p in model.parameters()]))
