@@ -124,6 +124,7 @@ std::string moving_kind(const OpRecord& op) {
   }
   if (function == "all_to_all" || function == "all_to_all_single") return "all_to_all";
   if (function == "gather" || function == "scatter") return function;
+  if (function == "batch_isend_irecv") return "batch";
   if (function == "send" || function == "isend") return "send";
   if (function == "recv" || function == "irecv") return "recv";
   return function == "broadcast" ? "broadcast" : "";
@@ -203,7 +204,10 @@ class RankWalk {
       move(op);
       return std::nullopt;
     }
-    if (const std::string kind = moving_kind(op); !kind.empty()) {
+    if (const std::string kind = moving_kind(op); kind == "batch") {
+      batch(op);
+      return std::nullopt;
+    } else if (!kind.empty()) {
       exchange(op, kind);
       return std::nullopt;
     }
@@ -273,7 +277,7 @@ class RankWalk {
   /// is recorded; what it receives lands on its writes laid end to end: an all-gather's (and a
   /// gather's root's) part of each member in group order, a broadcast's root's bytes, an
   /// all-to-all's chunk of each member, a scatter's root's chunk for this rank, a message's
-  /// sender's bytes.
+  /// sender's bytes (a batch of messages: batch).
   void exchange(const OpRecord& op, const std::string& kind) {
     const CollectiveRecord* record = record_of(op, kind);
     const std::vector<int32_t> members =
@@ -341,6 +345,35 @@ class RankWalk {
       }
     }
     land(op, landed);
+  }
+
+  /// torch's batch_isend_irecv, logged as one op reading what it sends and writing what it
+  /// receives: its k-th read is its k-th send (the rank's next send record), its k-th write its
+  /// k-th receive (cprr._collectives enters every send, then every receive), each one message.
+  /// (A send of no bytes has no read: the messages after it in the batch would pair with the
+  /// wrong records. torch's P2POp lists rarely hold one.)
+  void batch(const OpRecord& op) {
+    for (std::size_t k = 0; k < op.reads.size(); ++k) {
+      OpRecord one = op;
+      one.reads = {op.reads[k]};
+      one.read_spans = {span_at(op.read_spans, k, bytes_of(op.reads[k]))};
+      one.writes.clear();
+      one.write_spans.clear();
+      exchange(one, "send");
+    }
+    for (std::size_t k = 0; k < op.writes.size(); ++k) {
+      OpRecord one = op;
+      one.reads.clear();
+      one.read_spans.clear();
+      one.writes = {op.writes[k]};
+      one.write_spans = {span_at(op.write_spans, k, bytes_of(op.writes[k]))};
+      exchange(one, "recv");
+    }
+  }
+
+  uint64_t bytes_of(uint32_t buffer) const {
+    const auto it = allocs_.find(buffer);
+    return it == allocs_.end() ? 0 : it->second->bytes;
   }
 
   /// The never-written bytes of this rank's chunk of what `sent` sent (a scatter's root), as

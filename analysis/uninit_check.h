@@ -10,8 +10,8 @@
 // only moves bytes (OpRecord::moves: a copy, a clone, a cat) carries never-written bytes to the
 // bytes it writes instead of being their reader, as memcheck does: the read that uses them is
 // the finding, and it says which copies brought them there. Collectives and messages that only
-// move bytes between ranks (all_gather, broadcast, all_to_all, scatter, gather, send/recv) carry
-// them from the sender to every receiver the same way. A candidate, not a proof: cpreplay confirms it by
+// move bytes between ranks (all_gather, broadcast, all_to_all, scatter, gather, send/recv and
+// batch_isend_irecv's) carry them from the sender to every receiver the same way. A candidate, not a proof: cpreplay confirms it by
 // poisoning new allocations with two patterns.
 #include <cstdint>
 #include <optional>

@@ -380,6 +380,32 @@ TEST(UninitCheck, AMessageCarriesTheSendersNeverWrittenBytes) {
   }
 }
 
+// torch's batch_isend_irecv is one op reading what it sends and writing what it receives: each
+// send and receive is its own message, so rank 0's never-written half of a ring exchange lands
+// in rank 1's receive buffer (read: the finding), and rank 1's written send lands in rank 0's.
+TEST(UninitCheck, ABatchOfMessagesCarriesEachSendToItsReceiver) {
+  CaseCapture r0, r1;
+  for (CaseCapture* c : {&r0, &r1}) {
+    const int32_t peer = c == &r0 ? 1 : 0;
+    c->allocs = {alloc(1, "out", "tensor", 0, 32), alloc(2, "in", "tensor", 32, 32)};
+    for (const char* kind : {"send", "recv"}) {
+      CollectiveRecord m;
+      m.kind = kind;
+      m.peer = peer;
+      c->collectives.push_back(m);
+    }
+    c->ops = {op(0, "kernel", "dist.batch_isend_irecv at b.py:3", {1}, {2}),
+              op(1, "kernel", "aten.sum at b.py:4", {2}, {})};
+  }
+  r1.ops.insert(r1.ops.begin(), op(0, "kernel", "aten.fill_ at b.py:2", {}, {1}));
+  const auto u = check_uninitialized_reads({&r0, &r1});
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(std::pair(u->rank, u->op_name), std::pair(1, std::string("aten.sum at b.py:4")));
+  EXPECT_EQ(u->copied, "sent by rank 0 in op #0 (send #0 to rank 1) from 'out'");
+  r0.ops.insert(r0.ops.begin(), op(0, "kernel", "aten.fill_ at b.py:2", {}, {1}));
+  EXPECT_FALSE(check_uninitialized_reads({&r0, &r1}).has_value());
+}
+
 // A member whose log is not checked (work outside it) still takes its place in the gather: the
 // next member's never-written part lands where that member's bytes are, not at the start.
 TEST(UninitCheck, AnAllGatherKeepsTheUncheckedMembersPlace) {
