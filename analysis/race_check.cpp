@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "analysis/compare.h"
 #include "analysis/op_accesses.h"
@@ -31,6 +32,35 @@ void locate_in_buffer(const ExecutionResult& e, RaceFinding& f) {
       return;
     }
   }
+}
+
+/// A race as every rank that runs the same code has it: its ops (but their rank) and bytes.
+auto same_race_key(const RaceFinding& f) {
+  const auto op = [](const RaceOp& o) { return std::tuple(o.stream, o.seq, o.kind, o.name); };
+  return std::tuple(op(f.race.first), op(f.race.second), f.race.overlaps.front().first_buffer_name,
+                    f.buffer_begin, f.buffer_end);
+}
+
+/// Keeps `race` among the finding's others, unless it is the finding's own race or one kept
+/// already on another rank (then that one's same_on_ranks gets its rank).
+void add_other(const ExecutionResult& e, const Race& race, RaceFinding& found) {
+  RaceFinding other;
+  other.execution = e.id;
+  other.mode = e.mode;
+  other.race = race;
+  locate_in_buffer(e, other);
+  const auto key = same_race_key(other);
+  if (key == same_race_key(found)) return;
+  for (RaceFinding& kept : found.others) {
+    if (key != same_race_key(kept)) continue;
+    if (race.first.rank != kept.race.first.rank &&
+        std::find(kept.same_on_ranks.begin(), kept.same_on_ranks.end(), race.first.rank) ==
+            kept.same_on_ranks.end()) {
+      kept.same_on_ranks.push_back(race.first.rank);
+    }
+    return;
+  }
+  if (found.others.size() < kOtherRaces) found.others.push_back(std::move(other));
 }
 
 // Work a case issued on a native handle itself, or its library issued past the op log ("unseen"),
@@ -73,7 +103,8 @@ std::optional<RaceFinding> find_race(const std::vector<const ExecutionResult*>& 
     note_unchecked_work(*e, note);
     HbResult r;
     try {
-      r = check_execution(*e, HbOptions{.max_races = 1});
+      // Enough to find kOtherRaces distinct ones past the same race on each rank.
+      r = check_execution(*e, HbOptions{.max_races = 8 * (1 + kOtherRaces)});
     } catch (const Error& err) {
       note(fmt::format("execution {}: the op log could not be checked: {}", e->id, err.what()));
       continue;
@@ -83,6 +114,7 @@ std::optional<RaceFinding> find_race(const std::vector<const ExecutionResult*>& 
     if (!found) {
       found = RaceFinding{e->id, e->mode, r.races.front(), r.race_count, 0};
       locate_in_buffer(*e, *found);
+      for (std::size_t k = 1; k < r.races.size(); ++k) add_other(*e, r.races[k], *found);
     }
     ++found->executions;
   }

@@ -26,7 +26,16 @@ struct RaceFinding {
   /// The first overlap's bytes relative to the start of the buffer the first op names.
   uint64_t buffer_begin = 0;
   uint64_t buffer_end = 0;
+  /// That execution's other races (report order, at most kOtherRaces), each located in its
+  /// buffer; replays confirm `race` only (the report says so). A race the same as one named
+  /// already but on another rank (the same ops, streams and bytes: one code line run by every
+  /// rank) is not another: its rank is in that one's `same_on_ranks` (an other's only).
+  std::vector<RaceFinding> others;
+  std::vector<int32_t> same_on_ranks;
 };
+
+/// How many races of an execution a finding names besides its first.
+constexpr std::size_t kOtherRaces = 7;
 
 /// Checks every execution every rank completed (a crashed rank left no log to check). `notes`
 /// collects what weakened the check: the checker's notes and logs it could not read, each once.

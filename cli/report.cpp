@@ -157,6 +157,23 @@ nlohmann::json collective_json(const Finding<CollectiveMismatch>& f) {
           {"detail", m.describe()}};
 }
 
+/// The execution's other races, each as its ops, bytes and one line (replays confirm the first
+/// race only).
+nlohmann::json more_races_json(const RaceFinding& f) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const RaceFinding& other : f.others) {
+    const RaceOverlap& o = other.race.overlaps.front();
+    out.push_back({{"first", race_op_json(other.race.first)},
+                   {"second", race_op_json(other.race.second)},
+                   {"buffer", o.first_buffer_name},
+                   {"byte_range", {other.buffer_begin, other.buffer_end}},
+                   {"fix", other.race.fix},
+                   {"same_on_ranks", other.same_on_ranks},
+                   {"detail", describe_race(other)}});
+  }
+  return out;
+}
+
 nlohmann::json race_json(const RaceFinding& f, const std::vector<std::string>& confirmed_by) {
   const Race& r = f.race;
   const RaceOverlap& o = r.overlaps.front();
@@ -184,7 +201,8 @@ nlohmann::json race_json(const RaceFinding& f, const std::vector<std::string>& c
           {"race_count", f.race_count},
           {"executions_with_race", f.executions},
           {"confirmed_by", confirmed_by},
-          {"detail", describe_race(f)}};
+          {"detail", describe_race(f)},
+          {"more", more_races_json(f)}};
 }
 
 std::string replay_hint(const RunInfo& info, int64_t case_id) {

@@ -70,5 +70,38 @@ TEST(Report, StartUpPaidAtFirstUseIsReportedApartFromTheWorldsStart) {
       << table.str();
 }
 
+// An execution with two races: the first is the finding (replays confirm it); the other is in
+// --json's race "more" and on an "also:" line of the table, said to be not replayed.
+TEST(Report, AnExecutionsOtherRacesAreReportedBesideTheFirst) {
+  CaseInstance inst;
+  inst.id = 1;
+  inst.info.name = "t/case";
+  inst.world_size = 1;
+  ExecutionResult f = test::execution(1, Mode::fresh, ExecStatus::pass, {"a"});
+  f.case_id = inst.id;
+  CaseCapture& c = f.ranks[0].done->capture;
+  c.allocs = {AllocRecord{0, false, 1, "x", "device", 64, 0, 0},
+              AllocRecord{1, false, 2, "y", "device", 64, 64, 0}};
+  c.ops = {OpRecord{0, 1, "kernel", "write x", {}, {1}, -1},
+           OpRecord{1, 0, "kernel", "read x", {1}, {}, -1},
+           OpRecord{2, 1, "kernel", "write y", {}, {2}, -1},
+           OpRecord{3, 0, "kernel", "read y", {2}, {}, -1}};
+  const std::vector<CaseOutcome> outcomes = {judge_case(inst, 7, {&f})};
+  std::ostringstream json;
+  print_json(json, outcomes, RunInfo{});
+  const auto race = nlohmann::json::parse(json.str())["cases"][0]["race"];
+  EXPECT_EQ(race["second"]["name"], "read x") << race;
+  ASSERT_EQ(race["more"].size(), 1u) << race;
+  EXPECT_EQ(race["more"][0]["second"]["name"], "read y");
+  EXPECT_EQ(race["more"][0]["buffer"], "y");
+  std::ostringstream table;
+  print_table(table, {f}, outcomes, RunInfo{}, false);
+  EXPECT_NE(table.str().find("  also: rank 0 stream 1 op #2 (kernel 'write y') and rank 0 "
+                             "stream 0 op #3 (kernel 'read y') race on bytes [0, 64) of 'y'"),
+            std::string::npos)
+      << table.str();
+  EXPECT_NE(table.str().find("(not replayed)"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace cprr

@@ -187,6 +187,43 @@ TEST(LibraryHooks, TheRaceCheckOrdersLibraryOpsByTheirEventsWaitsAndSyncs) {
             2u);  // full and the read both meet the write on stream 1
 }
 
+// Two tensors each written on stream 1 and read on stream 0 without a wait: two races. The
+// finding is the first; the other is kept beside it (its ops and bytes), for the report, once
+// however many ranks have it.
+TEST(LibraryHooks, TheRaceCheckKeepsTheExecutionsOtherRacesBesideTheFirst) {
+  std::vector<std::byte> memory(128);
+  RankState state = make_state();
+  Context ctx(state, "lib", {}, 1, Placement::best_fit);
+  LibraryHooks hooks(ctx);
+  const uint32_t x = hooks.track_memory("x", memory.data(), 64, false);
+  const uint32_t y = hooks.track_memory("y", memory.data() + 64, 64, false);
+  for (const uint32_t buffer : {x, y}) {
+    hooks.library_op("kernel", buffer == x ? "write x" : "write y", 1, nullptr, {},
+                     {{buffer, {0, 64}}});
+    hooks.library_op("kernel", buffer == x ? "read x" : "read y", 0, nullptr, {{buffer, {0, 64}}},
+                     {});
+  }
+  ctx.drain();
+  ExecutionResult e;
+  e.status = ExecStatus::pass;
+  e.ranks.emplace_back().done.emplace().capture = ctx.finish();
+  const std::optional<RaceFinding> race = find_race({&e});
+  ASSERT_TRUE(race.has_value());
+  EXPECT_EQ(race->race.second.name, "read x");
+  ASSERT_EQ(race->others.size(), 1u);
+  EXPECT_EQ(race->others[0].race.first.name, "write y");
+  EXPECT_EQ(race->others[0].race.second.name, "read y");
+  EXPECT_THAT(describe_race(race->others[0]), HasSubstr("race on bytes [0, 64) of 'y'"));
+  EXPECT_TRUE(race->others[0].same_on_ranks.empty());
+  // A second rank running the same code has the same two races: still one other, on both ranks.
+  e.ranks.push_back(e.ranks[0]);
+  const std::optional<RaceFinding> both = find_race({&e});
+  ASSERT_TRUE(both.has_value());
+  EXPECT_EQ(both->race.first.rank, 0);
+  ASSERT_EQ(both->others.size(), 1u);
+  EXPECT_EQ(both->others[0].same_on_ranks, std::vector<int32_t>{1});
+}
+
 TEST(LibraryHooks, WorkOutsideTheOpLogIsNotedByTheRaceCheck) {
   RankState state = make_state();
   Context ctx(state, "lib", {}, 1, Placement::best_fit);
