@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <tuple>
 
 #include "analysis/compare.h"
 #include "analysis/op_accesses.h"
@@ -34,29 +33,30 @@ void locate_in_buffer(const ExecutionResult& e, RaceFinding& f) {
   }
 }
 
-/// A race as every rank that runs the same code has it: its ops (but their rank) and bytes.
-auto same_race_key(const RaceFinding& f) {
-  const auto op = [](const RaceOp& o) { return std::tuple(o.stream, o.seq, o.kind, o.name); };
-  return std::tuple(op(f.race.first), op(f.race.second), f.race.overlaps.front().first_buffer_name,
-                    f.buffer_begin, f.buffer_end);
+/// Whether two races are one finding: on the same bytes of the same buffer (one bug's several
+/// racing op pairs, which its fix orders together), on this rank or another that runs the same
+/// code.
+bool same_finding(const RaceFinding& a, const RaceFinding& b) {
+  return a.race.overlaps.front().first_buffer_name == b.race.overlaps.front().first_buffer_name &&
+         a.buffer_begin < b.buffer_end && b.buffer_begin < a.buffer_end;
 }
 
-/// Keeps `race` among the finding's others, unless it is the finding's own race or one kept
-/// already on another rank (then that one's same_on_ranks gets its rank).
+/// Keeps `race` among the finding's others, unless it is one finding with the finding's own
+/// race or with one kept already (then, on another rank, that one's same_on_ranks gets it).
 void add_other(const ExecutionResult& e, const Race& race, RaceFinding& found) {
   RaceFinding other;
   other.execution = e.id;
   other.mode = e.mode;
   other.race = race;
   locate_in_buffer(e, other);
-  const auto key = same_race_key(other);
-  if (key == same_race_key(found)) return;
+  if (same_finding(other, found)) return;
   for (RaceFinding& kept : found.others) {
-    if (key != same_race_key(kept)) continue;
-    if (race.first.rank != kept.race.first.rank &&
-        std::find(kept.same_on_ranks.begin(), kept.same_on_ranks.end(), race.first.rank) ==
+    if (!same_finding(other, kept)) continue;
+    const int32_t rank = race.first.rank;
+    if (rank != kept.race.first.rank &&
+        std::find(kept.same_on_ranks.begin(), kept.same_on_ranks.end(), rank) ==
             kept.same_on_ranks.end()) {
-      kept.same_on_ranks.push_back(race.first.rank);
+      kept.same_on_ranks.push_back(rank);
     }
     return;
   }

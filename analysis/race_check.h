@@ -27,9 +27,10 @@ struct RaceFinding {
   uint64_t buffer_begin = 0;
   uint64_t buffer_end = 0;
   /// That execution's other races (report order, at most kOtherRaces), each located in its
-  /// buffer; replays confirm `race` only (the report says so). A race the same as one named
-  /// already but on another rank (the same ops, streams and bytes: one code line run by every
-  /// rank) is not another: its rank is in that one's `same_on_ranks` (an other's only).
+  /// buffer; replays confirm `race` only (the report says so). A race on the same bytes of the
+  /// same buffer as one named already (another racing pair of the same bug, or the same race on
+  /// another rank running the same code) is not another: its rank is in that one's
+  /// `same_on_ranks` (an other's only).
   std::vector<RaceFinding> others;
   std::vector<int32_t> same_on_ranks;
 };
