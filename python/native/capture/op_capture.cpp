@@ -32,11 +32,13 @@ PlanCache::Found PlanCache::find(const at::RecordFunction& fn) {
   const char* key = fn.name();
   auto it = items_.find(key);
   if (it == items_.end()) {
+    // Only dispatcher ops are kept: a record named by a string of its own (not a schema's)
+    // may free it, and a schema registered later could get its address.
+    const auto schema = fn.operator_schema();
+    if (!schema) return {};
     Item item;
-    if (const auto schema = fn.operator_schema()) {
-      item.plan = std::make_unique<Plan>(*schema);
-      item.composite = decomposed(schema->operator_name()) || item.plan->autograd_only;
-    }
+    item.plan = std::make_unique<Plan>(*schema);
+    item.composite = decomposed(schema->operator_name()) || item.plan->autograd_only;
     it = items_.emplace(key, std::move(item)).first;
   }
   return {it->second.plan.get(), it->second.composite};

@@ -26,7 +26,8 @@ namespace cprr::python::capture {
 
 /// Each op overload's Plan, worked out once per process (the capture of every case shares it).
 /// Keyed by the address of the overload's schema name, which the dispatcher keeps for as long
-/// as the op is registered, so a lookup costs no string.
+/// as the op is registered, so a lookup costs no string (records that are no dispatcher op are
+/// looked up each time: few are, and their names' addresses are not kept).
 class PlanCache {
  public:
   struct Found {
