@@ -103,8 +103,9 @@ std::optional<RaceFinding> find_race(const std::vector<const ExecutionResult*>& 
     note_unchecked_work(*e, note);
     HbResult r;
     try {
-      // Enough to find kOtherRaces distinct ones past the same race on each rank.
-      r = check_execution(*e, HbOptions{.max_races = 8 * (1 + kOtherRaces)});
+      // The first racy execution's races, enough to find kOtherRaces distinct ones past the
+      // same race on each rank; later executions only count (each kept race gets a fix).
+      r = check_execution(*e, HbOptions{.max_races = found ? 1 : 8 * (1 + kOtherRaces)});
     } catch (const Error& err) {
       note(fmt::format("execution {}: the op log could not be checked: {}", e->id, err.what()));
       continue;

@@ -64,10 +64,10 @@ class NativeOpCapture:
 
     def __init__(self, native, device_backend=False, counter=None, allocator=False,
                  symmetric=None, null_sink=False):
-        address, calls = 0, 0
-        if type(native).__name__ == "CaseContext":  # the _cprr module's: logged into directly
-            from cprr import _cprr
+        from cprr import _cprr
 
+        address, calls = 0, 0
+        if isinstance(native, _cprr.CaseContext):  # logged into directly
             address, calls = native.address, _cprr.capture_calls()
         self._impl = _cprr_torch.Capture(
             native, address, calls, counter, _PLANS, device_backend, allocator,
@@ -117,7 +117,7 @@ class NativeOpCapture:
         _op_capture.note(self, self._native, what, reads, writes, stream)
 
     def used_by(self, tensors, stream):
-        self._impl.used_by([t for t in tensors if t.is_cuda], stream)
+        self._impl.used_by(list(tensors), stream)
 
     def order(self, kind, what, stream, event=-1):
         self._impl.order(kind, what, stream, event)

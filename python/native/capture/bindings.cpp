@@ -246,22 +246,15 @@ class Capture {
 thread_local Capture* t_running = nullptr;
 thread_local int t_depth = 0;
 
-struct InFlight : OpInFlight {
-  Capture* owner = nullptr;
-};
-
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   Capture* c = t_running;
   if (c == nullptr || t_depth > 0) return nullptr;
   ++t_depth;  // what the capture itself runs (is_pinned) is no op of the case
   try {
     py::gil_scoped_acquire gil;
-    std::unique_ptr<OpInFlight> op = c->capture().start(fn);
-    if (op != nullptr) {
-      auto in_flight = std::make_unique<InFlight>();
-      static_cast<OpInFlight&>(*in_flight) = std::move(*op);
-      in_flight->owner = c;
-      return in_flight;
+    if (std::unique_ptr<OpInFlight> op = c->capture().start(fn)) {
+      op->owner = c;
+      return op;
     }
   } catch (const std::exception& e) {
     c->failed(std::string("cprr's op capture, at the start of ") + fn.name() + ": " + e.what());
@@ -272,15 +265,15 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   if (ctx == nullptr) return;
-  auto& op = static_cast<InFlight&>(*ctx);
+  auto& op = static_cast<OpInFlight&>(*ctx);
+  Capture* c = t_running;
   try {
-    if (t_running == op.owner) {
+    if (c == op.owner) {
       py::gil_scoped_acquire gil;
-      op.owner->capture().end(fn, op);
+      c->capture().end(fn, op);
     }
   } catch (const std::exception& e) {
-    op.owner->failed(std::string("cprr's op capture, at the end of ") + fn.name() + ": " +
-                     e.what());
+    c->failed(std::string("cprr's op capture, at the end of ") + fn.name() + ": " + e.what());
   }
   --t_depth;
 }

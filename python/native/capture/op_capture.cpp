@@ -85,9 +85,8 @@ std::unique_ptr<OpInFlight> OpCapture::start(const at::RecordFunction& fn) {
   return op;
 }
 
-void OpCapture::begin(const at::RecordFunction& fn, OpInFlight& in_flight) {
-  OpInFlight* op = &in_flight;
-  const Plan& plan = *op->plan;
+void OpCapture::begin(const at::RecordFunction& fn, OpInFlight& op) {
+  const Plan& plan = *op.plan;
   const c10::ArrayRef<const c10::IValue> args = fn.inputs();
   if (plan.record_stream) {
     record_stream(args);
@@ -99,17 +98,17 @@ void OpCapture::begin(const at::RecordFunction& fn, OpInFlight& in_flight) {
   std::vector<Touch> writes = tensors_.touches(access.writes);
   if (reads.empty() && writes.empty() && !plan.makes) return;
   const std::optional<c10::Device> device = device_of(plan, access.every, args);
-  std::tie(op->stream, op->handle) = order_.stream_of(device);
-  op->copy = op->stream >= 0 && plan.copy && crosses(plan, access.every, args);
-  op->on_device = device.has_value();
-  op->non_blocking = non_blocking(plan, args);
-  const char* kind = op->copy ? "copy" : (op->stream < 0 ? "host" : "kernel");
-  op->where = where_();
-  std::tie(op->seq, op->sync_after) =
-      sink_.library_op(kind, "aten." + plan.name + " at " + op->where, op->stream, op->handle,
-                       reads, writes, moves_bytes(plan, access, args));
-  op->logged = true;
-  op->every = std::move(access.every);
+  std::tie(op.stream, op.handle) = order_.stream_of(device);
+  op.copy = op.stream >= 0 && plan.copy && crosses(plan, access.every, args);
+  op.on_device = device.has_value();
+  op.non_blocking = non_blocking(plan, args);
+  const char* kind = op.copy ? "copy" : (op.stream < 0 ? "host" : "kernel");
+  op.where = where_();
+  std::tie(op.seq, op.sync_after) =
+      sink_.library_op(kind, "aten." + plan.name + " at " + op.where, op.stream, op.handle, reads,
+                       writes, moves_bytes(plan, access, args));
+  op.logged = true;
+  op.every = std::move(access.every);
 }
 
 void OpCapture::end(const at::RecordFunction& fn, OpInFlight& op) {

@@ -57,6 +57,7 @@ struct OpInFlight : at::ObserverContext {
   uint64_t handle = 0;
   std::string where;
   std::vector<at::Tensor> every;
+  const void* owner = nullptr;  ///< who started it (the bindings' Capture), for its end
 };
 
 class OpCapture {

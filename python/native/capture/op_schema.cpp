@@ -114,7 +114,6 @@ Accesses::Accesses(const Plan& plan, c10::ArrayRef<const c10::IValue> args) {
   for (size_t i = 0; i < n; ++i) {
     const size_t before = every.size();
     tensors_of(args[i], every);
-    if (every.size() == before) continue;
     for (size_t k = before; k < every.size(); ++k) {
       if (plan.roles[i] & kRead) reads.push_back(every[k]);
       if (plan.roles[i] & kWrite) writes.push_back(every[k]);
