@@ -14,7 +14,9 @@ recordings of a case whatever the capture (a case whose ranks fail in another or
 Host memory's addresses are reused as the heap allows, and the capture sees a host tensor freed
 only when another one takes its address: so the ops' buffers are compared by the name of their
 allocation, and the frees of host tensors are left out. Prints each difference (the first 20),
-then a summary line; exits 1 when anything differs, 0 when nothing does, 2 on a bad run.
+then a summary line. A case both name uninitialized_read passes or fails on what the heap left in
+its never-written bytes: its executions' status is not compared (their ops are). Exit status: 1
+when anything differs, 0 when nothing does, 2 on a bad run.
 """
 
 import os
@@ -82,7 +84,9 @@ def compare(native_db, python_db, backend):
     for key in sorted(set(nexec) & set(pexec)):
         (neid, nstatus), (peid, pstatus) = nexec[key], pexec[key]
         where = "{}, {} attempt {}".format(*key)
-        if nstatus != pstatus:
+        # A case that reads never-written bytes passes or fails on what the heap left there,
+        # which no capture decides (the same ops, logged alike, either way).
+        if nstatus != pstatus and not _reads_heap(key[0], nverdicts, pverdicts):
             out.append(f"{where}: status {nstatus} (A) vs {pstatus} (B)")
         for rank in _ranks_alike(ncon, neid, pcon, peid, left, where):
             for part in ("op", "allocation"):
@@ -102,6 +106,10 @@ def compare(native_db, python_db, backend):
     for key in sorted(set(nexec) ^ set(pexec)):
         out.append("{}, {} attempt {}: only in one recording".format(*key))
     return out, compared, left
+
+
+def _reads_heap(label, nverdicts, pverdicts):
+    return nverdicts.get(label) == pverdicts.get(label) == "uninitialized_read"
 
 
 def _ranks_alike(ncon, neid, pcon, peid, left, where):
