@@ -110,8 +110,30 @@ def _detached_and_inference():
     return d + d2 + y
 
 
+@torch.jit.script
+def _backward(loss: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    loss.backward(grad)
+    return loss
+
+
+@torch.jit.script
+def _backward_on_a_worker(loss: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    return torch.jit.wait(torch.jit.fork(_backward, loss, grad))
+
+
+def _backward_on_another_thread():
+    # A CUDA backward runs its nodes on autograd's device thread, with the case's thread-local
+    # state; on cpu a backward forked by TorchScript runs them on another thread of torch's the
+    # same way (its gradient made here, as torch.autograd.backward makes it in the caller).
+    w = torch.ones(4, requires_grad=True)
+    x = torch.arange(4.0)
+    loss = (w * x).sum()
+    _backward_on_a_worker(loss, torch.ones_like(loss))
+    return w.grad
+
+
 _BODIES = [_views_and_inplace, _factories_and_copies, _nn_and_autograd,
-           _reductions_and_indexing, _detached_and_inference]
+           _reductions_and_indexing, _detached_and_inference, _backward_on_another_thread]
 
 
 def _calls(capture_kind, body):

@@ -6,16 +6,23 @@
 //
 // torch's RecordFunction calls plain function pointers, with no user data: the capture running
 // on a thread is therefore a thread_local, set while a case body runs on it. torch hands its
-// thread-local state (these callbacks included) to its own worker threads, Gloo's among them
-// (their staging copies, ops of no case code); those threads have no capture, and are not
-// logged: the Python dispatch mode does not see them either. Every call into the capture holds
-// the GIL.
+// thread-local state (these callbacks, and the Python dispatch mode, included) to its own worker
+// threads:
+// - autograd's device threads run a CUDA backward's nodes for the case: its ops are the case's,
+//   and the dispatch mode logs them. A thread that runs a backward node (RecordScope::
+//   BACKWARD_FUNCTION) while a case is captured takes the case's capture for the node
+//   (g_case: one case runs in a rank process at a time);
+// - Gloo's work threads run staging copies, ops of no case code and no backward node: not
+//   logged (the dispatch mode does not log them either).
+// Every call into the capture holds the GIL.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <atomic>
 #include <optional>
 #include <unordered_map>
+#include <utility>
 
 #include "python/native/capture/op_capture.h"
 #include "python/native/rank_runtime.h"
@@ -245,8 +252,24 @@ class Capture {
 // the capture took runs, or the capture itself works.
 thread_local Capture* t_running = nullptr;
 thread_local int t_depth = 0;
+// The capture of the case the process runs, for torch's autograd threads (the file's comment).
+std::atomic<Capture*> g_case{nullptr};
+
+/// A backward node run on a thread other than the case's: the capture it took for the node.
+struct BackwardNode final : at::ObserverContext {
+  Capture* before = nullptr;
+};
+
+std::unique_ptr<at::ObserverContext> on_backward_start() {
+  Capture* c = g_case.load();
+  if (c == nullptr || t_running == c || t_depth > 0) return nullptr;  // the case's own thread
+  auto node = std::make_unique<BackwardNode>();
+  node->before = std::exchange(t_running, c);
+  return node;
+}
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) return on_backward_start();
   Capture* c = t_running;
   if (c == nullptr || t_depth > 0) return nullptr;
   ++t_depth;  // what the capture itself runs (is_pinned) is no op of the case
@@ -265,6 +288,10 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   if (ctx == nullptr) return;
+  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
+    t_running = static_cast<BackwardNode&>(*ctx).before;
+    return;
+  }
   auto& op = static_cast<OpInFlight&>(*ctx);
   Capture* c = t_running;
   try {
@@ -285,17 +312,23 @@ class Running {
     if (t_running != nullptr) {
       throw std::runtime_error("another cprr op capture is running on this thread");
     }
+    Capture* none = nullptr;
+    if (!g_case.compare_exchange_strong(none, &c)) {
+      throw std::runtime_error("another cprr op capture is running in this process");
+    }
     t_running = &c;
-    handle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(on_start, on_end)
-                                             .needsInputs(true)
-                                             .needsOutputs(true)
-                                             .scopes({at::RecordScope::FUNCTION}));
+    handle_ = at::addThreadLocalCallback(
+        at::RecordFunctionCallback(on_start, on_end)
+            .needsInputs(true)
+            .needsOutputs(true)
+            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
   }
   ~Running() { stop(); }
   void stop() {
     if (handle_ == 0) return;
     at::removeCallback(handle_);
     handle_ = 0;
+    g_case.store(nullptr);
     t_running = nullptr;
   }
 
