@@ -15,6 +15,9 @@ namespace cprr {
 
 namespace {
 
+/// How an access uses its bytes: HbOp's reads, writes and touches (unknown direction).
+enum class Use : uint8_t { read, write, touch };
+
 /// One range of one op, keyed by whose memory it is.
 struct AccessRef {
   int32_t memory_rank = 0;
@@ -22,7 +25,7 @@ struct AccessRef {
   uint64_t begin = 0;
   uint64_t end = 0;
   OpId op;
-  bool write = false;
+  Use use = Use::read;
   const ByteRange* range = nullptr;
 };
 
@@ -33,11 +36,11 @@ bool same_memory(const AccessRef& a, const AccessRef& b) {
 bool op_less(OpId a, OpId b) { return std::tie(a.rank, a.index) < std::tie(b.rank, b.index); }
 
 void add_ranges(std::vector<AccessRef>& out, OpId id, const std::vector<ByteRange>& ranges,
-                bool write) {
+                Use use) {
   for (const ByteRange& r : ranges) {
     if (r.begin >= r.end) continue;  // an empty range touches nothing
     const int32_t memory_rank = r.owner < 0 ? id.rank : r.owner;
-    out.push_back(AccessRef{memory_rank, r.pool, r.begin, r.end, id, write, &r});
+    out.push_back(AccessRef{memory_rank, r.pool, r.begin, r.end, id, use, &r});
   }
 }
 
@@ -47,28 +50,35 @@ std::vector<AccessRef> gather_accesses(const std::vector<RankOps>& ranks) {
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     for (std::size_t i = 0; i < ranks[r].size(); ++i) {
       const OpId id{static_cast<int32_t>(r), static_cast<uint32_t>(i)};
-      add_ranges(out, id, ranks[r][i].reads, false);
-      add_ranges(out, id, ranks[r][i].writes, true);
+      add_ranges(out, id, ranks[r][i].reads, Use::read);
+      add_ranges(out, id, ranks[r][i].writes, Use::write);
+      add_ranges(out, id, ranks[r][i].touches, Use::touch);
     }
   }
   std::sort(out.begin(), out.end(), [](const AccessRef& a, const AccessRef& b) {
-    return std::tie(a.memory_rank, a.pool, a.begin, a.end, a.op.rank, a.op.index, a.write) <
-           std::tie(b.memory_rank, b.pool, b.begin, b.end, b.op.rank, b.op.index, b.write);
+    return std::tie(a.memory_rank, a.pool, a.begin, a.end, a.op.rank, a.op.index, a.use) <
+           std::tie(b.memory_rank, b.pool, b.begin, b.end, b.op.rank, b.op.index, b.use);
   });
   return out;
 }
 
 /// A racing op pair as found, in (rank, index) order: lo before hi.
 struct PairFinding {
-  bool lo_writes = false;
+  bool lo_writes = false;  ///< or may write (an access of unknown direction)
   bool hi_writes = false;
+  bool lo_touches = false;  ///< an overlap rests on lo's access of unknown direction
+  bool hi_touches = false;
+  bool exact = false;                 ///< an overlap has two known directions (so one is a write)
   std::vector<RaceOverlap> overlaps;  ///< first_* name lo's buffer, second_* hi's
 };
 using PairKey = std::tuple<int32_t, uint32_t, int32_t, uint32_t>;
 
 void note_overlap(PairFinding& f, const AccessRef& lo, const AccessRef& hi) {
-  f.lo_writes = f.lo_writes || lo.write;
-  f.hi_writes = f.hi_writes || hi.write;
+  f.lo_writes = f.lo_writes || lo.use != Use::read;
+  f.hi_writes = f.hi_writes || hi.use != Use::read;
+  f.lo_touches = f.lo_touches || lo.use == Use::touch;
+  f.hi_touches = f.hi_touches || hi.use == Use::touch;
+  f.exact = f.exact || (lo.use != Use::touch && hi.use != Use::touch);
   f.overlaps.push_back(RaceOverlap{lo.pool, lo.memory_rank, std::max(lo.begin, hi.begin),
                                    std::min(lo.end, hi.end), lo.range->buffer,
                                    lo.range->buffer_name, hi.range->buffer, hi.range->buffer_name});
@@ -83,7 +93,7 @@ std::map<PairKey, PairFinding> find_racing_pairs(const std::vector<AccessRef>& a
       if (!same_memory(acc[i], acc[j]) || acc[j].begin >= acc[i].end) break;
       const AccessRef& a = acc[i];
       const AccessRef& b = acc[j];
-      if (!a.write && !b.write) continue;
+      if (a.use == Use::read && b.use == Use::read) continue;
       if (a.op.rank == b.op.rank && a.op.index == b.op.index) continue;
       if (clocks.before(a.op, b.op) || clocks.before(b.op, a.op)) continue;
       const bool a_lo = op_less(a.op, b.op);
@@ -200,6 +210,9 @@ Race make_race(const std::vector<RankOps>& ranks, const PairKey& key, const Orie
       std::swap(o.first_buffer_name, o.second_buffer_name);
     }
   }
+  race.candidate = !finding.exact;
+  race.first.inferred = race.candidate && (swap ? finding.hi_touches : finding.lo_touches);
+  race.second.inferred = race.candidate && (swap ? finding.lo_touches : finding.hi_touches);
   race.overlaps = std::move(finding.overlaps);
   sort_overlaps(race.overlaps);
   race.fix = fix_text(race.first, race.second);
@@ -228,9 +241,12 @@ void fix_group(const std::vector<RankOps>& ranks, const std::vector<OrientedPair
 }  // namespace
 
 std::string RaceOp::describe() const {
-  return fmt::format("rank {} {} {}", rank,
-                     stream < 0 ? std::string("host") : fmt::format("stream {}", stream),
-                     op_text(*this));
+  const std::string where = stream < 0 ? std::string("host") : fmt::format("stream {}", stream);
+  if (inferred) {
+    return fmt::format("rank {} {} op #{} ({} '{}', direction unknown)", rank, where, seq, kind,
+                       name);
+  }
+  return fmt::format("rank {} {} {}", rank, where, op_text(*this));
 }
 
 HbResult check_happens_before(const std::vector<RankOps>& ranks, const HbOptions& options) {

@@ -50,6 +50,9 @@ struct HbOp {
   std::string name;
   std::vector<ByteRange> reads;
   std::vector<ByteRange> writes;
+  /// Bytes the op may read or write, or not touch at all: an access of unknown direction (an
+  /// opaque call handed their address). A race that rests on one is a candidate (Race).
+  std::vector<ByteRange> touches;
   SyncRole role = SyncRole::none;
   int64_t event = -1;           ///< record / wait: the event id (per rank)
   int32_t communicator = 0;     ///< collective: which communicator numbers it
@@ -57,8 +60,8 @@ struct HbOp {
   /// A message's channel in its communicator (world ranks); -1: a collective of every member.
   int32_t sender = -1;
   int32_t receiver = -1;
-  uint32_t semaphore = 0;       ///< signal / wait_signal: a world-wide semaphore id
-  uint64_t epoch = 0;           ///< signal: the value it sets; wait_signal: the value it awaits
+  uint32_t semaphore = 0;  ///< signal / wait_signal: a world-wide semaphore id
+  uint64_t epoch = 0;      ///< signal: the value it sets; wait_signal: the value it awaits
 };
 
 /// One rank's ops in host issue order; the checker takes one per rank, indexed by rank.
@@ -71,12 +74,15 @@ struct RaceOp {
   uint64_t seq = 0;
   std::string kind;
   std::string name;
+  /// The op's side of the race is an access of unknown direction (HbOp::touches).
+  bool inferred = false;
 
-  /// "rank 0 stream 1 op #5 (kernel 'max_logit')"; the host thread reads "host".
+  /// "rank 0 stream 1 op #5 (kernel 'max_logit')"; the host thread reads "host"; an inferred
+  /// side reads "op #5 (native 'lib', direction unknown)".
   std::string describe() const;
 };
 
-/// Bytes both ops of a race touch, at least one of them writing.
+/// Bytes both ops of a race touch, at least one of them writing (or of unknown direction).
 struct RaceOverlap {
   uint32_t pool = 0;
   int32_t memory_rank = 0;  ///< whose memory (the owner of the pool)
@@ -90,9 +96,14 @@ struct RaceOverlap {
 
 /// Two unordered ops touching the same bytes. `first` is the op the natural fix orders first: the
 /// earlier issued on one rank; across ranks the writer when only one writes, else the lower rank.
+/// An access of unknown direction (HbOp::touches) may be a write: unordered with any access to
+/// the same bytes it makes a race *candidate*, which only a replay that shows it confirms.
 struct Race {
   RaceOp first;
   RaceOp second;
+  /// No overlap has two known directions, one a write: every one rests on an access of unknown
+  /// direction (two known reads never race).
+  bool candidate = false;
   std::vector<RaceOverlap> overlaps;  ///< sorted by memory rank, pool and begin; never empty
   /// The missing ordering as an instruction, e.g. "stream 2 must wait for an event recorded after
   /// op #5 (kernel 'max_logit') on stream 1, before op #9 (kernel 'maximum')". It orders `second`

@@ -88,7 +88,12 @@ CaseOutcome judge_case(const CaseInstance& instance, int64_t case_id,
     if (!seeded && !across) o.against.emplace(diff->pooled->id, Against::differential);
   }
   o.race = find_race(o.executions, &o.race_notes);
-  judge_finding(o, o.race, o.race ? o.race->execution : 0, Verdict::stream_race, Against::race);
+  const bool candidate = o.race && o.race->race.candidate;
+  // A candidate rests on a guess (an access of unknown direction): it neither counts against
+  // the run nor misses a seeded race; the replays that show it or not decide (verdict.h).
+  if (!candidate) {
+    judge_finding(o, o.race, o.race ? o.race->execution : 0, Verdict::stream_race, Against::race);
+  }
   CrossRankFindings cross = check_cross_rank(o.executions);
   o.allocation = std::move(cross.allocation);
   judge_finding(o, o.allocation, o.allocation ? o.allocation->execution : 0,
@@ -110,7 +115,7 @@ CaseOutcome judge_case(const CaseInstance& instance, int64_t case_id,
     o.verdict = Verdict::allocator_order;
   } else if (o.uninitialized) {
     o.verdict = Verdict::uninitialized_read;
-  } else if (o.race) {
+  } else if (o.race && !candidate) {
     o.verdict = Verdict::stream_race;  // the cause of any varying output, named
   } else if (varying) {
     o.verdict = Verdict::nondeterministic;

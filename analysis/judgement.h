@@ -65,7 +65,9 @@ struct CaseOutcome {
 /// exists to show (a seeded "collective_mismatch" may instead crash or hang where the mismatch
 /// explains it); a seeded "stream_race", "allocator_order", "uninitialized_read" or
 /// "collective_mismatch" also on its check finding it. Any other case with such a finding counts
-/// against the run: the bug is there whether or not the outputs showed it. Verdict order:
+/// against the run: the bug is there whether or not the outputs showed it. A race candidate
+/// (Race::candidate) is no finding yet: it neither counts nor is a verdict; a seeded
+/// "stream_race" with one is not missed (cpreplay confirms or drops it). Verdict order:
 /// collective_mismatch (found in the flight records too, so it names the cause of a crash or hang
 /// it led to), crash, hang, allocator_order, uninitialized_read, stream_race, nondeterministic.
 CaseOutcome judge_case(const CaseInstance& instance, int64_t case_id,

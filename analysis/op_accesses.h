@@ -2,6 +2,7 @@
 // The happens-before checker's input (analysis/happens_before.h) built from today's record
 // vocabulary: a rank's allocation log gives each buffer id its pool and bytes, its op log gives
 // the ops in issue order. Only what the logs say unambiguously is mapped:
+// - An op's touches (buffers it uses in a direction not known) are HbOp::touches.
 // - Ranges are the recorded spans (OpRecord::read_spans/write_spans: a slice is its parent's id
 //   plus its span), so ops on disjoint slices of one buffer do not race. A record from before
 //   spans (schema < 3) has none: its ranges are whole buffers, which is conservative (it can

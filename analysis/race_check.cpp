@@ -102,20 +102,29 @@ std::optional<RaceFinding> find_race(const std::vector<const ExecutionResult*>& 
     if (!completed(*e)) continue;
     note_unchecked_work(*e, note);
     HbResult r;
+    // Later executions only count, once a race of known directions is found: until then each
+    // one's races are looked through for one (each kept race gets a fix).
+    const bool settled = found && !found->race.candidate;
     try {
-      // The first racy execution's races, enough to find kOtherRaces distinct ones past the
-      // same race on each rank; later executions only count (each kept race gets a fix).
-      r = check_execution(*e, HbOptions{.max_races = found ? 1 : 8 * (1 + kOtherRaces)});
+      // Enough to find kOtherRaces distinct ones past the same race on each rank.
+      r = check_execution(*e, HbOptions{.max_races = settled ? 1 : 8 * (1 + kOtherRaces)});
     } catch (const Error& err) {
       note(fmt::format("execution {}: the op log could not be checked: {}", e->id, err.what()));
       continue;
     }
     for (std::string& n : r.notes) note(fmt::format("execution {}: {}", e->id, n));
     if (r.race_count == 0) continue;
-    if (!found) {
-      found = RaceFinding{e->id, e->mode, r.races.front(), r.race_count, 0};
+    // The finding is the first race of known directions, else the first candidate.
+    const auto exact = std::find_if(r.races.begin(), r.races.end(),
+                                    [](const Race& race) { return !race.candidate; });
+    if (!found || (!settled && exact != r.races.end())) {
+      const std::size_t executions_before = found ? found->executions : 0;
+      const std::size_t first = exact == r.races.end() ? 0 : exact - r.races.begin();
+      found = RaceFinding{e->id, e->mode, r.races[first], r.race_count, executions_before};
       locate_in_buffer(*e, *found);
-      for (std::size_t k = 1; k < r.races.size(); ++k) add_other(*e, r.races[k], *found);
+      for (std::size_t k = 0; k < r.races.size(); ++k) {
+        if (k != first) add_other(*e, r.races[k], *found);
+      }
     }
     ++found->executions;
   }

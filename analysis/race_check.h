@@ -18,9 +18,11 @@ HbResult check_execution(const ExecutionResult& e, const HbOptions& options = {}
 
 /// What the check found over a case's executions.
 struct RaceFinding {
-  uint64_t execution = 0;  ///< the first execution (in the order given) with a race
+  /// The first execution (in the order given) with a race of known directions, else with a
+  /// race candidate (Race::candidate: it rests on an access of unknown direction).
+  uint64_t execution = 0;
   Mode mode = Mode::fresh;
-  Race race;                   ///< that execution's first race (report order)
+  Race race;                   ///< that execution's first such race (report order)
   std::size_t race_count = 0;  ///< racing op pairs in that execution
   std::size_t executions = 0;  ///< executions with at least one race
   /// The first overlap's bytes relative to the start of the buffer the first op names.

@@ -215,16 +215,23 @@ class RankWalk {
     if (op.kind == "put") return found;  // its writes are the peer's memory
     // Written even when the op read never-written bytes: the walk goes on (what later ops send
     // to other ranks), and only the first read is the finding, not what it computed.
-    for (std::size_t k = 0; k < op.writes.size(); ++k) {
-      const auto it = allocs_.find(op.writes[k]);
-      if (it == allocs_.end()) continue;
-      const ByteSpan s = span_at(op.write_spans, k, it->second->bytes);
-      bytes_[op.writes[k]].written.add(s.offset, s.offset + s.bytes);
-    }
+    mark_written(op.writes, op.write_spans);
+    // An access of unknown direction may write: taken as written, so no later read of its bytes
+    // is named (a finding resting on a guess would be false as often as not), and never a read.
+    mark_written(op.touches, op.touch_spans);
     return found;
   }
 
  private:
+  void mark_written(const std::vector<uint32_t>& ids, const std::vector<ByteSpan>& spans) {
+    for (std::size_t k = 0; k < ids.size(); ++k) {
+      const auto it = allocs_.find(ids[k]);
+      if (it == allocs_.end()) continue;
+      const ByteSpan s = span_at(spans, k, it->second->bytes);
+      bytes_[ids[k]].written.add(s.offset, s.offset + s.bytes);
+    }
+  }
+
   std::optional<UninitRead> first_unwritten_read(const OpRecord& op) {
     for (std::size_t k = 0; k < op.reads.size(); ++k) {
       const AllocRecord* a = checked(op.reads[k]);

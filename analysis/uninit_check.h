@@ -11,8 +11,9 @@
 // bytes it writes instead of being their reader, as memcheck does: the read that uses them is
 // the finding, and it says which copies brought them there. Collectives and messages that only
 // move bytes between ranks (all_gather, broadcast, all_to_all, scatter, gather, send/recv and
-// batch_isend_irecv's) carry them from the sender to every receiver the same way. A candidate, not a proof: cpreplay confirms it by
-// poisoning new allocations with two patterns.
+// batch_isend_irecv's) carry them from the sender to every receiver the same way. Bytes an op
+// uses in a direction not known (OpRecord::touches) count as written by it, never as read. A
+// candidate, not a proof: cpreplay confirms it by poisoning new allocations with two patterns.
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -168,7 +168,7 @@ VerdictDecision decide_verdict(const ReplayFacts& f) {
   if (f.uninitialized != nullptr) {
     return found(Verdict::uninitialized_read, f.uninitialized->mismatch.describe());
   }
-  if (f.race == nullptr) return d;
+  if (f.race == nullptr || f.race->race.candidate) return d;  // a candidate: confirmed_verdict
   return found(Verdict::stream_race, "stream race in the op log: " + describe_race(*f.race));
 }
 
@@ -178,6 +178,16 @@ std::pair<Verdict, std::string> confirmed_verdict(Verdict decided, const Confirm
     return {Verdict::stream_race,
             "verdict stream_race: the replays confirmed the race, while the poisoned replays "
             "did not show the uninitialized read (still reported)"};
+  }
+  // decide_verdict skipped a candidate: where a race of known directions would have been the
+  // verdict (before what the outputs alone say), the confirmed candidate is.
+  const bool from_outputs = decided == Verdict::reproduced ||
+                            decided == Verdict::nondeterministic || decided == Verdict::state_leak;
+  if (seen.race_candidate && seen.race_confirmed && from_outputs) {
+    return {Verdict::stream_race,
+            fmt::format("verdict stream_race: the replays confirmed the race candidate (an access "
+                        "of unknown direction), in place of {}",
+                        verdict_name(decided))};
   }
   return {decided, ""};
 }

@@ -58,7 +58,8 @@ struct VerdictDecision {
 /// crash or hang in a replay is that verdict; a symmetric layout that differs across ranks
 /// allocator_order, a read of never-written bytes uninitialized_read (before state_leak: a dirty
 /// pool is its carrier, not its cause), a race in the op logs stream_race (whatever the outputs
-/// did: they are the symptoms); a fresh replay that differs from the fresh record is
+/// did: they are the symptoms; not a race candidate, which only its replays make one:
+/// confirmed_verdict); a fresh replay that differs from the fresh record is
 /// nondeterministic; pooled differing from fresh is a state_leak; a replay that differs from its
 /// own mode's record is nondeterministic (or, when only a pooled record exists and only fresh was
 /// replayed, a state_leak); else reproduced. Two executions across transports (across_transports)
@@ -71,12 +72,16 @@ struct Confirmations {
   bool poison_ran = false;        ///< the poisoned replays both completed
   bool poison_confirmed = false;  ///< their outputs followed the poison
   bool race_confirmed = false;    ///< the race's replays confirmed it
+  /// The race is a candidate (Race::candidate), which decide_verdict left out.
+  bool race_candidate = false;
 };
 
 /// The most specific confirmed finding: an uninitialized read the poisoned replays did not show
 /// gives way to a race the replays confirmed (the read may be of bytes that reach nothing, the
-/// race is what changed the outputs); otherwise `decided` stands. Returns the verdict and, when
-/// it changed, why (else empty).
+/// race is what changed the outputs); a race candidate the replays confirmed is stream_race in
+/// place of a verdict from the outputs alone (reproduced, nondeterministic, state_leak), as a
+/// race of known directions is; otherwise `decided` stands (an unconfirmed candidate is no
+/// finding). Returns the verdict and, when it changed, why (else empty).
 std::pair<Verdict, std::string> confirmed_verdict(Verdict decided, const Confirmations& seen);
 
 }  // namespace cprr

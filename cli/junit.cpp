@@ -264,9 +264,11 @@ void write_junit(std::ostream& out, const std::vector<CaseOutcome>& outcomes,
                               o.differential->describe(), replay_hint(info, o.case_id));
       }
       if (o.race && o.race->execution == res.id) {
-        sysout += fmt::format("stream race, as the seeded bug should: {}; fix: {}; replay: {}\n",
-                              describe_race(*o.race), describe_fix(o.race->race),
-                              replay_hint(info, o.case_id));
+        sysout += fmt::format(
+            "{}: {}; fix: {}; replay: {}\n",
+            o.race->race.candidate ? "stream race candidate (a replay confirms or drops it)"
+                                   : "stream race, as the seeded bug should",
+            describe_race(*o.race), describe_fix(o.race->race), replay_hint(info, o.case_id));
       }
       if (!res.note.empty()) sysout += fmt::format("note: {}\n", res.note);
       if (!sysout.empty())

@@ -99,8 +99,8 @@ nlohmann::json instance_json(const CaseInstance& inst) {
 namespace {
 
 nlohmann::json race_op_json(const RaceOp& op) {
-  return {{"rank", op.rank}, {"stream", op.stream}, {"op", op.seq},
-          {"kind", op.kind}, {"name", op.name},     {"detail", op.describe()}};
+  return {{"rank", op.rank}, {"stream", op.stream},     {"op", op.seq},           {"kind", op.kind},
+          {"name", op.name}, {"inferred", op.inferred}, {"detail", op.describe()}};
 }
 
 }  // namespace
@@ -165,6 +165,7 @@ nlohmann::json more_races_json(const RaceFinding& f) {
     const RaceOverlap& o = other.race.overlaps.front();
     out.push_back({{"first", race_op_json(other.race.first)},
                    {"second", race_op_json(other.race.second)},
+                   {"candidate", other.race.candidate},
                    {"buffer", o.first_buffer_name},
                    {"byte_range", {other.buffer_begin, other.buffer_end}},
                    {"fix", other.race.fix},
@@ -185,6 +186,7 @@ nlohmann::json race_json(const RaceFinding& f, const std::vector<std::string>& c
   for (const RaceOp& op : r.fix_after) fix_after.push_back(race_op_json(op));
   return {{"first", race_op_json(r.first)},
           {"second", race_op_json(r.second)},
+          {"candidate", r.candidate},
           {"buffer", o.first_buffer_name},
           {"buffers", std::move(buffers)},
           {"byte_range", {f.buffer_begin, f.buffer_end}},

@@ -141,10 +141,14 @@ void print_table(std::ostream& out, const std::vector<ExecutionResult>& results,
     }
     if (o.race) {
       const bool seeded_race = o.instance->info.options.seeded_bug == "stream_race";
-      out << fmt::format("case {} ({}): stream race{}: {}; fix: {}; {}\n", o.case_id,
-                         o.instance->label(), seeded_race ? " (seeded bug, expected)" : "",
-                         describe_race(*o.race), describe_fix(o.race->race),
-                         replay_hint(info, o.case_id));
+      const bool candidate = o.race->race.candidate;
+      out << fmt::format(
+          "case {} ({}): stream race{}{}: {}; fix: {}; {}\n", o.case_id, o.instance->label(),
+          candidate ? " candidate (an access of unknown direction: not counted until a replay "
+                      "shows it)"
+                    : "",
+          seeded_race ? " (seeded bug, expected)" : "", describe_race(*o.race),
+          describe_fix(o.race->race), replay_hint(info, o.case_id));
       for (const RaceFinding& other : o.race->others) {
         out << fmt::format(
             "  also: {}{} (not replayed)\n", describe_race(other),

@@ -139,7 +139,9 @@ void print_replay_text(std::ostream& out, const ReplayReport& r) {
     out << "  race: " << describe_race(*r.race) << '\n';
     out << "  fix: " << describe_fix(r.race->race) << '\n';
   }
-  if (r.confirmation) {
+  // What weakened the race check, and a race candidate no replay showed (then r.race is empty).
+  for (const std::string& note : r.race_notes) out << "  race note: " << note << '\n';
+  if (r.confirmation && r.race) {
     const RaceConfirmation& c = *r.confirmation;
     std::string by;
     for (const std::string& check : c.confirmed_by) by += (by.empty() ? "" : ", ") + check;

@@ -93,6 +93,12 @@ struct OpRecord {
   /// at byte k * written / read of the writes. Never-written bytes it reads make the bytes it
   /// writes never-written instead of being a read of them (uninit_check.h), as memcheck does.
   bool moves = false;
+  /// Buffers the op uses in a direction not known (it may read, write, or only be handed their
+  /// addresses): an opaque call given their pointers (Access::uses, or a kernel's pointer
+  /// parameters). A race through one is a candidate that replays confirm or drop
+  /// (analysis/happens_before.h); the uninitialized-read check takes them as written.
+  std::vector<uint32_t> touches;
+  std::vector<ByteSpan> touch_spans;  ///< parallel to `touches`, like read_spans
 
   /// A send or recv of the Case API (Context::message): a stream op named "send #n ..." or
   /// "recv #n ..." that carries its peer, its group (event) and its number there (epoch).
@@ -108,7 +114,8 @@ struct OpRecord {
   bool operator==(const OpRecord&) const = default;
   template <class A>
   void serialize(A& a) {
-    a(seq, stream, kind, name, reads, writes, event, read_spans, write_spans, peer, epoch, moves);
+    a(seq, stream, kind, name, reads, writes, event, read_spans, write_spans, peer, epoch, moves,
+      touches, touch_spans);
   }
 };
 

@@ -207,8 +207,10 @@ void confirm_races(const std::vector<const ExecutionResult*>& all, const CaseIns
   for (const ExecutionResult* e : all) {
     if (e->mode == Mode::fresh) unperturbed_fresh.push_back(e);
   }
-  say("stream race in the op log: " + describe_race(*rep.race) +
-      "; fix: " + describe_fix(rep.race->race));
+  say(std::string(rep.race->race.candidate ? "stream race candidate in the op log (an access of "
+                                             "unknown direction: the replays confirm or drop it): "
+                                           : "stream race in the op log: ") +
+      describe_race(*rep.race) + "; fix: " + describe_fix(rep.race->race));
   uint64_t ops_on_rank = 0;
   for (const ExecutionResult* e : all) {
     const auto r = static_cast<std::size_t>(rep.race->race.second.rank);
@@ -222,6 +224,17 @@ void confirm_races(const std::vector<const ExecutionResult*>& all, const CaseIns
   };
   rep.confirmation = confirm_race(*rep.race, unperturbed_fresh, ops_on_rank, run);
   for (const std::string& line : rep.confirmation->log) say(line);
+}
+
+// A race candidate no replay showed is no finding: it goes to the race notes, and the report
+// names no race (the op may well only read the bytes its access of unknown direction covers).
+void drop_candidate(ReplayReport& rep, const std::function<void(const std::string&)>& say) {
+  const std::string note =
+      fmt::format("a race candidate that {} replay(s) did not show, so no finding: {}",
+                  rep.confirmation ? rep.confirmation->replays : 0, describe_race(*rep.race));
+  say(note);
+  rep.race_notes.push_back(note);
+  rep.race.reset();
 }
 
 // Two fresh replays with every new allocation poisoned by a different pattern: outputs that follow
@@ -412,6 +425,8 @@ void judge(const Record& record, const Replays& replays, Rebuild& rb, ReplayRepo
     seen.poison_confirmed = rep.poison_confirmed;
   }
   seen.race_confirmed = rep.confirmation && !rep.confirmation->confirmed_by.empty();
+  seen.race_candidate = rep.race && rep.race->race.candidate;
+  if (seen.race_candidate && !seen.race_confirmed) drop_candidate(rep, say);
   say(decision.why);
   if (auto [verdict, why] = confirmed_verdict(rep.verdict, seen); verdict != rep.verdict) {
     rep.verdict = verdict;

@@ -136,7 +136,9 @@ std::string case_line(const CaseRow& row) {
                      !diff                      ? ""
                      : diff->transports.empty() ? "  <- fresh and pooled differ"
                                                 : "  <- fresh and pooled differ across transports",
-                     row.outcome.race ? "  <- stream race" : "");
+                     !row.outcome.race                  ? ""
+                     : row.outcome.race->race.candidate ? "  <- stream race candidate"
+                                                        : "  <- stream race");
 }
 
 }  // namespace

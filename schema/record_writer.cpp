@@ -92,8 +92,8 @@ struct RecordWriter::Statements {
               "bytes, offset, stream) VALUES (?,?,?,?,?,?,?,?,?,?)"),
         op(db,
            "INSERT INTO op (execution_id, rank, seq, stream, kind, name, reads, writes, event, "
-           "read_spans, write_spans, peer, epoch, moves) "
-           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
+           "read_spans, write_spans, peer, epoch, moves, touches, touch_spans) "
+           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
         collective(db,
                    "INSERT INTO collective (execution_id, rank, seq, kind, stream, dtype, bytes, "
                    "root, op, position, group_id, members, peer, site, send_bytes, recv_bytes, "
@@ -102,7 +102,7 @@ struct RecordWriter::Statements {
               "INSERT INTO process_group (execution_id, rank, id, ranks, backend, name) "
               "VALUES (?,?,?,?,?,?)") {}
   Statement execution, rank, capture, alloc, op, collective, group;
-  std::string text[4];  // scratch for joined columns, bound without copying until run()
+  std::string text[6];  // scratch for joined columns, bound without copying until run()
 };
 
 RecordWriter::~RecordWriter() = default;
@@ -250,17 +250,20 @@ void RecordWriter::write_logs(int64_t execution, int rank, const CaseCapture& ca
     alloc.run();
   }
   Statement& op = st_->op;
-  std::string(&text)[4] = st_->text;
+  std::string(&text)[6] = st_->text;
   for (const OpRecord& o : cap.ops) {
     join_ids(o.reads, text[0]);
     join_ids(o.writes, text[1]);
     join_spans(o.read_spans, text[2]);
     join_spans(o.write_spans, text[3]);
+    join_ids(o.touches, text[4]);
+    join_spans(o.touch_spans, text[5]);
     op.bind(1, execution).bind(2, int64_t{rank}).bind(3, static_cast<int64_t>(o.seq));
     op.bind(4, int64_t{o.stream}).bind_view(5, o.kind).bind_view(6, o.name);
     op.bind_view(7, text[0]).bind_view(8, text[1]).bind(9, o.event);
     op.bind_view(10, text[2]).bind_view(11, text[3]).bind(12, int64_t{o.peer});
     op.bind(13, static_cast<int64_t>(o.epoch)).bind(14, int64_t{o.moves});
+    op.bind_view(15, text[4]).bind_view(16, text[5]);
     op.run();
   }
   write_collectives(execution, rank, cap.collectives);
@@ -284,7 +287,7 @@ void RecordWriter::write_collectives(int64_t execution, int rank,
     coll.bind_view(9, c.kind == "all_reduce" ? reduce_op_name(c.op) : std::string_view());
     coll.bind(10, static_cast<int64_t>(i)).bind(11, int64_t{c.group}).bind_u64(12, c.members);
     coll.bind(13, int64_t{c.peer}).bind_view(14, c.where);
-    std::string(&text)[4] = st_->text;
+    std::string(&text)[6] = st_->text;
     text[0] = fmt::format("{}", fmt::join(c.send_bytes, ","));
     text[1] = fmt::format("{}", fmt::join(c.recv_bytes, ","));
     coll.bind_view(15, text[0]).bind_view(16, text[1]).bind_u64(17, c.row_bytes);

@@ -82,6 +82,9 @@ constexpr std::string_view kMigrations[] = {
     "  PRIMARY KEY (execution_id, rank, id)) WITHOUT ROWID;",
     // 13 -> 14: ops that only move bytes (schema.sql: op.moves).
     "ALTER TABLE op ADD COLUMN moves INTEGER NOT NULL DEFAULT 0;",
+    // 14 -> 15: buffers an op uses in a direction not known (schema.sql: op.touches).
+    "ALTER TABLE op ADD COLUMN touches TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE op ADD COLUMN touch_spans TEXT NOT NULL DEFAULT '';",
 };
 /// The version that added the views (schema.sql's last section).
 constexpr int kViewsVersion = 6;

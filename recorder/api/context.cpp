@@ -164,6 +164,10 @@ OpRecord& Context::log_op(int stream, std::string kind, std::string name, const 
     op.writes.push_back(b.id);
     op.write_spans.push_back(span_of(b));
   }
+  for (const Buffer& b : access.uses) {
+    op.touches.push_back(b.id);
+    op.touch_spans.push_back(span_of(b));
+  }
   if (timeline_) {
     mark_end();  // an op that issued nothing (a failed call) ends where the next one starts
     OpTime& t = logs_.timeline.ops.emplace_back();

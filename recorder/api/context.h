@@ -70,6 +70,10 @@ struct Semaphore {
 struct Access {
   std::vector<Buffer> reads;
   std::vector<Buffer> writes;
+  /// Buffers the op is handed without knowing how it uses them (an opaque library call given
+  /// their pointers): accesses of unknown direction (OpRecord::touches). A race through one is a
+  /// candidate, confirmed or dropped by cpreplay's replays; declare reads and writes to be exact.
+  std::vector<Buffer> uses;
 };
 
 /// Collective progress of calls a case makes through its own library (torch.distributed in a

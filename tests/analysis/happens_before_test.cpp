@@ -43,6 +43,15 @@ struct Log {
     op.role = role;
     return add(std::move(op));
   }
+  /// An opaque call handed `touched`: accesses of unknown direction.
+  uint64_t opaque(int32_t stream, std::string name, Ranges touched) {
+    HbOp op;
+    op.stream = stream;
+    op.kind = "native";
+    op.name = std::move(name);
+    op.touches = std::move(touched);
+    return add(std::move(op));
+  }
   uint64_t kernel(int32_t stream, std::string name, Ranges reads, Ranges writes) {
     return op(stream, "kernel", std::move(name), std::move(reads), std::move(writes));
   }
@@ -497,6 +506,70 @@ TEST(HappensBeforeFix, AnOrderingTheLogCannotHaveIsNotVerified) {
 }
 
 // ---- reporting ----
+
+// ---- accesses of unknown direction (HbOp::touches): candidates ----
+
+TEST(HappensBeforeCandidate, AnOpaqueCallUnorderedWithAReaderOrAWriterIsACandidate) {
+  Log l;
+  l.opaque(1, "lib_fill", {kX});
+  l.kernel(0, "consume", {kX}, {});    // a known read: the call may write what it reads
+  l.kernel(2, "overwrite", {}, {kX});  // a known write
+  l.kernel(0, "own", {kY}, {});        // reads y, which only it touches
+  const HbResult r = check({l});
+  ASSERT_EQ(r.races.size(), 3u);
+  EXPECT_TRUE(r.races[0].candidate);
+  EXPECT_TRUE(r.races[1].candidate);
+  EXPECT_EQ(pair_of(r.races[0]), Pair("0:0", "0:1"));
+  EXPECT_TRUE(r.races[0].first.inferred);
+  EXPECT_FALSE(r.races[0].second.inferred);
+  EXPECT_NE(r.races[0].first.describe().find("(native 'lib_fill', direction unknown)"),
+            std::string::npos)
+      << r.races[0].first.describe();
+  EXPECT_EQ(r.races[0].second.describe().find("unknown"), std::string::npos);
+  // consume and overwrite race on known directions: not a candidate.
+  EXPECT_EQ(pair_of(r.races[2]), Pair("0:1", "0:2"));
+  EXPECT_FALSE(r.races[2].candidate) << "the 3rd pair is consume/overwrite";
+}
+
+TEST(HappensBeforeCandidate, TwoOpaqueCallsOnTheSameBytesAreACandidateTwoKnownReadsAreNothing) {
+  Log l;
+  l.opaque(1, "lib_a", {kX});
+  l.opaque(2, "lib_b", {kX});
+  l.kernel(3, "read_y", {kY}, {});
+  l.kernel(4, "read_y_too", {kY}, {});
+  const HbResult r = check({l});
+  ASSERT_EQ(r.races.size(), 1u);
+  EXPECT_EQ(pair_of(r.races[0]), Pair("0:0", "0:1"));
+  EXPECT_TRUE(r.races[0].candidate);
+  EXPECT_TRUE(r.races[0].first.inferred);
+  EXPECT_TRUE(r.races[0].second.inferred);
+}
+
+TEST(HappensBeforeCandidate, OrderedOpaqueCallsAreNoRaceAndAKnownOverlapMakesThePairExact) {
+  Log ordered;
+  ordered.opaque(1, "lib_fill", {kX});
+  ordered.record(1, 0);
+  ordered.wait(0, 0);
+  ordered.kernel(0, "consume", {kX}, {});
+  EXPECT_TRUE(check({ordered}).races.empty());
+
+  // One op both writes y (declared) and is handed x; the other reads both: the pair races on
+  // known directions over y, whatever x is.
+  Log mixed;
+  HbOp call;
+  call.stream = 1;
+  call.kind = "native";
+  call.name = "lib";
+  call.writes = {kY};
+  call.touches = {kX};
+  mixed.add(call);
+  mixed.kernel(0, "consume", {kX, kY}, {});
+  const HbResult r = check({mixed});
+  ASSERT_EQ(r.races.size(), 1u);
+  EXPECT_FALSE(r.races[0].candidate);
+  EXPECT_FALSE(r.races[0].first.inferred) << "an exact race names no side as inferred";
+  EXPECT_EQ(r.races[0].overlaps.size(), 2u);
+}
 
 TEST(HappensBefore, OnePairOnSeveralBuffersIsOneRaceWithEveryOverlap) {
   Log l;

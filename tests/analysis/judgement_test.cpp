@@ -211,6 +211,51 @@ TEST(Judgement, ASeededStreamRaceIsJudgedOnTheRaceBeingFound) {
   EXPECT_FALSE(missed.verdict.has_value());
 }
 
+/// Gives rank 0 of `e` an opaque call on stream 1 handed buffer 1 (an access of unknown
+/// direction) and a kernel on stream 0 reading it, unordered; with `exact`, then a kernel on
+/// stream 2 writing it (a race of known directions with the read).
+void with_opaque_call(ExecutionResult& e, bool exact) {
+  CaseCapture& c = e.ranks.at(0).done->capture;
+  c.allocs = {AllocRecord{0, false, 1, "x", "device", 64, 0, 0}};
+  OpRecord call{0, 1, "native", "lib_fill", {}, {}, -1};
+  call.touches = {1};
+  c.ops.push_back(call);
+  c.ops.push_back(OpRecord{1, 0, "kernel", "read x", {1}, {}, -1});
+  if (exact) c.ops.push_back(OpRecord{2, 2, "kernel", "write x", {}, {1}, -1});
+}
+
+TEST(Judgement, ARaceCandidateIsNoFindingNorAMissedSeededRaceAndARaceOfKnownDirectionsWins) {
+  ExecutionResult f = execution(1, Mode::fresh, ExecStatus::pass, {"a", "b"});
+  ExecutionResult p = execution(2, Mode::pool, ExecStatus::pass, {"a", "b"});
+  with_opaque_call(f, /*exact=*/false);
+  with_opaque_call(p, /*exact=*/false);
+  const CaseOutcome healthy = judge_case(instance(), 1, {&f, &p});
+  EXPECT_TRUE(healthy.as_expected);
+  EXPECT_FALSE(healthy.verdict.has_value());
+  ASSERT_TRUE(healthy.race.has_value());
+  EXPECT_TRUE(healthy.race->race.candidate);
+  EXPECT_EQ(healthy.race->race.first.name, "lib_fill");
+  EXPECT_TRUE(healthy.race->race.first.inferred);
+  EXPECT_EQ(healthy.race->executions, 2u);
+  EXPECT_EQ(exit_code_for({healthy}), 0);
+
+  const CaseOutcome seeded = judge_case(instance(Expect::pass, "stream_race"), 1, {&f});
+  EXPECT_TRUE(seeded.as_expected) << "a candidate is not a missed seeded race: cpreplay decides";
+  EXPECT_FALSE(seeded.verdict.has_value());
+
+  // A later execution with a race of known directions is the finding, counted as ever.
+  ExecutionResult exact = execution(3, Mode::pool, ExecStatus::pass, {"a", "b"});
+  with_opaque_call(exact, /*exact=*/true);
+  const CaseOutcome o = judge_case(instance(), 1, {&f, &exact});
+  ASSERT_TRUE(o.race.has_value());
+  EXPECT_FALSE(o.race->race.candidate);
+  EXPECT_EQ(o.race->execution, 3u);
+  EXPECT_EQ(o.race->race.first.name, "read x");
+  EXPECT_EQ(o.race->executions, 2u) << "both executions have a race";
+  EXPECT_EQ(o.verdict, Verdict::stream_race);
+  EXPECT_EQ(o.against.at(3), Against::race);
+}
+
 TEST(Judgement, ALogTheCheckCannotReadIsANoteNotAFinding) {
   const CaseInstance inst = instance();
   ExecutionResult f = execution(1, Mode::fresh, ExecStatus::pass, {"a"});

@@ -46,6 +46,23 @@ TEST(UninitCheck, AReadOfBytesNothingWroteIsReportedWithTheFirstGap) {
   EXPECT_EQ(u->end, 64u);
 }
 
+// An opaque call handed a buffer (an access of unknown direction) may have written it: a later
+// read of its bytes is no finding; nor is the call a read of never-written bytes itself.
+TEST(UninitCheck, BytesAnOpaqueCallWasHandedCountAsWrittenAndItsUseIsNoRead) {
+  CaseCapture c;
+  c.allocs = {alloc(1, "out", "device", 0, 64), alloc(2, "y", "device", 64, 64)};
+  OpRecord call = op(0, "native", "lib_fill", {}, {});
+  call.touches = {1};
+  call.touch_spans = {{0, 32}};
+  c.ops = {call, op(1, "kernel", "out to y", {1}, {2})};
+  const auto u = check_uninitialized_reads({&c});
+  ASSERT_TRUE(u.has_value()) << "bytes [32, 64) the call was not handed stay unwritten";
+  EXPECT_EQ(u->op, 1u);
+  EXPECT_EQ(u->begin, 32u);
+  c.ops[0].touch_spans = {{0, 64}};
+  EXPECT_FALSE(check_uninitialized_reads({&c}).has_value());
+}
+
 TEST(UninitCheck, ARankWithWorkOutsideTheOpLogIsNotChecked) {
   CaseCapture c;
   c.allocs = {alloc(1, "y", "tensor", 0, 64)};

@@ -181,5 +181,41 @@ TEST(Verdict, AConfirmedRaceOutranksAnUninitializedReadThePoisonDidNotShow) {
             Verdict::allocator_order);
 }
 
+RaceFinding race_finding(bool candidate) {
+  RaceFinding f;
+  f.race.first = RaceOp{0, 1, 4, "native", "lib_fill", candidate};
+  f.race.second = RaceOp{0, 0, 5, "kernel", "consume"};
+  f.race.overlaps = {RaceOverlap{0, 0, 0, 64, 3, "out", 3, "out"}};
+  f.race.candidate = candidate;
+  return f;
+}
+
+// A race candidate (an access of unknown direction) is no verdict by itself: the replays that
+// confirm it make it stream_race where a race of known directions would have been the verdict.
+TEST(Verdict, ARaceCandidateIsStreamRaceOnlyOnceItsReplaysConfirmIt) {
+  const RaceFinding exact = race_finding(false), candidate = race_finding(true);
+  ReplayFacts facts{&kFreshA, &kPoolA, &kFreshA, &kPoolA};
+  facts.race = &exact;
+  EXPECT_EQ(decide_verdict(facts).verdict, Verdict::stream_race);
+  facts.race = &candidate;
+  const VerdictDecision d = decide_verdict(facts);
+  EXPECT_EQ(d.verdict, Verdict::reproduced) << d.why;
+
+  const Confirmations confirmed{false, false, true, true}, dropped{false, false, false, true};
+  for (Verdict from : {Verdict::reproduced, Verdict::nondeterministic, Verdict::state_leak}) {
+    const auto [v, why] = confirmed_verdict(from, confirmed);
+    EXPECT_EQ(v, Verdict::stream_race) << verdict_name(from);
+    EXPECT_NE(why.find("confirmed the race candidate"), std::string::npos) << why;
+    EXPECT_EQ(confirmed_verdict(from, dropped).first, from);
+  }
+  for (Verdict stronger :
+       {Verdict::crash, Verdict::hang, Verdict::collective_mismatch, Verdict::allocator_order}) {
+    EXPECT_EQ(confirmed_verdict(stronger, confirmed).first, stronger) << verdict_name(stronger);
+  }
+  // A race of known directions was the verdict already: nothing to promote.
+  EXPECT_EQ(confirmed_verdict(Verdict::reproduced, {false, false, true, false}).first,
+            Verdict::reproduced);
+}
+
 }  // namespace
 }  // namespace cprr

@@ -115,9 +115,9 @@ int64_t count(const std::string& path, const std::string& sql) {
 
 const RunMeta kMeta{"cpu", "both", "best_fit", "/bin/worker", {}};
 
-/// `sql` less the last column of run, added in `version` and declared by `last`, with its
-/// comment: schema.sql as the version before had it.
-std::string without_last_run_column(std::string sql, int version, const std::string& last) {
+/// `sql` less a table's last columns, from the comment of the `version` that added them to the
+/// declaration `last`: schema.sql as the version before had it.
+std::string without_last_columns(std::string sql, int version, const std::string& last) {
   const std::string from = fmt::format(",\n  -- (version {})", version);
   const std::size_t a = sql.find(from), b = sql.find(last);
   EXPECT_NE(a, std::string::npos);
@@ -135,15 +135,19 @@ constexpr const char* kCollectiveTable12 =
 const std::string kCollectiveColumns12 =
     "execution_id, rank, seq, kind, stream, dtype, bytes, root, op";
 
-/// schema.sql as version 13 had it: op without moves (version 14).
+/// schema.sql as version 14 had it: op without touches and touch_spans (version 15).
+std::string without_touches(std::string sql) {
+  return without_last_columns(std::move(sql), 15, "touch_spans   TEXT NOT NULL DEFAULT ''");
+}
+/// The op table's columns before version 15.
+const std::string kOpColumns14 =
+    "execution_id, rank, seq, stream, kind, name, reads, writes, event, read_spans, write_spans, "
+    "peer, epoch, moves";
+
+/// schema.sql as version 13 had it: op without moves (version 14) and touches.
 std::string without_moves(std::string sql) {
-  const std::string from = ",\n  -- (version 14)",
-                    last = "moves         INTEGER NOT NULL DEFAULT 0";
-  const std::size_t a = sql.find(from), b = sql.find(last);
-  EXPECT_NE(a, std::string::npos);
-  EXPECT_NE(b, std::string::npos);
-  if (a != std::string::npos && b != std::string::npos) sql.erase(a, b + last.size() - a);
-  return sql;
+  return without_last_columns(without_touches(std::move(sql)), 14,
+                              "moves         INTEGER NOT NULL DEFAULT 0");
 }
 /// The op table's columns before version 14.
 const std::string kOpColumns13 =
@@ -163,14 +167,14 @@ std::string without_groups(std::string sql) {
 
 /// schema.sql as version 11 had it: run without code (version 12).
 std::string without_code(std::string sql) {
-  return without_last_run_column(without_groups(std::move(sql)), 12,
-                                 "code          TEXT NOT NULL DEFAULT '[]'");
+  return without_last_columns(without_groups(std::move(sql)), 12,
+                              "code          TEXT NOT NULL DEFAULT '[]'");
 }
 
 /// schema.sql as version 10 had it: run without worker_args (version 11) and code.
 std::string without_worker_args(std::string sql) {
-  return without_last_run_column(without_code(std::move(sql)), 11,
-                                 "worker_args   TEXT NOT NULL DEFAULT '[]'");
+  return without_last_columns(without_code(std::move(sql)), 11,
+                              "worker_args   TEXT NOT NULL DEFAULT '[]'");
 }
 /// The run table's columns before version 11, and before version 12.
 const std::string kRunColumns10 =
@@ -482,6 +486,45 @@ TEST(StoreMigration, AVersionElevenRunReadsWithNoCodeAndMigratesToIt) {
   EXPECT_EQ(Database::open(v11, Database::Mode::read_write).schema_version(), kSchemaVersion);
   EXPECT_EQ(schema_of(v11), schema_of(v12));
   EXPECT_TRUE(RecordReader(v11).runs().at(0).code.empty());
+}
+
+// Version 14 -> 15: an op of a version-14 file reads with no touches, and the file gains the
+// columns, empty, when opened for writing; what a version-15 writer stores comes back.
+TEST(StoreMigration, AVersionFourteenOpReadsWithNoTouchesAndMigratesToThem) {
+  TempDb dir;
+  const std::string v15 = dir.path("v15.db"), v14 = dir.path("v14.db");
+  const CaseInstance inst = instance(1, "a/opaque", {}, 2);
+  ExecutionResult written = execution(Mode::fresh, 1, 1);
+  OpRecord opaque{0, 1, "native", "lib_call", {4}, {}, -1};
+  opaque.touches = {5, 4};
+  opaque.touch_spans = {{0, 16}, {8, 8}};
+  written.ranks[0].done->capture.ops = {opaque};
+  int64_t case_id = 0;
+  {
+    RecordWriter w(v15, kMeta);
+    case_id = w.add_cases({inst})[0];
+    w.write(written, case_id);
+    w.finish(0);
+  }
+  const auto ops_of = [&](const std::string& path) {
+    return RecordReader(path).executions(case_id).at(0).result.ranks.at(0).done->capture.ops;
+  };
+  EXPECT_EQ(ops_of(v15).at(0), opaque);
+  std::string sql = without_touches(std::string(schema_sql()));
+  sql += "PRAGMA user_version = 14; ATTACH '" + v15 + "' AS src;";
+  for (const char* t : {"run", "test_case", "execution", "rank_result", "capture", "alloc_event",
+                        "collective", "process_group"}) {
+    sql += fmt::format("INSERT INTO {0} SELECT * FROM src.{0};", t);
+  }
+  sql += "INSERT INTO op SELECT " + kOpColumns14 + " FROM src.op;";
+  exec_plain(v14, sql);
+  OpRecord before = opaque;
+  before.touches.clear();
+  before.touch_spans.clear();
+  EXPECT_EQ(ops_of(v14).at(0), before);
+  EXPECT_EQ(Database::open(v14, Database::Mode::read_write).schema_version(), kSchemaVersion);
+  EXPECT_EQ(schema_of(v14), schema_of(v15));
+  EXPECT_EQ(ops_of(v14).at(0), before);
 }
 
 }  // namespace

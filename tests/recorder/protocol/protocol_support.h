@@ -152,7 +152,9 @@ inline CaseDone sample_case_done() {
                              .writes = {1, 2, 0xffffffffu},
                              .event = -1,
                              .write_spans = {{0, 7}, {8, 1}, {0xffffffffffffff00ULL, 255}},
-                             .moves = true});
+                             .moves = true,
+                             .touches = {3, 0xffffffffu},
+                             .touch_spans = {{1, 2}, {0xffffffffffffff00ULL, 255}}});
   cap.ops.push_back(OpRecord{.seq = 12,
                              .stream = 3,
                              .kind = "wait",

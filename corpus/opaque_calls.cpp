@@ -1,0 +1,130 @@
+// Opaque library calls: work a case hands buffers to without knowing how it uses them (a fused
+// kernel behind pybind, a vendor library's entry point), declared with Access::uses. Their
+// accesses have no direction, so a race through one is a candidate that cpreplay's replays
+// confirm or drop (analysis/happens_before.h, analysis/verdict.h):
+// - bug/opaque_call_race: a library call on a side stream fills `out`, which the default stream
+//   consumes with no wait for it. Fix: wait for an event recorded after the call.
+// - healthy/opaque_calls_read_shared: two library calls on two streams are both handed the same
+//   weights and only read them. A candidate in the op log (either call might write them), which
+//   no replay shows: never a finding.
+// The bug case checks nothing the race can break; the others check their results against host
+// references, the same on every run and backend.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/corpus_kernels.h"
+#include "recorder/api/case.h"
+
+namespace cprr {
+namespace {
+
+constexpr uint64_t kElems = 1 << 14;
+
+// An opaque library call: runs `f` over [0, n) on the native stream it is handed (a grid on cuda,
+// a loop on the host on cpu), declaring only the buffers it is given, not how it uses them.
+template <class F>
+void library_call(Context& ctx, Stream s, std::string name, uint64_t n, F f,
+                  std::vector<Buffer> given) {
+  ctx.native(s, std::move(name), Access{.uses = std::move(given)}, [f, n](void* stream) {
+    if (stream != nullptr) {
+#if CPRR_HAVE_CUDA
+      kernels::device_launch(f, n, stream);
+#endif
+      return;
+    }
+    for (uint64_t i = 0; i < n; ++i) f(i);
+  });
+}
+
+struct Weights {
+  Buffer weights;
+  Buffer bias;
+};
+
+// The weights (random per rank and seed) and a bias of ones, written on the default stream; the
+// streams in `users` wait for them.
+Weights fill_weights(Context& ctx, const std::vector<Stream>& users) {
+  const Stream main = ctx.stream();
+  const Weights w{ctx.alloc("weights", kElems * 4), ctx.alloc("bias", kElems * 4)};
+  ctx.launch(main, "fill_weights", kElems,
+             kernels::FillRandom<float>{w.weights.as<float>(),
+                                        ctx.seed() + 7 * static_cast<uint64_t>(ctx.rank())},
+             Access{{}, {w.weights}});
+  ctx.launch(main, "fill_bias", kElems, kernels::FillConst<float>{w.bias.as<float>(), 1.0f},
+             Access{{}, {w.bias}});
+  const Event filled = ctx.record(main);
+  for (const Stream s : users) ctx.wait(s, filled);
+  return w;
+}
+
+// result[i] = a[i] + b[i] on the default stream, output and (when `check`) compared with
+// weights[i] * scale + offset.
+void consume(Context& ctx, const Weights& w, Buffer a, Buffer b, float scale, float offset,
+             bool check) {
+  const Stream main = ctx.stream();
+  const Buffer result = ctx.alloc("result", kElems * 4);
+  ctx.launch(main, "consume", kElems,
+             kernels::Axpy{result.as<float>(), a.as<float>(), b.as<float>(), 1.0f},
+             Access{{a, b}, {result}});
+  ctx.output("result", result, DType::f32, {}, main);
+  if (!check) return;
+  const std::vector<float> weights = ctx.read<float>(main, w.weights);
+  const std::vector<float> got = ctx.read<float>(main, result);
+  for (uint64_t i = 0; i < kElems; i += 61) {
+    const float want = weights[i] * scale + offset;
+    CPRR_EXPECT(got[i] == want, "result[{}] = {}, expected {}", i, got[i], want);
+  }
+}
+
+void opaque_call(Context& ctx, bool fixed) {
+  const Stream main = ctx.stream();
+  const Stream lib = ctx.create_stream("lib_stream");
+  const Weights w = fill_weights(ctx, {lib});
+  const Buffer out = ctx.alloc("out", kElems * 4);
+  library_call(ctx, lib, "lib_copy", kElems,
+               kernels::CopyElems<float>{out.as<float>(), w.weights.as<float>()}, {w.weights, out});
+  if (fixed) ctx.wait(main, ctx.record(lib));  // the bug: none
+  consume(ctx, w, out, w.bias, 1.0f, 1.0f, fixed);
+}
+
+}  // namespace
+
+CPRR_CASE(opaque_call_race, "bug/opaque_call_race",
+          {.world_sizes = {2},
+           .description = "a library call handed `out` on a side stream fills it; the default "
+                          "stream consumes it with no wait for the call",
+           .seeded_bug = "stream_race"}) {
+  opaque_call(ctx, false);
+}
+
+CPRR_CASE(opaque_call_race_fixed, "fixed/opaque_call_race",
+          {.world_sizes = {2},
+           .description = "the twin: the default stream waits for an event recorded after the "
+                          "library call"}) {
+  opaque_call(ctx, true);
+}
+
+CPRR_CASE(opaque_calls_read_shared, "healthy/opaque_calls_read_shared",
+          {.world_sizes = {2},
+           .description = "two library calls on two streams handed the same weights, which both "
+                          "only read"}) {
+  const Stream main = ctx.stream();
+  const Stream a = ctx.create_stream("lib_a");
+  const Stream b = ctx.create_stream("lib_b");
+  const Weights w = fill_weights(ctx, {a, b});
+  const Buffer out_a = ctx.alloc("out_a", kElems * 4);
+  const Buffer out_b = ctx.alloc("out_b", kElems * 4);
+  library_call(ctx, a, "lib_copy_a", kElems,
+               kernels::CopyElems<float>{out_a.as<float>(), w.weights.as<float>()},
+               {w.weights, out_a});
+  library_call(ctx, b, "lib_copy_b", kElems,
+               kernels::CopyElems<float>{out_b.as<float>(), w.weights.as<float>()},
+               {w.weights, out_b});
+  ctx.wait(main, ctx.record(a));
+  ctx.wait(main, ctx.record(b));
+  consume(ctx, w, out_a, out_b, 2.0f, 0.0f, true);
+}
+
+}  // namespace cprr
