@@ -15,12 +15,14 @@ A case is a plain test body that takes a ``ctx``::
 ``cprecord --python FILE...`` runs the cases of those files in cprr's worlds (pooled, fresh or
 both), records them and judges them like C++ cases; ``cprr.script("train.py", argv=[[...]])``
 declares a torchrun script as cases, and PyTorch's MultiProcessTestCase classes are cases as they
-are; ``cpreplay --case N`` replays one. Importing
+are; ``cpreplay --case N`` replays one. ``with cprr.accesses(name, reads=..., writes=...)``
+declares what a call the dispatcher does not see (an extension's kernel) reads and writes. Importing
 this package imports neither torch nor the compiled module: the controller never needs them.
 """
 
 from cprr._case import CaseDefinition, case, registered_cases
 from cprr._context import Context
+from cprr._declared import accesses
 from cprr._scripts import script
 
-__all__ = ["case", "CaseDefinition", "Context", "registered_cases", "script"]
+__all__ = ["accesses", "case", "CaseDefinition", "Context", "registered_cases", "script"]

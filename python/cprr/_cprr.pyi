@@ -84,9 +84,10 @@ class CaseContext:
         """The memory went back to its allocator."""
     def library_op(self, kind: str, name: str, stream: int, native_stream: int,
                    reads: Sequence[Touch], writes: Sequence[Touch],
-                   moves: bool = False) -> Tuple[int, bool]:
+                   moves: bool = False, touches: Sequence[Touch] = ()) -> Tuple[int, bool]:
         """A torch op about to be issued on op-log stream `stream` (-1: the host); `moves`: it
-        only moves its reads' bytes to its writes, laid end to end (a copy). Returns (its seq,
+        only moves its reads' bytes to its writes, laid end to end (a copy); `touches`: bytes it
+        is handed without knowing how it uses them (cprr.accesses' uses). Returns (its seq,
         whether to synchronize_library() after it)."""
     def library_order(self, kind: str, name: str, stream: int, event: int, /) -> None:
         """An ordering op: record | wait | sync."""

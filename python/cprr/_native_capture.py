@@ -112,9 +112,9 @@ class NativeOpCapture:
             index = torch.cuda.current_device()
         return self._impl.stream_of(index)
 
-    def note(self, what, reads=(), writes=(), stream=None):
+    def note(self, what, reads=(), writes=(), stream=None, uses=()):
         """cprr._op_capture.OpCapture.note."""
-        _op_capture.note(self, self._native, what, reads, writes, stream)
+        _op_capture.note(self, self._native, what, reads, writes, stream, uses)
 
     def used_by(self, tensors, stream):
         self._impl.used_by(list(tensors), stream)

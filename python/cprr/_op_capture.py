@@ -73,10 +73,11 @@ class OpCapture(TorchDispatchMode):
         """(op-log stream, cudaStream_t) where an op on `device` runs (cprr._streams)."""
         return self._order.stream_of(device)
 
-    def note(self, what, reads=(), writes=(), stream=None):
-        """Logs a call outside aten (a capture, a collective) that reads/writes these tensors, on
+    def note(self, what, reads=(), writes=(), stream=None, uses=()):
+        """Logs a call outside aten (a capture, a collective, a declared call: cprr.accesses)
+        that reads/writes these tensors, or is handed `uses` without knowing how it uses them, on
         `stream` (default: where the tensors are, the current stream for CUDA ones)."""
-        note(self, self._native, what, reads, writes, stream)
+        note(self, self._native, what, reads, writes, stream, uses)
 
     def used_by(self, tensors, stream):
         """`stream` uses these tensors as record_stream would say (an async collective's)."""
@@ -221,18 +222,19 @@ class OpCapture(TorchDispatchMode):
                                     handle, written_by, stream)
 
 
-def note(capture, native, what, reads, writes, stream):
+def note(capture, native, what, reads, writes, stream, uses=()):
     """OpCapture.note for either capture (this one, cprr._native_capture's): `capture`'s
     touches and streams, logged into `native`."""
-    r, w = capture.touches(reads), capture.touches(writes)
-    if not (r or w):
+    r, w, u = capture.touches(reads), capture.touches(writes), capture.touches(uses)
+    if not (r or w or u):
         return
     if stream is None:
-        stream, handle = capture.stream_of(_op_schema.device_of(list(reads) + list(writes), {}))
+        tensors = list(reads) + list(writes) + list(uses)
+        stream, handle = capture.stream_of(_op_schema.device_of(tensors, {}))
     else:
         handle = _streams.NO_NATIVE_STREAM  # a stream cprr models (an async collective's)
     native.library_op("kernel" if stream >= 0 else "host", f"{what} at {caller()}", stream,
-                      handle, r, w)
+                      handle, r, w, touches=u)
 
 
 class Idle:

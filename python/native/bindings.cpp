@@ -56,7 +56,7 @@ PYBIND11_MODULE(_cprr, m) {
       .def("untrack", &CaseContext::untrack)
       .def("library_op", &CaseContext::library_op, py::arg("kind"), py::arg("name"),
            py::arg("stream"), py::arg("native_stream"), py::arg("reads"), py::arg("writes"),
-           py::arg("moves") = false)
+           py::arg("moves") = false, py::arg("touches") = std::vector<CaseContext::Touch>{})
       .def("library_order", &CaseContext::library_order)
       .def("synchronize_library", &CaseContext::synchronize_library,
            py::call_guard<py::gil_scoped_release>())

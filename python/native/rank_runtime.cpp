@@ -114,7 +114,8 @@ void CaseContext::untrack(uint32_t buffer, int stream) {
 std::pair<uint64_t, bool> CaseContext::library_op(const std::string& kind, const std::string& name,
                                                   int stream, uint64_t native_stream,
                                                   const std::vector<Touch>& reads,
-                                                  const std::vector<Touch>& writes, bool moves) {
+                                                  const std::vector<Touch>& writes, bool moves,
+                                                  const std::vector<Touch>& touches) {
   const auto convert = [](const std::vector<Touch>& in) {
     std::vector<LibraryHooks::Touch> out;
     out.reserve(in.size());
@@ -127,7 +128,7 @@ std::pair<uint64_t, bool> CaseContext::library_op(const std::string& kind, const
   std::optional<void*> native;
   if (native_stream != kNoNativeStream) native = reinterpret_cast<void*>(native_stream);
   const LibraryHooks::LibraryOp op = LibraryHooks(ctx_).library_op(
-      kind, name, stream, native, convert(reads), convert(writes), moves);
+      kind, name, stream, native, convert(reads), convert(writes), moves, convert(touches));
   return {op.seq, op.sync_after};
 }
 

@@ -96,11 +96,13 @@ class CaseContext {
   void untrack(uint32_t buffer, int stream);
   /// LibraryHooks::library_op: a torch op about to be issued on op-log stream `stream` (-1: the
   /// host), which runs on `native_stream` (kNoNativeStream: a stream the caller models, with none
-  /// behind it); `moves`: it only moves its reads' bytes to its writes (OpRecord::moves).
+  /// behind it); `moves`: it only moves its reads' bytes to its writes (OpRecord::moves);
+  /// `touches`: bytes it is handed without knowing how it uses them (cprr.accesses' `uses`).
   /// Returns (its seq, whether to synchronize_library() after it).
   std::pair<uint64_t, bool> library_op(const std::string& kind, const std::string& name, int stream,
                                        uint64_t native_stream, const std::vector<Touch>& reads,
-                                       const std::vector<Touch>& writes, bool moves);
+                                       const std::vector<Touch>& writes, bool moves,
+                                       const std::vector<Touch>& touches = {});
   /// LibraryHooks::library_order: record | wait | sync.
   void library_order(const std::string& kind, const std::string& name, int stream, int64_t event);
   /// LibraryHooks::synchronize_library.

@@ -155,7 +155,8 @@ void LibraryHooks::untrack_memory(uint32_t buffer, int stream) {
 LibraryHooks::LibraryOp LibraryHooks::library_op(std::string kind, std::string name, int stream,
                                                  std::optional<void*> native,
                                                  const std::vector<Touch>& reads,
-                                                 const std::vector<Touch>& writes, bool moves) {
+                                                 const std::vector<Touch>& writes, bool moves,
+                                                 const std::vector<Touch>& touches) {
   const uint64_t seq = ctx_.logs_.ops.size();
   Backend& backend = *ctx_.state_.backend;
   if (stream >= 0 && native && backend.device_kernels()) {
@@ -170,6 +171,10 @@ LibraryHooks::LibraryOp LibraryHooks::library_op(std::string kind, std::string n
   for (const Touch& t : writes) {
     op.writes.push_back(t.buffer);
     op.write_spans.push_back(t.span);
+  }
+  for (const Touch& t : touches) {
+    op.touches.push_back(t.buffer);
+    op.touch_spans.push_back(t.span);
   }
   return LibraryOp{seq, ctx_.replay_syncs_after(seq)};
 }

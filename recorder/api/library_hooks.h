@@ -77,10 +77,11 @@ class LibraryHooks {
   /// buffers it reads and writes. A replay's delay for it is enqueued first on `native` (the
   /// cudaStream_t it will run on, nullptr the legacy stream; nothing for host ops, without a
   /// device, or for nullopt: a stream the caller models with no native one behind it).
-  /// `moves`: the op only moves its reads' bytes to its writes (OpRecord::moves).
+  /// `moves`: the op only moves its reads' bytes to its writes (OpRecord::moves). `touches`:
+  /// bytes it is handed without knowing how it uses them (OpRecord::touches).
   LibraryOp library_op(std::string kind, std::string name, int stream, std::optional<void*> native,
                        const std::vector<Touch>& reads, const std::vector<Touch>& writes,
-                       bool moves = false);
+                       bool moves = false, const std::vector<Touch>& touches = {});
   /// An ordering op of the case's library: `record` (event `event` captures `stream`'s position),
   /// `wait` (`stream` waits for the event's last record; stream -1: the host does) or `sync` (the
   /// host waits for `stream`; -1: for every stream). Events are numbered by the caller.

@@ -86,8 +86,11 @@ class FakeNative:
     def untrack(self, buffer, stream):
         self.freed.append((buffer, stream))
 
-    def library_op(self, kind, name, stream, native_stream, reads, writes, moves=False):
+    def library_op(self, kind, name, stream, native_stream, reads, writes, moves=False,
+                   touches=()):
         self._append(kind, name, stream, native_stream, reads, writes, moves=moves)
+        if touches:  # only a declared call's (cprr.accesses' uses)
+            self.log[-1]["touches"] = list(touches)
         return len(self.log) - 1, False
 
     def library_order(self, kind, name, stream, event):
