@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 #include "kernels/poison.h"
 #if CPRR_HAVE_CUDA
@@ -177,6 +178,30 @@ LibraryHooks::LibraryOp LibraryHooks::library_op(std::string kind, std::string n
     op.touch_spans.push_back(t.span);
   }
   return LibraryOp{seq, ctx_.replay_syncs_after(seq)};
+}
+
+LibraryHooks::LibraryOp LibraryHooks::library_launch(std::string name, int stream,
+                                                     std::optional<void*> native,
+                                                     const std::vector<KernelParam>& layout,
+                                                     std::span<const std::byte> values) {
+  // The tracked tensors still live: the last allocation of each buffer id, unless freed.
+  std::map<uint32_t, KnownMemory> live;
+  for (const AllocRecord& a : ctx_.logs_.allocs) {
+    if (a.pool != "tensor") continue;  // torch_symmetric's offset is a place, not an address
+    if (a.is_free) {
+      live.erase(a.buffer);
+    } else {
+      live[a.buffer] = KnownMemory{a.offset, a.bytes, a.buffer};
+    }
+  }
+  std::vector<KnownMemory> memory;
+  memory.reserve(live.size());
+  for (const auto& [_, m] : live) memory.push_back(m);
+  std::vector<Touch> touches;
+  for (const PointedTouch& t : pointed_touches(layout, values, MemoryMap(std::move(memory)))) {
+    touches.push_back(Touch{t.buffer, t.span});
+  }
+  return library_op("kernel", std::move(name), stream, native, {}, {}, false, touches);
 }
 
 void LibraryHooks::library_order(std::string kind, std::string name, int stream, int64_t event) {

@@ -7,11 +7,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "data/capture.h"
 #include "recorder/api/context.h"
+#include "recorder/api/launch_params.h"
 #include "recorder/api/library_memory.h"
 #include "runtime/dtype.h"
 
@@ -82,6 +84,14 @@ class LibraryHooks {
   LibraryOp library_op(std::string kind, std::string name, int stream, std::optional<void*> native,
                        const std::vector<Touch>& reads, const std::vector<Touch>& writes,
                        bool moves = false, const std::vector<Touch>& touches = {});
+  /// A kernel launched past the library's dispatcher (seen by CUPTI: Triton's, an extension's, a
+  /// raw launch), about to run on `stream`: a `kernel` op named `name` whose accesses are
+  /// inferred from its parameters (launch_params.h) over the tensors tracked and not freed, as
+  /// accesses of unknown direction. Memory the case got from alloc, torch's symmetric windows
+  /// and untracked memory are not looked up.
+  LibraryOp library_launch(std::string name, int stream, std::optional<void*> native,
+                           const std::vector<KernelParam>& layout,
+                           std::span<const std::byte> values);
   /// An ordering op of the case's library: `record` (event `event` captures `stream`'s position),
   /// `wait` (`stream` waits for the event's last record; stream -1: the host does) or `sync` (the
   /// host waits for `stream`; -1: for every stream). Events are numbered by the caller.

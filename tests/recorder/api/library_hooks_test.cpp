@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -222,6 +223,48 @@ TEST(LibraryHooks, TheRaceCheckKeepsTheExecutionsOtherRacesBesideTheFirst) {
   EXPECT_EQ(both->race.first.rank, 0);
   ASSERT_EQ(both->others.size(), 1u);
   EXPECT_EQ(both->others[0].same_on_ranks, std::vector<int32_t>{1});
+}
+
+// A fake launch stream: kernels seen only as launches, their accesses inferred from their
+// pointer parameters over the tracked tensors. Two launches on two streams handed one tensor are
+// a race candidate; the tensor freed, its address names nothing any more.
+TEST(LibraryHooks, LaunchesPastTheDispatcherTouchWhatTheirPointersNameAsCandidates) {
+  RankState state = make_state();
+  Context ctx(state, "lib", {}, 1, Placement::best_fit);
+  LibraryHooks hooks(ctx);
+  std::vector<std::byte> memory(256);
+  const auto address = [&](std::size_t at) { return reinterpret_cast<uint64_t>(&memory[at]); };
+  const uint32_t x = hooks.track_memory("x", memory.data(), 128, false);
+  const uint32_t y = hooks.track_memory("y", memory.data() + 128, 64, false);
+  const auto launch = [&](const char* name, int stream, std::vector<uint64_t> words) {
+    std::vector<std::byte> values(words.size() * 8);
+    std::memcpy(values.data(), words.data(), values.size());
+    std::vector<KernelParam> layout;
+    for (std::size_t i = 0; i < words.size(); ++i) layout.push_back(KernelParam{8 * i, 8});
+    return hooks.library_launch(name, stream, nullptr, layout, values);
+  };
+  launch("triton_scale", 1, {address(64), 4096});
+  launch("triton_sum", 2, {address(0), address(128)});
+  hooks.untrack_memory(y, 2);
+  launch("after_free", 3, {address(128)});
+  ctx.drain();
+  const CaseCapture c = ctx.finish();
+
+  ASSERT_EQ(c.ops.size(), 3u);
+  EXPECT_EQ(c.ops[0].kind, "kernel");
+  EXPECT_EQ(c.ops[0].name, "triton_scale");
+  EXPECT_TRUE(c.ops[0].reads.empty() && c.ops[0].writes.empty());
+  EXPECT_EQ(c.ops[0].touches, std::vector<uint32_t>{x});
+  EXPECT_EQ(c.ops[0].touch_spans, std::vector<ByteSpan>{(ByteSpan{64, 64})});
+  EXPECT_EQ(c.ops[1].touches, (std::vector<uint32_t>{x, y}));
+  EXPECT_EQ(c.ops[1].touch_spans, (std::vector<ByteSpan>{{0, 128}, {0, 64}}));
+  EXPECT_TRUE(c.ops[2].touches.empty()) << "y was freed";
+  const HbResult r = check_happens_before(ops_from_captures({&c}));
+  ASSERT_EQ(r.races.size(), 1u);
+  EXPECT_TRUE(r.races[0].candidate);
+  EXPECT_EQ(r.races[0].first.name, "triton_scale");
+  EXPECT_EQ(r.races[0].second.name, "triton_sum");
+  EXPECT_EQ(r.races[0].overlaps.at(0).begin, address(64)) << "a tensor's bytes are at its address";
 }
 
 TEST(LibraryHooks, WorkOutsideTheOpLogIsNotedByTheRaceCheck) {

@@ -1,0 +1,100 @@
+// pointed_touches and MemoryMap on hand-built parameter buffers: which words are taken as
+// pointers, which memory they name (nested regions, gaps), and the spans that follow.
+#include "recorder/api/launch_params.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "runtime/error.h"
+
+namespace cprr {
+namespace {
+
+/// A parameter buffer built word by word, as a launch's kernelParams are laid out.
+struct Params {
+  std::vector<std::byte> bytes;
+  std::vector<KernelParam> layout;
+
+  Params& add(const void* value, uint64_t size, uint64_t align) {
+    const uint64_t at = (bytes.size() + align - 1) / align * align;
+    bytes.resize(at + size);
+    std::memcpy(bytes.data() + at, value, size);
+    layout.push_back(KernelParam{at, size});
+    return *this;
+  }
+  Params& pointer(uint64_t address) { return add(&address, 8, 8); }
+  Params& i32(int32_t v) { return add(&v, 4, 4); }
+};
+
+const MemoryMap kMemory({
+    {0x1000, 0x1000, 1},  // an allocation ...
+    {0x1400, 0x100, 2},   // ... and a tensor inside it
+    {0x1400, 0x40, 3},    // a smaller view starting with it
+    {0x4000, 0x10, 4},
+});
+
+TEST(MemoryMap, FindsTheInnermostRegionHoldingAnAddressAndNothingInAGap) {
+  EXPECT_EQ(kMemory.find(0x1000)->buffer, 1u);
+  EXPECT_EQ(kMemory.find(0x13ff)->buffer, 1u);
+  EXPECT_EQ(kMemory.find(0x1400)->buffer, 3u) << "the smaller of two starting together";
+  EXPECT_EQ(kMemory.find(0x1440)->buffer, 2u);
+  EXPECT_EQ(kMemory.find(0x1500)->buffer, 1u) << "past the tensor, still in the allocation";
+  EXPECT_EQ(kMemory.find(0x1fff)->buffer, 1u);
+  EXPECT_EQ(kMemory.find(0x2000), nullptr);
+  EXPECT_EQ(kMemory.find(0x3fff), nullptr);
+  EXPECT_EQ(kMemory.find(0x400f)->buffer, 4u);
+  EXPECT_EQ(kMemory.find(0x4010), nullptr);
+  EXPECT_EQ(kMemory.find(0), nullptr);
+  EXPECT_EQ(MemoryMap({{0x10, 0, 9}}).find(0x10), nullptr) << "an empty region holds nothing";
+}
+
+TEST(PointedTouches, APointerAtAStartIsAllOfItAndIntoItFromThereToItsEnd) {
+  Params p;
+  p.pointer(0x4000).i32(7).pointer(0x1480).pointer(0x9999);
+  const auto t = pointed_touches(p.layout, p.bytes, kMemory);
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0], (PointedTouch{4, ByteSpan{0, 0x10}}));
+  EXPECT_EQ(t[1], (PointedTouch{2, ByteSpan{0x80, 0x80}}));
+}
+
+TEST(PointedTouches, PointersIntoOneBufferAreOneSpanFromTheLowestToItsEnd) {
+  Params p;
+  p.pointer(0x1c00).pointer(0x1800).pointer(0x1900);
+  const auto t = pointed_touches(p.layout, p.bytes, kMemory);
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0], (PointedTouch{1, ByteSpan{0x800, 0x800}}));
+}
+
+TEST(PointedTouches, WordsOfAStructAreLookedUpAndSmallParametersAreNot) {
+  struct Args {
+    int64_t n;
+    uint64_t src;
+    uint64_t dst;
+  } args{0x4000, 0x1000, 0x4008};
+  Params p;
+  p.i32(0x4000).add(&args, sizeof args, 8);
+  const auto t = pointed_touches(p.layout, p.bytes, kMemory);
+  ASSERT_EQ(t.size(), 2u) << "n equals an address too: taken as a pointer, a candidate at worst";
+  EXPECT_EQ(t[0], (PointedTouch{4, ByteSpan{0, 0x10}}));
+  EXPECT_EQ(t[1], (PointedTouch{1, ByteSpan{0, 0x1000}}));
+}
+
+TEST(PointedTouches, AParameterPastTheBufferIsRefusedNamingIt) {
+  Params p;
+  p.pointer(0x1000);
+  p.layout.push_back(KernelParam{8, 8});
+  try {
+    pointed_touches(p.layout, p.bytes, kMemory);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("kernel parameter 1 at offset 8 (8 bytes) reaches past "
+                                         "the 8-byte parameter buffer"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace cprr
