@@ -32,6 +32,8 @@ ExecutionResult synthetic() {
     c.ops = {OpRecord{0, 1, "kernel", "fill", {}, {1}}, OpRecord{1, 1, "collective", "all_reduce"},
              OpRecord{2, -1, "sync", "synchronize all"}};
     c.collectives = {CollectiveRecord{0, "all_reduce", 1}};
+    c.ops[0].touches = {1};  // an access of unknown direction too
+    c.ops[0].touch_spans = {ByteSpan{16, 16}};
     const int64_t t0 = 1'000'000 + r * 500;
     c.timeline.start_ns = t0;
     c.timeline.ops = {OpTime{t0 + 1000, t0 + 3000}, OpTime{t0 + 3000, t0 + 9000},
@@ -84,6 +86,8 @@ TEST(Trace, AnExecutionBecomesRanksStreamsOpsAllocationsAndACollectiveArrow) {
   EXPECT_DOUBLE_EQ(ops[0]["dur"].get<double>(), 2.0);
   EXPECT_EQ(ops[2]["tid"], 0) << "a host wait is on the host track";
   EXPECT_EQ(ops[0]["args"]["writes"], json::array({"'buf' [0, 64)"})) << ops[0].dump();
+  EXPECT_EQ(ops[0]["args"]["uses"], json::array({"'buf' [16, 32)"})) << ops[0].dump();
+  EXPECT_FALSE(ops[1]["args"].contains("uses")) << ops[1].dump();
   const auto arrows = events(doc, "s", "collective");
   ASSERT_EQ(arrows.size(), 1u);
   EXPECT_EQ(arrows[0]["name"], "all_reduce #0");
