@@ -5,6 +5,15 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 Touch = Tuple[int, int, int]  # (buffer, byte offset, bytes)
 
 
+def _kernel_args(params: Optional[List[bytes]], packed: Optional[bytes],
+                 layout: Optional[List[Tuple[int, int]]]
+                 ) -> Optional[Tuple[List[Tuple[int, int]], bytes]]:
+    """For tests: a launch's parameters laid out as the launch capture reads them (kernelParams'
+    values `params` or the packed `extra` buffer; `layout` as cuFuncGetParamInfo gives it)."""
+def _kernel_name(symbol: str) -> str:
+    """A kernel's name for the op log: the symbol demangled when it is a C++ name."""
+
+
 class PlanCache:
     """Each op overload's plan, worked out once per process; shared by every case's capture."""
     def __init__(self) -> None: ...

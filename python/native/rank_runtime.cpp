@@ -132,6 +132,21 @@ std::pair<uint64_t, bool> CaseContext::library_op(const std::string& kind, const
   return {op.seq, op.sync_after};
 }
 
+std::pair<uint64_t, bool> CaseContext::library_launch(
+    const std::string& name, int stream, uint64_t native_stream,
+    const std::vector<std::pair<uint64_t, uint64_t>>& layout,
+    const std::vector<std::byte>& values) {
+  std::vector<KernelParam> params;
+  params.reserve(layout.size());
+  for (const auto& [offset, size] : layout) params.push_back(KernelParam{offset, size});
+  const SeenScope own_work;  // a replay's delay is cprr's
+  std::optional<void*> native;
+  if (native_stream != kNoNativeStream) native = reinterpret_cast<void*>(native_stream);
+  const LibraryHooks::LibraryOp op =
+      LibraryHooks(ctx_).library_launch(name, stream, native, params, values);
+  return {op.seq, op.sync_after};
+}
+
 void CaseContext::library_order(const std::string& kind, const std::string& name, int stream,
                                 int64_t event) {
   LibraryHooks(ctx_).library_order(kind, name, stream, event);
@@ -233,7 +248,13 @@ const CaptureCalls& capture_calls() {
       },
       &enter_seen,
       &leave_seen,
-      &forgive_pending};
+      &forgive_pending,
+      [](CaseContext& c, const std::string& name, int stream, uint64_t native_stream,
+         const std::vector<std::pair<uint64_t, uint64_t>>& layout,
+         const std::vector<std::byte>& values) {
+        return c.library_launch(name, stream, native_stream, layout, values);
+      },
+      &set_launch_hook};
   return calls;
 }
 

@@ -6,6 +6,7 @@
 // A Python rank process registers its cases here, then serve()s: the same worker loop, control
 // protocol, watchdog, flight record, backend, placement and capture hashing as cpworker. Nothing
 // of the wire format or the hash is written twice.
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -14,6 +15,8 @@
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#include "python/native/unseen_work.h"
 
 namespace cprr {
 class Context;
@@ -103,6 +106,12 @@ class CaseContext {
                                        uint64_t native_stream, const std::vector<Touch>& reads,
                                        const std::vector<Touch>& writes, bool moves,
                                        const std::vector<Touch>& touches = {});
+  /// LibraryHooks::library_launch: a kernel seen only as a launch on op-log stream `stream`
+  /// (native as library_op's), its parameters' layout as (offset, size) and their bytes.
+  std::pair<uint64_t, bool> library_launch(const std::string& name, int stream,
+                                           uint64_t native_stream,
+                                           const std::vector<std::pair<uint64_t, uint64_t>>& layout,
+                                           const std::vector<std::byte>& values);
   /// LibraryHooks::library_order: record | wait | sync.
   void library_order(const std::string& kind, const std::string& name, int stream, int64_t event);
   /// LibraryHooks::synchronize_library.
@@ -149,6 +158,12 @@ struct CaptureCalls {
   void (*enter_seen)();
   void (*leave_seen)();
   void (*forgive_pending)();
+  std::pair<uint64_t, bool> (*library_launch)(
+      CaseContext&, const std::string& name, int stream, uint64_t native_stream,
+      const std::vector<std::pair<uint64_t, uint64_t>>& layout,
+      const std::vector<std::byte>& values);
+  /// unseen_work.h's set_launch_hook.
+  void (*set_launch_hook)(LaunchHook hook, void* user);
 };
 const CaptureCalls& capture_calls();
 

@@ -1,6 +1,7 @@
 #include "python/native/unseen_work.h"
 
 #include <atomic>
+#include <utility>
 
 #if CPRR_HAVE_CUPTI
 #include <cupti.h>
@@ -20,6 +21,19 @@ thread_local uint64_t pending_launches = 0;
 thread_local uint64_t pending_copies = 0;
 // Inside a runtime API call: the driver calls it makes are the same work, counted once.
 thread_local bool in_runtime_call = false;
+// The runtime launch's driver launch was logged as an op (set_launch_hook): not counted.
+thread_local bool runtime_launch_logged = false;
+
+// The launch hook (set_launch_hook): the user pointer is stored before the hook and cleared
+// after it, so a callback never pairs a hook with another's pointer.
+struct HookSlot {
+  std::atomic<LaunchHook> hook{nullptr};
+  std::atomic<void*> user{nullptr};
+};
+HookSlot& hook_slot() {
+  static HookSlot slot;
+  return slot;
+}
 
 struct Counts {
   std::atomic<uint64_t> launches{0};
@@ -72,16 +86,70 @@ bool among(const int (&ids)[N], CUpti_CallbackId id) {
   return false;
 }
 
+// The driver launch `call` reports, for the launch hook; false when its kind is not one the
+// hook takes (a cooperative launch) or no hook is set.
+bool log_launch(CUpti_CallbackId id, const CUpti_CallbackData& call) {
+  const LaunchHook hook = hook_slot().hook.load();
+  if (hook == nullptr) return false;
+  SeenLaunch l;
+  l.symbol = call.symbolName;
+  const auto fill = [&](const auto* p, CUstream stream) {
+    l.function = p->f;
+    l.stream = stream;
+    l.params = p->kernelParams;
+    l.extra = p->extra;
+  };
+  const void* params = call.functionParams;
+  switch (id) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel: {
+      const auto* p = static_cast<const cuLaunchKernel_params*>(params);
+      fill(p, p->hStream);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz: {
+      const auto* p = static_cast<const cuLaunchKernel_ptsz_params*>(params);
+      fill(p, p->hStream);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: {
+      const auto* p = static_cast<const cuLaunchKernelEx_params*>(params);
+      fill(p, p->config ? p->config->hStream : nullptr);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
+      const auto* p = static_cast<const cuLaunchKernelEx_ptsz_params*>(params);
+      fill(p, p->config ? p->config->hStream : nullptr);
+      break;
+    }
+    default:
+      return false;
+  }
+  return hook(hook_slot().user.load(), l);
+}
+
 void CUPTIAPI on_api(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data) {
   const auto* call = static_cast<const CUpti_CallbackData*>(data);
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
+  const bool launch = runtime ? among(kRuntimeLaunches, id) : among(kDriverLaunches, id);
+  const bool counted = watched && seen_depth == 0;
   if (call->callbackSite == CUPTI_API_EXIT) {
-    if (runtime) in_runtime_call = false;
+    if (!runtime) return;
+    in_runtime_call = false;
+    // A runtime launch is counted once it is done, unless its driver launch was logged.
+    if (counted && launch && !std::exchange(runtime_launch_logged, false)) ++pending_launches;
     return;
   }
-  if (runtime) in_runtime_call = true;
-  if (!watched || seen_depth > 0 || (!runtime && in_runtime_call)) return;
-  const bool launch = runtime ? among(kRuntimeLaunches, id) : among(kDriverLaunches, id);
+  if (runtime) {
+    in_runtime_call = true;
+    runtime_launch_logged = false;
+  }
+  if (!counted) return;
+  if (!runtime && launch && log_launch(id, *call)) {
+    runtime_launch_logged = in_runtime_call;
+    return;
+  }
+  // A runtime launch is counted at its exit; a runtime call's driver calls are its own work.
+  if (runtime ? launch : in_runtime_call) return;
   ++(launch ? pending_launches : pending_copies);
 }
 
@@ -157,6 +225,17 @@ void commit_pending() {
 }
 
 }  // namespace
+
+void set_launch_hook(LaunchHook hook, void* user) {
+  HookSlot& slot = hook_slot();
+  if (hook == nullptr) {
+    slot.hook.store(nullptr);
+    slot.user.store(nullptr);
+  } else {
+    slot.user.store(user);
+    slot.hook.store(hook);
+  }
+}
 
 void watch_this_thread(bool on) { watched = on; }
 void enter_seen() {

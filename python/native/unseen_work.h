@@ -32,6 +32,21 @@ void forgive_pending();
 /// counted ("kernel launches", "async copies and memsets"); empty when nothing was.
 std::map<std::string, uint64_t> take_unseen();
 
+/// A kernel launch CUPTI reported on a watched thread outside seen work, through the driver API
+/// (a runtime launch makes one too): what it names, before it runs.
+struct SeenLaunch {
+  void* function = nullptr;      ///< the CUfunction
+  const char* symbol = nullptr;  ///< its name as CUPTI gives it (mangled for C++ kernels)
+  void* stream = nullptr;        ///< the CUstream it is launched on
+  void** params = nullptr;       ///< kernelParams: a pointer to each parameter's value, or null
+  void** extra = nullptr;        ///< or the packed buffer of cuLaunchKernel's `extra`
+};
+/// Logs a launch as an op of the running case (the C++ op capture's); returns whether it did
+/// (then the launch is no work outside the op log). Called on the launching thread.
+using LaunchHook = bool (*)(void* user, const SeenLaunch& launch);
+/// Installs `hook` for the process (nullptr: none); one case runs in a rank process at a time.
+void set_launch_hook(LaunchHook hook, void* user);
+
 /// enter_seen() for a scope of cprr's own work.
 class SeenScope {
  public:

@@ -202,3 +202,35 @@ def test_the_stub_names_what_the_module_has():
     for name, members in classes.items():
         public = {n for n in dir(getattr(_cprr_torch, name)) if not n.startswith("_")}
         assert members - {"__init__"} == public, name
+
+
+# ---- kernels seen only as launches (CPRR_LAUNCH_CAPTURE: proven on the GPU machine only) -----
+
+
+def test_a_launchs_parameters_are_laid_out_by_the_drivers_layout():
+    from cprr import _cprr_torch
+
+    ptr, n = (0x7F00_0000_1000).to_bytes(8, "little"), (5).to_bytes(4, "little")
+    layout, values = _cprr_torch._kernel_args([ptr, n, ptr], None, [(0, 8), (8, 4), (16, 8)])
+    assert layout == [(0, 8), (8, 4), (16, 8)]
+    assert values == ptr + n + bytes(4) + ptr, "a gap between parameters is zero"
+    assert _cprr_torch._kernel_args([ptr], None, None) is None, "no layout: sizes unknown"
+
+
+def test_a_packed_buffer_is_taken_as_it_is_with_or_without_a_layout():
+    from cprr import _cprr_torch
+
+    packed = bytes(range(24))
+    assert _cprr_torch._kernel_args(None, packed, None) == ([(0, 24)], packed)
+    layout, values = _cprr_torch._kernel_args(None, packed, [(0, 8), (8, 8), (16, 16)])
+    assert layout == [(0, 8), (8, 8)], "a parameter past the buffer is left out"
+    assert values == packed
+    assert _cprr_torch._kernel_args(None, None, [(0, 8)]) is None
+
+
+def test_a_kernels_name_is_demangled_when_it_is_a_cpp_name():
+    from cprr import _cprr_torch
+
+    assert _cprr_torch._kernel_name("_Z5scalePfi") == "scale(float*, int)"
+    assert _cprr_torch._kernel_name("triton_poi_fused_add_0") == "triton_poi_fused_add_0"
+    assert _cprr_torch._kernel_name("") == "kernel"

@@ -79,6 +79,11 @@ class OpCapture {
   void freed(int device_index, uint64_t address);
   /// At the case's end: what is still pending was outside the op log.
   void finish() { op_begins(nullptr); }
+  /// A kernel seen only as its launch on `stream_handle` (a cudaStream_t), about to be issued:
+  /// a `kernel` op named `name` at the case's line, its accesses inferred from its parameters.
+  void launched(const std::string& name, uint64_t stream_handle,
+                const std::vector<std::pair<uint64_t, uint64_t>>& layout,
+                const std::vector<std::byte>& values);
 
   TensorTable& tensors() { return tensors_; }
   StreamOrder& order() { return order_; }

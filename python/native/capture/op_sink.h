@@ -3,11 +3,15 @@
 // the CUPTI count, in the worker) or a Python object with the same methods (a test's recording
 // fake, the profile's Idle side). One seam, so the capture's logic is tested against fakes and
 // compared call for call with the Python dispatch mode (tests/python/test_native_capture.py).
+#include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#include "python/native/unseen_work.h"
 
 namespace cprr::python::capture {
 
@@ -35,6 +39,16 @@ class OpSink {
   virtual void seen_enter() = 0;
   virtual void seen_leave() = 0;
   virtual void unseen_forgive() = 0;
+  /// Kernels seen only as launches (unseen_work.h's launch hook): whether this sink logs them,
+  /// the hook's installation (nullptr: removal) and the launch's op (CaseContext's).
+  virtual bool logs_launches() const { return false; }
+  virtual void hook_launches(LaunchHook /*hook*/, void* /*user*/) {}
+  virtual std::pair<uint64_t, bool> library_launch(
+      const std::string& /*name*/, int /*stream*/, uint64_t /*native_stream*/,
+      const std::vector<std::pair<uint64_t, uint64_t>>& /*layout*/,
+      const std::vector<std::byte>& /*values*/) {
+    throw std::logic_error("this op sink logs no launches");
+  }
 };
 
 }  // namespace cprr::python::capture
