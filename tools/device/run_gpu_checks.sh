@@ -8,7 +8,7 @@
 #                                  [standby] [launcher] [examples] [triage] [python] [pybench]
 #                                  [mismatch] [descriptors] [pyraces] [pycost] [pyalloc]
 #                                  [pysymmetric] [faults] [suites] [suitesbench] [suitesplugin]
-#                                  [startbench] [capture]
+#                                  [startbench] [capture] [launches]
 #                                  (default: tests corpus races symmetric trace bench; bench
 #                                  includes recording: issue 14's figures from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
@@ -149,6 +149,28 @@ for step in "${steps[@]}"; do
           --backend cuda --mode both --db "$out/torchrun.db" -- --format "$fmt" --config cp_1_0 \
           >"$out/torchrun_$fmt.txt" 2>&1
         report "cprecord --torchrun ($fmt, cuda, both) rc=$?: $(tail -n 2 "$out/torchrun_$fmt.txt" | tr '\n' ' ')"
+      done
+      ;;
+    launches)
+      # Issue 40: kernels the dispatcher does not see (corpus/python_launch: Triton, an extension
+      # through pybind, declared and not) with CPRR_LAUNCH_CAPTURE=1 (cpreplay re-applies it):
+      # verdicts at record time, then every case replayed (each bug's race confirmed, the
+      # shared-weight candidate dropped, the twins reproduced). The extension is built once, in
+      # /tmp/cprr_torch_extensions.
+      python_module || continue
+      work=$(mktemp -d)
+      CPRR_LAUNCH_CAPTURE=1 timeout 500 "$b/tools/cprecord" --python corpus/python_launch \
+        --backend cuda --mode fresh --json --db "$work/launch.db" >"$work/launch.json" \
+        2>"$work/launch.err"
+      report "launches rc=$?"
+      cp "$work/launch.json" "$work/launch.err" "$out/"
+      report "$(python3 tools/device/python_table.py "$work/launch.json" 2>&1)"
+      for id in $(python3 -c 'import json,sys; [print(c["id"]) for c in json.load(open(sys.argv[1]))["cases"]]' "$work/launch.json"); do
+        timeout 200 "$b/tools/cpreplay" --db "$work/launch.db" --case "$id" >"$work/r.txt" 2>&1
+        rc=$?
+        cat "$work/r.txt" >>"$out/launch_replays.txt"
+        report "replay $id rc=$rc: $(grep -E '^case [0-9]+ ' "$work/r.txt" | head -1)" \
+          "  $(grep -E '^  (confirmed by|race note)' "$work/r.txt" | head -2)"
       done
       ;;
     pyraces)
