@@ -10,6 +10,7 @@
 
 #include "kernels/hash.h"
 #include "kernels/poison.h"
+#include "recorder/api/launch_params.h"
 #if CPRR_HAVE_CUDA
 #include "kernels/device_hash.h"
 #endif

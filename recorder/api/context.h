@@ -115,6 +115,7 @@ struct RankState {
 };
 
 class LibraryHooks;
+class LiveMemory;
 class Context;
 
 /// Ranks of the world that run collectives and messages among themselves: the world itself
@@ -436,6 +437,9 @@ class Context {
   std::map<std::pair<int, uint32_t>, uint64_t> signals_sent_;
   std::map<std::pair<int, uint32_t>, uint64_t> waits_done_;
   std::map<uint32_t, Live> live_;
+  /// The case's library's tracked tensors still live, by address (LibraryHooks::library_launch
+  /// looks launches' pointers up there); made at the case's first launch.
+  std::unique_ptr<LiveMemory> library_tensors_;
   // Captures are filled in by stream threads; a deque keeps their addresses stable.
   std::deque<Capture> probes_;
   std::deque<Capture> outputs_;

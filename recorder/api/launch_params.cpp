@@ -35,9 +35,32 @@ const KnownMemory* MemoryMap::find(uint64_t address) const {
   return nullptr;
 }
 
+void LiveMemory::add(const KnownMemory& m) {
+  if (m.bytes == 0) return;
+  if (auto it = by_address_.find(m.address); it != by_address_.end()) {
+    address_of_.erase(it->second.buffer);
+  }
+  by_address_[m.address] = m;
+  address_of_[m.buffer] = m.address;
+}
+
+void LiveMemory::remove(uint32_t buffer) {
+  auto it = address_of_.find(buffer);
+  if (it == address_of_.end()) return;
+  by_address_.erase(it->second);
+  address_of_.erase(it);
+}
+
+const KnownMemory* LiveMemory::find(uint64_t address) const {
+  auto it = by_address_.upper_bound(address);
+  if (it == by_address_.begin()) return nullptr;
+  --it;
+  return address < it->second.address + it->second.bytes ? &it->second : nullptr;
+}
+
 std::vector<PointedTouch> pointed_touches(const std::vector<KernelParam>& layout,
                                           std::span<const std::byte> values,
-                                          const MemoryMap& memory) {
+                                          const MemoryLookup& memory) {
   std::vector<PointedTouch> out;
   for (std::size_t p = 0; p < layout.size(); ++p) {
     const KernelParam& param = layout[p];

@@ -9,7 +9,9 @@
 // address is taken as a pointer: a race through it is a candidate, which replays confirm or drop.
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "data/capture.h"
@@ -36,18 +38,41 @@ struct PointedTouch {
   bool operator==(const PointedTouch&) const = default;
 };
 
-/// Known memory, looked up by address. Regions may nest (a tensor inside an allocation); empty
-/// ones are left out.
-class MemoryMap {
+/// Known memory, looked up by address.
+class MemoryLookup {
+ public:
+  virtual ~MemoryLookup() = default;
+  /// The region holding `address`; nullptr: none.
+  virtual const KnownMemory* find(uint64_t address) const = 0;
+};
+
+/// A fixed set of regions, which may nest (a tensor inside an allocation); empty ones are left
+/// out. find() gives, of the regions holding the address, the one starting last (the innermost
+/// of nested ones; the smaller of two starting together).
+class MemoryMap final : public MemoryLookup {
  public:
   explicit MemoryMap(std::vector<KnownMemory> memory);
-  /// The region holding `address`: of those that do, the one starting last (the innermost of
-  /// nested ones; the smaller of two starting together). nullptr: none.
-  const KnownMemory* find(uint64_t address) const;
+  const KnownMemory* find(uint64_t address) const override;
 
  private:
   std::vector<KnownMemory> by_address_;  ///< by address, then by size descending
   std::vector<uint64_t> max_end_;        ///< the largest end among by_address_[0..i]
+};
+
+/// Regions that come and go without overlapping (a case's tracked tensors, each at an address
+/// of its own), kept by address as they are added and removed: a launch's lookups cost log n
+/// each, not a pass over the allocation log. A region added at a live one's address replaces it
+/// (host memory's frees are seen only when the address is taken again). find() looks in the
+/// region starting last at or before the address only.
+class LiveMemory final : public MemoryLookup {
+ public:
+  void add(const KnownMemory& m);
+  void remove(uint32_t buffer);
+  const KnownMemory* find(uint64_t address) const override;
+
+ private:
+  std::map<uint64_t, KnownMemory> by_address_;
+  std::unordered_map<uint32_t, uint64_t> address_of_;  ///< buffer -> its address
 };
 
 /// The accesses a launch's parameters imply (see the file's comment), one per buffer: the union
@@ -56,6 +81,6 @@ class MemoryMap {
 /// the parameter and both sizes).
 std::vector<PointedTouch> pointed_touches(const std::vector<KernelParam>& layout,
                                           std::span<const std::byte> values,
-                                          const MemoryMap& memory);
+                                          const MemoryLookup& memory);
 
 }  // namespace cprr

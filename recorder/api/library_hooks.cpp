@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
+#include <memory>
 
 #include "kernels/poison.h"
 #if CPRR_HAVE_CUDA
@@ -117,6 +117,10 @@ uint32_t LibraryHooks::track_memory(std::string name, std::byte* data, uint64_t 
                                     symmetric_offset ? "torch_symmetric" : "tensor", bytes,
                                     symmetric_offset.value_or(reinterpret_cast<uint64_t>(data)),
                                     0});
+  // Kept up to date once a launch needed it (a place in the windows is no address).
+  if (ctx_.library_tensors_ && !symmetric_offset) {
+    ctx_.library_tensors_->add(KnownMemory{reinterpret_cast<uint64_t>(data), bytes, id});
+  }
   if (written_by >= 0) {
     OpRecord& op = logs.ops[static_cast<std::size_t>(written_by)];
     op.writes.push_back(id);
@@ -142,6 +146,7 @@ void LibraryHooks::untrack_memory(uint32_t buffer, int stream) {
   for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) {
     if (it->buffer != buffer) continue;
     if (it->is_free || (it->pool != "tensor" && it->pool != "torch_symmetric")) break;
+    if (ctx_.library_tensors_) ctx_.library_tensors_->remove(buffer);
     AllocRecord freed = *it;
     freed.seq = allocs.size();
     freed.is_free = true;
@@ -184,21 +189,23 @@ LibraryHooks::LibraryOp LibraryHooks::library_launch(std::string name, int strea
                                                      std::optional<void*> native,
                                                      const std::vector<KernelParam>& layout,
                                                      std::span<const std::byte> values) {
-  // The tracked tensors still live: the last allocation of each buffer id, unless freed.
-  std::map<uint32_t, KnownMemory> live;
-  for (const AllocRecord& a : ctx_.logs_.allocs) {
-    if (a.pool != "tensor") continue;  // torch_symmetric's offset is a place, not an address
-    if (a.is_free) {
-      live.erase(a.buffer);
-    } else {
-      live[a.buffer] = KnownMemory{a.offset, a.bytes, a.buffer};
+  if (!ctx_.library_tensors_) {
+    // The first launch of the case: the tracked tensors so far, from the allocation log (in
+    // its order, so a later track at a reused address replaces the earlier one); tracks and
+    // frees keep it from here on, so cases without launches pay nothing for it.
+    auto live = std::make_unique<LiveMemory>();
+    for (const AllocRecord& a : ctx_.logs_.allocs) {
+      if (a.pool != "tensor") continue;  // torch_symmetric's offset is a place, not an address
+      if (a.is_free) {
+        live->remove(a.buffer);
+      } else {
+        live->add(KnownMemory{a.offset, a.bytes, a.buffer});
+      }
     }
+    ctx_.library_tensors_ = std::move(live);
   }
-  std::vector<KnownMemory> memory;
-  memory.reserve(live.size());
-  for (const auto& [_, m] : live) memory.push_back(m);
   std::vector<Touch> touches;
-  for (const PointedTouch& t : pointed_touches(layout, values, MemoryMap(std::move(memory)))) {
+  for (const PointedTouch& t : pointed_touches(layout, values, *ctx_.library_tensors_)) {
     touches.push_back(Touch{t.buffer, t.span});
   }
   return library_op("kernel", std::move(name), stream, native, {}, {}, false, touches);

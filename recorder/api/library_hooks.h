@@ -86,9 +86,9 @@ class LibraryHooks {
                        bool moves = false, const std::vector<Touch>& touches = {});
   /// A kernel launched past the library's dispatcher (seen by CUPTI: Triton's, an extension's, a
   /// raw launch), about to run on `stream`: a `kernel` op named `name` whose accesses are
-  /// inferred from its parameters (launch_params.h) over the tensors tracked and not freed, as
-  /// accesses of unknown direction. Memory the case got from alloc, torch's symmetric windows
-  /// and untracked memory are not looked up.
+  /// inferred from its parameters (launch_params.h) over the tensors tracked and not freed
+  /// (kept by address as they are: LiveMemory), as accesses of unknown direction. Memory the case
+  /// got from alloc, torch's symmetric windows and untracked memory are not looked up.
   LibraryOp library_launch(std::string name, int stream, std::optional<void*> native,
                            const std::vector<KernelParam>& layout,
                            std::span<const std::byte> values);

@@ -50,6 +50,30 @@ TEST(MemoryMap, FindsTheInnermostRegionHoldingAnAddressAndNothingInAGap) {
   EXPECT_EQ(MemoryMap({{0x10, 0, 9}}).find(0x10), nullptr) << "an empty region holds nothing";
 }
 
+TEST(LiveMemory, RegionsComeAndGoAndOneAtALiveAddressReplacesIt) {
+  LiveMemory live;
+  live.add({0x1000, 0x100, 1});
+  live.add({0x2000, 0x10, 2});
+  live.add({0x3000, 0, 9});  // empty: holds nothing
+  EXPECT_EQ(live.find(0x1000)->buffer, 1u);
+  EXPECT_EQ(live.find(0x10ff)->buffer, 1u);
+  EXPECT_EQ(live.find(0x1100), nullptr);
+  EXPECT_EQ(live.find(0xfff), nullptr);
+  EXPECT_EQ(live.find(0x3000), nullptr);
+  live.add({0x1000, 0x40, 3});  // the address taken again: buffer 1 was freed unseen
+  EXPECT_EQ(live.find(0x1000)->buffer, 3u);
+  EXPECT_EQ(live.find(0x1080), nullptr);
+  live.remove(1);  // already replaced: nothing to remove
+  EXPECT_EQ(live.find(0x1000)->buffer, 3u);
+  live.remove(3);
+  EXPECT_EQ(live.find(0x1000), nullptr);
+  EXPECT_EQ(live.find(0x2008)->buffer, 2u);
+  Params p;
+  p.pointer(0x2008);
+  EXPECT_EQ(pointed_touches(p.layout, p.bytes, live),
+            (std::vector<PointedTouch>{{2, ByteSpan{8, 8}}}));
+}
+
 TEST(PointedTouches, APointerAtAStartIsAllOfItAndIntoItFromThereToItsEnd) {
   Params p;
   p.pointer(0x4000).i32(7).pointer(0x1480).pointer(0x9999);

@@ -244,9 +244,10 @@ TEST(LibraryHooks, LaunchesPastTheDispatcherTouchWhatTheirPointersNameAsCandidat
     return hooks.library_launch(name, stream, nullptr, layout, values);
   };
   launch("triton_scale", 1, {address(64), 4096});
+  const uint32_t z = hooks.track_memory("z", memory.data() + 192, 64, false);  // after a launch
   launch("triton_sum", 2, {address(0), address(128)});
   hooks.untrack_memory(y, 2);
-  launch("after_free", 3, {address(128)});
+  launch("after_free", 3, {address(128), address(200)});
   ctx.drain();
   const CaseCapture c = ctx.finish();
 
@@ -258,7 +259,8 @@ TEST(LibraryHooks, LaunchesPastTheDispatcherTouchWhatTheirPointersNameAsCandidat
   EXPECT_EQ(c.ops[0].touch_spans, std::vector<ByteSpan>{(ByteSpan{64, 64})});
   EXPECT_EQ(c.ops[1].touches, (std::vector<uint32_t>{x, y}));
   EXPECT_EQ(c.ops[1].touch_spans, (std::vector<ByteSpan>{{0, 128}, {0, 64}}));
-  EXPECT_TRUE(c.ops[2].touches.empty()) << "y was freed";
+  EXPECT_EQ(c.ops[2].touches, std::vector<uint32_t>{z}) << "y was freed, z tracked since";
+  EXPECT_EQ(c.ops[2].touch_spans, std::vector<ByteSpan>{(ByteSpan{8, 56})});
   const HbResult r = check_happens_before(ops_from_captures({&c}));
   ASSERT_EQ(r.races.size(), 1u);
   EXPECT_TRUE(r.races[0].candidate);
