@@ -7,6 +7,8 @@
 // - healthy/opaque_calls_read_shared: two library calls on two streams are both handed the same
 //   weights and only read them. A candidate in the op log (either call might write them), which
 //   no replay shows: never a finding.
+// - bug/opaque_race_behind_shared_reads: both at once, the shared reads first in report order:
+//   the candidate no replay shows must not hide the one that races.
 // The bug case checks nothing the race can break; the others check their results against host
 // references, the same on every run and backend.
 #include <cstdint>
@@ -78,6 +80,25 @@ void consume(Context& ctx, const Weights& w, Buffer a, Buffer b, float scale, fl
   }
 }
 
+// Two library calls read the weights on two side streams, one into `out_a`, which the default
+// stream waits for, the other into `out`, which it waits for only when `fixed`.
+void race_behind_shared_reads(Context& ctx, bool fixed) {
+  const Stream main = ctx.stream();
+  const Stream a = ctx.create_stream("lib_a");
+  const Stream lib = ctx.create_stream("lib_stream");
+  const Weights w = fill_weights(ctx, {a, lib});
+  const Buffer out_a = ctx.alloc("out_a", kElems * 4);
+  const Buffer out = ctx.alloc("out", kElems * 4);
+  library_call(ctx, a, "lib_copy_a", kElems,
+               kernels::CopyElems<float>{out_a.as<float>(), w.weights.as<float>()},
+               {w.weights, out_a});
+  library_call(ctx, lib, "lib_copy", kElems,
+               kernels::CopyElems<float>{out.as<float>(), w.weights.as<float>()}, {w.weights, out});
+  ctx.wait(main, ctx.record(a));
+  if (fixed) ctx.wait(main, ctx.record(lib));  // the bug: none
+  consume(ctx, w, out, out_a, 2.0f, 0.0f, fixed);
+}
+
 void opaque_call(Context& ctx, bool fixed) {
   const Stream main = ctx.stream();
   const Stream lib = ctx.create_stream("lib_stream");
@@ -125,6 +146,20 @@ CPRR_CASE(opaque_calls_read_shared, "healthy/opaque_calls_read_shared",
   ctx.wait(main, ctx.record(a));
   ctx.wait(main, ctx.record(b));
   consume(ctx, w, out_a, out_b, 2.0f, 0.0f, true);
+}
+
+CPRR_CASE(opaque_race_behind_shared_reads, "bug/opaque_race_behind_shared_reads",
+          {.world_sizes = {2},
+           .description = "two library calls read the weights on two side streams; the default "
+                          "stream waits for one, and consumes the other's output with no wait",
+           .seeded_bug = "stream_race"}) {
+  race_behind_shared_reads(ctx, false);
+}
+
+CPRR_CASE(opaque_race_behind_shared_reads_fixed, "fixed/opaque_race_behind_shared_reads",
+          {.world_sizes = {2},
+           .description = "the twin: the default stream waits for both library calls"}) {
+  race_behind_shared_reads(ctx, true);
 }
 
 }  // namespace cprr

@@ -226,15 +226,65 @@ void confirm_races(const std::vector<const ExecutionResult*>& all, const CaseIns
   for (const std::string& line : rep.confirmation->log) say(line);
 }
 
+// Whether the replays showed the race. A candidate on one rank needs the sync bisection to put
+// the outputs' cause between its two ops: outputs a perturbation changes may come from another
+// race of the case, and a candidate may be two reads (a race of known directions is one
+// whatever changed the outputs). A candidate across ranks, which is not bisected, rests on the
+// checks alone.
+bool shown(const ReplayReport& rep) {
+  if (!rep.race || !rep.confirmation || rep.confirmation->confirmed_by.empty()) return false;
+  const Race& race = rep.race->race;
+  if (!race.candidate || race.first.rank != race.second.rank) return true;
+  return rep.confirmation->sync_edge && rep.confirmation->sync_agrees;
+}
+
 // A race candidate no replay showed is no finding: it goes to the race notes, and the report
 // names no race (the op may well only read the bytes its access of unknown direction covers).
 void drop_candidate(ReplayReport& rep, const std::function<void(const std::string&)>& say) {
-  const std::string note =
-      fmt::format("a race candidate that {} replay(s) did not show, so no finding: {}",
-                  rep.confirmation ? rep.confirmation->replays : 0, describe_race(*rep.race));
+  const bool changed = rep.confirmation && !rep.confirmation->confirmed_by.empty();
+  const std::string note = fmt::format(
+      "a race candidate that {} replay(s) did not show{}, so no finding: {}",
+      rep.confirmation ? rep.confirmation->replays : 0,
+      changed ? " (the outputs changed, but the sync bisection put their cause elsewhere)" : "",
+      describe_race(*rep.race));
   say(note);
   rep.race_notes.push_back(note);
   rep.race.reset();
+}
+
+// Race candidates replayed at most per case, the finding's own first: each costs a confirmation's
+// replays (up to about ten), and an execution's first candidate may well be two kernels reading
+// one weight.
+constexpr std::size_t kCandidatesTried = 3;
+
+// A race candidate no replay showed gives way to the execution's next one (race.others, in
+// report order), up to kCandidatesTried in all, so a pair that only reads shared bytes does not
+// hide the pair that races. Each one dropped goes to the race notes (drop_candidate).
+void confirm_candidates(const std::vector<const ExecutionResult*>& all,
+                        const CaseInstance& target, Rebuild& rb, ReplayReport& rep,
+                        const std::function<void(const std::string&)>& say, int after) {
+  for (std::size_t tried = 1; rep.race && rep.race->race.candidate && !shown(rep); ++tried) {
+    std::vector<RaceFinding> rest = std::move(rep.race->others);
+    const std::size_t count = rep.race->race_count, executions = rep.race->executions;
+    drop_candidate(rep, say);
+    std::erase_if(rest, [](const RaceFinding& f) { return !f.race.candidate; });
+    if (rest.empty()) return;
+    if (tried >= kCandidatesTried) {
+      const std::string note = fmt::format(
+          "{} more race candidate(s) of that execution not replayed (at most {} are): first {}",
+          rest.size(), kCandidatesTried, describe_race(rest.front()));
+      say(note);
+      rep.race_notes.push_back(note);
+      return;
+    }
+    RaceFinding next = std::move(rest.front());
+    rest.erase(rest.begin());
+    next.others = std::move(rest);
+    next.race_count = count;
+    next.executions = executions;
+    rep.race = std::move(next);
+    confirm_races(all, target, rb, rep, say, after);
+  }
 }
 
 // Two fresh replays with every new allocation poisoned by a different pattern: outputs that follow
@@ -419,14 +469,15 @@ void judge(const Record& record, const Replays& replays, Rebuild& rb, ReplayRepo
   const int placement_replays = placements ? static_cast<int>(kPlacements.size()) : 0;
   const int poison_replays = rep.uninitialized ? kPoisonReplays : 0;
   confirm_races(all, target, rb, rep, say, poison_replays + placement_replays);
+  const bool candidate = rep.race && rep.race->race.candidate;
+  if (candidate) confirm_candidates(all, target, rb, rep, say, poison_replays + placement_replays);
   Confirmations seen;
   if (rep.uninitialized) {
     seen.poison_ran = confirm_uninitialized(target, rb, rep, say, placement_replays);
     seen.poison_confirmed = rep.poison_confirmed;
   }
-  seen.race_confirmed = rep.confirmation && !rep.confirmation->confirmed_by.empty();
-  seen.race_candidate = rep.race && rep.race->race.candidate;
-  if (seen.race_candidate && !seen.race_confirmed) drop_candidate(rep, say);
+  seen.race_confirmed = shown(rep);
+  seen.race_candidate = candidate;
   say(decision.why);
   if (auto [verdict, why] = confirmed_verdict(rep.verdict, seen); verdict != rep.verdict) {
     rep.verdict = verdict;

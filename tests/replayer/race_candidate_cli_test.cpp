@@ -1,7 +1,8 @@
 // End-to-end on the CPU backend: race candidates (accesses of unknown direction, from opaque
 // library calls: corpus/opaque_calls.cpp) through the two CLIs. cprecord names a candidate as
 // such and counts nothing; cpreplay confirms the planted one (stream_race, the sides it rests on
-// marked inferred) and drops the one two readers make (reproduced, the candidate in the notes).
+// marked inferred), drops the one two readers make (reproduced, the candidate in the notes), and
+// when the readers' candidate comes first, drops it for the planted one behind it.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -54,7 +55,7 @@ class RaceCandidateCli : public ::testing::Test {
 
 TEST_F(RaceCandidateCli, RecordNamesCandidatesAsSuchAndCountsNone) {
   EXPECT_EQ(code_, 0) << "a candidate counts against nothing";
-  ASSERT_EQ(cases_->size(), 3u) << doc_->dump(1);
+  ASSERT_EQ(cases_->size(), 5u) << doc_->dump(1);
   for (const char* name : {"bug/opaque_call_race", "healthy/opaque_calls_read_shared"}) {
     const auto& c = cases_->at(name);
     EXPECT_TRUE(c["as_expected"].get<bool>()) << name;
@@ -98,6 +99,31 @@ TEST_F(RaceCandidateCli, ReplayConfirmsThePlantedCandidateAndDropsTheReadersOne)
   const nlohmann::json twin = replay(cases_->at("fixed/opaque_call_race"), &code);
   EXPECT_EQ(code, 0);
   EXPECT_EQ(twin["verdict"], "reproduced");
+  EXPECT_TRUE(twin["race"].is_null());
+}
+
+// The readers' candidate (on 'weights') comes first in report order; the planted race (on 'out')
+// is behind it among the execution's other races. Outputs a perturbation changes do not confirm
+// the readers' pair: the sync bisection puts their cause between the planted pair's ops.
+TEST_F(RaceCandidateCli, ACandidateTheReplaysDoNotPinGivesWayToTheNextOne) {
+  const auto& recorded = cases_->at("bug/opaque_race_behind_shared_reads")["race"];
+  ASSERT_FALSE(recorded.is_null());
+  EXPECT_EQ(recorded["buffer"], "weights") << "the readers' candidate is the record's first";
+  int code = -1;
+  const nlohmann::json bug = replay(cases_->at("bug/opaque_race_behind_shared_reads"), &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(bug["verdict"], "stream_race") << bug["log"].dump(1);
+  ASSERT_FALSE(bug["race"].is_null()) << bug["log"].dump(1);
+  EXPECT_EQ(bug["race"]["buffer"], "out");
+  EXPECT_EQ(bug["race"]["first"]["name"], "lib_copy");
+  EXPECT_EQ(bug["race"]["second"]["name"], "consume");
+  EXPECT_TRUE(bug["confirmation"]["sync_agrees"].get<bool>()) << bug["log"].dump(1);
+  ASSERT_EQ(bug["race_notes"].size(), 1u) << bug["race_notes"].dump(1);
+  EXPECT_NE(bug["race_notes"][0].get<std::string>().find("'weights'"), std::string::npos);
+
+  const nlohmann::json twin = replay(cases_->at("fixed/opaque_race_behind_shared_reads"), &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(twin["verdict"], "reproduced") << twin["log"].dump(1);
   EXPECT_TRUE(twin["race"].is_null());
 }
 
