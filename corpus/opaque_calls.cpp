@@ -61,6 +61,16 @@ Weights fill_weights(Context& ctx, const std::vector<Stream>& users) {
   return w;
 }
 
+// A library call on `s` handed the weights and a new buffer `out_name`, into which it copies
+// them (what it does with either, the op log does not know).
+Buffer copy_weights(Context& ctx, Stream s, const char* name, const char* out_name,
+                    const Weights& w) {
+  const Buffer out = ctx.alloc(out_name, kElems * 4);
+  library_call(ctx, s, name, kElems,
+               kernels::CopyElems<float>{out.as<float>(), w.weights.as<float>()}, {w.weights, out});
+  return out;
+}
+
 // result[i] = a[i] + b[i] on the default stream, output and (when `check`) compared with
 // weights[i] * scale + offset.
 void consume(Context& ctx, const Weights& w, Buffer a, Buffer b, float scale, float offset,
@@ -87,13 +97,8 @@ void race_behind_shared_reads(Context& ctx, bool fixed) {
   const Stream a = ctx.create_stream("lib_a");
   const Stream lib = ctx.create_stream("lib_stream");
   const Weights w = fill_weights(ctx, {a, lib});
-  const Buffer out_a = ctx.alloc("out_a", kElems * 4);
-  const Buffer out = ctx.alloc("out", kElems * 4);
-  library_call(ctx, a, "lib_copy_a", kElems,
-               kernels::CopyElems<float>{out_a.as<float>(), w.weights.as<float>()},
-               {w.weights, out_a});
-  library_call(ctx, lib, "lib_copy", kElems,
-               kernels::CopyElems<float>{out.as<float>(), w.weights.as<float>()}, {w.weights, out});
+  const Buffer out_a = copy_weights(ctx, a, "lib_copy_a", "out_a", w);
+  const Buffer out = copy_weights(ctx, lib, "lib_copy", "out", w);
   ctx.wait(main, ctx.record(a));
   if (fixed) ctx.wait(main, ctx.record(lib));  // the bug: none
   consume(ctx, w, out, out_a, 2.0f, 0.0f, fixed);
@@ -103,9 +108,7 @@ void opaque_call(Context& ctx, bool fixed) {
   const Stream main = ctx.stream();
   const Stream lib = ctx.create_stream("lib_stream");
   const Weights w = fill_weights(ctx, {lib});
-  const Buffer out = ctx.alloc("out", kElems * 4);
-  library_call(ctx, lib, "lib_copy", kElems,
-               kernels::CopyElems<float>{out.as<float>(), w.weights.as<float>()}, {w.weights, out});
+  const Buffer out = copy_weights(ctx, lib, "lib_copy", "out", w);
   if (fixed) ctx.wait(main, ctx.record(lib));  // the bug: none
   consume(ctx, w, out, w.bias, 1.0f, 1.0f, fixed);
 }
@@ -135,14 +138,8 @@ CPRR_CASE(opaque_calls_read_shared, "healthy/opaque_calls_read_shared",
   const Stream a = ctx.create_stream("lib_a");
   const Stream b = ctx.create_stream("lib_b");
   const Weights w = fill_weights(ctx, {a, b});
-  const Buffer out_a = ctx.alloc("out_a", kElems * 4);
-  const Buffer out_b = ctx.alloc("out_b", kElems * 4);
-  library_call(ctx, a, "lib_copy_a", kElems,
-               kernels::CopyElems<float>{out_a.as<float>(), w.weights.as<float>()},
-               {w.weights, out_a});
-  library_call(ctx, b, "lib_copy_b", kElems,
-               kernels::CopyElems<float>{out_b.as<float>(), w.weights.as<float>()},
-               {w.weights, out_b});
+  const Buffer out_a = copy_weights(ctx, a, "lib_copy_a", "out_a", w);
+  const Buffer out_b = copy_weights(ctx, b, "lib_copy_b", "out_b", w);
   ctx.wait(main, ctx.record(a));
   ctx.wait(main, ctx.record(b));
   consume(ctx, w, out_a, out_b, 2.0f, 0.0f, true);
