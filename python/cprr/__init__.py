@@ -22,7 +22,8 @@ this package imports neither torch nor the compiled module: the controller never
 
 from cprr._case import CaseDefinition, case, registered_cases
 from cprr._context import Context
-from cprr._declared import accesses
+from cprr._declared import accesses, declared
 from cprr._scripts import script
 
-__all__ = ["accesses", "case", "CaseDefinition", "Context", "registered_cases", "script"]
+__all__ = ["accesses", "case", "CaseDefinition", "Context", "declared", "registered_cases",
+           "script"]

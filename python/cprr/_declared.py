@@ -53,3 +53,46 @@ def _check_tensors(name, what, tensors):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"cprr.accesses({name!r}): {what} takes torch.Tensors, got "
                             f"{type(t).__name__}; pass the tensors the call is given")
+
+
+def declared(reads=(), writes=(), uses=(), name=None):
+    """The same as a decorator, for a function called in many places (an extension's entry
+    point, which has no Python signature to inspect)::
+
+        fused_attn_fwd = cprr.declared(reads=(0, 1, 2), writes=("out",))(tex.fused_attn_fwd)
+
+    Each of `reads`, `writes` and `uses` names arguments: an int is a position, a str a keyword
+    argument; the argument is a tensor, a list or tuple of tensors, or None (nothing). An
+    argument the call does not pass is nothing. `name`: the op's name (default: the function's)."""
+
+    def wrap(fn):
+        label = name or getattr(fn, "__name__", "declared call")
+
+        def call(*args, **kwargs):
+            picked = [_picked(where, args, kwargs) for where in (reads, writes, uses)]
+            with accesses(label, reads=picked[0], writes=picked[1], uses=picked[2]):
+                return fn(*args, **kwargs)
+
+        call.__name__ = label
+        call.__doc__ = getattr(fn, "__doc__", None)
+        call.__wrapped__ = fn
+        return call
+
+    return wrap
+
+
+def _picked(where, args, kwargs):
+    """The tensors the arguments `where` names in this call."""
+    out = []
+    for w in where:
+        if isinstance(w, int):
+            value = args[w] if -len(args) <= w < len(args) else None
+        elif isinstance(w, str):
+            value = kwargs.get(w)
+        else:
+            raise TypeError(f"cprr.declared: {w!r} names no argument (an int position or a str "
+                            "keyword)")
+        if value is None:
+            continue
+        out.extend(value if isinstance(value, (list, tuple)) else [value])
+    return out

@@ -50,6 +50,30 @@ def test_a_declared_call_is_one_op_with_the_bytes_of_its_tensors(capture_kind):
     assert any(o["name"].startswith("aten.mul_") for o in after), native.log
 
 
+@pytest.mark.parametrize("capture_kind", CAPTURES, ids=lambda k: k.__name__)
+def test_a_declared_function_logs_the_arguments_it_names_at_each_call(capture_kind):
+    def ext_add(a, b, out=None, parts=()):
+        return out.copy_(a + b)
+
+    add = cprr.declared(reads=(0, 1, "parts"), writes=("out",))(ext_add)
+    a, b, out, p = torch.ones(4), torch.ones(4), torch.empty(4), torch.ones(2)
+
+    def body():
+        add(a, b, out=out, parts=[p])
+        add(a, b, out=out)
+
+    native = _logged(capture_kind, body)
+    calls = [o for o in native.log if o["name"].startswith("ext_add at test_declared.py:")]
+    assert len(calls) == 2, native.log
+    buffers = {t.address: i + 1 for i, t in enumerate(native.tracks)}
+    assert calls[0]["reads"] == [(buffers[t.data_ptr()], 0, t.numel() * 4) for t in (a, b, p)]
+    assert calls[1]["reads"] == [(buffers[t.data_ptr()], 0, 16) for t in (a, b)]
+    assert calls[0]["writes"] == calls[1]["writes"] == [(buffers[out.data_ptr()], 0, 16)]
+    assert add.__wrapped__ is ext_add and add.__name__ == "ext_add"
+    with pytest.raises(TypeError, match="names no argument"):
+        cprr.declared(reads=(1.5,))(ext_add)(a, b, out=out)
+
+
 def test_outside_a_case_the_block_only_runs_its_body():
     ran = []
     with cprr.accesses("ext", reads=[torch.ones(1)], writes=["not checked either"]):
