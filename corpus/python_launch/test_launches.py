@@ -1,6 +1,7 @@
-"""Kernels the dispatcher does not see, on the GPU (issue 40): a Triton kernel and a CUDA
-extension's kernel called through pybind, each racing with the default stream beside its fixed
-twin, and two Triton kernels that only read one weight (a race candidate no replay confirms).
+"""Kernels the dispatcher does not see, on the GPU (issue 40): a Triton kernel, a CUDA
+extension's kernel called through pybind and a raw cuLaunchKernel through ctypes (NVRTC-compiled),
+each racing with the default stream beside its fixed twin, and two Triton kernels that only read
+one weight (a race candidate no replay confirms).
 
 Run with the launch capture on: ``CPRR_LAUNCH_CAPTURE=1 cprecord --python
 corpus/python_launch --backend cuda`` (tools/device/run_gpu_checks.sh launches). Without it the
@@ -9,6 +10,8 @@ declared (``cprr.accesses``), which needs no launch capture. Triton and the exte
 imported or built inside the bodies: listing these cases needs neither.
 """
 
+import ctypes
+import glob
 import os
 
 import torch
@@ -151,3 +154,79 @@ def extension_declared(ctx):
            description="the twin, declared")
 def extension_declared_fixed(ctx):
     _side_stream_write_then_read(ctx, _declared(_extension()), wait=True)
+
+
+# ---- a raw launch: cuLaunchKernel through ctypes, the kernel compiled by NVRTC ---------------
+
+_RAW_SOURCE = b"""
+extern "C" __global__ void fill(float* dst, float value, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) dst[i] = value;
+}
+"""
+
+
+def _library(names):
+    for pattern in names:
+        for path in sorted(glob.glob(pattern)):
+            try:
+                return ctypes.CDLL(path)
+            except OSError:
+                continue
+    raise RuntimeError(f"none of {names} could be loaded")
+
+
+def _check(what, rc):
+    if rc != 0:
+        raise RuntimeError(f"{what} failed with {rc}")
+
+
+def _raw_fill():
+    """fill(dst, value, n) launched with cuLaunchKernel on the current stream: what mscclpp's
+    kernels are to cprr (seed 003), a launch and nothing else."""
+    import torch.utils.cpp_extension as ext
+
+    here = os.path.dirname(torch.__file__)
+    nvrtc = _library([os.path.join(here, "..", "nvidia", "*", "lib", "libnvrtc.so*"),
+                      os.path.join(ext.CUDA_HOME or "/usr/local/cuda", "lib64", "libnvrtc.so*")])
+    cuda = ctypes.CDLL("libcuda.so.1")
+    prog = ctypes.c_void_p()
+    _check("nvrtcCreateProgram", nvrtc.nvrtcCreateProgram(ctypes.byref(prog), _RAW_SOURCE,
+                                                          b"fill.cu", 0, None, None))
+    major, minor = torch.cuda.get_device_capability()
+    opts = (ctypes.c_char_p * 1)(f"--gpu-architecture=compute_{major}{minor}".encode())
+    _check("nvrtcCompileProgram", nvrtc.nvrtcCompileProgram(prog, 1, opts))
+    size = ctypes.c_size_t()
+    _check("nvrtcGetPTXSize", nvrtc.nvrtcGetPTXSize(prog, ctypes.byref(size)))
+    ptx = ctypes.create_string_buffer(size.value)
+    _check("nvrtcGetPTX", nvrtc.nvrtcGetPTX(prog, ptx))
+    module, function = ctypes.c_void_p(), ctypes.c_void_p()
+    _check("cuModuleLoadData", cuda.cuModuleLoadData(ctypes.byref(module), ptx))
+    _check("cuModuleGetFunction",
+           cuda.cuModuleGetFunction(ctypes.byref(function), module, b"fill"))
+
+    def launch(dst, value):
+        ptr, v, n = ctypes.c_void_p(dst.data_ptr()), ctypes.c_float(value), ctypes.c_int(dst.numel())
+        args = (ctypes.c_void_p * 3)(*[ctypes.cast(ctypes.byref(x), ctypes.c_void_p)
+                                       for x in (ptr, v, n)])
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        _check("cuLaunchKernel", cuda.cuLaunchKernel(function, (dst.numel() + 255) // 256, 1, 1,
+                                                     256, 1, 1, 0, stream, args, None))
+
+    return launch
+
+
+@cprr.case(name="bug/py_raw_launch_side_stream", world_sizes=[1], seeded_bug="stream_race",
+           description="a raw cuLaunchKernel (ctypes) fills dst on a side stream; the default "
+           "stream reads it with no wait_stream")
+def raw_launch_side_stream(ctx):
+    fill = _raw_fill()
+    _side_stream_write_then_read(ctx, lambda s, d: fill(d, 3.0), wait=False)
+
+
+@cprr.case(name="fixed/py_raw_launch_side_stream", world_sizes=[1],
+           description="the twin: current_stream().wait_stream(side) before the read")
+def raw_launch_side_stream_fixed(ctx):
+    fill = _raw_fill()
+    _side_stream_write_then_read(ctx, lambda s, d: fill(d, 3.0), wait=True)
+
