@@ -320,9 +320,6 @@ bool on_launch(void* user, const SeenLaunch& launch) {
   return logged;
 }
 
-// CPRR_LAUNCH_CAPTURE=1: kernels launched past the dispatcher are ops with inferred accesses
-// (issue 40). Off by default until proven on the GPU machine: they are counted as outside the
-// op log instead.
 // _kernel_args's layout for the ParamInfo it passes (a plain function pointer, no user data).
 thread_local std::vector<std::pair<uint64_t, uint64_t>> t_test_layout;
 
@@ -358,6 +355,9 @@ py::object kernel_args_for_test(std::optional<std::vector<py::bytes>> params,
                                   args->values.size()));
 }
 
+// CPRR_LAUNCH_CAPTURE=1: kernels launched past the dispatcher are ops with inferred accesses
+// (issue 40). Off by default until proven on the GPU machine: they are counted as outside the
+// op log instead.
 bool launch_capture_on() {
   const char* v = std::getenv("CPRR_LAUNCH_CAPTURE");
   return v != nullptr && std::string_view(v) == "1";
