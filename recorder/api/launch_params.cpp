@@ -7,34 +7,6 @@
 
 namespace cprr {
 
-MemoryMap::MemoryMap(std::vector<KnownMemory> memory) {
-  std::erase_if(memory, [](const KnownMemory& m) { return m.bytes == 0; });
-  std::sort(memory.begin(), memory.end(), [](const KnownMemory& a, const KnownMemory& b) {
-    return a.address != b.address ? a.address < b.address : a.bytes > b.bytes;
-  });
-  by_address_ = std::move(memory);
-  max_end_.reserve(by_address_.size());
-  uint64_t end = 0;
-  for (const KnownMemory& m : by_address_) {
-    end = std::max(end, m.address + m.bytes);
-    max_end_.push_back(end);
-  }
-}
-
-const KnownMemory* MemoryMap::find(uint64_t address) const {
-  // The regions starting at or before `address`, latest first (and, starting together,
-  // smallest first): the first holding it is the innermost. None before index i reaches it
-  // once max_end_[i] <= address, so a pointer into no region costs no full scan.
-  auto it = std::upper_bound(by_address_.begin(), by_address_.end(), address,
-                             [](uint64_t a, const KnownMemory& m) { return a < m.address; });
-  for (auto i = static_cast<std::size_t>(it - by_address_.begin()); i-- > 0;) {
-    if (max_end_[i] <= address) return nullptr;
-    const KnownMemory& m = by_address_[i];
-    if (address < m.address + m.bytes) return &m;
-  }
-  return nullptr;
-}
-
 void LiveMemory::add(const KnownMemory& m) {
   if (m.bytes == 0) return;
   if (auto it = by_address_.find(m.address); it != by_address_.end()) {
@@ -60,7 +32,7 @@ const KnownMemory* LiveMemory::find(uint64_t address) const {
 
 std::vector<PointedTouch> pointed_touches(const std::vector<KernelParam>& layout,
                                           std::span<const std::byte> values,
-                                          const MemoryLookup& memory) {
+                                          const LiveMemory& memory) {
   std::vector<PointedTouch> out;
   for (std::size_t p = 0; p < layout.size(); ++p) {
     const KernelParam& param = layout[p];

@@ -38,37 +38,17 @@ struct PointedTouch {
   bool operator==(const PointedTouch&) const = default;
 };
 
-/// Known memory, looked up by address.
-class MemoryLookup {
- public:
-  virtual ~MemoryLookup() = default;
-  /// The region holding `address`; nullptr: none.
-  virtual const KnownMemory* find(uint64_t address) const = 0;
-};
-
-/// A fixed set of regions, which may nest (a tensor inside an allocation); empty ones are left
-/// out. find() gives, of the regions holding the address, the one starting last (the innermost
-/// of nested ones; the smaller of two starting together).
-class MemoryMap final : public MemoryLookup {
- public:
-  explicit MemoryMap(std::vector<KnownMemory> memory);
-  const KnownMemory* find(uint64_t address) const override;
-
- private:
-  std::vector<KnownMemory> by_address_;  ///< by address, then by size descending
-  std::vector<uint64_t> max_end_;        ///< the largest end among by_address_[0..i]
-};
-
 /// Regions that come and go without overlapping (a case's tracked tensors, each at an address
 /// of its own), kept by address as they are added and removed: a launch's lookups cost log n
 /// each, not a pass over the allocation log. A region added at a live one's address replaces it
 /// (host memory's frees are seen only when the address is taken again). find() looks in the
 /// region starting last at or before the address only.
-class LiveMemory final : public MemoryLookup {
+class LiveMemory {
  public:
   void add(const KnownMemory& m);
   void remove(uint32_t buffer);
-  const KnownMemory* find(uint64_t address) const override;
+  /// The region holding `address`; nullptr: none.
+  const KnownMemory* find(uint64_t address) const;
 
  private:
   std::map<uint64_t, KnownMemory> by_address_;
@@ -81,6 +61,6 @@ class LiveMemory final : public MemoryLookup {
 /// the parameter and both sizes).
 std::vector<PointedTouch> pointed_touches(const std::vector<KernelParam>& layout,
                                           std::span<const std::byte> values,
-                                          const MemoryLookup& memory);
+                                          const LiveMemory& memory);
 
 }  // namespace cprr
