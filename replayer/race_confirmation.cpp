@@ -207,6 +207,12 @@ class Confirmer {
 
 }  // namespace
 
+bool RaceConfirmation::shows(const Race& race) const {
+  if (confirmed_by.empty()) return false;
+  if (!race.candidate || race.first.rank != race.second.rank) return true;
+  return sync_edge && sync_agrees;
+}
+
 RaceConfirmation confirm_race(const RaceFinding& race,
                               const std::vector<const ExecutionResult*>& observed,
                               uint64_t ops_on_rank, const PerturbedRun& run,

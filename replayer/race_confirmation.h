@@ -42,6 +42,13 @@ struct RaceConfirmation {
   std::optional<OpSite> sync_edge;
   bool sync_agrees = false;      ///< sync_edge lies in [first op, second op) of the race's rank
   std::vector<std::string> log;  ///< one line per step, for humans
+
+  /// Whether these replays showed `race`. A race of known directions is shown by any check
+  /// (it is one whatever changed the outputs). A candidate (Race::candidate) on one rank needs
+  /// the sync bisection to put the outputs' cause between its two ops: outputs a perturbation
+  /// changes may come from another race of the case, and a candidate may be two reads. A
+  /// candidate across ranks, which is not bisected, rests on the checks alone.
+  bool shows(const Race& race) const;
 };
 
 /// Confirms `race`. `observed` are executions of the case already run unperturbed (recorded and

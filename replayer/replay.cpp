@@ -226,16 +226,9 @@ void confirm_races(const std::vector<const ExecutionResult*>& all, const CaseIns
   for (const std::string& line : rep.confirmation->log) say(line);
 }
 
-// Whether the replays showed the race. A candidate on one rank needs the sync bisection to put
-// the outputs' cause between its two ops: outputs a perturbation changes may come from another
-// race of the case, and a candidate may be two reads (a race of known directions is one
-// whatever changed the outputs). A candidate across ranks, which is not bisected, rests on the
-// checks alone.
+// Whether the replays showed the report's race (RaceConfirmation::shows).
 bool shown(const ReplayReport& rep) {
-  if (!rep.race || !rep.confirmation || rep.confirmation->confirmed_by.empty()) return false;
-  const Race& race = rep.race->race;
-  if (!race.candidate || race.first.rank != race.second.rank) return true;
-  return rep.confirmation->sync_edge && rep.confirmation->sync_agrees;
+  return rep.race && rep.confirmation && rep.confirmation->shows(rep.race->race);
 }
 
 // A race candidate no replay showed is no finding: it goes to the race notes, and the report
@@ -260,8 +253,8 @@ constexpr std::size_t kCandidatesTried = 3;
 // A race candidate no replay showed gives way to the execution's next one (race.others, in
 // report order), up to kCandidatesTried in all, so a pair that only reads shared bytes does not
 // hide the pair that races. Each one dropped goes to the race notes (drop_candidate).
-void confirm_candidates(const std::vector<const ExecutionResult*>& all,
-                        const CaseInstance& target, Rebuild& rb, ReplayReport& rep,
+void confirm_candidates(const std::vector<const ExecutionResult*>& all, const CaseInstance& target,
+                        Rebuild& rb, ReplayReport& rep,
                         const std::function<void(const std::string&)>& say, int after) {
   for (std::size_t tried = 1; rep.race && rep.race->race.candidate && !shown(rep); ++tried) {
     std::vector<RaceFinding> rest = std::move(rep.race->others);
@@ -470,7 +463,7 @@ void judge(const Record& record, const Replays& replays, Rebuild& rb, ReplayRepo
   const int poison_replays = rep.uninitialized ? kPoisonReplays : 0;
   confirm_races(all, target, rb, rep, say, poison_replays + placement_replays);
   const bool candidate = rep.race && rep.race->race.candidate;
-  if (candidate) confirm_candidates(all, target, rb, rep, say, poison_replays + placement_replays);
+  confirm_candidates(all, target, rb, rep, say, poison_replays + placement_replays);
   Confirmations seen;
   if (rep.uninitialized) {
     seen.poison_ran = confirm_uninitialized(target, rb, rep, say, placement_replays);

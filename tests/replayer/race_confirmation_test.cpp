@@ -62,6 +62,29 @@ TEST(RaceConfirmation, ARaceOnOneRankIsConfirmedByEveryCheckAndBisectedToItsOps)
   EXPECT_LE(c.replays, 12) << "serial 1, amplification 1, base 1, all-syncs 1, log2(20) bisection";
 }
 
+// A candidate (an access of unknown direction) on one rank is shown only when the bisection
+// puts the outputs' cause between its ops; across ranks, and for a race of known directions,
+// any check shows it; no check, nothing.
+TEST(RaceConfirmation, ACandidateOnOneRankIsShownOnlyWhenTheBisectionAgrees) {
+  Race exact = race_on(0, 6, 0, 9).race;
+  Race candidate = exact;
+  candidate.candidate = true;
+  Race across = race_on(0, 6, 1, 9).race;
+  across.candidate = true;
+  RaceConfirmation c;
+  c.confirmed_by = {"serialization", "amplification"};
+  EXPECT_TRUE(c.shows(exact));
+  EXPECT_FALSE(c.shows(candidate)) << "no bisection";
+  EXPECT_TRUE(c.shows(across));
+  c.sync_edge = OpSite{0, 11};
+  EXPECT_FALSE(c.shows(candidate)) << "bisected elsewhere";
+  c.sync_agrees = true;
+  EXPECT_TRUE(c.shows(candidate));
+  c.confirmed_by.clear();
+  EXPECT_FALSE(c.shows(candidate));
+  EXPECT_FALSE(c.shows(exact));
+}
+
 TEST(RaceConfirmation, ARaceAcrossRanksIsConfirmedByAmplificationAndNotBisected) {
   Script script{race_on(0, 8, 1, 12)};
   const ExecutionResult recorded =
