@@ -271,7 +271,8 @@ struct BackwardNode final : at::ObserverContext {
   Capture* before = nullptr;
 };
 
-std::unique_ptr<at::ObserverContext> on_backward_start() {
+// A backward node's start and end (its own callback, which needs no inputs or outputs).
+std::unique_ptr<at::ObserverContext> on_node_start(const at::RecordFunction&) {
   Capture* c = g_case.load();
   if (c == nullptr || t_running == c || t_depth > 0) return nullptr;  // the case's own thread
   auto node = std::make_unique<BackwardNode>();
@@ -279,8 +280,11 @@ std::unique_ptr<at::ObserverContext> on_backward_start() {
   return node;
 }
 
+void on_node_end(const at::RecordFunction&, at::ObserverContext* ctx) {
+  if (ctx != nullptr) t_running = static_cast<BackwardNode&>(*ctx).before;
+}
+
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) return on_backward_start();
   Capture* c = t_running;
   if (c == nullptr || t_depth > 0) return nullptr;
   ++t_depth;  // what the capture itself runs (is_pinned) is no op of the case
@@ -350,9 +354,8 @@ py::object kernel_args_for_test(std::optional<std::vector<py::bytes>> params,
   t_test_layout = layout.value_or(std::vector<std::pair<uint64_t, uint64_t>>{});
   const std::optional<KernelArgs> args = kernel_args(launch, layout ? &test_param_info : nullptr);
   if (!args) return py::none();
-  return py::make_tuple(args->layout,
-                        py::bytes(reinterpret_cast<const char*>(args->values.data()),
-                                  args->values.size()));
+  return py::make_tuple(args->layout, py::bytes(reinterpret_cast<const char*>(args->values.data()),
+                                                args->values.size()));
 }
 
 // CPRR_LAUNCH_CAPTURE=1: kernels launched past the dispatcher are ops with inferred accesses
@@ -365,10 +368,6 @@ bool launch_capture_on() {
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   if (ctx == nullptr) return;
-  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
-    t_running = static_cast<BackwardNode&>(*ctx).before;
-    return;
-  }
   auto& op = static_cast<OpInFlight&>(*ctx);
   Capture* c = t_running;
   try {
@@ -398,11 +397,12 @@ class Running {
       hooked_ = &c.capture().sink();
       hooked_->hook_launches(&on_launch, &c);
     }
-    handle_ = at::addThreadLocalCallback(
-        at::RecordFunctionCallback(on_start, on_end)
-            .needsInputs(true)
-            .needsOutputs(true)
-            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+    handle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(on_start, on_end)
+                                             .needsInputs(true)
+                                             .needsOutputs(true)
+                                             .scopes({at::RecordScope::FUNCTION}));
+    nodes_ = at::addThreadLocalCallback(at::RecordFunctionCallback(on_node_start, on_node_end)
+                                            .scopes({at::RecordScope::BACKWARD_FUNCTION}));
   }
   ~Running() { stop(); }
   void stop() {
@@ -410,14 +410,16 @@ class Running {
     if (hooked_ != nullptr) hooked_->hook_launches(nullptr, nullptr);
     hooked_ = nullptr;
     at::removeCallback(handle_);
-    handle_ = 0;
+    at::removeCallback(nodes_);
+    handle_ = nodes_ = 0;
     g_case.store(nullptr);
     t_running = nullptr;
   }
 
  private:
   at::CallbackHandle handle_ = 0;
-  OpSink* hooked_ = nullptr;  ///< the sink whose launch hook this run installed
+  at::CallbackHandle nodes_ = 0;  ///< backward nodes (no inputs or outputs needed)
+  OpSink* hooked_ = nullptr;      ///< the sink whose launch hook this run installed
 };
 
 }  // namespace

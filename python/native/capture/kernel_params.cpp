@@ -31,22 +31,24 @@ std::optional<std::pair<const std::byte*, size_t>> packed_buffer(void** extra) {
 
 using GetParamInfo = int (*)(void* function, size_t index, size_t* offset, size_t* size);
 
-GetParamInfo lookup_param_info() {
-  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (driver == nullptr) return nullptr;
-  return reinterpret_cast<GetParamInfo>(dlsym(driver, "cuFuncGetParamInfo"));
+// The loaded driver's cuFuncGetParamInfo, looked up once; nullptr: none.
+GetParamInfo get_param_info() {
+  static const GetParamInfo get = [] {
+    void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    return driver ? reinterpret_cast<GetParamInfo>(dlsym(driver, "cuFuncGetParamInfo")) : nullptr;
+  }();
+  return get;
 }
 
 std::optional<std::pair<uint64_t, uint64_t>> from_driver(void* function, size_t index) {
-  static const GetParamInfo get = lookup_param_info();
   size_t offset = 0, size = 0;
-  if (get == nullptr || get(function, index, &offset, &size) != 0) return std::nullopt;
+  if (get_param_info()(function, index, &offset, &size) != 0) return std::nullopt;
   return std::pair<uint64_t, uint64_t>{offset, size};
 }
 
 }  // namespace
 
-ParamInfo driver_param_info() { return lookup_param_info() ? &from_driver : nullptr; }
+ParamInfo driver_param_info() { return get_param_info() ? &from_driver : nullptr; }
 
 std::optional<KernelArgs> kernel_args(const SeenLaunch& launch, ParamInfo param_info) {
   KernelArgs args;
