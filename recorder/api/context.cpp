@@ -157,18 +157,16 @@ OpRecord& Context::log_op(int stream, std::string kind, std::string name, const 
     if (const uint32_t us = delay_before(seq); us > 0) state_.backend->delay(stream, us);
   }
   OpRecord op{seq, stream, std::move(kind), std::move(name), {}, {}, event};
-  for (const Buffer& b : access.reads) {
-    op.reads.push_back(b.id);
-    op.read_spans.push_back(span_of(b));
-  }
-  for (const Buffer& b : access.writes) {
-    op.writes.push_back(b.id);
-    op.write_spans.push_back(span_of(b));
-  }
-  for (const Buffer& b : access.uses) {
-    op.touches.push_back(b.id);
-    op.touch_spans.push_back(span_of(b));
-  }
+  const auto add = [this](const std::vector<Buffer>& from, std::vector<uint32_t>& ids,
+                          std::vector<ByteSpan>& spans) {
+    for (const Buffer& b : from) {
+      ids.push_back(b.id);
+      spans.push_back(span_of(b));
+    }
+  };
+  add(access.reads, op.reads, op.read_spans);
+  add(access.writes, op.writes, op.write_spans);
+  add(access.uses, op.touches, op.touch_spans);
   if (timeline_) {
     mark_end();  // an op that issued nothing (a failed call) ends where the next one starts
     OpTime& t = logs_.timeline.ops.emplace_back();

@@ -170,18 +170,16 @@ LibraryHooks::LibraryOp LibraryHooks::library_op(std::string kind, std::string n
   }
   OpRecord& op = ctx_.log_op(stream, std::move(kind), std::move(name), Access{}, -1, true);
   op.moves = moves;
-  for (const Touch& t : reads) {
-    op.reads.push_back(t.buffer);
-    op.read_spans.push_back(t.span);
-  }
-  for (const Touch& t : writes) {
-    op.writes.push_back(t.buffer);
-    op.write_spans.push_back(t.span);
-  }
-  for (const Touch& t : touches) {
-    op.touches.push_back(t.buffer);
-    op.touch_spans.push_back(t.span);
-  }
+  const auto add = [](const std::vector<Touch>& from, std::vector<uint32_t>& ids,
+                      std::vector<ByteSpan>& spans) {
+    for (const Touch& t : from) {
+      ids.push_back(t.buffer);
+      spans.push_back(t.span);
+    }
+  };
+  add(reads, op.reads, op.read_spans);
+  add(writes, op.writes, op.write_spans);
+  add(touches, op.touches, op.touch_spans);
   return LibraryOp{seq, ctx_.replay_syncs_after(seq)};
 }
 
