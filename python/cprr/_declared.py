@@ -26,6 +26,7 @@ class accesses:  # noqa: N801 (used as a function: `with cprr.accesses(...)`)
         self._name = name
         self._tensors = {"reads": list(reads), "writes": list(writes), "uses": list(uses)}
         self._inside = None
+        self._sync = None  # the capture, when a replay asks for a sync after the block
 
     def __enter__(self):
         capture = _running.capture()
@@ -33,8 +34,9 @@ class accesses:  # noqa: N801 (used as a function: `with cprr.accesses(...)`)
             return self
         for what, tensors in self._tensors.items():
             _check_tensors(self._name, what, tensors)
-        capture.note(self._name, self._tensors["reads"], self._tensors["writes"],
-                     uses=self._tensors["uses"])
+        if capture.note(self._name, self._tensors["reads"], self._tensors["writes"],
+                        uses=self._tensors["uses"]):
+            self._sync = capture
         self._inside = capture.in_op()
         self._inside.__enter__()
         return self
@@ -43,6 +45,9 @@ class accesses:  # noqa: N801 (used as a function: `with cprr.accesses(...)`)
         inside, self._inside = self._inside, None
         if inside is not None:
             inside.__exit__(*exc)
+        sync, self._sync = self._sync, None
+        if sync is not None and exc[0] is None:
+            sync.synchronize()  # the block's work is issued: the sync bisection's sync
         return False
 
 

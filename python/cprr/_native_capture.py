@@ -114,7 +114,11 @@ class NativeOpCapture:
 
     def note(self, what, reads=(), writes=(), stream=None, uses=()):
         """cprr._op_capture.OpCapture.note."""
-        _op_capture.note(self, self._native, what, reads, writes, stream, uses)
+        return _op_capture.note(self, self._native, what, reads, writes, stream, uses)
+
+    def synchronize(self):
+        """cprr._op_capture.OpCapture.synchronize."""
+        self._native.synchronize_library()
 
     def used_by(self, tensors, stream):
         self._impl.used_by(list(tensors), stream)

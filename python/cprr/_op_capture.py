@@ -76,8 +76,13 @@ class OpCapture(TorchDispatchMode):
     def note(self, what, reads=(), writes=(), stream=None, uses=()):
         """Logs a call outside aten (a capture, a collective, a declared call: cprr.accesses)
         that reads/writes these tensors, or is handed `uses` without knowing how it uses them, on
-        `stream` (default: where the tensors are, the current stream for CUDA ones)."""
-        note(self, self._native, what, reads, writes, stream, uses)
+        `stream` (default: where the tensors are, the current stream for CUDA ones). Returns
+        whether a replay asks for synchronize() once the call is issued."""
+        return note(self, self._native, what, reads, writes, stream, uses)
+
+    def synchronize(self):
+        """A replay's host sync after a noted call (the sync bisection)."""
+        self._native.synchronize_library()
 
     def used_by(self, tensors, stream):
         """`stream` uses these tensors as record_stream would say (an async collective's)."""
@@ -224,17 +229,17 @@ class OpCapture(TorchDispatchMode):
 
 def note(capture, native, what, reads, writes, stream, uses=()):
     """OpCapture.note for either capture (this one, cprr._native_capture's): `capture`'s
-    touches and streams, logged into `native`."""
+    touches and streams, logged into `native`. Returns whether to sync after the call."""
     r, w, u = capture.touches(reads), capture.touches(writes), capture.touches(uses)
     if not (r or w or u):
-        return
+        return False
     if stream is None:
         tensors = list(reads) + list(writes) + list(uses)
         stream, handle = capture.stream_of(_op_schema.device_of(tensors, {}))
     else:
         handle = _streams.NO_NATIVE_STREAM  # a stream cprr models (an async collective's)
-    native.library_op("kernel" if stream >= 0 else "host", f"{what} at {caller()}", stream,
-                      handle, r, w, touches=u)
+    return native.library_op("kernel" if stream >= 0 else "host", f"{what} at {caller()}",
+                             stream, handle, r, w, touches=u)[1]
 
 
 class Idle:

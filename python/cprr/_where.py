@@ -10,15 +10,21 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _TORCH = os.path.dirname(os.path.abspath(torch.__file__))
 
 
+_INSTALLED = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+
+
 @functools.lru_cache(maxsize=4096)
 def _inside(filename):
-    """Whether a frame of this file is torch's or cprr's own (not the case's code)."""
+    """Whether a frame of this file is torch's, cprr's or an installed package's (Triton's
+    launcher, an extension's wrapper), not the case's code."""
     f = os.path.abspath(filename)
-    return f.startswith((_HERE, _TORCH)) or "importlib" in f or filename.startswith("<")
+    return (f.startswith((_HERE, _TORCH)) or any(d in f for d in _INSTALLED)
+            or "importlib" in f or filename.startswith("<"))
 
 
 def caller():
-    """file:line of the case code that made the call (the first frame outside torch and cprr)."""
+    """file:line of the case code that made the call (the first frame outside torch, cprr and
+    installed packages)."""
     frame = sys._getframe(1)
     while frame is not None:
         if not _inside(frame.f_code.co_filename):

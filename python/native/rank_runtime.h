@@ -163,7 +163,7 @@ struct CaptureCalls {
       const std::vector<std::pair<uint64_t, uint64_t>>& layout,
       const std::vector<std::byte>& values);
   /// unseen_work.h's set_launch_hook.
-  void (*set_launch_hook)(LaunchHook hook, void* user);
+  void (*set_launch_hook)(LaunchHook hook, LaunchDone done, void* user);
 };
 const CaptureCalls& capture_calls();
 

@@ -1,13 +1,15 @@
 #include "python/native/unseen_work.h"
 
 #include <atomic>
+#include <mutex>
+#include <optional>
 #include <utility>
+
+#include "python/native/kernel_name.h"
 
 #if CPRR_HAVE_CUPTI
 #include <cupti.h>
 #include <dlfcn.h>
-
-#include <mutex>
 #endif
 
 namespace cprr::python {
@@ -18,16 +20,23 @@ thread_local int seen_depth = 0;
 // Counted since the thread last entered seen work: kept apart until then, so that work which
 // turns out to be an op's own (torch.tensor's copy, before its lift_fresh) can be let go.
 thread_local uint64_t pending_launches = 0;
+// Those launches by their kernels' symbols, for the report (a few distinct ones are enough).
+thread_local std::map<std::string, uint64_t> pending_names;
+constexpr size_t kNamesKept = 8;
 thread_local uint64_t pending_copies = 0;
 // Inside a runtime API call: the driver calls it makes are the same work, counted once.
 thread_local bool in_runtime_call = false;
-// The runtime launch's driver launch was logged as an op (set_launch_hook): not counted.
-thread_local bool runtime_launch_logged = false;
+// The launch under way was logged as an op (set_launch_hook): not counted, and a driver launch
+// the runtime makes for it is the same launch.
+thread_local bool launch_logged = false;
+// The hook asked for a host sync once the launch under way is issued (LaunchLogged::sync_after).
+thread_local bool done_pending = false;
 
-// The launch hook (set_launch_hook): the user pointer is stored before the hook and cleared
-// after it, so a callback never pairs a hook with another's pointer.
+// The launch hook (set_launch_hook): the user pointer is stored before the hooks and cleared
+// after them, so a callback never pairs a hook with another's pointer.
 struct HookSlot {
   std::atomic<LaunchHook> hook{nullptr};
+  std::atomic<LaunchDone> done{nullptr};
   std::atomic<void*> user{nullptr};
 };
 HookSlot& hook_slot() {
@@ -38,6 +47,8 @@ HookSlot& hook_slot() {
 struct Counts {
   std::atomic<uint64_t> launches{0};
   std::atomic<uint64_t> copies{0};
+  std::mutex names_mutex;
+  std::map<std::string, uint64_t> names;  ///< the launches' kernels, under names_mutex
 };
 
 // CUPTI's subscription is the process's, and so are its counts: bumped from the callback on any
@@ -48,6 +59,13 @@ Counts& counts() {
 }
 
 #if CPRR_HAVE_CUPTI
+// A launch outside the op log, by its kernel's symbol (demangled only for the report).
+void count_launch(const CUpti_CallbackData& call) {
+  ++pending_launches;
+  std::string symbol = call.symbolName ? call.symbolName : "";
+  if (pending_names.size() < kNamesKept || pending_names.count(symbol)) ++pending_names[symbol];
+}
+
 constexpr int kRuntimeLaunches[] = {
     CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
     CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
@@ -86,45 +104,119 @@ bool among(const int (&ids)[N], CUpti_CallbackId id) {
   return false;
 }
 
-// The driver launch `call` reports, for the launch hook; false when its kind is not one the
-// hook takes (a cooperative launch) or no hook is set.
-bool log_launch(CUpti_CallbackId id, const CUpti_CallbackData& call) {
-  const LaunchHook hook = hook_slot().hook.load();
-  if (hook == nullptr) return false;
+// CUDA 13's `<<<>>>` launch (crt/device_functions.h's __cudaLaunchKernel): CUPTI's meta header
+// has no struct for it; its parameters are laid out as the signature declares them.
+struct KernelHandleLaunchParams {
+  cudaKernel_t kernel;
+  dim3 gridDim;
+  dim3 blockDim;
+  void** args;
+  size_t sharedMem;
+  cudaStream_t stream;
+};
+
+// The launch `call` reports, as the hook sees it; nullopt when its kind is not one the hook
+// takes (a cooperative launch, a graph).
+std::optional<SeenLaunch> seen_launch(bool runtime, CUpti_CallbackId id,
+                                      const CUpti_CallbackData& call) {
   SeenLaunch l;
   l.symbol = call.symbolName;
-  const auto fill = [&](const auto* p, CUstream stream) {
-    l.function = p->f;
+  const void* params = call.functionParams;
+  const auto driver = [&](const auto* p, CUstream stream) {
+    l.handle = p->f;
     l.stream = stream;
     l.params = p->kernelParams;
     l.extra = p->extra;
   };
-  const void* params = call.functionParams;
+  const auto stub = [&](const void* func, void** args, cudaStream_t stream) {
+    l.kind = SeenLaunch::Handle::host_stub;
+    l.handle = func;
+    l.params = args;
+    l.stream = stream;
+  };
+  const auto config_stream = [](const auto* config) { return config ? config->stream : nullptr; };
+  if (runtime) {
+    switch (id) {
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000: {
+        const auto* p = static_cast<const cudaLaunchKernel_v7000_params*>(params);
+        stub(p->func, p->args, p->stream);
+        return l;
+      }
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000: {
+        const auto* p = static_cast<const cudaLaunchKernel_ptsz_v7000_params*>(params);
+        stub(p->func, p->args, p->stream);
+        return l;
+      }
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060: {
+        const auto* p = static_cast<const cudaLaunchKernelExC_v11060_params*>(params);
+        stub(p->func, p->args, config_stream(p->config));
+        return l;
+      }
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060: {
+        const auto* p = static_cast<const cudaLaunchKernelExC_ptsz_v11060_params*>(params);
+        stub(p->func, p->args, config_stream(p->config));
+        return l;
+      }
+      case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000:
+      case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000: {
+        const auto* p = static_cast<const KernelHandleLaunchParams*>(params);
+        l.kind = SeenLaunch::Handle::kernel;
+        l.handle = p->kernel;
+        l.params = p->args;
+        l.stream = p->stream;
+        return l;
+      }
+      default:
+        return std::nullopt;
+    }
+  }
   switch (id) {
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel: {
       const auto* p = static_cast<const cuLaunchKernel_params*>(params);
-      fill(p, p->hStream);
-      break;
+      driver(p, p->hStream);
+      return l;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz: {
       const auto* p = static_cast<const cuLaunchKernel_ptsz_params*>(params);
-      fill(p, p->hStream);
-      break;
+      driver(p, p->hStream);
+      return l;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: {
       const auto* p = static_cast<const cuLaunchKernelEx_params*>(params);
-      fill(p, p->config ? p->config->hStream : nullptr);
-      break;
+      driver(p, p->config ? p->config->hStream : nullptr);
+      return l;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
       const auto* p = static_cast<const cuLaunchKernelEx_ptsz_params*>(params);
-      fill(p, p->config ? p->config->hStream : nullptr);
-      break;
+      driver(p, p->config ? p->config->hStream : nullptr);
+      return l;
     }
     default:
-      return false;
+      return std::nullopt;
   }
-  return hook(hook_slot().user.load(), l);
+}
+
+// Offers the launch `call` reports to the launch hook; whether it logged it.
+bool log_launch(bool runtime, CUpti_CallbackId id, const CUpti_CallbackData& call) {
+  const LaunchHook hook = hook_slot().hook.load();
+  if (hook == nullptr) return false;
+  const std::optional<SeenLaunch> launch = seen_launch(runtime, id, call);
+  if (!launch) return false;
+  ++seen_depth;  // what the hook issues (a replay's delay kernel) is cprr's own
+  const LaunchLogged logged = hook(hook_slot().user.load(), *launch);
+  --seen_depth;
+  done_pending = logged == LaunchLogged::sync_after;
+  return logged != LaunchLogged::no;
+}
+
+// At a launch's exit: the hook's sync, when it asked for one.
+void launch_done() {
+  if (!std::exchange(done_pending, false)) return;
+  if (const LaunchDone done = hook_slot().done.load()) {
+    ++seen_depth;
+    done(hook_slot().user.load());
+    --seen_depth;
+  }
 }
 
 void CUPTIAPI on_api(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data) {
@@ -133,24 +225,35 @@ void CUPTIAPI on_api(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, co
   const bool launch = runtime ? among(kRuntimeLaunches, id) : among(kDriverLaunches, id);
   const bool counted = watched && seen_depth == 0;
   if (call->callbackSite == CUPTI_API_EXIT) {
-    if (!runtime) return;
-    in_runtime_call = false;
-    // A runtime launch is counted once it is done, unless its driver launch was logged.
-    if (counted && launch && !std::exchange(runtime_launch_logged, false)) ++pending_launches;
+    if (!runtime && in_runtime_call) return;  // the runtime call's exit settles it
+    if (runtime) in_runtime_call = false;
+    if (!launch) return;
+    // A runtime launch is counted once it is done, unless it was logged.
+    const bool logged = std::exchange(launch_logged, false);
+    if (runtime && counted && !logged) count_launch(*call);
+    launch_done();
     return;
   }
   if (runtime) {
     in_runtime_call = true;
-    runtime_launch_logged = false;
+    launch_logged = false;
+    done_pending = false;
   }
   if (!counted) return;
-  if (!runtime && launch && log_launch(id, *call)) {
-    runtime_launch_logged = in_runtime_call;
+  if (launch) {
+    // A driver launch the runtime makes for a launch it logged is that launch.
+    if (!runtime && in_runtime_call && launch_logged) return;
+    if (log_launch(runtime, id, *call)) {
+      launch_logged = true;
+      return;
+    }
+    // A runtime launch is counted at its exit, a driver launch now (unless the runtime's).
+    if (!runtime && !in_runtime_call) count_launch(*call);
     return;
   }
-  // A runtime launch is counted at its exit; a runtime call's driver calls are its own work.
-  if (runtime ? launch : in_runtime_call) return;
-  ++(launch ? pending_launches : pending_copies);
+  // A runtime call's driver calls are its own work.
+  if (!runtime && in_runtime_call) return;
+  ++pending_copies;
 }
 
 struct Cupti {
@@ -222,19 +325,53 @@ void commit_pending() {
   counts().launches.fetch_add(pending_launches, std::memory_order_relaxed);
   counts().copies.fetch_add(pending_copies, std::memory_order_relaxed);
   pending_launches = pending_copies = 0;
+  if (pending_names.empty()) return;
+  std::lock_guard<std::mutex> lock(counts().names_mutex);
+  for (const auto& [name, n] : pending_names) {
+    if (counts().names.size() < kNamesKept || counts().names.count(name)) counts().names[name] += n;
+  }
+  pending_names.clear();
+}
+
+// "kernel launches (a ×2, b, …)": which kernels, when CUPTI named them.
+std::string launches_named() {
+  std::map<std::string, uint64_t> names;
+  {
+    std::lock_guard<std::mutex> lock(counts().names_mutex);
+    names.swap(counts().names);
+  }
+  std::string out = "kernel launches";
+  const char* sep = " (";
+  for (const auto& [symbol, n] : names) {
+    out += sep + kernel_name(symbol.c_str()) + (n > 1 ? " x" + std::to_string(n) : "");
+    sep = ", ";
+  }
+  if (names.size() >= kNamesKept) out += ", ...";
+  return names.empty() ? out : out + ")";
 }
 
 }  // namespace
 
-void set_launch_hook(LaunchHook hook, void* user) {
+void set_launch_hook(LaunchHook hook, LaunchDone done, void* user) {
   HookSlot& slot = hook_slot();
   if (hook == nullptr) {
     slot.hook.store(nullptr);
+    slot.done.store(nullptr);
     slot.user.store(nullptr);
   } else {
     slot.user.store(user);
+    slot.done.store(done);
     slot.hook.store(hook);
   }
+}
+
+void cupti_callback_for_test(int domain, uint32_t id, const void* data) {
+#if CPRR_HAVE_CUPTI
+  on_api(nullptr, static_cast<CUpti_CallbackDomain>(domain), static_cast<CUpti_CallbackId>(id),
+         data);
+#else
+  (void)domain, (void)id, (void)data;
+#endif
 }
 
 void watch_this_thread(bool on) { watched = on; }
@@ -242,13 +379,17 @@ void enter_seen() {
   commit_pending();
   ++seen_depth;
 }
-void forgive_pending() { pending_launches = pending_copies = 0; }
+void forgive_pending() {
+  pending_launches = pending_copies = 0;
+  pending_names.clear();
+}
 void leave_seen() { --seen_depth; }
 
 std::map<std::string, uint64_t> take_unseen() {
   commit_pending();
   std::map<std::string, uint64_t> out;
-  if (const uint64_t n = counts().launches.exchange(0)) out["kernel launches"] = n;
+  const std::string launches = launches_named();  // emptied either way
+  if (const uint64_t n = counts().launches.exchange(0)) out[launches] = n;
   if (const uint64_t n = counts().copies.exchange(0)) out["async copies and memsets"] = n;
   return out;
 }

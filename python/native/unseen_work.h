@@ -32,20 +32,37 @@ void forgive_pending();
 /// counted ("kernel launches", "async copies and memsets"); empty when nothing was.
 std::map<std::string, uint64_t> take_unseen();
 
-/// A kernel launch CUPTI reported on a watched thread outside seen work, through the driver API
-/// (a runtime launch makes one too): what it names, before it runs.
+/// A kernel launch CUPTI reported on a watched thread outside seen work: what it names, before
+/// it runs. A driver launch names a CUfunction; a runtime launch names its kernel as CUDA 13's
+/// `<<<>>>` does (a cudaKernel_t) or as cudaLaunchKernel does (the host stub the runtime
+/// registered); `handle` is that, and `kind` says which.
 struct SeenLaunch {
-  void* function = nullptr;      ///< the CUfunction
+  enum class Handle { function, kernel, host_stub };
+  Handle kind = Handle::function;
+  const void* handle = nullptr;
   const char* symbol = nullptr;  ///< its name as CUPTI gives it (mangled for C++ kernels)
-  void* stream = nullptr;        ///< the CUstream it is launched on
-  void** params = nullptr;       ///< kernelParams: a pointer to each parameter's value, or null
+  void* stream = nullptr;        ///< the CUstream (cudaStream_t) it is launched on
+  void** params = nullptr;       ///< kernelParams / args: a pointer to each parameter's value
   void** extra = nullptr;        ///< or the packed buffer of cuLaunchKernel's `extra`
 };
-/// Logs a launch as an op of the running case (the C++ op capture's); returns whether it did
-/// (then the launch is no work outside the op log). Called on the launching thread.
-using LaunchHook = bool (*)(void* user, const SeenLaunch& launch);
-/// Installs `hook` for the process (nullptr: none); one case runs in a rank process at a time.
-void set_launch_hook(LaunchHook hook, void* user);
+/// What the hook did with a launch.
+enum class LaunchLogged {
+  no,         ///< not logged: the launch is work outside the op log
+  yes,        ///< logged as an op of the running case
+  sync_after  ///< logged, and a replay asks for a host sync once the launch is issued
+};
+/// Logs a launch as an op of the running case (the C++ op capture's). Called on the launching
+/// thread at the launch API's entry.
+using LaunchHook = LaunchLogged (*)(void* user, const SeenLaunch& launch);
+/// Called at the launch API's exit when the hook answered sync_after: the kernel is issued.
+using LaunchDone = void (*)(void* user);
+/// Installs `hook` and `done` for the process (nullptr: none); one case runs in a rank process
+/// at a time.
+void set_launch_hook(LaunchHook hook, LaunchDone done, void* user);
+
+/// CUPTI's callback itself, for tests that hand it made-up calls (`data`: a CUpti_CallbackData
+/// of `domain` and callback `id`); a no-op in a build without CUPTI.
+void cupti_callback_for_test(int domain, uint32_t id, const void* data);
 
 /// enter_seen() for a scope of cprr's own work.
 class SeenScope {

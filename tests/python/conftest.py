@@ -46,6 +46,8 @@ class FakeNative:
         self.entered_in = []  # (group, members, where) per enter_collective / enter_p2p
         self.groups = []  # note_group's arguments
         self.splits = []  # (send_bytes, recv_bytes, row_bytes) per enter_collective
+        self.sync_after = set()  # seqs a replay's sync bisection syncs after (library_op says)
+        self.syncs = []  # len(log) at each synchronize_library()
 
     def capture(self, is_output, name, address, bytes, dtype, shape, native_stream, host=False):
         self.captures.append((is_output, name, address, bytes, dtype, list(shape),
@@ -91,13 +93,13 @@ class FakeNative:
         self._append(kind, name, stream, native_stream, reads, writes, moves=moves)
         if touches:  # only a declared call's (cprr.accesses' uses)
             self.log[-1]["touches"] = list(touches)
-        return len(self.log) - 1, False
+        return len(self.log) - 1, len(self.log) - 1 in self.sync_after
 
     def library_order(self, kind, name, stream, event):
         self._append(kind, name, stream, event=event)
 
     def synchronize_library(self):
-        pass
+        self.syncs.append(len(self.log))
 
     def note_unseen(self, what):
         self.unseen.append(what)

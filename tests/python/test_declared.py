@@ -50,6 +50,35 @@ def test_a_declared_call_is_one_op_with_the_bytes_of_its_tensors(capture_kind):
     assert any(o["name"].startswith("aten.mul_") for o in after), native.log
 
 
+class _SyncsAfterDeclared(FakeNative):
+    """A replay whose sync bisection syncs after every declared call."""
+
+    def library_op(self, kind, name, *args, **kwargs):
+        seq, _ = super().library_op(kind, name, *args, **kwargs)
+        return seq, name.startswith("ext_fill at ")
+
+
+@pytest.mark.parametrize("capture_kind", CAPTURES, ids=lambda k: k.__name__)
+def test_a_replay_syncs_after_the_declared_block_it_names_once_its_work_is_issued(capture_kind):
+    """The sync bisection's sync after a declared call comes when the block ends: a sync when
+    the op is logged (before the call issues its kernels) would order nothing."""
+    a, b = torch.ones(4), torch.empty(4)
+    native = _SyncsAfterDeclared()
+    capture = capture_kind(native)
+    ends = []
+    with _running.running(native, capture), capture:
+        for _ in range(2):
+            with cprr.accesses("ext_fill", writes=[b], reads=[a]):
+                syncs = len(native.syncs)
+                b.mul_(0)
+                assert len(native.syncs) == syncs, "no sync inside the block"
+            ends.append(len(native.log))
+    capture.finish()
+    names = [o["name"].split(" at ")[0] for o in native.log]
+    assert names.count("ext_fill") == 2, names
+    assert native.syncs == ends, "once each block's own op was issued: " + repr(native.syncs)
+
+
 @pytest.mark.parametrize("capture_kind", CAPTURES, ids=lambda k: k.__name__)
 def test_a_declared_function_logs_the_arguments_it_names_at_each_call(capture_kind):
     def ext_add(a, b, out=None, parts=()):

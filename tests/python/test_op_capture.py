@@ -5,6 +5,8 @@ stream, and how frees and record_stream order the reuse of memory.
 The native side is conftest's FakeNative. Spans are (buffer id, byte offset, byte length).
 """
 
+import sys
+
 import pytest
 import torch
 
@@ -517,3 +519,17 @@ def test_work_before_torch_tensors_lift_is_the_constructors_and_other_work_is_ou
     assert capture.outside == {"allocation": 2}
     # Every op torch ran under the capture was inside seen work, entered and left in pairs.
     assert counter.calls.count("enter") == counter.calls.count("leave") > 0
+
+
+def test_an_op_is_named_at_the_case_line_that_called_an_installed_package_not_inside_it():
+    """A Triton kernel is launched by Triton's own launcher: the op's file:line is the case's
+    call into the package, the first frame outside torch, cprr and installed packages."""
+    from cprr._where import caller
+
+    namespace = {}
+    for where in ("site-packages", "dist-packages"):
+        exec(compile("def launch(report):\n    return report()\n",
+                     f"/opt/venv/lib/python3/{where}/triton/driver.py", "exec"), namespace)
+        line = sys._getframe().f_lineno + 1
+        got = namespace["launch"](caller)
+        assert got == f"test_op_capture.py:{line}", (where, got)

@@ -39,7 +39,7 @@ done
 libs=()
 if [ -f build/python/cprr/libcprr_pyrank.so ]; then
   mkdir -p "$stage/build/python/cprr"
-  cp build/python/cprr/*.py "$stage/build/python/cprr/"
+  cp build/python/cprr/*.py build/python/cprr/*.pyi "$stage/build/python/cprr/"
   strip --strip-debug -o "$stage/build/python/cprr/libcprr_pyrank.so" build/python/cprr/libcprr_pyrank.so
   libs+=(build/python/cprr/libcprr_pyrank.so)
 fi

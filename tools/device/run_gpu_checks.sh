@@ -155,10 +155,15 @@ for step in "${steps[@]}"; do
       # Issue 40: kernels the dispatcher does not see (corpus/python_launch: Triton, an extension
       # through pybind, declared and not) with CPRR_LAUNCH_CAPTURE=1 (cpreplay re-applies it):
       # verdicts at record time, then every case replayed (each bug's race confirmed, the
-      # shared-weight candidate dropped, the twins reproduced). The extension is built once, in
+      # shared-weight candidate dropped, the twins reproduced). The extension is built first, in
       # /tmp/cprr_torch_extensions.
       python_module || continue
       work=$(mktemp -d)
+      # The extension is built before the cases run, as a suite's extensions are: a build inside
+      # a case outlasts its hang limit, and a killed build leaves torch's lock behind.
+      PYTHONPATH=$b/python:corpus/python_launch timeout 300 python3 -c \
+        'import test_launches as t; t._extension()' >"$out/extension_build.log" 2>&1
+      report "extension build rc=$?"
       CPRR_LAUNCH_CAPTURE=1 timeout 500 "$b/tools/cprecord" --python corpus/python_launch \
         --backend cuda --mode fresh --json --db "$work/launch.db" >"$work/launch.json" \
         2>"$work/launch.err"

@@ -20,8 +20,11 @@
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -74,7 +77,9 @@ class NativeSink final : public OpSink {
     if (counting_) calls_.forgive_pending();
   }
   bool logs_launches() const override { return counting_; }
-  void hook_launches(LaunchHook hook, void* user) override { calls_.set_launch_hook(hook, user); }
+  void hook_launches(LaunchHook hook, LaunchDone done, void* user) override {
+    calls_.set_launch_hook(hook, done, user);
+  }
   std::pair<uint64_t, bool> library_launch(const std::string& name, int stream,
                                            uint64_t native_stream,
                                            const std::vector<std::pair<uint64_t, uint64_t>>& layout,
@@ -303,18 +308,47 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
 
 // A kernel launched past the dispatcher on the case's thread (unseen_work.h's launch hook): an
 // op of the log when its parameters can be read, else it stays work outside the op log.
-bool on_launch(void* user, const SeenLaunch& launch) {
+// CPRR_LAUNCH_DEBUG=FILE: a line per launch the hook is offered, with what became of it.
+void debug_launch(const SeenLaunch& launch, const char* what) {
+  static const char* const path = std::getenv("CPRR_LAUNCH_DEBUG");
+  if (path == nullptr) return;
+  static std::mutex m;
+  std::lock_guard<std::mutex> lock(m);
+  if (std::FILE* f = std::fopen(path, "a")) {
+    std::fprintf(f, "%s [handle kind %d, %s]: %s\n", kernel_name(launch.symbol).c_str(),
+                 static_cast<int>(launch.kind), launch.params ? "params" : "no params", what);
+    std::fclose(f);
+  }
+}
+
+// Handles whose parameters could not be read once: not asked again (a kernel launched in a loop
+// pays for the failed lookups once; a handle reused by another kernel is only counted).
+thread_local std::set<std::pair<SeenLaunch::Handle, const void*>> t_unreadable;
+
+std::optional<KernelArgs> readable_args(const SeenLaunch& launch) {
+  if (t_unreadable.count({launch.kind, launch.handle})) return std::nullopt;
+  const std::optional<SeenLaunch> driver = with_driver_handle(launch);
+  if (!driver) debug_launch(launch, "no driver handle for the host stub");
+  std::optional<KernelArgs> args =
+      driver ? kernel_args(*driver, cuda_param_info(driver->kind)) : std::nullopt;
+  if (driver && !args) debug_launch(*driver, "its parameters could not be read");
+  if (!args) t_unreadable.insert({launch.kind, launch.handle});
+  return args;
+}
+
+LaunchLogged on_launch(void* user, const SeenLaunch& launch) {
   auto* c = static_cast<Capture*>(user);
-  if (t_running != c || t_depth > 0) return false;
-  static const ParamInfo param_info = driver_param_info();
+  if (t_running != c || t_depth > 0) return LaunchLogged::no;
   ++t_depth;  // what logging it launches is cprr's own
-  bool logged = false;
+  LaunchLogged logged = LaunchLogged::no;
   try {
-    if (const std::optional<KernelArgs> args = kernel_args(launch, param_info)) {
+    if (const std::optional<KernelArgs> args = readable_args(launch)) {
+      debug_launch(launch, "logged");
       py::gil_scoped_acquire gil;
-      c->capture().launched(kernel_name(launch.symbol), reinterpret_cast<uint64_t>(launch.stream),
-                            args->layout, args->values);
-      logged = true;
+      const bool sync_after = c->capture().launched(kernel_name(launch.symbol),
+                                                    reinterpret_cast<uint64_t>(launch.stream),
+                                                    args->layout, args->values);
+      logged = sync_after ? LaunchLogged::sync_after : LaunchLogged::yes;
     }
   } catch (const std::exception& e) {
     c->failed(std::string("cprr's op capture, at the launch of ") + kernel_name(launch.symbol) +
@@ -324,10 +358,24 @@ bool on_launch(void* user, const SeenLaunch& launch) {
   return logged;
 }
 
+// The launch on_launch asked a sync after is issued: a replay's sync bisection syncs here.
+void on_launch_done(void* user) {
+  auto* c = static_cast<Capture*>(user);
+  if (t_running != c) return;
+  ++t_depth;
+  try {
+    py::gil_scoped_acquire gil;
+    c->capture().sink().synchronize_library();
+  } catch (const std::exception& e) {
+    c->failed(std::string("cprr's op capture, syncing after a launch: ") + e.what());
+  }
+  --t_depth;
+}
+
 // _kernel_args's layout for the ParamInfo it passes (a plain function pointer, no user data).
 thread_local std::vector<std::pair<uint64_t, uint64_t>> t_test_layout;
 
-std::optional<std::pair<uint64_t, uint64_t>> test_param_info(void*, size_t index) {
+std::optional<std::pair<uint64_t, uint64_t>> test_param_info(const void*, size_t index) {
   if (index >= t_test_layout.size()) return std::nullopt;
   return t_test_layout[index];
 }
@@ -395,7 +443,7 @@ class Running {
     t_running = &c;
     if (launch_capture_on() && c.capture().sink().logs_launches()) {
       hooked_ = &c.capture().sink();
-      hooked_->hook_launches(&on_launch, &c);
+      hooked_->hook_launches(&on_launch, &on_launch_done, &c);
     }
     handle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(on_start, on_end)
                                              .needsInputs(true)
@@ -407,7 +455,7 @@ class Running {
   ~Running() { stop(); }
   void stop() {
     if (handle_ == 0) return;
-    if (hooked_ != nullptr) hooked_->hook_launches(nullptr, nullptr);
+    if (hooked_ != nullptr) hooked_->hook_launches(nullptr, nullptr, nullptr);
     hooked_ = nullptr;
     at::removeCallback(handle_);
     at::removeCallback(nodes_);

@@ -1,12 +1,10 @@
 #include "python/native/capture/kernel_params.h"
 
-#include <cxxabi.h>
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <memory>
+#include <initializer_list>
 #include <string>
 
 namespace cprr::python::capture {
@@ -29,32 +27,123 @@ std::optional<std::pair<const std::byte*, size_t>> packed_buffer(void** extra) {
   return std::pair{data, *size};
 }
 
-using GetParamInfo = int (*)(void* function, size_t index, size_t* offset, size_t* size);
+using GetParamInfo = int (*)(const void* handle, size_t index, size_t* offset, size_t* size);
 
-// The loaded driver's cuFuncGetParamInfo, looked up once; nullptr: none.
-GetParamInfo get_param_info() {
-  static const GetParamInfo get = [] {
-    void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    return driver ? reinterpret_cast<GetParamInfo>(dlsym(driver, "cuFuncGetParamInfo")) : nullptr;
-  }();
-  return get;
+// `name` in the first of `libraries` that is loaded already (RTLD_NOLOAD: the copy the process
+// uses, never another), or nullptr.
+template <typename F>
+F loaded(std::initializer_list<const char*> libraries, const char* name) {
+  for (const char* library : libraries) {
+    if (void* handle = dlopen(library, RTLD_NOW | RTLD_NOLOAD)) {
+      if (void* f = dlsym(handle, name)) return reinterpret_cast<F>(f);
+    }
+  }
+  return nullptr;
 }
 
-std::optional<std::pair<uint64_t, uint64_t>> from_driver(void* function, size_t index) {
+// Each handle kind's query in the loaded driver, looked up once: cuFuncGetParamInfo for a
+// CUfunction, cuKernelGetParamInfo for a CUkernel (CUDA 12.4). Never the runtime's
+// cudaFuncGetParamInfo: the query past the last parameter fails by design, and a runtime call
+// that fails leaves its error for the launching code's cudaGetLastError() to find.
+GetParamInfo query(SeenLaunch::Handle kind) {
+  static const auto function = loaded<GetParamInfo>({"libcuda.so.1"}, "cuFuncGetParamInfo");
+  static const auto kernel = loaded<GetParamInfo>({"libcuda.so.1"}, "cuKernelGetParamInfo");
+  switch (kind) {
+    case SeenLaunch::Handle::function:
+      return function;
+    case SeenLaunch::Handle::kernel:
+      return kernel;
+    case SeenLaunch::Handle::host_stub:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+// The loaded runtime's calls that turn a host stub into its CUkernel (cudaGetKernel, CUDA 12.0)
+// without leaving an error behind.
+struct StubCalls {
+  using Peek = int (*)();
+  using GetKernel = int (*)(void** kernel, const void* stub);
+  Peek peek = nullptr;   ///< cudaPeekAtLastError
+  Peek clear = nullptr;  ///< cudaGetLastError
+  GetKernel get_kernel = nullptr;
+};
+
+const StubCalls& stub_calls() {
+  static const StubCalls calls = [] {
+    StubCalls c;
+    for (const char* library : {"libcudart.so.13", "libcudart.so.12"}) {
+      void* h = dlopen(library, RTLD_NOW | RTLD_NOLOAD);
+      if (h == nullptr) continue;
+      c.peek = reinterpret_cast<StubCalls::Peek>(dlsym(h, "cudaPeekAtLastError"));
+      c.clear = reinterpret_cast<StubCalls::Peek>(dlsym(h, "cudaGetLastError"));
+      c.get_kernel = reinterpret_cast<StubCalls::GetKernel>(dlsym(h, "cudaGetKernel"));
+      if (c.peek && c.clear && c.get_kernel) return c;
+    }
+    return StubCalls{};
+  }();
+  return calls;
+}
+
+// The driver's cuFuncLoad (CUDA 12.4), or nullptr.
+using LoadFunction = int (*)(const void* function);
+LoadFunction load_function() {
+  static const auto load = loaded<LoadFunction>({"libcuda.so.1"}, "cuFuncLoad");
+  return load;
+}
+
+template <SeenLaunch::Handle Kind>
+std::optional<std::pair<uint64_t, uint64_t>> from_cuda(const void* handle, size_t index) {
   size_t offset = 0, size = 0;
-  if (get_param_info()(function, index, &offset, &size) != 0) return std::nullopt;
+  int rc = query(Kind)(handle, index, &offset, &size);
+  if (rc != 0 && index == 0 && Kind == SeenLaunch::Handle::function && load_function()) {
+    // The runtime loads a module's functions lazily (CUDA_MODULE_LOADING=LAZY, the default),
+    // and an unloaded function has no parameters to tell: the launch about to run loads it
+    // anyway, so it is loaded first here.
+    if (load_function()(handle) == 0) rc = query(Kind)(handle, index, &offset, &size);
+  }
+  if (rc != 0) return std::nullopt;
   return std::pair<uint64_t, uint64_t>{offset, size};
 }
 
 }  // namespace
 
-ParamInfo driver_param_info() { return get_param_info() ? &from_driver : nullptr; }
+ParamInfo cuda_param_info(SeenLaunch::Handle kind) {
+  if (query(kind) == nullptr) return nullptr;
+  switch (kind) {
+    case SeenLaunch::Handle::function:
+      return &from_cuda<SeenLaunch::Handle::function>;
+    case SeenLaunch::Handle::kernel:
+      return &from_cuda<SeenLaunch::Handle::kernel>;
+    case SeenLaunch::Handle::host_stub:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+std::optional<SeenLaunch> with_driver_handle(const SeenLaunch& launch) {
+  if (launch.kind != SeenLaunch::Handle::host_stub) return launch;
+  const StubCalls& rt = stub_calls();
+  // The runtime that registered the stub is the loaded one when the launching library links it
+  // dynamically (torch, its extensions); a stub it does not know fails, and that error, like one
+  // already pending (which a failure here could not be told from), stays the caller's.
+  if (rt.get_kernel == nullptr || rt.peek() != 0) return std::nullopt;
+  void* kernel = nullptr;
+  if (rt.get_kernel(&kernel, launch.handle) != 0 || kernel == nullptr) {
+    rt.clear();  // the error was this lookup's: there was none before it
+    return std::nullopt;
+  }
+  SeenLaunch l = launch;
+  l.kind = SeenLaunch::Handle::kernel;
+  l.handle = kernel;
+  return l;
+}
 
 std::optional<KernelArgs> kernel_args(const SeenLaunch& launch, ParamInfo param_info) {
   KernelArgs args;
   if (param_info != nullptr) {
     for (size_t i = 0; i < kMaxParams; ++i) {
-      const auto p = param_info(launch.function, i);
+      const auto p = param_info(launch.handle, i);
       if (!p) break;
       args.layout.push_back(*p);
     }
@@ -82,14 +171,6 @@ std::optional<KernelArgs> kernel_args(const SeenLaunch& launch, ParamInfo param_
       std::memcpy(args.values.data() + offset, launch.params[i], size);
   }
   return args;
-}
-
-std::string kernel_name(const char* symbol) {
-  if (symbol == nullptr || *symbol == '\0') return "kernel";
-  int status = 0;
-  std::unique_ptr<char, decltype(&std::free)> demangled(
-      abi::__cxa_demangle(symbol, nullptr, nullptr, &status), &std::free);
-  return status == 0 && demangled ? std::string(demangled.get()) : std::string(symbol);
 }
 
 }  // namespace cprr::python::capture

@@ -1,9 +1,9 @@
 #pragma once
 // A launch's parameters as bytes and layout, for the launch's inferred accesses
-// (recorder/api/launch_params.h): CUPTI hands over the CUfunction and either kernelParams (a
-// pointer to each parameter's value) or cuLaunchKernel's `extra` (one packed buffer); the layout
-// comes from the driver's cuFuncGetParamInfo (CUDA 12.4), looked up in the loaded libcuda at
-// first use, so nothing links the driver.
+// (recorder/api/launch_params.h): CUPTI hands over the launch's handle (unseen_work.h's
+// SeenLaunch) and either a pointer to each parameter's value or cuLaunchKernel's `extra` (one
+// packed buffer); the layout comes from CUDA's parameter queries (CUDA 12.4), looked up in the
+// loaded driver and runtime at first use, so nothing links either.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "python/native/kernel_name.h"
 #include "python/native/unseen_work.h"
 
 namespace cprr::python::capture {
@@ -23,15 +24,19 @@ struct KernelArgs {
 /// Reads the signature's parameters one by one (`param_info(i)`: (offset, size), nullopt past the
 /// last) and lays out their values from `launch`; nullopt when neither kernelParams nor a packed
 /// buffer is given, or kernelParams is given without a layout. At most kMaxParams parameters.
-using ParamInfo = std::optional<std::pair<uint64_t, uint64_t>> (*)(void* function, size_t index);
+using ParamInfo = std::optional<std::pair<uint64_t, uint64_t>> (*)(const void* handle,
+                                                                   size_t index);
 std::optional<KernelArgs> kernel_args(const SeenLaunch& launch, ParamInfo param_info);
 
-/// The driver's cuFuncGetParamInfo as a ParamInfo; nullptr when the loaded driver lacks it.
-ParamInfo driver_param_info();
+/// The ParamInfo for a driver handle of `kind`: cuFuncGetParamInfo or cuKernelGetParamInfo;
+/// nullptr for a host stub or when the loaded driver lacks it.
+ParamInfo cuda_param_info(SeenLaunch::Handle kind);
+/// `launch` with a driver handle: a host stub becomes its CUkernel through the loaded runtime
+/// (cudaGetKernel), which leaves no error of its own behind; nullopt when it cannot.
+std::optional<SeenLaunch> with_driver_handle(const SeenLaunch& launch);
 
 inline constexpr size_t kMaxParams = 256;
 
-/// A kernel's name for the op log: CUPTI's symbol, demangled when it is a C++ name.
-std::string kernel_name(const char* symbol);
+using python::kernel_name;  ///< a kernel's name for the op log (python/native/kernel_name.h)
 
 }  // namespace cprr::python::capture

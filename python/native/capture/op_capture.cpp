@@ -59,12 +59,14 @@ void OpCapture::op_begins(const Plan* plan) {
   outside_.settle(plan != nullptr && plan->lifts);
 }
 
-void OpCapture::launched(const std::string& name, uint64_t stream_handle,
+bool OpCapture::launched(const std::string& name, uint64_t stream_handle,
                          const std::vector<std::pair<uint64_t, uint64_t>>& layout,
                          const std::vector<std::byte>& values) {
   op_begins(nullptr);  // frees before it are in the allocation log first
-  sink_.library_launch(name + " at " + where_(), order_.numbers().stream(stream_handle),
-                       stream_handle, layout, values);
+  return sink_
+      .library_launch(name + " at " + where_(), order_.numbers().stream(stream_handle),
+                      stream_handle, layout, values)
+      .second;
 }
 
 void OpCapture::released() {

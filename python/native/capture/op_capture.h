@@ -81,7 +81,8 @@ class OpCapture {
   void finish() { op_begins(nullptr); }
   /// A kernel seen only as its launch on `stream_handle` (a cudaStream_t), about to be issued:
   /// a `kernel` op named `name` at the case's line, its accesses inferred from its parameters.
-  void launched(const std::string& name, uint64_t stream_handle,
+  /// Returns whether a replay asks for a host sync once it is issued.
+  bool launched(const std::string& name, uint64_t stream_handle,
                 const std::vector<std::pair<uint64_t, uint64_t>>& layout,
                 const std::vector<std::byte>& values);
 
