@@ -147,6 +147,17 @@ std::pair<uint64_t, bool> CaseContext::library_launch(
   return {op.seq, op.sync_after};
 }
 
+std::pair<uint64_t, bool> CaseContext::library_copy(const std::string& name, int stream,
+                                                    uint64_t native_stream, uint64_t dst,
+                                                    uint64_t src, uint64_t bytes, bool is_set) {
+  const SeenScope own_work;  // a replay's delay is cprr's
+  std::optional<void*> native;
+  if (native_stream != kNoNativeStream) native = reinterpret_cast<void*>(native_stream);
+  const LibraryHooks::LibraryOp op =
+      LibraryHooks(ctx_).library_copy(name, stream, native, dst, src, bytes, is_set);
+  return {op.seq, op.sync_after};
+}
+
 void CaseContext::library_order(const std::string& kind, const std::string& name, int stream,
                                 int64_t event) {
   LibraryHooks(ctx_).library_order(kind, name, stream, event);
@@ -253,6 +264,10 @@ const CaptureCalls& capture_calls() {
          const std::vector<std::pair<uint64_t, uint64_t>>& layout,
          const std::vector<std::byte>& values) {
         return c.library_launch(name, stream, native_stream, layout, values);
+      },
+      [](CaseContext& c, const std::string& name, int stream, uint64_t native_stream, uint64_t dst,
+         uint64_t src, uint64_t bytes, bool is_set) {
+        return c.library_copy(name, stream, native_stream, dst, src, bytes, is_set);
       },
       &set_launch_hook};
   return calls;

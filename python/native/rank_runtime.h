@@ -112,6 +112,10 @@ class CaseContext {
                                            uint64_t native_stream,
                                            const std::vector<std::pair<uint64_t, uint64_t>>& layout,
                                            const std::vector<std::byte>& values);
+  /// LibraryHooks::library_copy: a copy (or, `is_set`, a memset) seen only as its API call.
+  std::pair<uint64_t, bool> library_copy(const std::string& name, int stream,
+                                         uint64_t native_stream, uint64_t dst, uint64_t src,
+                                         uint64_t bytes, bool is_set);
   /// LibraryHooks::library_order: record | wait | sync.
   void library_order(const std::string& kind, const std::string& name, int stream, int64_t event);
   /// LibraryHooks::synchronize_library.
@@ -162,8 +166,11 @@ struct CaptureCalls {
       CaseContext&, const std::string& name, int stream, uint64_t native_stream,
       const std::vector<std::pair<uint64_t, uint64_t>>& layout,
       const std::vector<std::byte>& values);
+  std::pair<uint64_t, bool> (*library_copy)(CaseContext&, const std::string& name, int stream,
+                                            uint64_t native_stream, uint64_t dst, uint64_t src,
+                                            uint64_t bytes, bool is_set);
   /// unseen_work.h's set_launch_hook.
-  void (*set_launch_hook)(LaunchHook hook, LaunchDone done, void* user);
+  void (*set_launch_hook)(const LaunchHooks& hooks, void* user);
 };
 const CaptureCalls& capture_calls();
 

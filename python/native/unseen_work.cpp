@@ -36,6 +36,7 @@ thread_local bool done_pending = false;
 // after them, so a callback never pairs a hook with another's pointer.
 struct HookSlot {
   std::atomic<LaunchHook> hook{nullptr};
+  std::atomic<CopyHook> copy{nullptr};
   std::atomic<LaunchDone> done{nullptr};
   std::atomic<void*> user{nullptr};
 };
@@ -196,6 +197,69 @@ std::optional<SeenLaunch> seen_launch(bool runtime, CUpti_CallbackId id,
   }
 }
 
+// The copy `call` reports, as the copy hook sees it; nullopt for one it does not take (a 2D
+// copy, a synchronous one: counted).
+std::optional<SeenCopy> seen_copy(bool runtime, CUpti_CallbackId id,
+                                  const CUpti_CallbackData& call) {
+  SeenCopy c;
+  c.api = call.functionName;
+  const void* params = call.functionParams;
+  const auto address = [](auto p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); };
+  if (runtime && id == CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020) {
+    const auto* p = static_cast<const cudaMemcpyAsync_v3020_params*>(params);
+    c = {c.api, p->stream, address(p->dst), address(p->src), p->count, false};
+    return c;
+  }
+  if (runtime && id == CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020) {
+    const auto* p = static_cast<const cudaMemsetAsync_v3020_params*>(params);
+    c = {c.api, p->stream, address(p->devPtr), 0, p->count, true};
+    return c;
+  }
+  if (runtime) return std::nullopt;
+  const auto driver = [&](const auto* p, uint64_t dst, uint64_t src) {
+    c = {c.api, p->hStream, dst, src, p->ByteCount, false};
+    return c;
+  };
+  switch (id) {
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync: {
+      const auto* p = static_cast<const cuMemcpyAsync_params*>(params);
+      return driver(p, p->dst, p->src);
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2: {
+      const auto* p = static_cast<const cuMemcpyHtoDAsync_v2_params*>(params);
+      return driver(p, p->dstDevice, address(p->srcHost));
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2: {
+      const auto* p = static_cast<const cuMemcpyDtoHAsync_v2_params*>(params);
+      return driver(p, address(p->dstHost), p->srcDevice);
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2: {
+      const auto* p = static_cast<const cuMemcpyDtoDAsync_v2_params*>(params);
+      return driver(p, p->dstDevice, p->srcDevice);
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+// The hook's answer, as the call's state: whether it logged, whether a sync follows at its exit.
+bool answered(LaunchLogged logged) {
+  done_pending = logged == LaunchLogged::sync_after;
+  return logged != LaunchLogged::no;
+}
+
+// Offers the copy `call` reports to the copy hook; whether it logged it.
+bool log_copy(bool runtime, CUpti_CallbackId id, const CUpti_CallbackData& call) {
+  const CopyHook hook = hook_slot().copy.load();
+  if (hook == nullptr) return false;
+  const std::optional<SeenCopy> copy = seen_copy(runtime, id, call);
+  if (!copy) return false;
+  ++seen_depth;  // what the hook issues is cprr's own
+  const LaunchLogged logged = hook(hook_slot().user.load(), *copy);
+  --seen_depth;
+  return answered(logged);
+}
+
 // Offers the launch `call` reports to the launch hook; whether it logged it.
 bool log_launch(bool runtime, CUpti_CallbackId id, const CUpti_CallbackData& call) {
   const LaunchHook hook = hook_slot().hook.load();
@@ -205,8 +269,7 @@ bool log_launch(bool runtime, CUpti_CallbackId id, const CUpti_CallbackData& cal
   ++seen_depth;  // what the hook issues (a replay's delay kernel) is cprr's own
   const LaunchLogged logged = hook(hook_slot().user.load(), *launch);
   --seen_depth;
-  done_pending = logged == LaunchLogged::sync_after;
-  return logged != LaunchLogged::no;
+  return answered(logged);
 }
 
 // At a launch's exit: the hook's sync, when it asked for one.
@@ -227,10 +290,9 @@ void CUPTIAPI on_api(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, co
   if (call->callbackSite == CUPTI_API_EXIT) {
     if (!runtime && in_runtime_call) return;  // the runtime call's exit settles it
     if (runtime) in_runtime_call = false;
-    if (!launch) return;
     // A runtime launch is counted once it is done, unless it was logged.
     const bool logged = std::exchange(launch_logged, false);
-    if (runtime && counted && !logged) count_launch(*call);
+    if (launch && runtime && counted && !logged) count_launch(*call);
     launch_done();
     return;
   }
@@ -253,6 +315,10 @@ void CUPTIAPI on_api(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, co
   }
   // A runtime call's driver calls are its own work.
   if (!runtime && in_runtime_call) return;
+  if (log_copy(runtime, id, *call)) {
+    launch_logged = true;
+    return;
+  }
   ++pending_copies;
 }
 
@@ -352,16 +418,18 @@ std::string launches_named() {
 
 }  // namespace
 
-void set_launch_hook(LaunchHook hook, LaunchDone done, void* user) {
+void set_launch_hook(const LaunchHooks& hooks, void* user) {
   HookSlot& slot = hook_slot();
-  if (hook == nullptr) {
+  if (hooks.launch == nullptr && hooks.copy == nullptr) {
     slot.hook.store(nullptr);
+    slot.copy.store(nullptr);
     slot.done.store(nullptr);
     slot.user.store(nullptr);
   } else {
     slot.user.store(user);
-    slot.done.store(done);
-    slot.hook.store(hook);
+    slot.done.store(hooks.done);
+    slot.copy.store(hooks.copy);
+    slot.hook.store(hooks.launch);
   }
 }
 

@@ -51,14 +51,29 @@ enum class LaunchLogged {
   yes,        ///< logged as an op of the running case
   sync_after  ///< logged, and a replay asks for a host sync once the launch is issued
 };
-/// Logs a launch as an op of the running case (the C++ op capture's). Called on the launching
-/// thread at the launch API's entry.
+/// A copy or memset CUPTI reported the same way (cudaMemcpyAsync, cudaMemsetAsync, the driver's
+/// cuMemcpyAsync and cuMemcpy{HtoD,DtoH,DtoD}Async): its extent, exact.
+struct SeenCopy {
+  const char* api = nullptr;  ///< the call's name (cudaMemcpyAsync...)
+  void* stream = nullptr;
+  uint64_t dst = 0;
+  uint64_t src = 0;  ///< 0 for a memset
+  uint64_t bytes = 0;
+  bool is_set = false;
+};
+/// Logs a launch / a copy as an op of the running case (the C++ op capture's). Called on the
+/// launching thread at the API's entry.
 using LaunchHook = LaunchLogged (*)(void* user, const SeenLaunch& launch);
-/// Called at the launch API's exit when the hook answered sync_after: the kernel is issued.
+using CopyHook = LaunchLogged (*)(void* user, const SeenCopy& copy);
+/// Called at the API's exit when a hook answered sync_after: the work is issued.
 using LaunchDone = void (*)(void* user);
-/// Installs `hook` and `done` for the process (nullptr: none); one case runs in a rank process
-/// at a time.
-void set_launch_hook(LaunchHook hook, LaunchDone done, void* user);
+struct LaunchHooks {
+  LaunchHook launch = nullptr;
+  CopyHook copy = nullptr;
+  LaunchDone done = nullptr;
+};
+/// Installs `hooks` for the process (empty: none); one case runs in a rank process at a time.
+void set_launch_hook(const LaunchHooks& hooks, void* user);
 
 /// CUPTI's callback itself, for tests that hand it made-up calls (`data`: a CUpti_CallbackData
 /// of `domain` and callback `id`); a no-op in a build without CUPTI.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "runtime/error.h"
 
@@ -28,6 +29,31 @@ const KnownMemory* LiveMemory::find(uint64_t address) const {
   if (it == by_address_.begin()) return nullptr;
   --it;
   return address < it->second.address + it->second.bytes ? &it->second : nullptr;
+}
+
+std::vector<KnownMemory> LiveMemory::overlapping(uint64_t address, uint64_t bytes) const {
+  std::vector<KnownMemory> out;
+  if (bytes == 0) return out;
+  const uint64_t end = address + bytes < address ? UINT64_MAX : address + bytes;
+  auto it = by_address_.upper_bound(address);
+  if (it != by_address_.begin() &&
+      std::prev(it)->second.address + std::prev(it)->second.bytes > address) {
+    --it;  // the region that starts before `address` and reaches into it
+  }
+  for (; it != by_address_.end() && it->first < end; ++it) out.push_back(it->second);
+  return out;
+}
+
+std::vector<PointedTouch> range_touches(uint64_t address, uint64_t bytes,
+                                        const LiveMemory& memory) {
+  std::vector<PointedTouch> out;
+  const uint64_t end = address + bytes < address ? UINT64_MAX : address + bytes;
+  for (const KnownMemory& m : memory.overlapping(address, bytes)) {
+    const uint64_t begin = std::max(address, m.address);
+    const uint64_t stop = std::min(end, m.address + m.bytes);
+    out.push_back(PointedTouch{m.buffer, ByteSpan{begin - m.address, stop - begin}});
+  }
+  return out;
 }
 
 std::vector<PointedTouch> pointed_touches(const std::vector<KernelParam>& layout,

@@ -49,6 +49,8 @@ class LiveMemory {
   void remove(uint32_t buffer);
   /// The region holding `address`; nullptr: none.
   const KnownMemory* find(uint64_t address) const;
+  /// The regions [address, address + bytes) overlaps, by address.
+  std::vector<KnownMemory> overlapping(uint64_t address, uint64_t bytes) const;
 
  private:
   std::map<uint64_t, KnownMemory> by_address_;
@@ -62,5 +64,10 @@ class LiveMemory {
 std::vector<PointedTouch> pointed_touches(const std::vector<KernelParam>& layout,
                                           std::span<const std::byte> values,
                                           const LiveMemory& memory);
+
+/// The bytes [address, address + bytes) a copy or memset reads or writes, as spans of the regions
+/// they fall in, by address (exact: unlike a pointer parameter, a copy names its extent); bytes
+/// in no region are named by none.
+std::vector<PointedTouch> range_touches(uint64_t address, uint64_t bytes, const LiveMemory& memory);
 
 }  // namespace cprr

@@ -183,14 +183,11 @@ LibraryHooks::LibraryOp LibraryHooks::library_op(std::string kind, std::string n
   return LibraryOp{seq, ctx_.replay_syncs_after(seq)};
 }
 
-LibraryHooks::LibraryOp LibraryHooks::library_launch(std::string name, int stream,
-                                                     std::optional<void*> native,
-                                                     const std::vector<KernelParam>& layout,
-                                                     std::span<const std::byte> values) {
+LiveMemory& LibraryHooks::live_memory() {
   if (!ctx_.library_tensors_) {
-    // The first launch of the case: the tracked tensors so far, from the allocation log (in
-    // its order, so a later track at a reused address replaces the earlier one); tracks and
-    // frees keep it from here on, so cases without launches pay nothing for it.
+    // The first launch or copy of the case: the tracked tensors so far, from the allocation log
+    // (in its order, so a later track at a reused address replaces the earlier one); tracks and
+    // frees keep it from here on, so cases without either pay nothing for it.
     auto live = std::make_unique<LiveMemory>();
     for (const AllocRecord& a : ctx_.logs_.allocs) {
       if (a.pool != "tensor") continue;  // torch_symmetric's offset is a place, not an address
@@ -202,11 +199,32 @@ LibraryHooks::LibraryOp LibraryHooks::library_launch(std::string name, int strea
     }
     ctx_.library_tensors_ = std::move(live);
   }
+  return *ctx_.library_tensors_;
+}
+
+LibraryHooks::LibraryOp LibraryHooks::library_launch(std::string name, int stream,
+                                                     std::optional<void*> native,
+                                                     const std::vector<KernelParam>& layout,
+                                                     std::span<const std::byte> values) {
   std::vector<Touch> touches;
-  for (const PointedTouch& t : pointed_touches(layout, values, *ctx_.library_tensors_)) {
+  for (const PointedTouch& t : pointed_touches(layout, values, live_memory())) {
     touches.push_back(Touch{t.buffer, t.span});
   }
   return library_op("kernel", std::move(name), stream, native, {}, {}, false, touches);
+}
+
+LibraryHooks::LibraryOp LibraryHooks::library_copy(std::string name, int stream,
+                                                   std::optional<void*> native, uint64_t dst,
+                                                   uint64_t src, uint64_t bytes, bool is_set) {
+  const auto touches = [&](uint64_t address) {
+    std::vector<Touch> out;
+    for (const PointedTouch& t : range_touches(address, bytes, live_memory())) {
+      out.push_back(Touch{t.buffer, t.span});
+    }
+    return out;
+  };
+  const std::vector<Touch> reads = is_set ? std::vector<Touch>{} : touches(src);
+  return library_op("copy", std::move(name), stream, native, reads, touches(dst), !is_set);
 }
 
 void LibraryHooks::library_order(std::string kind, std::string name, int stream, int64_t event) {

@@ -92,6 +92,12 @@ class LibraryHooks {
   LibraryOp library_launch(std::string name, int stream, std::optional<void*> native,
                            const std::vector<KernelParam>& layout,
                            std::span<const std::byte> values);
+  /// A copy or memset issued past the library's dispatcher (cudaMemcpyAsync, cudaMemsetAsync, the
+  /// driver's cuMemcpy*Async; seen by CUPTI) about to run on `stream`: a `copy` op named `name`
+  /// that writes [dst, dst + bytes) and, unless `is_set`, only moves the bytes it reads from
+  /// [src, src + bytes): exact accesses to the tracked tensors those ranges fall in.
+  LibraryOp library_copy(std::string name, int stream, std::optional<void*> native, uint64_t dst,
+                         uint64_t src, uint64_t bytes, bool is_set);
   /// An ordering op of the case's library: `record` (event `event` captures `stream`'s position),
   /// `wait` (`stream` waits for the event's last record; stream -1: the host does) or `sync` (the
   /// host waits for `stream`; -1: for every stream). Events are numbered by the caller.
@@ -108,6 +114,10 @@ class LibraryHooks {
   void library_unseen(std::string what);
 
  private:
+  /// The tracked tensors not freed, by address: made from the allocation log at the case's first
+  /// launch or copy, then kept by track_memory and untrack_memory.
+  LiveMemory& live_memory();
+
   Context& ctx_;
 };
 

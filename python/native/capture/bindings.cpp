@@ -77,8 +77,13 @@ class NativeSink final : public OpSink {
     if (counting_) calls_.forgive_pending();
   }
   bool logs_launches() const override { return counting_; }
-  void hook_launches(LaunchHook hook, LaunchDone done, void* user) override {
-    calls_.set_launch_hook(hook, done, user);
+  void hook_launches(const LaunchHooks& hooks, void* user) override {
+    calls_.set_launch_hook(hooks, user);
+  }
+  std::pair<uint64_t, bool> library_copy(const std::string& name, int stream,
+                                         uint64_t native_stream, uint64_t dst, uint64_t src,
+                                         uint64_t bytes, bool is_set) override {
+    return calls_.library_copy(ctx_, name, stream, native_stream, dst, src, bytes, is_set);
   }
   std::pair<uint64_t, bool> library_launch(const std::string& name, int stream,
                                            uint64_t native_stream,
@@ -358,6 +363,25 @@ LaunchLogged on_launch(void* user, const SeenLaunch& launch) {
   return logged;
 }
 
+// A copy or memset past the dispatcher on the case's thread: an op with its exact extent.
+LaunchLogged on_copy(void* user, const SeenCopy& copy) {
+  auto* c = static_cast<Capture*>(user);
+  if (t_running != c || t_depth > 0) return LaunchLogged::no;
+  ++t_depth;
+  LaunchLogged logged = LaunchLogged::no;
+  try {
+    py::gil_scoped_acquire gil;
+    const bool sync_after =
+        c->capture().copied(copy.api ? copy.api : "copy", reinterpret_cast<uint64_t>(copy.stream),
+                            copy.dst, copy.src, copy.bytes, copy.is_set);
+    logged = sync_after ? LaunchLogged::sync_after : LaunchLogged::yes;
+  } catch (const std::exception& e) {
+    c->failed(std::string("cprr's op capture, at a copy: ") + e.what());
+  }
+  --t_depth;
+  return logged;
+}
+
 // The launch on_launch asked a sync after is issued: a replay's sync bisection syncs here.
 void on_launch_done(void* user) {
   auto* c = static_cast<Capture*>(user);
@@ -443,7 +467,7 @@ class Running {
     t_running = &c;
     if (launch_capture_on() && c.capture().sink().logs_launches()) {
       hooked_ = &c.capture().sink();
-      hooked_->hook_launches(&on_launch, &on_launch_done, &c);
+      hooked_->hook_launches(LaunchHooks{&on_launch, &on_copy, &on_launch_done}, &c);
     }
     handle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(on_start, on_end)
                                              .needsInputs(true)
@@ -455,7 +479,7 @@ class Running {
   ~Running() { stop(); }
   void stop() {
     if (handle_ == 0) return;
-    if (hooked_ != nullptr) hooked_->hook_launches(nullptr, nullptr, nullptr);
+    if (hooked_ != nullptr) hooked_->hook_launches(LaunchHooks{}, nullptr);
     hooked_ = nullptr;
     at::removeCallback(handle_);
     at::removeCallback(nodes_);

@@ -86,6 +86,11 @@ class OpCapture {
                 const std::vector<std::pair<uint64_t, uint64_t>>& layout,
                 const std::vector<std::byte>& values);
 
+  /// A copy (or, `is_set`, a memset) seen only as its API call `api` on `stream_handle`, about
+  /// to be issued: a `copy` op with its exact extent. Returns launched()'s answer.
+  bool copied(const std::string& api, uint64_t stream_handle, uint64_t dst, uint64_t src,
+              uint64_t bytes, bool is_set);
+
   TensorTable& tensors() { return tensors_; }
   StreamOrder& order() { return order_; }
   Outside& outside() { return outside_; }

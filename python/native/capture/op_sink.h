@@ -42,12 +42,18 @@ class OpSink {
   /// Kernels seen only as launches (unseen_work.h's launch hook): whether this sink logs them,
   /// the hook's installation (nullptr: removal) and the launch's op (CaseContext's).
   virtual bool logs_launches() const { return false; }
-  virtual void hook_launches(LaunchHook /*hook*/, LaunchDone /*done*/, void* /*user*/) {}
+  virtual void hook_launches(const LaunchHooks& /*hooks*/, void* /*user*/) {}
   virtual std::pair<uint64_t, bool> library_launch(
       const std::string& /*name*/, int /*stream*/, uint64_t /*native_stream*/,
       const std::vector<std::pair<uint64_t, uint64_t>>& /*layout*/,
       const std::vector<std::byte>& /*values*/) {
     throw std::logic_error("this op sink logs no launches");
+  }
+  virtual std::pair<uint64_t, bool> library_copy(const std::string& /*name*/, int /*stream*/,
+                                                 uint64_t /*native_stream*/, uint64_t /*dst*/,
+                                                 uint64_t /*src*/, uint64_t /*bytes*/,
+                                                 bool /*is_set*/) {
+    throw std::logic_error("this op sink logs no copies");
   }
 };
 

@@ -7,6 +7,7 @@
 #include <cupti.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,14 +18,23 @@ namespace {
 // function pointer; `user` points here).
 struct Hook {
   std::vector<SeenLaunch> offered;
-  std::vector<LaunchLogged> answers;  // by offer, then LaunchLogged::no
+  std::vector<SeenCopy> copies;
+  std::vector<LaunchLogged> answers;  // by offer (launch or copy), then LaunchLogged::no
   int done = 0;
 
+  LaunchLogged answer() const {
+    const size_t n = offered.size() + copies.size();
+    return n <= answers.size() ? answers[n - 1] : LaunchLogged::no;
+  }
   static LaunchLogged offer(void* user, const SeenLaunch& launch) {
     auto* h = static_cast<Hook*>(user);
     h->offered.push_back(launch);
-    return h->offered.size() <= h->answers.size() ? h->answers[h->offered.size() - 1]
-                                                  : LaunchLogged::no;
+    return h->answer();
+  }
+  static LaunchLogged offer_copy(void* user, const SeenCopy& copy) {
+    auto* h = static_cast<Hook*>(user);
+    h->copies.push_back(copy);
+    return h->answer();
   }
   static void finished(void* user) { ++static_cast<Hook*>(user)->done; }
 };
@@ -35,10 +45,10 @@ class UnseenWork : public ::testing::Test {
   void SetUp() override {
     take_unseen();
     watch_this_thread(true);
-    set_launch_hook(&Hook::offer, &Hook::finished, &hook_);
+    set_launch_hook(LaunchHooks{&Hook::offer, &Hook::offer_copy, &Hook::finished}, &hook_);
   }
   void TearDown() override {
-    set_launch_hook(nullptr, nullptr, nullptr);
+    set_launch_hook(LaunchHooks{}, nullptr);
     watch_this_thread(false);
     take_unseen();
   }
@@ -156,6 +166,44 @@ TEST_F(UnseenWork, CudaThirteensKernelHandleLaunchIsOfferedWithItsKernel) {
   EXPECT_EQ(hook_.offered[0].handle, &function_);
   EXPECT_EQ(hook_.offered[0].stream, reinterpret_cast<void*>(0x7));
   EXPECT_TRUE(take_unseen().empty());
+}
+
+TEST_F(UnseenWork, ACopyAndAMemsetAreOfferedWithTheirExtentAndCountedWhenNotLogged) {
+  int host[4] = {};
+  cudaMemcpyAsync_v3020_params copy{reinterpret_cast<void*>(0x1000), host, 16,
+                                    cudaMemcpyHostToDevice, reinterpret_cast<cudaStream_t>(0x9)};
+  cudaMemsetAsync_v3020_params set{reinterpret_cast<void*>(0x2000), 0, 64, nullptr};
+  cuMemcpyHtoDAsync_v2_params inside{0x1000, host, 16, reinterpret_cast<CUstream>(0x9)};
+  hook_.answers = {LaunchLogged::sync_after, LaunchLogged::no};
+  call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, CUPTI_API_ENTER,
+       &copy, nullptr);
+  call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2, CUPTI_API_ENTER,
+       &inside, nullptr);
+  call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2, CUPTI_API_EXIT,
+       &inside, nullptr);
+  EXPECT_EQ(hook_.done, 0);
+  call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, CUPTI_API_EXIT,
+       &copy, nullptr);
+  EXPECT_EQ(hook_.done, 1) << "the sync after the copy, once it is issued";
+  for (CUpti_ApiCallbackSite site : {CUPTI_API_ENTER, CUPTI_API_EXIT}) {
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020, site, &set,
+         nullptr);
+  }
+  ASSERT_EQ(hook_.copies.size(), 2u) << "the driver copy inside the runtime's is not offered";
+  const SeenCopy& c = hook_.copies[0];
+  EXPECT_EQ(c.dst, 0x1000u);
+  EXPECT_EQ(c.src, reinterpret_cast<uint64_t>(host));
+  EXPECT_EQ(c.bytes, 16u);
+  EXPECT_FALSE(c.is_set);
+  EXPECT_EQ(c.stream, reinterpret_cast<void*>(0x9));
+  const SeenCopy& s = hook_.copies[1];
+  EXPECT_EQ(s.dst, 0x2000u);
+  EXPECT_EQ(s.bytes, 64u);
+  EXPECT_TRUE(s.is_set);
+  const std::map<std::string, uint64_t> unseen = take_unseen();
+  ASSERT_EQ(unseen.size(), 1u);
+  ASSERT_EQ(unseen.count("async copies and memsets"), 1u);
+  EXPECT_EQ(unseen.at("async copies and memsets"), 1u) << "the memset the hook did not log";
 }
 
 TEST_F(UnseenWork, WorkInsideASeenScopeIsNeitherOfferedNorCounted) {

@@ -91,6 +91,20 @@ TEST(PointedTouches, WordsOfAStructAreLookedUpAndSmallParametersAreNot) {
   EXPECT_EQ(t[1], (PointedTouch{1, ByteSpan{0, 0x1000}}));
 }
 
+// A copy names its extent: exact spans of every region it crosses, none for the gaps.
+TEST(RangeTouches, ACopysBytesAreSpansOfTheRegionsTheyFallInAndNoneOfTheGaps) {
+  // [0x1800, 0x2480): the tail of 1, the gap before 2, the head of 2.
+  EXPECT_EQ(range_touches(0x1800, 0xc80, kMemory),
+            (std::vector<PointedTouch>{{1, ByteSpan{0x800, 0x800}}, {2, ByteSpan{0, 0x80}}}));
+  EXPECT_EQ(range_touches(0x1010, 0x20, kMemory),
+            (std::vector<PointedTouch>{{1, ByteSpan{0x10, 0x20}}}));
+  EXPECT_TRUE(range_touches(0x2100, 0x100, kMemory).empty()) << "in the gap";
+  EXPECT_TRUE(range_touches(0x1000, 0, kMemory).empty()) << "no bytes";
+  EXPECT_EQ(range_touches(0x3000, UINT64_MAX, kMemory),
+            (std::vector<PointedTouch>{{4, ByteSpan{0, 0x10}}}))
+      << "an extent past the address space ends there";
+}
+
 TEST(PointedTouches, AParameterPastTheBufferIsRefusedNamingIt) {
   Params p;
   p.pointer(0x1000);

@@ -269,6 +269,42 @@ TEST(LibraryHooks, LaunchesPastTheDispatcherTouchWhatTheirPointersNameAsCandidat
   EXPECT_EQ(r.races[0].overlaps.at(0).begin, address(64)) << "a tensor's bytes are at its address";
 }
 
+// Copies and memsets past the dispatcher (cudaMemcpyAsync through ctypes) are exact: a copy
+// reads its source and writes its destination, only moving bytes; a memset only writes. A copy
+// racing with a reader of its destination is a race, not a candidate.
+TEST(LibraryHooks, CopiesPastTheDispatcherReadAndWriteTheirExactExtent) {
+  RankState state = make_state();
+  Context ctx(state, "lib", {}, 1, Placement::best_fit);
+  LibraryHooks hooks(ctx);
+  std::vector<std::byte> memory(256);
+  const auto address = [&](std::size_t at) { return reinterpret_cast<uint64_t>(&memory[at]); };
+  const uint32_t x = hooks.track_memory("x", memory.data(), 128, false);
+  const uint32_t y = hooks.track_memory("y", memory.data() + 128, 128, false);
+  hooks.library_copy("cudaMemsetAsync", 1, nullptr, address(0), 0, 128, true);
+  hooks.library_copy("cudaMemcpyAsync", 1, nullptr, address(160), address(16), 32, false);
+  hooks.library_op("kernel", "aten.sum", 2, nullptr, {{y, ByteSpan{0, 64}}}, {});
+  ctx.drain();
+  const CaseCapture c = ctx.finish();
+
+  ASSERT_EQ(c.ops.size(), 3u);
+  EXPECT_EQ(c.ops[0].kind, "copy");
+  EXPECT_TRUE(c.ops[0].reads.empty());
+  EXPECT_EQ(c.ops[0].writes, std::vector<uint32_t>{x});
+  EXPECT_EQ(c.ops[0].write_spans, std::vector<ByteSpan>{(ByteSpan{0, 128})});
+  EXPECT_FALSE(c.ops[0].moves) << "a memset writes its own value";
+  EXPECT_EQ(c.ops[1].reads, std::vector<uint32_t>{x});
+  EXPECT_EQ(c.ops[1].read_spans, std::vector<ByteSpan>{(ByteSpan{16, 32})});
+  EXPECT_EQ(c.ops[1].writes, std::vector<uint32_t>{y});
+  EXPECT_EQ(c.ops[1].write_spans, std::vector<ByteSpan>{(ByteSpan{32, 32})});
+  EXPECT_TRUE(c.ops[1].moves);
+  EXPECT_TRUE(c.ops[1].touches.empty());
+  const HbResult r = check_happens_before(ops_from_captures({&c}));
+  ASSERT_EQ(r.races.size(), 1u);
+  EXPECT_FALSE(r.races[0].candidate) << "both directions known";
+  EXPECT_EQ(r.races[0].first.name, "cudaMemcpyAsync");
+  EXPECT_EQ(r.races[0].second.name, "aten.sum");
+}
+
 TEST(LibraryHooks, WorkOutsideTheOpLogIsNotedByTheRaceCheck) {
   RankState state = make_state();
   Context ctx(state, "lib", {}, 1, Placement::best_fit);
