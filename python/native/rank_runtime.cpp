@@ -147,15 +147,18 @@ std::pair<uint64_t, bool> CaseContext::library_launch(
   return {op.seq, op.sync_after};
 }
 
-std::pair<uint64_t, bool> CaseContext::library_copy(const std::string& name, int stream,
-                                                    uint64_t native_stream, uint64_t dst,
-                                                    uint64_t src, uint64_t bytes, bool is_set) {
+std::optional<std::pair<uint64_t, bool>> CaseContext::library_copy(const std::string& name,
+                                                                   int stream,
+                                                                   uint64_t native_stream,
+                                                                   uint64_t dst, uint64_t src,
+                                                                   uint64_t bytes, bool is_set) {
   const SeenScope own_work;  // a replay's delay is cprr's
   std::optional<void*> native;
   if (native_stream != kNoNativeStream) native = reinterpret_cast<void*>(native_stream);
-  const LibraryHooks::LibraryOp op =
+  const std::optional<LibraryHooks::LibraryOp> op =
       LibraryHooks(ctx_).library_copy(name, stream, native, dst, src, bytes, is_set);
-  return {op.seq, op.sync_after};
+  if (!op) return std::nullopt;
+  return std::pair{op->seq, op->sync_after};
 }
 
 void CaseContext::library_order(const std::string& kind, const std::string& name, int stream,

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -112,10 +113,11 @@ class CaseContext {
                                            uint64_t native_stream,
                                            const std::vector<std::pair<uint64_t, uint64_t>>& layout,
                                            const std::vector<std::byte>& values);
-  /// LibraryHooks::library_copy: a copy (or, `is_set`, a memset) seen only as its API call.
-  std::pair<uint64_t, bool> library_copy(const std::string& name, int stream,
-                                         uint64_t native_stream, uint64_t dst, uint64_t src,
-                                         uint64_t bytes, bool is_set);
+  /// LibraryHooks::library_copy: a copy (or, `is_set`, a memset) seen only as its API call;
+  /// nullopt: not logged (it touches no tracked memory).
+  std::optional<std::pair<uint64_t, bool>> library_copy(const std::string& name, int stream,
+                                                        uint64_t native_stream, uint64_t dst,
+                                                        uint64_t src, uint64_t bytes, bool is_set);
   /// LibraryHooks::library_order: record | wait | sync.
   void library_order(const std::string& kind, const std::string& name, int stream, int64_t event);
   /// LibraryHooks::synchronize_library.
@@ -166,9 +168,10 @@ struct CaptureCalls {
       CaseContext&, const std::string& name, int stream, uint64_t native_stream,
       const std::vector<std::pair<uint64_t, uint64_t>>& layout,
       const std::vector<std::byte>& values);
-  std::pair<uint64_t, bool> (*library_copy)(CaseContext&, const std::string& name, int stream,
-                                            uint64_t native_stream, uint64_t dst, uint64_t src,
-                                            uint64_t bytes, bool is_set);
+  std::optional<std::pair<uint64_t, bool>> (*library_copy)(CaseContext&, const std::string& name,
+                                                           int stream, uint64_t native_stream,
+                                                           uint64_t dst, uint64_t src,
+                                                           uint64_t bytes, bool is_set);
   /// unseen_work.h's set_launch_hook.
   void (*set_launch_hook)(const LaunchHooks& hooks, void* user);
 };

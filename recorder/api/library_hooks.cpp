@@ -213,9 +213,10 @@ LibraryHooks::LibraryOp LibraryHooks::library_launch(std::string name, int strea
   return library_op("kernel", std::move(name), stream, native, {}, {}, false, touches);
 }
 
-LibraryHooks::LibraryOp LibraryHooks::library_copy(std::string name, int stream,
-                                                   std::optional<void*> native, uint64_t dst,
-                                                   uint64_t src, uint64_t bytes, bool is_set) {
+std::optional<LibraryHooks::LibraryOp> LibraryHooks::library_copy(std::string name, int stream,
+                                                                  std::optional<void*> native,
+                                                                  uint64_t dst, uint64_t src,
+                                                                  uint64_t bytes, bool is_set) {
   const auto touches = [&](uint64_t address) {
     std::vector<Touch> out;
     for (const PointedTouch& t : range_touches(address, bytes, live_memory())) {
@@ -224,7 +225,9 @@ LibraryHooks::LibraryOp LibraryHooks::library_copy(std::string name, int stream,
     return out;
   };
   const std::vector<Touch> reads = is_set ? std::vector<Touch>{} : touches(src);
-  return library_op("copy", std::move(name), stream, native, reads, touches(dst), !is_set);
+  const std::vector<Touch> writes = touches(dst);
+  if (reads.empty() && writes.empty()) return std::nullopt;
+  return library_op("copy", std::move(name), stream, native, reads, writes, !is_set);
 }
 
 void LibraryHooks::library_order(std::string kind, std::string name, int stream, int64_t event) {

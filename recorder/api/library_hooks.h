@@ -95,9 +95,11 @@ class LibraryHooks {
   /// A copy or memset issued past the library's dispatcher (cudaMemcpyAsync, cudaMemsetAsync, the
   /// driver's cuMemcpy*Async; seen by CUPTI) about to run on `stream`: a `copy` op named `name`
   /// that writes [dst, dst + bytes) and, unless `is_set`, only moves the bytes it reads from
-  /// [src, src + bytes): exact accesses to the tracked tensors those ranges fall in.
-  LibraryOp library_copy(std::string name, int stream, std::optional<void*> native, uint64_t dst,
-                         uint64_t src, uint64_t bytes, bool is_set);
+  /// [src, src + bytes): exact accesses to the tracked tensors those ranges fall in. nullopt,
+  /// and nothing logged, when neither range falls in any (torch.tensor's copy of its data before
+  /// its tensor is tracked; memory cprr does not know): work outside the op log.
+  std::optional<LibraryOp> library_copy(std::string name, int stream, std::optional<void*> native,
+                                        uint64_t dst, uint64_t src, uint64_t bytes, bool is_set);
   /// An ordering op of the case's library: `record` (event `event` captures `stream`'s position),
   /// `wait` (`stream` waits for the event's last record; stream -1: the host does) or `sync` (the
   /// host waits for `stream`; -1: for every stream). Events are numbered by the caller.

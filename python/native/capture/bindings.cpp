@@ -80,9 +80,10 @@ class NativeSink final : public OpSink {
   void hook_launches(const LaunchHooks& hooks, void* user) override {
     calls_.set_launch_hook(hooks, user);
   }
-  std::pair<uint64_t, bool> library_copy(const std::string& name, int stream,
-                                         uint64_t native_stream, uint64_t dst, uint64_t src,
-                                         uint64_t bytes, bool is_set) override {
+  std::optional<std::pair<uint64_t, bool>> library_copy(const std::string& name, int stream,
+                                                        uint64_t native_stream, uint64_t dst,
+                                                        uint64_t src, uint64_t bytes,
+                                                        bool is_set) override {
     return calls_.library_copy(ctx_, name, stream, native_stream, dst, src, bytes, is_set);
   }
   std::pair<uint64_t, bool> library_launch(const std::string& name, int stream,
@@ -371,10 +372,10 @@ LaunchLogged on_copy(void* user, const SeenCopy& copy) {
   LaunchLogged logged = LaunchLogged::no;
   try {
     py::gil_scoped_acquire gil;
-    const bool sync_after =
+    const std::optional<bool> sync_after =
         c->capture().copied(copy.api ? copy.api : "copy", reinterpret_cast<uint64_t>(copy.stream),
                             copy.dst, copy.src, copy.bytes, copy.is_set);
-    logged = sync_after ? LaunchLogged::sync_after : LaunchLogged::yes;
+    if (sync_after) logged = *sync_after ? LaunchLogged::sync_after : LaunchLogged::yes;
   } catch (const std::exception& e) {
     c->failed(std::string("cprr's op capture, at a copy: ") + e.what());
   }

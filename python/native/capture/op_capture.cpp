@@ -69,13 +69,14 @@ bool OpCapture::launched(const std::string& name, uint64_t stream_handle,
       .second;
 }
 
-bool OpCapture::copied(const std::string& api, uint64_t stream_handle, uint64_t dst, uint64_t src,
-                       uint64_t bytes, bool is_set) {
+std::optional<bool> OpCapture::copied(const std::string& api, uint64_t stream_handle, uint64_t dst,
+                                      uint64_t src, uint64_t bytes, bool is_set) {
   op_begins(nullptr);
-  return sink_
-      .library_copy(api + " at " + where_(), order_.numbers().stream(stream_handle), stream_handle,
-                    dst, src, bytes, is_set)
-      .second;
+  const auto op =
+      sink_.library_copy(api + " at " + where_(), order_.numbers().stream(stream_handle),
+                         stream_handle, dst, src, bytes, is_set);
+  if (!op) return std::nullopt;
+  return op->second;
 }
 
 void OpCapture::released() {

@@ -87,9 +87,10 @@ class OpCapture {
                 const std::vector<std::byte>& values);
 
   /// A copy (or, `is_set`, a memset) seen only as its API call `api` on `stream_handle`, about
-  /// to be issued: a `copy` op with its exact extent. Returns launched()'s answer.
-  bool copied(const std::string& api, uint64_t stream_handle, uint64_t dst, uint64_t src,
-              uint64_t bytes, bool is_set);
+  /// to be issued: a `copy` op with its exact extent. Returns launched()'s answer, or nullopt
+  /// when it was not logged (it touches no tracked memory).
+  std::optional<bool> copied(const std::string& api, uint64_t stream_handle, uint64_t dst,
+                             uint64_t src, uint64_t bytes, bool is_set);
 
   TensorTable& tensors() { return tensors_; }
   StreamOrder& order() { return order_; }

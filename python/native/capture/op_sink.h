@@ -5,6 +5,7 @@
 // compared call for call with the Python dispatch mode (tests/python/test_native_capture.py).
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -49,10 +50,9 @@ class OpSink {
       const std::vector<std::byte>& /*values*/) {
     throw std::logic_error("this op sink logs no launches");
   }
-  virtual std::pair<uint64_t, bool> library_copy(const std::string& /*name*/, int /*stream*/,
-                                                 uint64_t /*native_stream*/, uint64_t /*dst*/,
-                                                 uint64_t /*src*/, uint64_t /*bytes*/,
-                                                 bool /*is_set*/) {
+  virtual std::optional<std::pair<uint64_t, bool>> library_copy(
+      const std::string& /*name*/, int /*stream*/, uint64_t /*native_stream*/, uint64_t /*dst*/,
+      uint64_t /*src*/, uint64_t /*bytes*/, bool /*is_set*/) {
     throw std::logic_error("this op sink logs no copies");
   }
 };

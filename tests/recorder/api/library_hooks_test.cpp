@@ -283,6 +283,11 @@ TEST(LibraryHooks, CopiesPastTheDispatcherReadAndWriteTheirExactExtent) {
   hooks.library_copy("cudaMemsetAsync", 1, nullptr, address(0), 0, 128, true);
   hooks.library_copy("cudaMemcpyAsync", 1, nullptr, address(160), address(16), 32, false);
   hooks.library_op("kernel", "aten.sum", 2, nullptr, {{y, ByteSpan{0, 64}}}, {});
+  std::vector<std::byte> untracked(64);
+  EXPECT_FALSE(hooks.library_copy("cudaMemcpyAsync", 1, nullptr,
+                                  reinterpret_cast<uint64_t>(untracked.data()),
+                                  reinterpret_cast<uint64_t>(untracked.data()) + 32, 32, false))
+      << "memory cprr does not know: not an op (work outside the op log)";
   ctx.drain();
   const CaseCapture c = ctx.finish();
 
