@@ -1,13 +1,16 @@
 """Kernels the dispatcher does not see, on the GPU (issue 40): a Triton kernel, a CUDA
 extension's kernel called through pybind and a raw cuLaunchKernel through ctypes (NVRTC-compiled),
-each racing with the default stream beside its fixed twin, and two Triton kernels that only read
-one weight (a race candidate no replay confirms).
+each racing with the default stream beside its fixed twin, a raw cuMemcpyDtoDAsync through
+ctypes racing the same way (a copy: exact bytes, not a candidate), and two Triton kernels that
+only read one weight (a race candidate no replay confirms).
 
 Run with the launch capture on: ``CPRR_LAUNCH_CAPTURE=1 cprecord --python
 corpus/python_launch --backend cuda`` (tools/device/run_gpu_checks.sh launches). Without it the
 undeclared kernels are only counted as work outside the op log. The extension case also runs
-declared (``cprr.accesses``), which needs no launch capture. Triton and the extension are
-imported or built inside the bodies: listing these cases needs neither.
+declared (``cprr.accesses``), which needs no launch capture. The extension is built before
+the cases run (``run_gpu_checks.sh launches`` does): a build inside a case outlasts its hang
+limit. Triton and the extension are imported or built inside the bodies: listing these cases
+needs neither.
 """
 
 import ctypes
@@ -230,3 +233,30 @@ def raw_launch_side_stream_fixed(ctx):
     fill = _raw_fill()
     _side_stream_write_then_read(ctx, lambda s, d: fill(d, 3.0), wait=True)
 
+
+
+# ---- a raw copy: cuMemcpyDtoDAsync through ctypes --------------------------------------------
+
+
+def _raw_copy(dst, src):
+    """dst <- src with the driver's cuMemcpyDtoDAsync on the current stream: a copy no aten op
+    makes (a communication library's staging copy), whose exact bytes the op log takes."""
+    cuda = ctypes.CDLL("libcuda.so.1")
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    _check("cuMemcpyDtoDAsync_v2",
+           cuda.cuMemcpyDtoDAsync_v2(ctypes.c_uint64(dst.data_ptr()),
+                                     ctypes.c_uint64(src.data_ptr()),
+                                     ctypes.c_size_t(src.numel() * src.element_size()), stream))
+
+
+@cprr.case(name="bug/py_raw_copy_side_stream", world_sizes=[1], seeded_bug="stream_race",
+           description="a raw cuMemcpyDtoDAsync (ctypes) copies into dst on a side stream; the "
+           "default stream reads it with no wait_stream")
+def raw_copy_side_stream(ctx):
+    _side_stream_write_then_read(ctx, lambda s, d: _raw_copy(d, s), wait=False)
+
+
+@cprr.case(name="fixed/py_raw_copy_side_stream", world_sizes=[1],
+           description="the twin: current_stream().wait_stream(side) before the read")
+def raw_copy_side_stream_fixed(ctx):
+    _side_stream_write_then_read(ctx, lambda s, d: _raw_copy(d, s), wait=True)
