@@ -31,6 +31,9 @@ thread_local bool in_runtime_call = false;
 thread_local bool launch_logged = false;
 // The hook asked for a host sync once the launch under way is issued (LaunchLogged::sync_after).
 thread_local bool done_pending = false;
+// Inside a hook: the calls it makes (a replay's delay kernel, the sync) are cprr's own and leave
+// the state of the call that offered it as it was.
+thread_local int in_hook = 0;
 
 // The launch hook (set_launch_hook): the user pointer is stored before the hooks and cleared
 // after them, so a callback never pairs a hook with another's pointer.
@@ -254,9 +257,9 @@ bool log_copy(bool runtime, CUpti_CallbackId id, const CUpti_CallbackData& call)
   if (hook == nullptr) return false;
   const std::optional<SeenCopy> copy = seen_copy(runtime, id, call);
   if (!copy) return false;
-  ++seen_depth;  // what the hook issues is cprr's own
+  ++in_hook;  // what the hook issues is cprr's own
   const LaunchLogged logged = hook(hook_slot().user.load(), *copy);
-  --seen_depth;
+  --in_hook;
   return answered(logged);
 }
 
@@ -266,9 +269,9 @@ bool log_launch(bool runtime, CUpti_CallbackId id, const CUpti_CallbackData& cal
   if (hook == nullptr) return false;
   const std::optional<SeenLaunch> launch = seen_launch(runtime, id, call);
   if (!launch) return false;
-  ++seen_depth;  // what the hook issues (a replay's delay kernel) is cprr's own
+  ++in_hook;  // what the hook issues (a replay's delay kernel) is cprr's own
   const LaunchLogged logged = hook(hook_slot().user.load(), *launch);
-  --seen_depth;
+  --in_hook;
   return answered(logged);
 }
 
@@ -276,13 +279,14 @@ bool log_launch(bool runtime, CUpti_CallbackId id, const CUpti_CallbackData& cal
 void launch_done() {
   if (!std::exchange(done_pending, false)) return;
   if (const LaunchDone done = hook_slot().done.load()) {
-    ++seen_depth;
+    ++in_hook;
     done(hook_slot().user.load());
-    --seen_depth;
+    --in_hook;
   }
 }
 
 void CUPTIAPI on_api(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data) {
+  if (in_hook > 0) return;
   const auto* call = static_cast<const CUpti_CallbackData*>(data);
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
   const bool launch = runtime ? among(kRuntimeLaunches, id) : among(kDriverLaunches, id);

@@ -7,6 +7,7 @@
 #include <cupti.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -204,6 +205,28 @@ TEST_F(UnseenWork, ACopyAndAMemsetAreOfferedWithTheirExtentAndCountedWhenNotLogg
   ASSERT_EQ(unseen.size(), 1u);
   ASSERT_EQ(unseen.count("async copies and memsets"), 1u);
   EXPECT_EQ(unseen.at("async copies and memsets"), 1u) << "the memset the hook did not log";
+}
+
+// A replay's delay goes before a logged launch: the hook itself launches a kernel, through the
+// runtime. That call is cprr's own and must not end the runtime call the hook was offered in.
+TEST_F(UnseenWork, WhatTheHookLaunchesLeavesTheOfferingCallAsItWas) {
+  struct Nested : Hook {
+    std::function<void()> delay;
+    static LaunchLogged offer_and_delay(void* user, const SeenLaunch& launch) {
+      static_cast<Nested*>(user)->delay();  // the delay kernel, inside the hook
+      return Hook::offer(user, launch);
+    }
+  } nested;
+  nested.delay = [this] { runtime_launch("_Z5delayv", true); };
+  nested.answers = {LaunchLogged::sync_after};
+  set_launch_hook(LaunchHooks{&Nested::offer_and_delay, nullptr, &Hook::finished}, &nested);
+  int done_before_runtime_exit = -1;
+  runtime_launch("_Z4fillPf", true, [&] { done_before_runtime_exit = nested.done; });
+  ASSERT_EQ(nested.offered.size(), 1u) << "the driver launch inside is still the logged one";
+  EXPECT_EQ(nested.offered[0].kind, SeenLaunch::Handle::host_stub);
+  EXPECT_EQ(done_before_runtime_exit, 0);
+  EXPECT_EQ(nested.done, 1);
+  EXPECT_TRUE(take_unseen().empty()) << "the delay kernel is not work outside the op log";
 }
 
 TEST_F(UnseenWork, WorkInsideASeenScopeIsNeitherOfferedNorCounted) {
