@@ -97,6 +97,17 @@ void CaseContext::note_group(uint32_t id, std::vector<int32_t> ranks, const std:
   LibraryHooks(ctx_).note_group(GroupRecord{id, std::move(ranks), backend, name});
 }
 
+namespace {
+
+// The stream LibraryHooks enqueues a replay's delay on: none for CaseContext::kNoNativeStream (a
+// stream the caller models with no native one behind it).
+std::optional<void*> native_of(uint64_t native_stream) {
+  if (native_stream == CaseContext::kNoNativeStream) return std::nullopt;
+  return reinterpret_cast<void*>(native_stream);
+}
+
+}  // namespace
+
 uint32_t CaseContext::track(const std::string& name, uint64_t address, uint64_t bytes, bool device,
                             uint64_t native_stream, int64_t written_by, int64_t symmetric_offset) {
   const SeenScope own_work;  // a replay's poison is cprr's
@@ -125,8 +136,7 @@ std::pair<uint64_t, bool> CaseContext::library_op(const std::string& kind, const
     return out;
   };
   const SeenScope own_work;  // a replay's delay is cprr's
-  std::optional<void*> native;
-  if (native_stream != kNoNativeStream) native = reinterpret_cast<void*>(native_stream);
+  const std::optional<void*> native = native_of(native_stream);
   const LibraryHooks::LibraryOp op = LibraryHooks(ctx_).library_op(
       kind, name, stream, native, convert(reads), convert(writes), moves, convert(touches));
   return {op.seq, op.sync_after};
@@ -140,8 +150,7 @@ std::pair<uint64_t, bool> CaseContext::library_launch(
   params.reserve(layout.size());
   for (const auto& [offset, size] : layout) params.push_back(KernelParam{offset, size});
   const SeenScope own_work;  // a replay's delay is cprr's
-  std::optional<void*> native;
-  if (native_stream != kNoNativeStream) native = reinterpret_cast<void*>(native_stream);
+  const std::optional<void*> native = native_of(native_stream);
   const LibraryHooks::LibraryOp op =
       LibraryHooks(ctx_).library_launch(name, stream, native, params, values);
   return {op.seq, op.sync_after};
@@ -153,8 +162,7 @@ std::optional<std::pair<uint64_t, bool>> CaseContext::library_copy(const std::st
                                                                    uint64_t dst, uint64_t src,
                                                                    uint64_t bytes, bool is_set) {
   const SeenScope own_work;  // a replay's delay is cprr's
-  std::optional<void*> native;
-  if (native_stream != kNoNativeStream) native = reinterpret_cast<void*>(native_stream);
+  const std::optional<void*> native = native_of(native_stream);
   const std::optional<LibraryHooks::LibraryOp> op =
       LibraryHooks(ctx_).library_copy(name, stream, native, dst, src, bytes, is_set);
   if (!op) return std::nullopt;

@@ -26,9 +26,9 @@ constexpr size_t kNamesKept = 8;
 thread_local uint64_t pending_copies = 0;
 // Inside a runtime API call: the driver calls it makes are the same work, counted once.
 thread_local bool in_runtime_call = false;
-// The launch under way was logged as an op (set_launch_hook): not counted, and a driver launch
-// the runtime makes for it is the same launch.
-thread_local bool launch_logged = false;
+// The launch or copy under way was logged as an op (set_launch_hook): not counted, and a driver
+// call the runtime makes for it is the same work.
+thread_local bool call_logged = false;
 // The hook asked for a host sync once the launch under way is issued (LaunchLogged::sync_after).
 thread_local bool done_pending = false;
 // Inside a hook: the calls it makes (a replay's delay kernel, the sync) are cprr's own and leave
@@ -46,6 +46,11 @@ struct HookSlot {
 HookSlot& hook_slot() {
   static HookSlot slot;
   return slot;
+}
+
+// Adds `n` launches of `symbol` to `names`, which keeps a few distinct symbols only.
+void add_name(std::map<std::string, uint64_t>& names, const std::string& symbol, uint64_t n) {
+  if (names.size() < kNamesKept || names.count(symbol)) names[symbol] += n;
 }
 
 struct Counts {
@@ -66,8 +71,7 @@ Counts& counts() {
 // A launch outside the op log, by its kernel's symbol (demangled only for the report).
 void count_launch(const CUpti_CallbackData& call) {
   ++pending_launches;
-  std::string symbol = call.symbolName ? call.symbolName : "";
-  if (pending_names.size() < kNamesKept || pending_names.count(symbol)) ++pending_names[symbol];
+  add_name(pending_names, call.symbolName ? call.symbolName : "", 1);
 }
 
 constexpr int kRuntimeLaunches[] = {
@@ -295,22 +299,22 @@ void CUPTIAPI on_api(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, co
     if (!runtime && in_runtime_call) return;  // the runtime call's exit settles it
     if (runtime) in_runtime_call = false;
     // A runtime launch is counted once it is done, unless it was logged.
-    const bool logged = std::exchange(launch_logged, false);
+    const bool logged = std::exchange(call_logged, false);
     if (launch && runtime && counted && !logged) count_launch(*call);
     launch_done();
     return;
   }
   if (runtime) {
     in_runtime_call = true;
-    launch_logged = false;
+    call_logged = false;
     done_pending = false;
   }
   if (!counted) return;
   if (launch) {
     // A driver launch the runtime makes for a launch it logged is that launch.
-    if (!runtime && in_runtime_call && launch_logged) return;
+    if (!runtime && in_runtime_call && call_logged) return;
     if (log_launch(runtime, id, *call)) {
-      launch_logged = true;
+      call_logged = true;
       return;
     }
     // A runtime launch is counted at its exit, a driver launch now (unless the runtime's).
@@ -320,7 +324,7 @@ void CUPTIAPI on_api(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, co
   // A runtime call's driver calls are its own work.
   if (!runtime && in_runtime_call) return;
   if (log_copy(runtime, id, *call)) {
-    launch_logged = true;
+    call_logged = true;
     return;
   }
   ++pending_copies;
@@ -397,14 +401,13 @@ void commit_pending() {
   pending_launches = pending_copies = 0;
   if (pending_names.empty()) return;
   std::lock_guard<std::mutex> lock(counts().names_mutex);
-  for (const auto& [name, n] : pending_names) {
-    if (counts().names.size() < kNamesKept || counts().names.count(name)) counts().names[name] += n;
-  }
+  for (const auto& [symbol, n] : pending_names) add_name(counts().names, symbol, n);
   pending_names.clear();
 }
 
-// "kernel launches (a ×2, b, …)": which kernels, when CUPTI named them.
-std::string launches_named() {
+// "kernel launches (a x2, b, ...)": which of the `total` launches' kernels were kept by name;
+// "..." when some were not.
+std::string launches_named(uint64_t total) {
   std::map<std::string, uint64_t> names;
   {
     std::lock_guard<std::mutex> lock(counts().names_mutex);
@@ -412,12 +415,14 @@ std::string launches_named() {
   }
   std::string out = "kernel launches";
   const char* sep = " (";
+  uint64_t named = 0;
   for (const auto& [symbol, n] : names) {
     out += sep + kernel_name(symbol.c_str()) + (n > 1 ? " x" + std::to_string(n) : "");
     sep = ", ";
+    named += n;
   }
-  if (names.size() >= kNamesKept) out += ", ...";
-  return names.empty() ? out : out + ")";
+  if (names.empty()) return out;
+  return out + (named < total ? ", ...)" : ")");
 }
 
 }  // namespace
@@ -460,8 +465,9 @@ void leave_seen() { --seen_depth; }
 std::map<std::string, uint64_t> take_unseen() {
   commit_pending();
   std::map<std::string, uint64_t> out;
-  const std::string launches = launches_named();  // emptied either way
-  if (const uint64_t n = counts().launches.exchange(0)) out[launches] = n;
+  const uint64_t n = counts().launches.exchange(0);
+  const std::string launches = launches_named(n);  // emptied either way
+  if (n > 0) out[launches] = n;
   if (const uint64_t n = counts().copies.exchange(0)) out["async copies and memsets"] = n;
   return out;
 }

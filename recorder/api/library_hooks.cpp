@@ -56,6 +56,14 @@ std::string progress_kind(const CollectiveRecord& c) {
   return c.group == 0 ? c.kind : fmt::format("{} (group {})", c.kind, c.group);
 }
 
+// launch_params.h's accesses as an op's touches.
+std::vector<LibraryHooks::Touch> as_touches(const std::vector<PointedTouch>& pointed) {
+  std::vector<LibraryHooks::Touch> out;
+  out.reserve(pointed.size());
+  for (const PointedTouch& t : pointed) out.push_back(LibraryHooks::Touch{t.buffer, t.span});
+  return out;
+}
+
 }  // namespace
 
 uint64_t LibraryHooks::enter_collective(CollectiveRecord c) {
@@ -206,26 +214,17 @@ LibraryHooks::LibraryOp LibraryHooks::library_launch(std::string name, int strea
                                                      std::optional<void*> native,
                                                      const std::vector<KernelParam>& layout,
                                                      std::span<const std::byte> values) {
-  std::vector<Touch> touches;
-  for (const PointedTouch& t : pointed_touches(layout, values, live_memory())) {
-    touches.push_back(Touch{t.buffer, t.span});
-  }
-  return library_op("kernel", std::move(name), stream, native, {}, {}, false, touches);
+  return library_op("kernel", std::move(name), stream, native, {}, {}, false,
+                    as_touches(pointed_touches(layout, values, live_memory())));
 }
 
 std::optional<LibraryHooks::LibraryOp> LibraryHooks::library_copy(std::string name, int stream,
                                                                   std::optional<void*> native,
                                                                   uint64_t dst, uint64_t src,
                                                                   uint64_t bytes, bool is_set) {
-  const auto touches = [&](uint64_t address) {
-    std::vector<Touch> out;
-    for (const PointedTouch& t : range_touches(address, bytes, live_memory())) {
-      out.push_back(Touch{t.buffer, t.span});
-    }
-    return out;
-  };
-  const std::vector<Touch> reads = is_set ? std::vector<Touch>{} : touches(src);
-  const std::vector<Touch> writes = touches(dst);
+  const std::vector<Touch> reads =
+      is_set ? std::vector<Touch>{} : as_touches(range_touches(src, bytes, live_memory()));
+  const std::vector<Touch> writes = as_touches(range_touches(dst, bytes, live_memory()));
   if (reads.empty() && writes.empty()) return std::nullopt;
   return library_op("copy", std::move(name), stream, native, reads, writes, !is_set);
 }

@@ -71,38 +71,18 @@ struct StubCalls {
 
 const StubCalls& stub_calls() {
   static const StubCalls calls = [] {
-    StubCalls c;
-    for (const char* library : {"libcudart.so.13", "libcudart.so.12"}) {
-      void* h = dlopen(library, RTLD_NOW | RTLD_NOLOAD);
-      if (h == nullptr) continue;
-      c.peek = reinterpret_cast<StubCalls::Peek>(dlsym(h, "cudaPeekAtLastError"));
-      c.clear = reinterpret_cast<StubCalls::Peek>(dlsym(h, "cudaGetLastError"));
-      c.get_kernel = reinterpret_cast<StubCalls::GetKernel>(dlsym(h, "cudaGetKernel"));
-      if (c.peek && c.clear && c.get_kernel) return c;
-    }
-    return StubCalls{};
+    const std::initializer_list<const char*> runtimes = {"libcudart.so.13", "libcudart.so.12"};
+    return StubCalls{loaded<StubCalls::Peek>(runtimes, "cudaPeekAtLastError"),
+                     loaded<StubCalls::Peek>(runtimes, "cudaGetLastError"),
+                     loaded<StubCalls::GetKernel>(runtimes, "cudaGetKernel")};
   }();
   return calls;
-}
-
-// The driver's cuFuncLoad (CUDA 12.4), or nullptr.
-using LoadFunction = int (*)(const void* function);
-LoadFunction load_function() {
-  static const auto load = loaded<LoadFunction>({"libcuda.so.1"}, "cuFuncLoad");
-  return load;
 }
 
 template <SeenLaunch::Handle Kind>
 std::optional<std::pair<uint64_t, uint64_t>> from_cuda(const void* handle, size_t index) {
   size_t offset = 0, size = 0;
-  int rc = query(Kind)(handle, index, &offset, &size);
-  if (rc != 0 && index == 0 && Kind == SeenLaunch::Handle::function && load_function()) {
-    // The runtime loads a module's functions lazily (CUDA_MODULE_LOADING=LAZY, the default),
-    // and an unloaded function has no parameters to tell: the launch about to run loads it
-    // anyway, so it is loaded first here.
-    if (load_function()(handle) == 0) rc = query(Kind)(handle, index, &offset, &size);
-  }
-  if (rc != 0) return std::nullopt;
+  if (query(Kind)(handle, index, &offset, &size) != 0) return std::nullopt;
   return std::pair<uint64_t, uint64_t>{offset, size};
 }
 
@@ -127,7 +107,7 @@ std::optional<SeenLaunch> with_driver_handle(const SeenLaunch& launch) {
   // The runtime that registered the stub is the loaded one when the launching library links it
   // dynamically (torch, its extensions); a stub it does not know fails, and that error, like one
   // already pending (which a failure here could not be told from), stays the caller's.
-  if (rt.get_kernel == nullptr || rt.peek() != 0) return std::nullopt;
+  if (!rt.peek || !rt.clear || !rt.get_kernel || rt.peek() != 0) return std::nullopt;
   void* kernel = nullptr;
   if (rt.get_kernel(&kernel, launch.handle) != 0 || kernel == nullptr) {
     rt.clear();  // the error was this lookup's: there was none before it

@@ -225,31 +225,36 @@ TEST(LibraryHooks, TheRaceCheckKeepsTheExecutionsOtherRacesBesideTheFirst) {
   EXPECT_EQ(both->others[0].same_on_ranks, std::vector<int32_t>{1});
 }
 
+// A case whose library has 256 bytes of host memory to track: address(at) is byte `at`'s.
+struct HostBytes {
+  RankState state = make_state();
+  Context ctx{state, "lib", {}, 1, Placement::best_fit};
+  LibraryHooks hooks{ctx};
+  std::vector<std::byte> memory = std::vector<std::byte>(256);
+  uint64_t address(std::size_t at) { return reinterpret_cast<uint64_t>(&memory[at]); }
+};
+
 // A fake launch stream: kernels seen only as launches, their accesses inferred from their
 // pointer parameters over the tracked tensors. Two launches on two streams handed one tensor are
 // a race candidate; the tensor freed, its address names nothing any more.
 TEST(LibraryHooks, LaunchesPastTheDispatcherTouchWhatTheirPointersNameAsCandidates) {
-  RankState state = make_state();
-  Context ctx(state, "lib", {}, 1, Placement::best_fit);
-  LibraryHooks hooks(ctx);
-  std::vector<std::byte> memory(256);
-  const auto address = [&](std::size_t at) { return reinterpret_cast<uint64_t>(&memory[at]); };
-  const uint32_t x = hooks.track_memory("x", memory.data(), 128, false);
-  const uint32_t y = hooks.track_memory("y", memory.data() + 128, 64, false);
+  HostBytes h;
+  const uint32_t x = h.hooks.track_memory("x", h.memory.data(), 128, false);
+  const uint32_t y = h.hooks.track_memory("y", h.memory.data() + 128, 64, false);
   const auto launch = [&](const char* name, int stream, std::vector<uint64_t> words) {
     std::vector<std::byte> values(words.size() * 8);
     std::memcpy(values.data(), words.data(), values.size());
     std::vector<KernelParam> layout;
     for (std::size_t i = 0; i < words.size(); ++i) layout.push_back(KernelParam{8 * i, 8});
-    return hooks.library_launch(name, stream, nullptr, layout, values);
+    return h.hooks.library_launch(name, stream, nullptr, layout, values);
   };
-  launch("triton_scale", 1, {address(64), 4096});
-  const uint32_t z = hooks.track_memory("z", memory.data() + 192, 64, false);  // after a launch
-  launch("triton_sum", 2, {address(0), address(128)});
-  hooks.untrack_memory(y, 2);
-  launch("after_free", 3, {address(128), address(200)});
-  ctx.drain();
-  const CaseCapture c = ctx.finish();
+  launch("triton_scale", 1, {h.address(64), 4096});
+  const uint32_t z = h.hooks.track_memory("z", h.memory.data() + 192, 64, false);  // after a launch
+  launch("triton_sum", 2, {h.address(0), h.address(128)});
+  h.hooks.untrack_memory(y, 2);
+  launch("after_free", 3, {h.address(128), h.address(200)});
+  h.ctx.drain();
+  const CaseCapture c = h.ctx.finish();
 
   ASSERT_EQ(c.ops.size(), 3u);
   EXPECT_EQ(c.ops[0].kind, "kernel");
@@ -266,30 +271,27 @@ TEST(LibraryHooks, LaunchesPastTheDispatcherTouchWhatTheirPointersNameAsCandidat
   EXPECT_TRUE(r.races[0].candidate);
   EXPECT_EQ(r.races[0].first.name, "triton_scale");
   EXPECT_EQ(r.races[0].second.name, "triton_sum");
-  EXPECT_EQ(r.races[0].overlaps.at(0).begin, address(64)) << "a tensor's bytes are at its address";
+  EXPECT_EQ(r.races[0].overlaps.at(0).begin, h.address(64))
+      << "a tensor's bytes are at its address";
 }
 
 // Copies and memsets past the dispatcher (cudaMemcpyAsync through ctypes) are exact: a copy
 // reads its source and writes its destination, only moving bytes; a memset only writes. A copy
 // racing with a reader of its destination is a race, not a candidate.
 TEST(LibraryHooks, CopiesPastTheDispatcherReadAndWriteTheirExactExtent) {
-  RankState state = make_state();
-  Context ctx(state, "lib", {}, 1, Placement::best_fit);
-  LibraryHooks hooks(ctx);
-  std::vector<std::byte> memory(256);
-  const auto address = [&](std::size_t at) { return reinterpret_cast<uint64_t>(&memory[at]); };
-  const uint32_t x = hooks.track_memory("x", memory.data(), 128, false);
-  const uint32_t y = hooks.track_memory("y", memory.data() + 128, 128, false);
-  hooks.library_copy("cudaMemsetAsync", 1, nullptr, address(0), 0, 128, true);
-  hooks.library_copy("cudaMemcpyAsync", 1, nullptr, address(160), address(16), 32, false);
-  hooks.library_op("kernel", "aten.sum", 2, nullptr, {{y, ByteSpan{0, 64}}}, {});
+  HostBytes h;
+  const uint32_t x = h.hooks.track_memory("x", h.memory.data(), 128, false);
+  const uint32_t y = h.hooks.track_memory("y", h.memory.data() + 128, 128, false);
+  h.hooks.library_copy("cudaMemsetAsync", 1, nullptr, h.address(0), 0, 128, true);
+  h.hooks.library_copy("cudaMemcpyAsync", 1, nullptr, h.address(160), h.address(16), 32, false);
+  h.hooks.library_op("kernel", "aten.sum", 2, nullptr, {{y, ByteSpan{0, 64}}}, {});
   std::vector<std::byte> untracked(64);
-  EXPECT_FALSE(hooks.library_copy("cudaMemcpyAsync", 1, nullptr,
-                                  reinterpret_cast<uint64_t>(untracked.data()),
-                                  reinterpret_cast<uint64_t>(untracked.data()) + 32, 32, false))
+  EXPECT_FALSE(h.hooks.library_copy("cudaMemcpyAsync", 1, nullptr,
+                                    reinterpret_cast<uint64_t>(untracked.data()),
+                                    reinterpret_cast<uint64_t>(untracked.data()) + 32, 32, false))
       << "memory cprr does not know: not an op (work outside the op log)";
-  ctx.drain();
-  const CaseCapture c = ctx.finish();
+  h.ctx.drain();
+  const CaseCapture c = h.ctx.finish();
 
   ASSERT_EQ(c.ops.size(), 3u);
   EXPECT_EQ(c.ops[0].kind, "copy");
