@@ -87,7 +87,8 @@ def compare(native_db, python_db, backend):
         # A case that reads never-written bytes passes or fails on what the heap left there,
         # which no capture decides (the same ops, logged alike, either way).
         if nstatus != pstatus and not _reads_heap(key[0], nverdicts, pverdicts):
-            out.append(f"{where}: status {nstatus} (A) vs {pstatus} (B)")
+            out.append(f"{where}: status {nstatus} (A) vs {pstatus} (B); errors: "
+                       f"{_errors(ncon, neid)} (A) vs {_errors(pcon, peid)} (B)")
         for rank in _ranks_alike(ncon, neid, pcon, peid, left, where):
             for part in ("op", "allocation"):
                 if part == "op":
@@ -106,6 +107,13 @@ def compare(native_db, python_db, backend):
     for key in sorted(set(nexec) ^ set(pexec)):
         out.append("{}, {} attempt {}: only in one recording".format(*key))
     return out, compared, left
+
+
+def _errors(con, eid):
+    """Each rank's error text that is not empty, shortened: why an execution's status differs."""
+    rows = con.execute("SELECT rank, error FROM rank_result WHERE execution_id = ? AND error != '' "
+                       "ORDER BY rank", (eid,))
+    return "; ".join(f"rank {r}: {e[:160]}" for r, e in rows) or "none"
 
 
 def _reads_heap(label, nverdicts, pverdicts):

@@ -125,9 +125,12 @@ def _backward_on_another_thread():
     # A CUDA backward runs its nodes on autograd's device thread, with the case's thread-local
     # state; on cpu a backward forked by TorchScript runs them on another thread of torch's the
     # same way (its gradient made here, as torch.autograd.backward makes it in the caller).
+    # The engine works between nodes there too: a broadcast input's gradient summed to its shape
+    # (validate_outputs) and the gradients of a tensor used twice added (its input buffer).
     w = torch.ones(4, requires_grad=True)
     x = torch.arange(4.0)
-    loss = (w * x).sum()
+    rows = torch.arange(12.0).reshape(3, 4)
+    loss = (w * x).sum() + ((w + rows) * rows).sum()
     _backward_on_a_worker(loss, torch.ones_like(loss))
     return w.grad
 

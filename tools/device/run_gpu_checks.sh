@@ -8,7 +8,7 @@
 #                                  [standby] [launcher] [examples] [triage] [python] [pybench]
 #                                  [mismatch] [descriptors] [pyraces] [pycost] [pyalloc]
 #                                  [pysymmetric] [faults] [suites] [suitesbench] [suitesplugin]
-#                                  [startbench] [capture] [launches]
+#                                  [startbench] [capture] [launches] [diagnose]
 #                                  (default: tests corpus races symmetric trace bench; bench
 #                                  includes recording: issue 14's figures from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
@@ -151,12 +151,42 @@ for step in "${steps[@]}"; do
         report "cprecord --torchrun ($fmt, cuda, both) rc=$?: $(tail -n 2 "$out/torchrun_$fmt.txt" | tr '\n' ' ')"
       done
       ;;
+    diagnose)
+      # What the last runs left unexplained, in files to read: which parameter query answers
+      # for a runtime launch (probe_param_info.cu), the extension's launches with
+      # CPRR_LAUNCH_DEBUG, and healthy/py_training_step's op log under both captures (the C++
+      # capture named a race there on cuda), ranks sharing GPU 0 and a GPU per rank.
+      python_module || continue
+      nvcc -arch=sm_90 -o "$out/probe" tools/device/probe_param_info.cu -lcuda \
+        >"$out/probe.txt" 2>&1 && "$out/probe" >>"$out/probe.txt" 2>&1
+      report "probe rc=$?" "$(tail -n 12 "$out/probe.txt")"
+      rm -f "$out/probe"
+      PYTHONPATH=$b/python:corpus/python_launch timeout 300 python3 -c \
+        'import test_launches as t; t._extension()' >"$out/extension_build.log" 2>&1
+      CPRR_LAUNCH_CAPTURE=1 CPRR_LAUNCH_DEBUG="$out/launch_debug.txt" timeout 200 \
+        "$b/tools/cprecord" --python corpus/python_launch --backend cuda --mode fresh \
+        --filter extension_side --db /tmp/diag_launch.db >/dev/null 2>&1
+      report "extension launches rc=$?" "$(sort "$out/launch_debug.txt" | uniq -c | head -8)"
+      for gpus in 0 all; do
+        for cap in native python; do
+          db=/tmp/diag_ts_${gpus}_$cap.db
+          rm -f "$db"
+          env $([ $cap = python ] && echo CPRR_OP_CAPTURE=python) \
+            $([ $gpus = 0 ] && echo CUDA_VISIBLE_DEVICES=0) timeout 200 "$b/tools/cprecord" \
+            --python corpus/python --backend cuda --mode both --repeat 2 \
+            --filter 'training_step' --json --db "$db" >"$out/ts_${gpus}_$cap.json" 2>/dev/null
+          report "training_step gpus=$gpus capture=$cap rc=$?"
+          python3 tools/device/op_log.py "$db" >"$out/ts_${gpus}_$cap.ops" 2>&1
+        done
+      done
+      ;;
     launches)
       # Issue 40: kernels the dispatcher does not see (corpus/python_launch: Triton, an extension
       # through pybind, declared and not) with CPRR_LAUNCH_CAPTURE=1 (cpreplay re-applies it):
       # verdicts at record time, then every case replayed (each bug's race confirmed, the
       # shared-weight candidate dropped, the twins reproduced). The extension is built first, in
-      # /tmp/cprr_torch_extensions.
+      # /tmp/cprr_torch_extensions. The whole step outlasts one device call (about 12 minutes
+      # on an H200): CPRR_PYTHON_FILTER splits it, e.g. 'triton|extension' and 'raw_'.
       python_module || continue
       work=$(mktemp -d)
       # The extension is built before the cases run, as a suite's extensions are: a build inside
@@ -165,7 +195,8 @@ for step in "${steps[@]}"; do
         'import test_launches as t; t._extension()' >"$out/extension_build.log" 2>&1
       report "extension build rc=$?"
       CPRR_LAUNCH_CAPTURE=1 timeout 500 "$b/tools/cprecord" --python corpus/python_launch \
-        --backend cuda --mode fresh --json --db "$work/launch.db" >"$work/launch.json" \
+        --backend cuda --mode fresh --json --db "$work/launch.db" \
+        --filter "${CPRR_PYTHON_FILTER:-.}" >"$work/launch.json" \
         2>"$work/launch.err"
       report "launches rc=$?"
       cp "$work/launch.json" "$work/launch.err" "$out/"

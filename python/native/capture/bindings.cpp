@@ -8,10 +8,11 @@
 // on a thread is therefore a thread_local, set while a case body runs on it. torch hands its
 // thread-local state (these callbacks, and the Python dispatch mode, included) to its own worker
 // threads:
-// - autograd's device threads run a CUDA backward's nodes for the case: its ops are the case's,
-//   and the dispatch mode logs them. A thread that runs a backward node (RecordScope::
-//   BACKWARD_FUNCTION) while a case is captured takes the case's capture for the node
-//   (g_case: one case runs in a rank process at a time);
+// - autograd's device threads run a CUDA backward for the case: its ops are the case's, and the
+//   dispatch mode logs them, the nodes' and the engine's own between nodes (a broadcast input's
+//   gradient summed to its shape, two gradients of one tensor added). A thread that has run a
+//   backward node (RecordScope::BACKWARD_FUNCTION) is autograd's: from then on it works for
+//   whichever case is captured (g_case: one case runs in a rank process at a time);
 // - Gloo's work threads run staging copies, ops of no case code and no backward node: not
 //   logged (the dispatch mode does not log them either).
 // Every call into the capture holds the GIL.
@@ -276,27 +277,25 @@ thread_local Capture* t_running = nullptr;
 thread_local int t_depth = 0;
 // The capture of the case the process runs, for torch's autograd threads (the file's comment).
 std::atomic<Capture*> g_case{nullptr};
+// Whether this thread has run a backward node without a capture of its own: autograd's.
+thread_local bool t_autograd = false;
 
-/// A backward node run on a thread other than the case's: the capture it took for the node.
-struct BackwardNode final : at::ObserverContext {
-  Capture* before = nullptr;
-};
-
-// A backward node's start and end (its own callback, which needs no inputs or outputs).
-std::unique_ptr<at::ObserverContext> on_node_start(const at::RecordFunction&) {
-  Capture* c = g_case.load();
-  if (c == nullptr || t_running == c || t_depth > 0) return nullptr;  // the case's own thread
-  auto node = std::make_unique<BackwardNode>();
-  node->before = std::exchange(t_running, c);
-  return node;
+/// The capture this thread's ops belong to: its own, or on autograd's threads the case's.
+Capture* running_here() {
+  if (t_running != nullptr) return t_running;
+  return t_autograd ? g_case.load() : nullptr;
 }
 
-void on_node_end(const at::RecordFunction&, at::ObserverContext* ctx) {
-  if (ctx != nullptr) t_running = static_cast<BackwardNode&>(*ctx).before;
+// A backward node's start (its own callback, which needs no inputs or outputs). Only a start
+// marks the thread: the engine's work after the node ends (summing a gradient to its input's
+// shape, adding two gradients of one tensor) is the backward's as much as the node's.
+std::unique_ptr<at::ObserverContext> on_node_start(const at::RecordFunction&) {
+  if (t_running == nullptr) t_autograd = true;
+  return nullptr;
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-  Capture* c = t_running;
+  Capture* c = running_here();
   if (c == nullptr || t_depth > 0) return nullptr;
   ++t_depth;  // what the capture itself runs (is_pinned) is no op of the case
   try {
@@ -335,7 +334,11 @@ std::optional<KernelArgs> readable_args(const SeenLaunch& launch) {
   if (!driver) debug_launch(launch, "no driver handle for the host stub");
   std::optional<KernelArgs> args =
       driver ? kernel_args(*driver, cuda_param_info(driver->kind)) : std::nullopt;
-  if (driver && !args) debug_launch(*driver, "its parameters could not be read");
+  if (driver && !args) {
+    const std::string why = "its parameters could not be read (first query: " +
+                            std::to_string(first_param_status(*driver)) + ")";
+    debug_launch(*driver, why.c_str());
+  }
   if (!args) t_unreadable.insert({launch.kind, launch.handle});
   return args;
 }
@@ -345,7 +348,7 @@ std::optional<KernelArgs> readable_args(const SeenLaunch& launch) {
 template <typename Log>
 LaunchLogged capture_work(void* user, const std::string& where, Log log) {
   auto* c = static_cast<Capture*>(user);
-  if (t_running != c || t_depth > 0) return LaunchLogged::no;
+  if (running_here() != c || t_depth > 0) return LaunchLogged::no;
   ++t_depth;  // what logging it launches is cprr's own
   LaunchLogged logged = LaunchLogged::no;
   try {
@@ -440,7 +443,7 @@ bool launch_capture_on() {
 void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   if (ctx == nullptr) return;
   auto& op = static_cast<OpInFlight&>(*ctx);
-  Capture* c = t_running;
+  Capture* c = running_here();
   try {
     if (c == op.owner) {
       py::gil_scoped_acquire gil;
@@ -472,8 +475,8 @@ class Running {
                                              .needsInputs(true)
                                              .needsOutputs(true)
                                              .scopes({at::RecordScope::FUNCTION}));
-    nodes_ = at::addThreadLocalCallback(at::RecordFunctionCallback(on_node_start, on_node_end)
-                                            .scopes({at::RecordScope::BACKWARD_FUNCTION}));
+    nodes_ = at::addThreadLocalCallback(
+        at::RecordFunctionCallback(on_node_start).scopes({at::RecordScope::BACKWARD_FUNCTION}));
   }
   ~Running() { stop(); }
   void stop() {

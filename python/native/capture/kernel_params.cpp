@@ -27,8 +27,6 @@ std::optional<std::pair<const std::byte*, size_t>> packed_buffer(void** extra) {
   return std::pair{data, *size};
 }
 
-using GetParamInfo = int (*)(const void* handle, size_t index, size_t* offset, size_t* size);
-
 // `name` in the first of `libraries` that is loaded already (RTLD_NOLOAD: the copy the process
 // uses, never another), or nullptr.
 template <typename F>
@@ -79,10 +77,15 @@ const StubCalls& stub_calls() {
   return calls;
 }
 
+int ask(SeenLaunch::Handle kind, const void* handle, size_t index, size_t* offset, size_t* size) {
+  return param_query(query(kind), query(SeenLaunch::Handle::kernel), kind, handle, index, offset,
+                     size);
+}
+
 template <SeenLaunch::Handle Kind>
 std::optional<std::pair<uint64_t, uint64_t>> from_cuda(const void* handle, size_t index) {
   size_t offset = 0, size = 0;
-  if (query(Kind)(handle, index, &offset, &size) != 0) return std::nullopt;
+  if (ask(Kind, handle, index, &offset, &size) != 0) return std::nullopt;
   return std::pair<uint64_t, uint64_t>{offset, size};
 }
 
@@ -99,6 +102,20 @@ ParamInfo cuda_param_info(SeenLaunch::Handle kind) {
       return nullptr;
   }
   return nullptr;
+}
+
+int param_query(GetParamInfo own, GetParamInfo as_kernel, SeenLaunch::Handle kind,
+                const void* handle, size_t index, size_t* offset, size_t* size) {
+  const int status = own(handle, index, offset, size);
+  if (status != kInvalidHandle || kind != SeenLaunch::Handle::function || as_kernel == nullptr)
+    return status;
+  return as_kernel(handle, index, offset, size);
+}
+
+int first_param_status(const SeenLaunch& launch) {
+  if (query(launch.kind) == nullptr) return -1;
+  size_t offset = 0, size = 0;
+  return ask(launch.kind, launch.handle, 0, &offset, &size);
 }
 
 std::optional<SeenLaunch> with_driver_handle(const SeenLaunch& launch) {

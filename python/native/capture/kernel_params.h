@@ -34,6 +34,20 @@ ParamInfo cuda_param_info(SeenLaunch::Handle kind);
 /// `launch` with a driver handle: a host stub becomes its CUkernel through the loaded runtime
 /// (cudaGetKernel), which leaves no error of its own behind; nullopt when it cannot.
 std::optional<SeenLaunch> with_driver_handle(const SeenLaunch& launch);
+/// A driver query for a parameter's offset and size (cuFuncGetParamInfo, cuKernelGetParamInfo):
+/// a CUresult.
+using GetParamInfo = int (*)(const void* handle, size_t index, size_t* offset, size_t* size);
+/// cuda.h's CUDA_ERROR_INVALID_HANDLE.
+inline constexpr int kInvalidHandle = 400;
+/// `own` (the query for a handle of `kind`) for parameter `index` of `handle`. The runtime
+/// launches a kernel through cuLaunchKernel with its CUkernel in place of a CUfunction (the
+/// driver takes either there), which cuFuncGetParamInfo refuses as no handle of its kind: such a
+/// handle is asked `as_kernel` (cuKernelGetParamInfo; nullptr: not asked).
+int param_query(GetParamInfo own, GetParamInfo as_kernel, SeenLaunch::Handle kind,
+                const void* handle, size_t index, size_t* offset, size_t* size);
+/// What the driver answers to the query for `launch`'s first parameter (a CUresult; -1: the loaded
+/// driver has no query for its handle kind), for CPRR_LAUNCH_DEBUG's reason.
+int first_param_status(const SeenLaunch& launch);
 
 inline constexpr size_t kMaxParams = 256;
 
