@@ -8,7 +8,8 @@
 #                                  [standby] [launcher] [examples] [triage] [python] [pybench]
 #                                  [mismatch] [descriptors] [pyraces] [pycost] [pyalloc]
 #                                  [pysymmetric] [faults] [suites] [suitesbench] [suitesplugin]
-#                                  [startbench] [capture] [launches] [diagnose]
+#                                  [startbench] [capture] [launches] [diagnose] [launchcost]
+#                                  [graphs]
 #                                  (default: tests corpus races symmetric trace bench; bench
 #                                  includes recording: issue 14's figures from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
@@ -151,11 +152,41 @@ for step in "${steps[@]}"; do
         report "cprecord --torchrun ($fmt, cuda, both) rc=$?: $(tail -n 2 "$out/torchrun_$fmt.txt" | tr '\n' ' ')"
       done
       ;;
+    graphs)
+      # Issue 40 item 6: corpus/python_graphs (a graph replayed on the current stream, and on a
+      # side stream with and without a wait) recorded on cuda, launch capture off and on, then
+      # each case replayed: what cprr does with CUDA graphs today (not built yet).
+      python_module || continue
+      for launch in 0 1; do
+        db=/tmp/graphs_$launch.db
+        rm -f "$db"
+        CPRR_LAUNCH_CAPTURE=$launch timeout 200 "$b/tools/cprecord" --python corpus/python_graphs \
+          --backend cuda --mode both --json --db "$db" >"$out/graphs_$launch.json" \
+          2>"$out/graphs_$launch.err"
+        report "graphs launch capture=$launch rc=$?" \
+          "$(python3 tools/device/python_table.py "$out/graphs_$launch.json" 2>&1 | tail -n 5)"
+      done
+      python3 tools/device/op_log.py /tmp/graphs_1.db --mode fresh >"$out/graphs_ops.txt" 2>&1
+      for id in 1 2 3; do
+        CPRR_LAUNCH_CAPTURE=1 timeout 120 "$b/tools/cpreplay" --db /tmp/graphs_1.db --case $id \
+          >"$out/graphs_replay_$id.txt" 2>&1
+        report "replay $id rc=$?: $(grep -E '^case [0-9]+ ' "$out/graphs_replay_$id.txt" | head -1)"
+      done
+      ;;
+    launchcost)
+      # Issue 40: the capture's cost per launch past the dispatcher (raw, Triton, raw copy)
+      # beside CSAN and compute-sanitizer (tools/bench/launch_cost.py; a few minutes).
+      python_module || continue
+      PYTHONPATH=$b/python timeout 500 python3 tools/bench/launch_cost.py "$b/tools/cprecord" \
+        --n "${CPRR_LAUNCH_COST_N:-1000}" >"$out/launch_cost.txt" 2>&1
+      report "launch_cost rc=$?" "$(tail -n 10 "$out/launch_cost.txt")"
+      ;;
     diagnose)
       # What the last runs left unexplained, in files to read: which parameter query answers
       # for a runtime launch (probe_param_info.cu), the extension's launches with
-      # CPRR_LAUNCH_DEBUG, and healthy/py_training_step's op log under both captures (the C++
-      # capture named a race there on cuda), ranks sharing GPU 0 and a GPU per rank.
+      # CPRR_LAUNCH_DEBUG, and the op logs of the Python cases CPRR_DIAGNOSE_FILTER picks (default:
+      # py_config_mutation, which only the dispatch mode finds a race in on cuda) under both
+      # captures, ranks sharing GPU 0 and a GPU per rank: ts_{0,all}_{native,python}.ops.
       python_module || continue
       nvcc -arch=sm_90 -o "$out/probe" tools/device/probe_param_info.cu -lcuda \
         >"$out/probe.txt" 2>&1 && "$out/probe" >>"$out/probe.txt" 2>&1
@@ -174,8 +205,9 @@ for step in "${steps[@]}"; do
           env $([ $cap = python ] && echo CPRR_OP_CAPTURE=python) \
             $([ $gpus = 0 ] && echo CUDA_VISIBLE_DEVICES=0) timeout 200 "$b/tools/cprecord" \
             --python corpus/python --backend cuda --mode both --repeat 2 \
-            --filter 'training_step' --json --db "$db" >"$out/ts_${gpus}_$cap.json" 2>/dev/null
-          report "training_step gpus=$gpus capture=$cap rc=$?"
+            --filter "${CPRR_DIAGNOSE_FILTER:-config_mutation}" --json --db "$db" \
+            >"$out/ts_${gpus}_$cap.json" 2>/dev/null
+          report "diagnosed cases gpus=$gpus capture=$cap rc=$?"
           python3 tools/device/op_log.py "$db" >"$out/ts_${gpus}_$cap.ops" 2>&1
         done
       done
