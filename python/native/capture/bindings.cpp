@@ -312,8 +312,13 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
 }
 
 // CPRR_LAUNCH_DEBUG=FILE: a line per launch the hook is offered, with what became of it.
-void debug_launch(const SeenLaunch& launch, const char* what) {
+const char* launch_debug_path() {
   static const char* const path = std::getenv("CPRR_LAUNCH_DEBUG");
+  return path;
+}
+
+void debug_launch(const SeenLaunch& launch, const char* what) {
+  const char* path = launch_debug_path();
   if (path == nullptr) return;
   static std::mutex m;
   std::lock_guard<std::mutex> lock(m);
@@ -334,7 +339,7 @@ std::optional<KernelArgs> readable_args(const SeenLaunch& launch) {
   if (!driver) debug_launch(launch, "no driver handle for the host stub");
   std::optional<KernelArgs> args =
       driver ? kernel_args(*driver, cuda_param_info(driver->kind)) : std::nullopt;
-  if (driver && !args) {
+  if (driver && !args && launch_debug_path() != nullptr) {  // the driver asked again, for why
     const std::string why = "its parameters could not be read (first query: " +
                             std::to_string(first_param_status(*driver)) + ")";
     debug_launch(*driver, why.c_str());
@@ -344,11 +349,12 @@ std::optional<KernelArgs> readable_args(const SeenLaunch& launch) {
 }
 
 // Runs `log` (what the capture does with work past the dispatcher, a LaunchLogged) as the
-// capture's own work, on the case's thread only; a failure fails the case, saying `where`.
+// capture's own work, on the case's thread only (the one CUPTI's counter watches); a failure
+// fails the case, saying `where`.
 template <typename Log>
 LaunchLogged capture_work(void* user, const std::string& where, Log log) {
   auto* c = static_cast<Capture*>(user);
-  if (running_here() != c || t_depth > 0) return LaunchLogged::no;
+  if (t_running != c || t_depth > 0) return LaunchLogged::no;
   ++t_depth;  // what logging it launches is cprr's own
   LaunchLogged logged = LaunchLogged::no;
   try {
