@@ -62,10 +62,12 @@ std::vector<ByteRange> ranges_of(const Allocations& allocs, const OpRecord& op,
 SyncRole role_of(const OpRecord& op) {
   if (op.is_message()) return SyncRole::collective;  // of its two ends
   // A "native" op is a user's own work run through Context::native(); a "handle" op says the case
-  // took a native handle, an "unseen" op that its library did work the log could not see (they
+  // took a native handle, an "unseen" op that its library did work the log could not see, a
+  // "captured" op one its library captured into a CUDA graph, run at the graph's launches (they
   // touch nothing, and order nothing).
   if (op.kind == "kernel" || op.kind == "probe" || op.kind == "output" || op.kind == "host" ||
-      op.kind == "put" || op.kind == "native" || op.kind == "handle" || op.kind == "unseen") {
+      op.kind == "put" || op.kind == "native" || op.kind == "handle" || op.kind == "unseen" ||
+      op.kind == "captured") {
     return SyncRole::none;
   }
   if (op.kind == "copy") return op.name == kReadBackOpName ? SyncRole::host_join : SyncRole::none;

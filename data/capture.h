@@ -76,7 +76,8 @@ struct OpRecord {
   int32_t stream = 0;  ///< -1 for host-side accesses (and for a sync of all streams)
   /// kernel | copy | collective | record | wait | probe | output | host | sync | put | signal |
   /// wait_signal | native (Context::native) | handle (a native handle taken, on the host) |
-  /// unseen (work of the case's library outside the op log, counted in its name)
+  /// unseen (work of the case's library outside the op log, counted in its name) | captured
+  /// (an op of the case's library captured into a CUDA graph: logged again at each launch)
   std::string kind;
   std::string name;
   std::vector<uint32_t> reads;

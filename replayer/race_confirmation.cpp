@@ -18,14 +18,27 @@ class Confirmer {
       : race_(race.race), run_(run), options_(options), out_(out) {}
 
   /// The serialized run: the reference the others are compared with. Nullopt when it did not
-  /// complete (then nothing can be compared).
-  std::optional<ExecutionResult> serialize() {
+  /// complete, or failed where every unperturbed run passed: serializing broke the case itself
+  /// (a CUDA graph capture that a host sync invalidates, a check of the streams' own state), and
+  /// a reference that is missing its outputs would make every other run "differ".
+  std::optional<ExecutionResult> serialize(const std::vector<const ExecutionResult*>& observed) {
     Perturbation p;
     p.one_stream = true;
     ExecutionResult r = replay(p, 0);  // amplification follows only when this one completes
     if (!completed(r)) {
       say(fmt::format("serialized replay: {} ({}): no reference to compare with",
                       status_name(r.status), r.summary));
+      return std::nullopt;
+    }
+    const bool all_passed =
+        !observed.empty() && std::all_of(observed.begin(), observed.end(), [](const auto* e) {
+          return e->status == ExecStatus::pass;
+        });
+    if (r.status == ExecStatus::fail && all_passed) {
+      say(
+          fmt::format("serialized replay: fail ({}) where every recorded run passed: serializing "
+                      "the streams broke the case itself, so its outputs are no reference",
+                      r.summary));
       return std::nullopt;
     }
     say("serialized replay (every stream as one, in issue order): the reference outputs");
@@ -219,7 +232,7 @@ RaceConfirmation confirm_race(const RaceFinding& race,
                               const ConfirmOptions& options) {
   RaceConfirmation out;
   Confirmer c(race, run, options, out);
-  const std::optional<ExecutionResult> serial = c.serialize();
+  const std::optional<ExecutionResult> serial = c.serialize(observed);
   if (!serial) return out;
   c.check_serialization(*serial, observed);
   c.amplify(*serial, ops_on_rank);

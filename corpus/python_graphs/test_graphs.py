@@ -3,9 +3,9 @@ and replayed, whose kernels run at each replay and not when their ops were captu
 use (replays on the current stream, outputs read after them) beside a replay on a side stream
 read by the default stream with no wait, and its fixed twin.
 
-What cprr does with graphs is not built yet: these cases say what it must do. Run with
-``cprecord --python corpus/python_graphs --backend cuda`` (tools/device/run_gpu_checks.sh
-graphs). Listing them needs no GPU.
+cprr logs a graph's ops at each replay, on the replay's stream, not where they were captured
+(cprr._graphs, recorder/api/library_graphs.h). Run with ``cprecord --python corpus/python_graphs
+--backend cuda`` (tools/device/run_gpu_checks.sh graphs). Listing them needs no GPU.
 """
 
 import torch

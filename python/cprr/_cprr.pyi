@@ -91,6 +91,14 @@ class CaseContext:
         whether to synchronize_library() after it)."""
     def library_order(self, kind: str, name: str, stream: int, event: int, /) -> None:
         """An ordering op: record | wait | sync."""
+    def graph_begin(self, stream: int, /) -> None:
+        """A CUDA graph capture begins on op-log stream `stream`: its ops are the graph's."""
+    def graph_end(self, stream: int, /) -> int:
+        """The capture on `stream` ends; returns the graph's number in the case."""
+    def graph_launch(self, graph: int, stream: int, native_stream: int,
+                     /) -> Optional[Tuple[int, bool]]:
+        """Graph `graph` is about to be launched on `stream`: its ops logged there. Returns (the
+        last one's seq, whether to synchronize_library() once launched), None for no op."""
     def synchronize_library(self) -> None: ...
     def note_unseen(self, what: str, /) -> None:
         """What the case did outside the op log, as one op the report names."""

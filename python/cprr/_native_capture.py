@@ -14,7 +14,7 @@ compared with op for op: tests/python/test_native_capture.py).
 
 import os
 
-from cprr import _op_capture, _where
+from cprr import _graphs, _op_capture, _where
 
 try:
     from cprr import _cprr_torch
@@ -55,7 +55,7 @@ class _InOp:
         return False
 
 
-class NativeOpCapture:
+class NativeOpCapture(_graphs.GraphCalls):
     """cprr._op_capture.OpCapture's surface over the C++ capture. `native`: the case's native
     context (the _cprr module's CaseContext, logged into directly) or any object with its
     methods (a test's fake: called through Python). `null_sink`: the ops go nowhere, in C++

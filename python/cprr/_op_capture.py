@@ -19,12 +19,12 @@ counted, never ignored: see `outside` (cprr._outside).
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from cprr import _op_schema, _outside, _streams, _symmetric, _tensor_table
+from cprr import _graphs, _op_schema, _outside, _streams, _symmetric, _tensor_table
 from cprr._tensor_table import key_of, storage_bytes
 from cprr._where import caller
 
 
-class OpCapture(TorchDispatchMode):
+class OpCapture(_graphs.GraphCalls, TorchDispatchMode):
     """Active while a case body runs (cprr._case_body); one per case execution. `native`: the
     case's native context (the _cprr module's CaseContext). `device_backend`: the world runs on a
     device backend (cuda), so CPU tensors are the host's. `counter`: what counts CUDA work

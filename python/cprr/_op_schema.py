@@ -140,6 +140,17 @@ class Accesses:
                 role = plan.keyword.get(arg, -1)
                 if role >= 0:
                     self._add(role, value)
+        self._drop_host_scalars(plan, kwargs)
+
+    def _drop_host_scalars(self, plan, kwargs):
+        # A 0-dim CPU tensor given to an op of the GPU (a Python number torch wrapped, fill_'s
+        # value) is read by the host as the op is issued, not by the stream later: no stream op
+        # reads it.
+        if not any(_host_scalar(t) for t in self.reads):
+            return
+        if device_of(self.every, kwargs) is None or (plan.copy and crosses(self.every, kwargs)):
+            return
+        self.reads = [t for t in self.reads if not _host_scalar(t)]
 
     def _add(self, role, value):
         found = list(tensors(value))
@@ -148,6 +159,10 @@ class Accesses:
             self.reads += found
         if role & _WRITE:
             self.writes += found
+
+
+def _host_scalar(t):
+    return t.dim() == 0 and t.device.type == "cpu"
 
 
 def device_of(tensors, kwargs):

@@ -22,7 +22,8 @@ except ImportError:
 if torch is not None:
     import torch.distributed as dist
 
-    from cprr import _collectives, _gpu_hooks, _groups, _native_capture, _op_capture, _symmetric
+    from cprr import (_collectives, _gpu_hooks, _graphs, _groups, _native_capture, _op_capture,
+                      _symmetric)
 
 from cprr import (  # noqa: E402
     _case, _case_body, _case_files, _cprr, _import_probe, _running, _scripts, _shim)
@@ -135,6 +136,7 @@ def _install_gpu_hooks(rank, native):
     if rank.gpu_hooks or native.backend != "cuda":
         return
     rank.gpu_hooks = _gpu_hooks.install(_running.capture)
+    _graphs.install(_running.capture)
 
 
 def _cupti_libraries():

@@ -58,6 +58,9 @@ PYBIND11_MODULE(_cprr, m) {
            py::arg("stream"), py::arg("native_stream"), py::arg("reads"), py::arg("writes"),
            py::arg("moves") = false, py::arg("touches") = std::vector<CaseContext::Touch>{})
       .def("library_order", &CaseContext::library_order)
+      .def("graph_begin", &CaseContext::graph_begin)
+      .def("graph_end", &CaseContext::graph_end)
+      .def("graph_launch", &CaseContext::graph_launch)
       .def("synchronize_library", &CaseContext::synchronize_library,
            py::call_guard<py::gil_scoped_release>())
       .def("note_unseen", &CaseContext::note_unseen)

@@ -169,6 +169,19 @@ std::optional<std::pair<uint64_t, bool>> CaseContext::library_copy(const std::st
   return std::pair{op->seq, op->sync_after};
 }
 
+void CaseContext::graph_begin(int stream) { LibraryHooks(ctx_).begin_graph_capture(stream); }
+
+uint32_t CaseContext::graph_end(int stream) { return LibraryHooks(ctx_).end_graph_capture(stream); }
+
+std::optional<std::pair<uint64_t, bool>> CaseContext::graph_launch(uint32_t graph, int stream,
+                                                                   uint64_t native_stream) {
+  const SeenScope own_work;  // a replay's delays are cprr's
+  const std::optional<LibraryHooks::LibraryOp> op =
+      LibraryHooks(ctx_).launch_graph(graph, stream, native_of(native_stream));
+  if (!op) return std::nullopt;
+  return std::pair{op->seq, op->sync_after};
+}
+
 void CaseContext::library_order(const std::string& kind, const std::string& name, int stream,
                                 int64_t event) {
   LibraryHooks(ctx_).library_order(kind, name, stream, event);

@@ -118,6 +118,13 @@ class CaseContext {
   std::optional<std::pair<uint64_t, bool>> library_copy(const std::string& name, int stream,
                                                         uint64_t native_stream, uint64_t dst,
                                                         uint64_t src, uint64_t bytes, bool is_set);
+  /// LibraryHooks::begin_graph_capture / end_graph_capture (returns the graph's number).
+  void graph_begin(int stream);
+  uint32_t graph_end(int stream);
+  /// LibraryHooks::launch_graph: (the last op's seq, whether to synchronize_library() once the
+  /// graph is launched); nullopt: the graph has no op.
+  std::optional<std::pair<uint64_t, bool>> graph_launch(uint32_t graph, int stream,
+                                                        uint64_t native_stream);
   /// LibraryHooks::library_order: record | wait | sync.
   void library_order(const std::string& kind, const std::string& name, int stream, int64_t event);
   /// LibraryHooks::synchronize_library.

@@ -43,6 +43,17 @@ class DeviceGuard {
  private:
   int previous_ = -1;
 };
+
+// Whether work on `stream` is being captured into a CUDA graph. Asking about the legacy stream
+// while another stream captures in global mode is itself an error: that is a capture too.
+bool capturing(void* stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status) != cudaSuccess) {
+    cudaGetLastError();  // torch's next launch check must not find it
+    return true;
+  }
+  return status == cudaStreamCaptureStatusActive;
+}
 #endif
 
 }  // namespace
@@ -63,7 +74,12 @@ namespace {
 void* allocate(std::size_t bytes, int device, void* stream) {
   LibraryMemory* memory = LibraryMemory::serving();
   if (memory != nullptr) {
-    if (std::byte* p = memory->allocate(bytes, stream)) return p;
+#if CPRR_HAVE_CUDA
+    const bool graph = cprr::python::capturing(stream);
+#else
+    const bool graph = false;
+#endif
+    if (std::byte* p = memory->allocate(bytes, stream, graph)) return p;
     if (memory->full() && !cprr::python::g_told.exchange(true)) {
       std::fprintf(stderr,
                    "cprr: the device arena is full: tensors past it come from cudaMalloc, "

@@ -11,6 +11,7 @@
 #include "kernels/hash.h"
 #include "kernels/poison.h"
 #include "recorder/api/launch_params.h"
+#include "recorder/api/library_graphs.h"
 #if CPRR_HAVE_CUDA
 #include "kernels/device_hash.h"
 #endif

@@ -116,6 +116,7 @@ struct RankState {
 
 class LibraryHooks;
 class LiveMemory;
+class LibraryGraphs;
 class Context;
 
 /// Ranks of the world that run collectives and messages among themselves: the world itself
@@ -440,6 +441,8 @@ class Context {
   /// The case's library's tracked tensors still live, by address (LibraryHooks::library_launch
   /// looks launches' pointers up there); made at the case's first launch.
   std::unique_ptr<LiveMemory> library_tensors_;
+  /// The case's library's CUDA graphs (library_graphs.h); made at its first capture.
+  std::unique_ptr<LibraryGraphs> library_graphs_;
   // Captures are filled in by stream threads; a deque keeps their addresses stable.
   std::deque<Capture> probes_;
   std::deque<Capture> outputs_;

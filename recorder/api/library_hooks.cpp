@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "kernels/poison.h"
+#include "recorder/api/library_graphs.h"
 #if CPRR_HAVE_CUDA
 #include "kernels/device_hash.h"
 #endif
@@ -54,6 +55,23 @@ std::string progress_kind(const CollectiveRecord& c) {
                        c.peer, c.group == 0 ? "" : fmt::format(" (group {})", c.group));
   }
   return c.group == 0 ? c.kind : fmt::format("{} (group {})", c.kind, c.group);
+}
+
+// Appends `t` to an op's buffers and their spans.
+void add_touch(const LibraryHooks::Touch& t, std::vector<uint32_t>& ids,
+               std::vector<ByteSpan>& spans) {
+  ids.push_back(t.buffer);
+  spans.push_back(t.span);
+}
+
+// An op's buffers and spans (parallel) as touches; a buffer without a span is whole.
+std::vector<LibraryHooks::Touch> touches_of(const std::vector<uint32_t>& ids,
+                                            const std::vector<ByteSpan>& spans) {
+  std::vector<LibraryHooks::Touch> out;
+  for (std::size_t k = 0; k < ids.size(); ++k) {
+    out.push_back({ids[k], k < spans.size() ? spans[k] : ByteSpan{0, ~uint64_t{0}}});
+  }
+  return out;
 }
 
 // launch_params.h's accesses as an op's touches.
@@ -130,7 +148,9 @@ uint32_t LibraryHooks::track_memory(std::string name, std::byte* data, uint64_t 
     ctx_.library_tensors_->add(KnownMemory{reinterpret_cast<uint64_t>(data), bytes, id});
   }
   if (written_by >= 0) {
-    OpRecord& op = logs.ops[static_cast<std::size_t>(written_by)];
+    OpRecord* held = ctx_.library_graphs_ ? ctx_.library_graphs_->held(written_by) : nullptr;
+    // Made by an op a graph capture held: that op writes it at each launch.
+    OpRecord& op = held ? *held : logs.ops[static_cast<std::size_t>(written_by)];
     op.writes.push_back(id);
     op.write_spans.push_back(ByteSpan{0, bytes});
     return id;
@@ -172,23 +192,61 @@ LibraryHooks::LibraryOp LibraryHooks::library_op(std::string kind, std::string n
                                                  const std::vector<Touch>& writes, bool moves,
                                                  const std::vector<Touch>& touches) {
   const uint64_t seq = ctx_.logs_.ops.size();
+  if (captured(stream)) {
+    // Not run now: logged at each launch of its graph. The op in its place touches nothing.
+    ctx_.log_op(stream, "captured", kind + " " + name, Access{}, -1, true);
+    OpRecord held{seq, stream, std::move(kind), std::move(name)};
+    held.moves = moves;
+    for (const Touch& t : reads) add_touch(t, held.reads, held.read_spans);
+    for (const Touch& t : writes) add_touch(t, held.writes, held.write_spans);
+    for (const Touch& t : touches) add_touch(t, held.touches, held.touch_spans);
+    graphs().hold(std::move(held));
+    return LibraryOp{seq, false};
+  }
   Backend& backend = *ctx_.state_.backend;
   if (stream >= 0 && native && backend.device_kernels()) {
     if (const uint32_t us = ctx_.delay_before(seq); us > 0) backend.delay_native(*native, us);
   }
   OpRecord& op = ctx_.log_op(stream, std::move(kind), std::move(name), Access{}, -1, true);
   op.moves = moves;
-  const auto add = [](const std::vector<Touch>& from, std::vector<uint32_t>& ids,
-                      std::vector<ByteSpan>& spans) {
-    for (const Touch& t : from) {
-      ids.push_back(t.buffer);
-      spans.push_back(t.span);
-    }
-  };
-  add(reads, op.reads, op.read_spans);
-  add(writes, op.writes, op.write_spans);
-  add(touches, op.touches, op.touch_spans);
+  for (const Touch& t : reads) add_touch(t, op.reads, op.read_spans);
+  for (const Touch& t : writes) add_touch(t, op.writes, op.write_spans);
+  for (const Touch& t : touches) add_touch(t, op.touches, op.touch_spans);
   return LibraryOp{seq, ctx_.replay_syncs_after(seq)};
+}
+
+LibraryGraphs& LibraryHooks::graphs() {
+  if (!ctx_.library_graphs_) ctx_.library_graphs_ = std::make_unique<LibraryGraphs>();
+  return *ctx_.library_graphs_;
+}
+
+bool LibraryHooks::captured(int stream) const {
+  return ctx_.library_graphs_ && ctx_.library_graphs_->holds(stream);
+}
+
+void LibraryHooks::begin_graph_capture(int stream) { graphs().begin(stream); }
+
+uint32_t LibraryHooks::end_graph_capture(int stream) { return graphs().end(stream); }
+
+std::optional<LibraryHooks::LibraryOp> LibraryHooks::launch_graph(uint32_t graph, int stream,
+                                                                  std::optional<void*> native) {
+  const std::vector<OpRecord>* ops = graphs().ops(graph);
+  if (ops == nullptr) {
+    CPRR_THROW_AS(CaseFailure, "CUDA graph #{} was not captured in this case", graph);
+  }
+  std::optional<LibraryOp> last;
+  bool sync_after = false;
+  // Copied: a launch inside another capture holds these ops again, in that graph.
+  const std::vector<OpRecord> held = *ops;
+  for (const OpRecord& op : held) {
+    if (op.kind == "record" || op.kind == "wait" || op.kind == "sync") continue;
+    last = library_op(op.kind, fmt::format("{} in graph #{}", op.name, graph), stream, native,
+                      touches_of(op.reads, op.read_spans), touches_of(op.writes, op.write_spans),
+                      op.moves, touches_of(op.touches, op.touch_spans));
+    sync_after = sync_after || last->sync_after;
+  }
+  if (last) last->sync_after = sync_after;
+  return last;
 }
 
 LiveMemory& LibraryHooks::live_memory() {
@@ -238,6 +296,13 @@ void LibraryHooks::library_order(std::string kind, std::string name, int stream,
                   stream, event);
   }
   if (kind == "wait" && event < 0) CPRR_THROW_AS(CaseFailure, "a wait needs an event");
+  if (ctx_.library_graphs_ && ctx_.library_graphs_->order(kind, stream, event)) {
+    // An ordering inside a graph capture is the graph's own: it orders nothing now.
+    ctx_.log_op(stream, "captured", kind + " " + name, Access{}, -1, true);
+    graphs().hold(OpRecord{
+        ctx_.logs_.ops.size() - 1, stream, std::move(kind), std::move(name), {}, {}, event});
+    return;
+  }
   ctx_.log_op(stream, std::move(kind), std::move(name), Access{}, event, true);
   ctx_.mark_end();
 }

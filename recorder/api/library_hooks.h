@@ -100,6 +100,19 @@ class LibraryHooks {
   /// its tensor is tracked; memory cprr does not know): work outside the op log.
   std::optional<LibraryOp> library_copy(std::string name, int stream, std::optional<void*> native,
                                         uint64_t dst, uint64_t src, uint64_t bytes, bool is_set);
+  /// A CUDA graph capture of the case's library begins on `stream` (torch's
+  /// CUDAGraph.capture_begin, on its current stream): until it ends, the ops of that stream
+  /// (and of streams forked into the capture) are the graph's, not work that runs now. Each is
+  /// logged as a `captured` op that touches nothing, and gets no replay's delay or sync.
+  /// (library_graphs.h says what is and is not modelled.)
+  void begin_graph_capture(int stream);
+  /// The capture on `stream` ends: returns the graph's number in the case.
+  uint32_t end_graph_capture(int stream);
+  /// Graph `graph` is about to be launched on `stream` (`native` as library_op's): its ops are
+  /// logged again on `stream`, in capture order, each with the accesses it was captured with and
+  /// a replay's delays enqueued before the launch. Returns the last one (sync_after: the caller
+  /// synchronizes once the graph is launched), or nullopt when the graph has no op.
+  std::optional<LibraryOp> launch_graph(uint32_t graph, int stream, std::optional<void*> native);
   /// An ordering op of the case's library: `record` (event `event` captures `stream`'s position),
   /// `wait` (`stream` waits for the event's last record; stream -1: the host does) or `sync` (the
   /// host waits for `stream`; -1: for every stream). Events are numbered by the caller.
@@ -119,6 +132,10 @@ class LibraryHooks {
   /// The tracked tensors not freed, by address: made from the allocation log at the case's first
   /// launch or copy, then kept by track_memory and untrack_memory.
   LiveMemory& live_memory();
+  /// The case's CUDA graphs (made at the first capture).
+  LibraryGraphs& graphs();
+  /// Whether an op on `stream` belongs to an open graph capture.
+  bool captured(int stream) const;
 
   Context& ctx_;
 };

@@ -27,7 +27,7 @@ LibraryMemory* LibraryMemory::serving() { return g_serving.load(std::memory_orde
 
 void LibraryMemory::serve() { g_serving.store(this, std::memory_order_release); }
 
-std::byte* LibraryMemory::allocate(uint64_t bytes, void* native) {
+std::byte* LibraryMemory::allocate(uint64_t bytes, void* native, bool graph) {
   std::lock_guard lock(mu_);
   if (!open_) return nullptr;
   PlacementEngine& engine = *state_.engines[static_cast<int>(MemPool::device)];
@@ -39,7 +39,7 @@ std::byte* LibraryMemory::allocate(uint64_t bytes, void* native) {
     return nullptr;
   }
   std::byte* p = state_.backend->arena_base(MemPool::device) + offset;
-  blocks_[p] = Block{offset, native, {}};
+  blocks_[p] = Block{offset, native, {}, graph};
   return p;
 }
 
@@ -56,7 +56,11 @@ bool LibraryMemory::release(std::byte* p) {
     for (void* user : b.users) state_.backend->order_natives(b.stream, user);
   } catch (const std::exception&) {
   }
-  state_.engines[static_cast<int>(MemPool::device)]->release(b.offset, owner_of(b.stream));
+  if (b.graph) {
+    parked_.emplace_back(b.offset, owner_of(b.stream));  // a replay of its graph still uses it
+  } else {
+    state_.engines[static_cast<int>(MemPool::device)]->release(b.offset, owner_of(b.stream));
+  }
   blocks_.erase(it);
   if (open_) released_.push_back(reinterpret_cast<uint64_t>(p));
   return true;
@@ -73,6 +77,10 @@ void LibraryMemory::record_stream(std::byte* p, void* native) {
 void LibraryMemory::open_case() {
   std::lock_guard lock(mu_);
   PlacementEngine& engine = *state_.engines[static_cast<int>(MemPool::device)];
+  // The graphs of the case before are gone with it (a graph that outlives its case is not
+  // modelled): their memory is the engine's again, behind the device sync below.
+  for (const auto& [offset, owner] : parked_) engine.release(offset, owner);
+  parked_.clear();
   if (engine.has_owned()) {
     // Between cases nothing orders one stream's freed memory with another's next use but the
     // host waiting for the device.

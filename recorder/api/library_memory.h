@@ -13,10 +13,15 @@
 //
 // Tensors may outlive their case (a module's cache): their memory stays theirs until torch frees
 // it, whenever that is; the arena is not reset under them.
+//
+// Memory handed out while its stream was being captured into a CUDA graph is the graph's: every
+// replay uses it again, as torch's private graph pools keep it. Freed, it is kept from everyone
+// until the next case starts (torch's pluggable allocator is not told when a graph dies).
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace cprr {
@@ -32,8 +37,9 @@ class LibraryMemory {
 
   /// `bytes` for the library's work on `native` (a cudaStream_t; nullptr: the legacy stream),
   /// from the device arena with the case's placement policy. nullptr outside a case or when the
-  /// arena has no room: the caller allocates elsewhere (full() says which). Any thread.
-  std::byte* allocate(uint64_t bytes, void* native);
+  /// arena has no room: the caller allocates elsewhere (full() says which). `graph`: `native`
+  /// is being captured into a CUDA graph (see above). Any thread.
+  std::byte* allocate(uint64_t bytes, void* native, bool graph = false);
   /// Takes back memory allocate() returned; false for memory that is not the arena's (the
   /// caller's to free). Any thread.
   bool release(std::byte* p);
@@ -64,6 +70,7 @@ class LibraryMemory {
     uint64_t offset = 0;
     void* stream = nullptr;
     std::vector<void*> users;  // other streams record_stream named
+    bool graph = false;        // handed out during a graph capture
   };
 
   RankState& state_;
@@ -72,6 +79,8 @@ class LibraryMemory {
   bool full_ = false;
   std::unordered_map<std::byte*, Block> blocks_;
   std::vector<uint64_t> released_;
+  /// Freed graph memory (offset, owner), given back to the engine at the next case's start.
+  std::vector<std::pair<uint64_t, uint64_t>> parked_;
 };
 
 }  // namespace cprr

@@ -48,6 +48,8 @@ class FakeNative:
         self.splits = []  # (send_bytes, recv_bytes, row_bytes) per enter_collective
         self.sync_after = set()  # seqs a replay's sync bisection syncs after (library_op says)
         self.syncs = []  # len(log) at each synchronize_library()
+        self.graph_calls = []  # ("begin", stream), ("end", stream), ("launch", graph, stream, native)
+        self.graph_sync = False  # what graph_launch says of a replay's sync
 
     def capture(self, is_output, name, address, bytes, dtype, shape, native_stream, host=False):
         self.captures.append((is_output, name, address, bytes, dtype, list(shape),
@@ -97,6 +99,17 @@ class FakeNative:
 
     def library_order(self, kind, name, stream, event):
         self._append(kind, name, stream, event=event)
+
+    def graph_begin(self, stream):
+        self.graph_calls.append(("begin", stream))
+
+    def graph_end(self, stream):
+        self.graph_calls.append(("end", stream))
+        return sum(1 for c in self.graph_calls if c[0] == "end") - 1
+
+    def graph_launch(self, graph, stream, native_stream):
+        self.graph_calls.append(("launch", graph, stream, native_stream))
+        return len(self.log), self.graph_sync
 
     def synchronize_library(self):
         self.syncs.append(len(self.log))

@@ -533,3 +533,25 @@ def test_an_op_is_named_at_the_case_line_that_called_an_installed_package_not_in
         line = sys._getframe().f_lineno + 1
         got = namespace["launch"](caller)
         assert got == f"test_op_capture.py:{line}", (where, got)
+
+
+def test_a_gpu_ops_0_dim_cpu_tensors_are_read_by_the_host_as_it_is_issued(monkeypatch):
+    """fill_(value) and a wrapped Python number on the GPU: the host reads a 0-dim CPU tensor as
+    it issues the op, so no stream read of it is logged (freed and its address reused by the next
+    torch.tensor(), it would race with that tensor's host write). A copy between host and device
+    reads it on its stream; an op of the host reads it as ever. (CI has no GPU: the op's device
+    is stood in for.)"""
+    from cprr import _op_schema
+
+    fill = _op_schema.plan(torch.ops.aten.fill_.Tensor)
+    copy = _op_schema.plan(torch.ops.aten.copy_.default)
+    out, value = torch.zeros(4), torch.tensor(2.0)
+    on_host = _op_schema.Accesses(fill, (out, value), {})
+    assert [t is value for t in on_host.reads] == [True]
+
+    monkeypatch.setattr(_op_schema, "device_of", lambda tensors, kwargs: torch.device("cuda", 0))
+    on_gpu = _op_schema.Accesses(fill, (out, value), {})
+    assert on_gpu.reads == [] and on_gpu.writes[0] is out
+    monkeypatch.setattr(_op_schema, "crosses", lambda tensors, kwargs: True)
+    copied = _op_schema.Accesses(copy, (out, value), {})
+    assert any(t is value for t in copied.reads)

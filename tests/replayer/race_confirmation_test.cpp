@@ -96,6 +96,33 @@ TEST(RaceConfirmation, ARaceAcrossRanksIsConfirmedByAmplificationAndNotBisected)
   EXPECT_EQ(c.replays, 2);
 }
 
+// A serialized run that fails where the recorded runs passed (serializing broke the case: its
+// outputs are missing) is no reference: every other run would "differ" from it. Where a recorded
+// run failed too, a failing serialized run is still compared with (the race may be why).
+TEST(RaceConfirmation, ASerializedRunThatFailsWhereTheRecordedRunsPassedIsNoReference) {
+  const RaceFinding finding = race_on(0, 2, 0, 5);
+  int runs = 0;
+  const auto broken = [&](const Perturbation& p, int) {
+    ++runs;
+    return test::execution(100 + runs, Mode::fresh,
+                           p.one_stream ? ExecStatus::fail : ExecStatus::pass,
+                           {p.one_stream ? "" : "right", "right"});
+  };
+  const ExecutionResult passed =
+      test::execution(1, Mode::fresh, ExecStatus::pass, {"right", "right"});
+  const RaceConfirmation c = confirm_race(finding, {&passed}, 10, broken);
+  EXPECT_TRUE(c.confirmed_by.empty());
+  EXPECT_EQ(c.replays, 1) << "no amplification against a broken reference";
+  ASSERT_FALSE(c.log.empty());
+  EXPECT_NE(c.log[0].find("broke the case itself"), std::string::npos) << c.log[0];
+
+  runs = 0;
+  const ExecutionResult failed =
+      test::execution(1, Mode::fresh, ExecStatus::fail, {"stale", "right"});
+  const RaceConfirmation compared = confirm_race(finding, {&failed}, 10, broken);
+  EXPECT_GT(compared.replays, 1);
+}
+
 TEST(RaceConfirmation, OpsThatNeverMisbehaveConfirmNothingAfterKSeeds) {
   Script script{race_on(0, 2, 0, 5)};
   script.racy = false;

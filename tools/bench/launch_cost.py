@@ -45,9 +45,10 @@ def loops(n):
     import torch
 
     k = _kernels()
-    fill, scale = k._raw_fill(), k._triton_scale()
+    # The tensors first: they make torch's CUDA context current, which the raw module load needs.
     src = torch.arange(1 << 12, dtype=torch.float32, device="cuda")
     dst = torch.zeros_like(src)
+    fill, scale = k._raw_fill(), k._triton_scale()
     kinds = {"raw cuLaunchKernel": lambda: fill(dst, 3.0),
              "Triton": lambda: scale(src, dst, 2.0),
              "raw cuMemcpyDtoDAsync": lambda: k._raw_copy(dst, src)}
@@ -86,7 +87,11 @@ def _plain(n, *, csan=False, wrap=()):
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         return f"failed ({done.returncode}): {done.stderr.strip()[-200:]}"
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    # compute-sanitizer writes its own lines around the loop's (its error summary last).
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        return f"no figures: {done.stdout.strip()[-200:]}"
+    return json.loads(lines[-1])
 
 
 def _recorded(cprecord, n, env_extra):

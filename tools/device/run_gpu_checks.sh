@@ -155,14 +155,17 @@ for step in "${steps[@]}"; do
     graphs)
       # Issue 40 item 6: corpus/python_graphs (a graph replayed on the current stream, and on a
       # side stream with and without a wait) recorded on cuda, launch capture off and on, then
-      # each case replayed: what cprr does with CUDA graphs today (not built yet).
+      # each case replayed (the bug's race confirmed, the others reproduced).
       python_module || continue
-      for launch in 0 1; do
+      # 0 and 1: the C++ op capture without and with the launch capture; python: the dispatch
+      # mode.
+      for launch in 0 1 python; do
         db=/tmp/graphs_$launch.db
         rm -f "$db"
-        CPRR_LAUNCH_CAPTURE=$launch timeout 200 "$b/tools/cprecord" --python corpus/python_graphs \
-          --backend cuda --mode both --json --db "$db" >"$out/graphs_$launch.json" \
-          2>"$out/graphs_$launch.err"
+        env CPRR_LAUNCH_CAPTURE=$([ $launch = 1 ] && echo 1 || echo 0) \
+          $([ $launch = python ] && echo CPRR_OP_CAPTURE=python) timeout 200 \
+          "$b/tools/cprecord" --python corpus/python_graphs --backend cuda --mode both --repeat 2 \
+          --json --db "$db" >"$out/graphs_$launch.json" 2>"$out/graphs_$launch.err"
         report "graphs launch capture=$launch rc=$?" \
           "$(python3 tools/device/python_table.py "$out/graphs_$launch.json" 2>&1 | tail -n 5)"
       done

@@ -1,5 +1,6 @@
 #include "python/native/capture/op_schema.h"
 
+#include <algorithm>
 #include <set>
 #include <string_view>
 
@@ -119,6 +120,21 @@ Accesses::Accesses(const Plan& plan, c10::ArrayRef<const c10::IValue> args) {
       if (plan.roles[i] & kWrite) writes.push_back(every[k]);
     }
   }
+  drop_host_scalars(plan, args);
+}
+
+namespace {
+
+bool host_scalar(const at::Tensor& t) { return t.dim() == 0 && t.device().is_cpu(); }
+
+}  // namespace
+
+void Accesses::drop_host_scalars(const Plan& plan, c10::ArrayRef<const c10::IValue> args) {
+  // A 0-dim CPU tensor given to an op of the GPU (a Python number torch wrapped, fill_'s value)
+  // is read by the host as the op is issued, not by the stream later: no stream op reads it.
+  if (std::none_of(reads.begin(), reads.end(), host_scalar)) return;
+  if (!device_of(plan, every, args) || (plan.copy && crosses(plan, every, args))) return;
+  reads.erase(std::remove_if(reads.begin(), reads.end(), host_scalar), reads.end());
 }
 
 namespace {

@@ -46,6 +46,10 @@ struct Plan {
 struct Accesses {
   Accesses(const Plan& plan, c10::ArrayRef<const c10::IValue> args);
   std::vector<at::Tensor> reads, writes, every;
+
+ private:
+  /// An op of the GPU reads its 0-dim CPU tensors on the host as it is issued: not reads.
+  void drop_host_scalars(const Plan& plan, c10::ArrayRef<const c10::IValue> args);
 };
 
 /// The tensors in a value: itself, or those of a list or tuple.

@@ -312,6 +312,130 @@ TEST(LibraryHooks, CopiesPastTheDispatcherReadAndWriteTheirExactExtent) {
   EXPECT_EQ(r.races[0].second.name, "aten.sum");
 }
 
+// A CUDA graph captured on stream 2 (x * 2 into y, y a tensor its op made) runs at its launches,
+// not at its capture: the capture logs "captured" ops that touch nothing and get no replay's sync
+// (a sync would break the capture), and each launch logs the graph's ops on its own stream.
+TEST(LibraryHooks, AGraphsOpsRunAtItsLaunchesOnTheLaunchStreamNotAtItsCapture) {
+  std::vector<std::byte> memory(128);
+  RankState state = make_state();
+  Perturbation serial;
+  serial.one_stream = true;  // every op asks for a sync after it
+  Context ctx(state, "lib", {}, 1, Placement::best_fit, 0, serial);
+  LibraryHooks hooks(ctx);
+  const uint32_t x = hooks.track_memory("x", memory.data(), 64, false);
+  hooks.begin_graph_capture(2);
+  const LibraryHooks::LibraryOp mul =
+      hooks.library_op("kernel", "aten.mul", 2, nullptr, {{x, ByteSpan{0, 64}}}, {});
+  const uint32_t y = hooks.track_memory("y", memory.data() + 64, 64, false, nullptr,
+                                        static_cast<int64_t>(mul.seq));
+  const LibraryHooks::LibraryOp other =
+      hooks.library_op("kernel", "aten.neg", 1, nullptr, {{x, ByteSpan{0, 64}}}, {});
+  EXPECT_EQ(hooks.end_graph_capture(2), 0u);
+  EXPECT_FALSE(mul.sync_after);
+  EXPECT_TRUE(other.sync_after);  // stream 1 was not captured
+  const std::optional<LibraryHooks::LibraryOp> launch = hooks.launch_graph(0, 3, nullptr);
+  ASSERT_TRUE(launch.has_value());
+  EXPECT_TRUE(launch->sync_after);
+  ctx.drain();
+  const CaseCapture c = ctx.finish();
+
+  ASSERT_EQ(c.ops.size(), 3u);
+  EXPECT_EQ(c.ops[0].kind, "captured");
+  EXPECT_EQ(c.ops[0].name, "kernel aten.mul");
+  EXPECT_TRUE(c.ops[0].reads.empty());
+  EXPECT_TRUE(c.ops[0].writes.empty());  // y's write went to the graph
+  EXPECT_EQ(c.ops[1].stream, 1);
+  const OpRecord& run = c.ops[2];
+  EXPECT_EQ(launch->seq, 2u);
+  EXPECT_EQ(run.kind, "kernel");
+  EXPECT_EQ(run.name, "aten.mul in graph #0");
+  EXPECT_EQ(run.stream, 3);
+  EXPECT_EQ(run.reads, std::vector<uint32_t>{x});
+  EXPECT_EQ(run.writes, std::vector<uint32_t>{y});
+  EXPECT_EQ(run.write_spans, std::vector<ByteSpan>{(ByteSpan{0, 64})});
+}
+
+// The graph's launch meets the rest of the case as CUDA orders it: a launch on a side stream
+// whose output stream 0 reads without a wait races; a wait, or a launch on stream 0, does not.
+// The capture itself, on its own stream between the write and the read, orders and races with
+// nothing.
+TEST(LibraryHooks, TheRaceCheckSeesAGraphWhereItIsLaunched) {
+  std::vector<std::byte> memory(128);
+  const auto run = [&](int launch_stream, bool wait) {
+    RankState state = make_state();
+    Context ctx(state, "lib", {}, 1, Placement::best_fit);
+    LibraryHooks hooks(ctx);
+    const uint32_t x = hooks.track_memory("x", memory.data(), 64, false);
+    const uint32_t y = hooks.track_memory("y", memory.data() + 64, 64, false);
+    hooks.begin_graph_capture(2);
+    hooks.library_op("kernel", "aten.mul", 2, nullptr, {{x, ByteSpan{0, 64}}},
+                     {{y, ByteSpan{0, 64}}});
+    hooks.end_graph_capture(2);
+    hooks.library_op("kernel", "aten.fill_", 0, nullptr, {}, {{x, ByteSpan{0, 64}}});
+    if (launch_stream != 0) {
+      hooks.library_order("record", "record", 0, 0);
+      hooks.library_order("wait", "wait", launch_stream, 0);
+    }
+    hooks.launch_graph(0, launch_stream, nullptr);
+    if (wait) {
+      hooks.library_order("record", "record", launch_stream, 1);
+      hooks.library_order("wait", "wait", 0, 1);
+    }
+    hooks.library_op("kernel", "aten.sum", 0, nullptr, {{y, ByteSpan{0, 64}}}, {});
+    ctx.drain();
+    return ctx.finish();
+  };
+  EXPECT_EQ(races_in(run(3, false)), 1u);
+  EXPECT_EQ(races_in(run(3, true)), 0u);
+  EXPECT_EQ(races_in(run(0, false)), 0u);
+}
+
+// A stream that waits for an event recorded inside the capture is forked into it: its ops are
+// the graph's too, and the orderings inside the graph are dropped at its launch.
+TEST(LibraryHooks, AStreamForkedIntoACaptureIsCapturedAndTheGraphsOrderingsStayInside) {
+  std::vector<std::byte> memory(64);
+  RankState state = make_state();
+  Context ctx(state, "lib", {}, 1, Placement::best_fit);
+  LibraryHooks hooks(ctx);
+  const uint32_t x = hooks.track_memory("x", memory.data(), 64, false);
+  hooks.begin_graph_capture(2);
+  hooks.library_order("record", "fork", 2, 7);
+  hooks.library_order("wait", "fork", 4, 7);
+  hooks.library_op("kernel", "aten.add_", 4, nullptr, {}, {{x, ByteSpan{0, 64}}});
+  hooks.library_order("record", "join", 4, 8);
+  hooks.library_order("wait", "join", 2, 8);
+  hooks.end_graph_capture(2);
+  hooks.library_op("kernel", "aten.neg", 4, nullptr, {}, {{x, ByteSpan{0, 64}}});  // after: runs
+  hooks.launch_graph(0, 0, nullptr);
+  ctx.drain();
+  const CaseCapture c = ctx.finish();
+
+  ASSERT_EQ(c.ops.size(), 7u);
+  for (std::size_t k = 0; k < 5; ++k) EXPECT_EQ(c.ops[k].kind, "captured") << k;
+  EXPECT_EQ(c.ops[1].name, "wait fork");
+  EXPECT_EQ(c.ops[5].kind, "kernel");
+  EXPECT_EQ(c.ops[5].stream, 4);
+  EXPECT_EQ(c.ops[6].name, "aten.add_ in graph #0");
+  EXPECT_EQ(c.ops[6].stream, 0);
+  EXPECT_EQ(races_in(c), 1u);  // stream 4's neg and the launch's add_ on stream 0
+}
+
+TEST(LibraryHooks, GraphCapturesOutOfOrderAndUnknownGraphsAreCaseFailures) {
+  RankState state = make_state();
+  Context ctx(state, "lib", {}, 1, Placement::best_fit);
+  LibraryHooks hooks(ctx);
+  EXPECT_THAT(case_failure_of([&] { hooks.end_graph_capture(2); }), HasSubstr("none is open"));
+  EXPECT_THAT(case_failure_of([&] { hooks.launch_graph(0, 0, nullptr); }),
+              HasSubstr("graph #0 was not captured in this case"));
+  hooks.begin_graph_capture(2);
+  EXPECT_THAT(case_failure_of([&] { hooks.begin_graph_capture(3); }),
+              HasSubstr("one capture at a time"));
+  EXPECT_EQ(hooks.end_graph_capture(2), 0u);
+  EXPECT_FALSE(hooks.launch_graph(0, 0, nullptr).has_value());  // an empty graph logs nothing
+  ctx.drain();
+  ctx.finish();
+}
+
 TEST(LibraryHooks, WorkOutsideTheOpLogIsNotedByTheRaceCheck) {
   RankState state = make_state();
   Context ctx(state, "lib", {}, 1, Placement::best_fit);

@@ -77,6 +77,28 @@ TEST(LibraryMemory, FreedMemoryServesItsOwnStreamUntilTheNextCase) {
   EXPECT_EQ(LibraryHooks(next).library_memory().allocate(4096, stream_b()), a);
 }
 
+// Memory handed out during a CUDA graph capture is the graph's: each replay uses it again, so
+// freed it serves no one, its own stream included, until the next case.
+TEST(LibraryMemory, GraphMemoryFreedIsKeptFromEveryoneUntilTheNextCase) {
+  RankState state = test::make_state();
+  std::byte* g = nullptr;
+  {
+    Context ctx = make_case(state);
+    LibraryMemory& memory = LibraryHooks(ctx).library_memory();
+    g = memory.allocate(4096, stream_a(), true);
+    std::byte* guard = memory.allocate(256, stream_a());
+    ASSERT_TRUE(memory.release(g));
+    EXPECT_EQ(memory.take_released(), std::vector<uint64_t>{reinterpret_cast<uint64_t>(g)});
+    EXPECT_NE(memory.allocate(4096, stream_a()), g);
+    EXPECT_NE(memory.allocate(4096, stream_b()), g);
+    ASSERT_TRUE(memory.release(guard));
+    ctx.drain();
+    ctx.finish();
+  }
+  Context next = make_case(state);
+  EXPECT_EQ(LibraryHooks(next).library_memory().allocate(4096, stream_b()), g);
+}
+
 TEST(LibraryMemory, TheCasePlacementPolicyPlacesTheLibrarysMemory) {
   // The same request sequence under best_fit reuses a freed block; under never_reuse it never
   // does: what a replay changes to move a tensor.
