@@ -50,11 +50,14 @@ struct RankResult {
   std::vector<StartupPhase> first_use;
   /// Backend::symmetric_pool() after the case: the pool may be made in it; not stored.
   std::string symmetric_pool;
+  /// Non-empty: why the world's transport may be broken after this case (a call of the case's
+  /// library into it raised), so the world is not reused; not stored.
+  std::string distrusted;
 
   bool operator==(const RankResult&) const = default;
   template <class A>
   void serialize(A& a) {
-    a(execution, outcome, error, reset_ms, body_ms, capture, first_use, symmetric_pool);
+    a(execution, outcome, error, reset_ms, body_ms, capture, first_use, symmetric_pool, distrusted);
   }
 };
 

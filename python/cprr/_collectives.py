@@ -8,6 +8,7 @@ numbered on its channel (group, sender, receiver), so each recv is matched with 
 made while no case runs (the worker's own set-up) are not numbered.
 """
 
+import contextlib
 import functools
 import inspect
 
@@ -176,6 +177,19 @@ def _tensors_of(bound, names):
     return out
 
 
+@contextlib.contextmanager
+def _distrusted_on_raise(native, name):
+    """A torch.distributed call `name` that raises may leave the world's transport broken (a
+    Gloo pair closed mid-message, a peer still waiting): the world is replaced after the case
+    rather than handed the next one, which would fail for it."""
+    try:
+        yield
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        native.distrust_transport(f"dist.{name} raised {type(e).__name__}: {first}"[:300])
+        raise
+
+
 class _Work:
     """The Work of an async call: its wait() is where the case's stream (the host, for CPU
     tensors) is ordered after the call, so that is logged; everything else is the Work's."""
@@ -197,7 +211,7 @@ class _Work:
         c = _running.capture()
         if c is not self._capture:  # waited for after its case ended: nothing to order
             return self._work.wait(*args, **kwargs)
-        with c.in_op():
+        with c.in_op(), _distrusted_on_raise(_running.current(), f"{self._name} Work.wait()"):
             result = self._work.wait(*args, **kwargs)
         c.order("wait", f"dist.{self._name} Work.wait()", c.stream_of(self._device)[0],
                 self._event)
@@ -308,7 +322,7 @@ def _wrap(name, original):
         call = functools.partial(original, *args, **kwargs)
         where = caller()
         entered = []
-        with _running.call():
+        with _running.call(), _distrusted_on_raise(native, name):
             if name in _P2P:
                 kind, peer_arg = _P2P[name]
                 if _rank_arg(bound, peer_arg) is None:  # a recv from any source
@@ -364,7 +378,7 @@ def _wrap_batch(original):
                     entered.append(_enter_p2p(native, kind, p.peer, p.tensor,
                                               getattr(p, "group", None), where))
 
-        with _running.call():
+        with _running.call(), _distrusted_on_raise(native, "batch_isend_irecv"):
             result = _issue("batch_isend_irecv", bound,
                             functools.partial(original, p2p_op_list, *args, **kwargs), native,
                             enter)

@@ -100,6 +100,8 @@ class CaseContext:
         """Graph `graph` is about to be launched on `stream`: its ops logged there. Returns (the
         last one's seq, whether to synchronize_library() once launched), None for no op."""
     def synchronize_library(self) -> None: ...
+    def distrust_transport(self, why: str, /) -> None:
+        """A torch.distributed call raised: the world is replaced after this case."""
     def note_unseen(self, what: str, /) -> None:
         """What the case did outside the op log, as one op the report names."""
     def torch_released(self) -> List[int]:

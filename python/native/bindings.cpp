@@ -64,6 +64,7 @@ PYBIND11_MODULE(_cprr, m) {
       .def("synchronize_library", &CaseContext::synchronize_library,
            py::call_guard<py::gil_scoped_release>())
       .def("note_unseen", &CaseContext::note_unseen)
+      .def("distrust_transport", &CaseContext::distrust_transport)
       .def("torch_released", &CaseContext::torch_released)
       .def("torch_record_stream", &CaseContext::torch_record_stream)
       .def("alloc", &CaseContext::alloc)

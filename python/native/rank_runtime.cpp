@@ -192,6 +192,10 @@ void CaseContext::synchronize_library() {
   LibraryHooks(ctx_).synchronize_library();
 }
 
+void CaseContext::distrust_transport(const std::string& why) {
+  LibraryHooks(ctx_).distrust_transport(why);
+}
+
 void CaseContext::note_unseen(const std::string& what) { LibraryHooks(ctx_).library_unseen(what); }
 
 std::vector<uint64_t> CaseContext::torch_released() {

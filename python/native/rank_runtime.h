@@ -129,6 +129,8 @@ class CaseContext {
   void library_order(const std::string& kind, const std::string& name, int stream, int64_t event);
   /// LibraryHooks::synchronize_library.
   void synchronize_library();
+  /// LibraryHooks::distrust_transport.
+  void distrust_transport(const std::string& why);
   /// LibraryHooks::library_unseen.
   void note_unseen(const std::string& what);
 

@@ -109,6 +109,9 @@ struct RankState {
   std::unique_ptr<FlightRecorder> flight;
   /// Behind a pointer: its mutex does not move, and RankState does.
   std::unique_ptr<ForeignProgress> foreign = std::make_unique<ForeignProgress>();
+  /// Why the world's transport may be broken since a call into it raised
+  /// (LibraryHooks::distrust_transport); the worker hands it over with the case's result.
+  std::string distrusted;
   /// The case's library's memory from the device arena (LibraryHooks::library_memory), made on
   /// first use. Last: it goes first, before the backend and engines it uses.
   std::unique_ptr<LibraryMemory> library;

@@ -309,6 +309,10 @@ void LibraryHooks::library_order(std::string kind, std::string name, int stream,
 
 void LibraryHooks::synchronize_library() { ctx_.state_.backend->synchronize_device(); }
 
+void LibraryHooks::distrust_transport(std::string why) {
+  if (ctx_.state_.distrusted.empty()) ctx_.state_.distrusted = std::move(why);
+}
+
 void LibraryHooks::library_unseen(std::string what) {
   ctx_.log_op(-1, "unseen", std::move(what), Access{}, -1, true);
   ctx_.mark_end();

@@ -296,6 +296,14 @@ void Controller::classify(ExecutionResult& res, WorldHandle& world) {
                               m->describe()));
     kill = true;
   }
+  for (const RankReport& r : res.ranks) {
+    if (!r.done || r.done->distrusted.empty()) continue;
+    // A pooled world's next case would meet a transport this one broke, and fail for it.
+    add_note(res, fmt::format("rank {}: {}: the world is replaced, as its transport may be broken",
+                              &r - res.ranks.data(), r.done->distrusted));
+    kill = true;
+    break;
+  }
   add_note(res, world.end_leftovers(fmt::format("case {} ({})", res.case_id, res.label)));
   if (kill) world.kill(config_.kill_grace);
   world.fill_tails(res.ranks);

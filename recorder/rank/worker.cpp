@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "data/flight_record.h"
@@ -228,6 +229,7 @@ int serve(const WorkerArgs& a, UniqueFd control) {
       CaseDone done = runner.run(*run);
       done.first_use = backend.take_first_use_phases();
       done.symmetric_pool = backend.symmetric_pool();
+      done.distrusted = std::exchange(state.distrusted, {});
       // NCCL opens sockets lazily, at the collective that first needs a connection.
       inherited.close_on_exec_rest();
       // Buffered stdio output belongs to this case: flush it before reporting, so the

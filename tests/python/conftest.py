@@ -50,6 +50,7 @@ class FakeNative:
         self.syncs = []  # len(log) at each synchronize_library()
         self.graph_calls = []  # ("begin", stream), ("end", stream), ("launch", graph, stream, native)
         self.graph_sync = False  # what graph_launch says of a replay's sync
+        self.distrusted = []  # distrust_transport's reasons
 
     def capture(self, is_output, name, address, bytes, dtype, shape, native_stream, host=False):
         self.captures.append((is_output, name, address, bytes, dtype, list(shape),
@@ -113,6 +114,9 @@ class FakeNative:
 
     def synchronize_library(self):
         self.syncs.append(len(self.log))
+
+    def distrust_transport(self, why):
+        self.distrusted.append(why)
 
     def note_unseen(self, what):
         self.unseen.append(what)

@@ -267,3 +267,17 @@ def test_an_uneven_all_to_all_records_its_bytes_per_peer_in_rows(group):
     native = record(lambda: dist.all_to_all_single(out, inp))
     assert native.fingerprints() == [("all_to_all", "f32", 48, -1, "sum")]
     assert native.splits == [([], [], 0)]
+
+
+def test_a_call_that_raises_tells_the_native_context_its_transport_is_distrusted(group):
+    """A torch.distributed call that raises may leave the transport broken (a Gloo pair closed
+    mid-message): the case's world is replaced after it, so the next case does not fail for it."""
+    t = torch.ones(4)
+    native = FakeNative()
+    with _running.running(native):
+        with pytest.raises(Exception):
+            dist.broadcast(t, src=3)  # no rank 3 in a world of one
+        dist.all_reduce(t)  # a call that returns distrusts nothing
+    assert len(native.distrusted) == 1
+    assert native.distrusted[0].startswith("dist.broadcast raised ")
+    assert record(lambda: dist.all_reduce(t)).distrusted == []

@@ -106,6 +106,24 @@ TEST_F(ControllerTest, EachWorldSizeHasItsOwnPool) {
   EXPECT_EQ(script_->made[1].worker, "fake-worker");
 }
 
+// A rank whose library's call into the transport raised (the case failed or not) leaves a
+// world its next case could not trust: the world is killed, said so, and replaced.
+TEST_F(ControllerTest, AWorldWhoseTransportARankDistrustsIsReplacedAfterTheCase) {
+  Controller c = controller();
+  c.run(instance(2), Mode::pool);
+  RankReport distrusting = passed();
+  distrusting.done->distrusted = "dist.send raised RuntimeError: writev: Bad address";
+  script_->collects.push_back(rank0(distrusting));
+  const ExecutionResult broken = c.run(instance(2), Mode::pool);
+  EXPECT_EQ(broken.status, ExecStatus::pass) << broken.summary;
+  EXPECT_THAT(broken.note, HasSubstr("rank 0: dist.send raised RuntimeError: writev: Bad "
+                                     "address: the world is replaced"));
+  EXPECT_EQ(script_->count("kill 1"), 1);
+  const ExecutionResult next = c.run(instance(2), Mode::pool);
+  EXPECT_EQ(next.world_id, 2u);
+  EXPECT_EQ(next.note, "");
+}
+
 struct Fault {
   std::string name;
   RankReport rank0;

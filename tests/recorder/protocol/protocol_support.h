@@ -120,6 +120,7 @@ inline CaseDone sample_case_done() {
   d.body_ms = 123456.0625;
   d.first_use = {{"nccl communicator (waited for)", 311.5}, {"symmetric arena", 0.25}};
   d.symmetric_pool = "NCCL window (ncclMemAlloc); peers mapped";
+  d.distrusted = "dist.recv raised RuntimeError: Connection closed by peer";
   CaseCapture& cap = d.capture;
   cap.probes.push_back(sample_capture(0, "\0\x01\0\xff"s));
   cap.probes.push_back(sample_capture(1, ""));
