@@ -75,7 +75,8 @@ void* allocate(std::size_t bytes, int device, void* stream) {
   LibraryMemory* memory = LibraryMemory::serving();
   if (memory != nullptr) {
 #if CPRR_HAVE_CUDA
-    const bool graph = cprr::python::capturing(stream);
+    // Asked only while the case has a capture open: allocations are torch's hot path.
+    const bool graph = memory->capture_open() && cprr::python::capturing(stream);
 #else
     const bool graph = false;
 #endif

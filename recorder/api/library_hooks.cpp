@@ -224,9 +224,16 @@ bool LibraryHooks::captured(int stream) const {
   return ctx_.library_graphs_ && ctx_.library_graphs_->holds(stream);
 }
 
-void LibraryHooks::begin_graph_capture(int stream) { graphs().begin(stream); }
+void LibraryHooks::begin_graph_capture(int stream) {
+  graphs().begin(stream);
+  if (ctx_.state_.library) ctx_.state_.library->set_capture_open(true);
+}
 
-uint32_t LibraryHooks::end_graph_capture(int stream) { return graphs().end(stream); }
+uint32_t LibraryHooks::end_graph_capture(int stream) {
+  const uint32_t graph = graphs().end(stream);
+  if (ctx_.state_.library) ctx_.state_.library->set_capture_open(false);
+  return graph;
+}
 
 std::optional<LibraryHooks::LibraryOp> LibraryHooks::launch_graph(uint32_t graph, int stream,
                                                                   std::optional<void*> native) {
@@ -236,9 +243,9 @@ std::optional<LibraryHooks::LibraryOp> LibraryHooks::launch_graph(uint32_t graph
   }
   std::optional<LibraryOp> last;
   bool sync_after = false;
-  // Copied: a launch inside another capture holds these ops again, in that graph.
-  const std::vector<OpRecord> held = *ops;
-  for (const OpRecord& op : held) {
+  // A launch inside another capture holds these ops again, in the open capture's own list:
+  // this graph's stays where it is.
+  for (const OpRecord& op : *ops) {
     if (op.kind == "record" || op.kind == "wait" || op.kind == "sync") continue;
     last = library_op(op.kind, fmt::format("{} in graph #{}", op.name, graph), stream, native,
                       touches_of(op.reads, op.read_spans), touches_of(op.writes, op.write_spans),

@@ -81,6 +81,7 @@ void LibraryMemory::open_case() {
   // modelled): their memory is the engine's again, behind the device sync below.
   for (const auto& [offset, owner] : parked_) engine.release(offset, owner);
   parked_.clear();
+  capture_open_ = false;  // a capture the case before left open ended with it
   if (engine.has_owned()) {
     // Between cases nothing orders one stream's freed memory with another's next use but the
     // host waiting for the device.

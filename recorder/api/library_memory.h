@@ -17,6 +17,7 @@
 // Memory handed out while its stream was being captured into a CUDA graph is the graph's: every
 // replay uses it again, as torch's private graph pools keep it. Freed, it is kept from everyone
 // until the next case starts (torch's pluggable allocator is not told when a graph dies).
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -56,6 +57,11 @@ class LibraryMemory {
   /// thread), oldest first: the frees for the case's allocation log.
   std::vector<uint64_t> take_released();
 
+  /// The case's library has a CUDA graph capture open (LibraryHooks::begin_graph_capture):
+  /// only then does the allocator ask whether a request's stream is being captured.
+  void set_capture_open(bool open) { capture_open_.store(open, std::memory_order_relaxed); }
+  bool capture_open() const { return capture_open_.load(std::memory_order_relaxed); }
+
   /// Whether a request found the arena full since the process started.
   bool full() const;
 
@@ -74,6 +80,7 @@ class LibraryMemory {
   };
 
   RankState& state_;
+  std::atomic<bool> capture_open_{false};  // read by every allocation, without the mutex
   mutable std::mutex mu_;
   bool open_ = false;
   bool full_ = false;

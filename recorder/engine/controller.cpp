@@ -296,11 +296,12 @@ void Controller::classify(ExecutionResult& res, WorldHandle& world) {
                               m->describe()));
     kill = true;
   }
-  for (const RankReport& r : res.ranks) {
-    if (!r.done || r.done->distrusted.empty()) continue;
+  for (std::size_t r = 0; r < res.ranks.size(); ++r) {
+    const std::optional<RankResult>& done = res.ranks[r].done;
+    if (!done || done->distrusted.empty()) continue;
     // A pooled world's next case would meet a transport this one broke, and fail for it.
     add_note(res, fmt::format("rank {}: {}: the world is replaced, as its transport may be broken",
-                              &r - res.ranks.data(), r.done->distrusted));
+                              r, done->distrusted));
     kill = true;
     break;
   }

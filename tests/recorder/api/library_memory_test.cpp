@@ -84,8 +84,13 @@ TEST(LibraryMemory, GraphMemoryFreedIsKeptFromEveryoneUntilTheNextCase) {
   std::byte* g = nullptr;
   {
     Context ctx = make_case(state);
-    LibraryMemory& memory = LibraryHooks(ctx).library_memory();
+    LibraryHooks hooks(ctx);
+    LibraryMemory& memory = hooks.library_memory();
+    hooks.begin_graph_capture(1);
+    EXPECT_TRUE(memory.capture_open());  // the allocator asks about each request's stream now
     g = memory.allocate(4096, stream_a(), true);
+    hooks.end_graph_capture(1);
+    EXPECT_FALSE(memory.capture_open());
     std::byte* guard = memory.allocate(256, stream_a());
     ASSERT_TRUE(memory.release(g));
     EXPECT_EQ(memory.take_released(), std::vector<uint64_t>{reinterpret_cast<uint64_t>(g)});
