@@ -4,9 +4,9 @@ each racing with the default stream beside its fixed twin, a raw cuMemcpyDtoDAsy
 ctypes racing the same way (a copy: exact bytes, not a candidate), and two Triton kernels that
 only read one weight (a race candidate no replay confirms).
 
-Run with the launch capture on: ``CPRR_LAUNCH_CAPTURE=1 cprecord --python
-corpus/python_launch --backend cuda`` (tools/device/run_gpu_checks.sh launches). Without it the
-undeclared kernels are only counted as work outside the op log. The extension case also runs
+Run on cuda: ``cprecord --python corpus/python_launch --backend cuda``
+(tools/device/run_gpu_checks.sh launches). With the launch capture off (CPRR_LAUNCH_CAPTURE=0)
+the undeclared kernels are only counted as work outside the op log. The extension case also runs
 declared (``cprr.accesses``), which needs no launch capture. The extension is built before
 the cases run (``run_gpu_checks.sh launches`` does): a build inside a case outlasts its hang
 limit. Triton and the extension are imported or built inside the bodies: listing these cases

@@ -15,7 +15,7 @@ import inspect
 import torch
 import torch.distributed as dist
 
-from cprr import _groups, _running, _shim, _tensors
+from cprr import _groups, _running, _shim, _staging, _tensors
 from cprr._op_schema import device_of
 from cprr._where import caller
 
@@ -320,6 +320,8 @@ def _wrap(name, original):
             return original(*args, **kwargs)
         bound = signature.bind(*args, **kwargs).arguments
         call = functools.partial(original, *args, **kwargs)
+        if name in _P2P and _staging.wanted(native, bound.get("group"), bound["tensor"]):
+            call = _staging.message(name, original, signature, args, kwargs)
         where = caller()
         entered = []
         with _running.call(), _distrusted_on_raise(native, name):
@@ -378,10 +380,12 @@ def _wrap_batch(original):
                     entered.append(_enter_p2p(native, kind, p.peer, p.tensor,
                                               getattr(p, "group", None), where))
 
+        staged = [_base_name(p.op) if _staging.wanted(native, getattr(p, "group", None), p.tensor)
+                  else None for p in ops]
+        call = (_staging.batch(original, ops, staged, args, kwargs) if any(staged)
+                else functools.partial(original, p2p_op_list, *args, **kwargs))
         with _running.call(), _distrusted_on_raise(native, "batch_isend_irecv"):
-            result = _issue("batch_isend_irecv", bound,
-                            functools.partial(original, p2p_op_list, *args, **kwargs), native,
-                            enter)
+            result = _issue("batch_isend_irecv", bound, call, native, enter)
         for handle in entered:
             if handle is not None:
                 native.complete_collective(handle)

@@ -119,6 +119,11 @@ def add_case(name: str, world_sizes: Sequence[int], grid: Sequence[Tuple[str, Se
 def add_error(message: str, /) -> None:
     """A problem found while loading cases: the worker reports it and exits before serving."""
 
+def on_connected(hook: Callable[[bool, int], str], /) -> None:
+    """Runs hook(native_comm, device_index) once the rank's world joined its communicator, before
+    its first case; it returns the start-up phase it names ('' for none), and what it raises
+    fails the world's start."""
+
 def add_source_file(path: str, /) -> None:
     """A file the cases were loaded from: the catalog names it, and cprecord records its hash."""
 

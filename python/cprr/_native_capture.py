@@ -40,18 +40,18 @@ class _Streams:
         self.new_event = impl.new_event
 
 
-class _InOp:
-    """The block of torch's own work for something cprr logged (re-entrant)."""
+class _Block:
+    """A re-entrant block of the C++ capture's: `enter` at its start, `leave` at its end."""
 
-    def __init__(self, impl):
-        self._impl = impl
+    def __init__(self, enter, leave):
+        self._enter, self._leave = enter, leave
 
     def __enter__(self):
-        self._impl.enter_op()
+        self._enter()
         return self
 
     def __exit__(self, *exc):
-        self._impl.leave_op()
+        self._leave()
         return False
 
 
@@ -77,7 +77,10 @@ class NativeOpCapture(_graphs.GraphCalls):
         self.host = self._impl.host
         self.streams = _Streams(self._impl)
         self.outside = {}
-        self._in_op = _InOp(self._impl)
+        # torch's own work for something cprr logged (a collective)
+        self._in_op = _Block(self._impl.enter_op, self._impl.leave_op)
+        # cprr's own aten work (cprr._staging's copies): no ops of the case
+        self._own = _Block(self._impl.enter_own, self._impl.leave_own)
 
     def __enter__(self):
         self._running = self._impl.run()
@@ -135,6 +138,9 @@ class NativeOpCapture(_graphs.GraphCalls):
 
     def in_op(self):
         return self._in_op
+
+    def own_work(self):
+        return self._own
 
     @property
     def inside_op(self):

@@ -16,7 +16,10 @@ windows. Events, stream waits and synchronizations come from torch's CUDA trace 
 counted, never ignored: see `outside` (cprr._outside).
 """
 
+import contextlib
+
 import torch
+from torch.utils._mode_utils import no_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from cprr import _graphs, _op_schema, _outside, _streams, _symmetric, _tensor_table
@@ -114,6 +117,13 @@ class OpCapture(_graphs.GraphCalls, TorchDispatchMode):
         """Within the block torch runs work this capture logged itself (a collective): what the
         trace hooks report meanwhile is part of it."""
         return self._outside
+
+    @contextlib.contextmanager
+    def own_work(self):
+        """Within the block the aten ops run are cprr's own (cprr._staging's host copies): no
+        op of the case, and their CUDA work is not outside the op log."""
+        with self._outside, no_dispatch():
+            yield
 
     @property
     def inside_op(self):

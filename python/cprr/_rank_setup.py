@@ -5,6 +5,7 @@ hooks, the CUPTI count of work outside the op log and cprr's arena as torch's CU
 """
 
 import argparse
+import functools
 import glob
 import inspect
 import os
@@ -58,7 +59,8 @@ class Rank:
         its ``ctx.device``."""
         device = _device(native)
         _shim.set_environment(self.rank, self.world_size)
-        _ensure_process_group(self, native)
+        _ensure_process_group(self, native.backend == "cuda" and native.nccl,
+                              native.device_index)
         if torch is not None:
             self.first_group = _groups.case_started()
         _install_gpu_hooks(self, native)
@@ -104,21 +106,21 @@ def _device(native):
     return torch.device("cpu")
 
 
-def _ensure_process_group(rank, native):
-    """The default process group, made by the world's first case and kept by pooled ones: gloo
-    on cpu; on cuda NCCL when every rank has a GPU of its own, gloo where ranks share one (NCCL
-    refuses two ranks on one GPU), as cprr's own collectives choose. Not "cpu:gloo,cuda:nccl":
-    dist.get_backend() would then say so, and cases choose their device by it being "nccl"."""
+def _ensure_process_group(rank, nccl, device_index):
+    """The default process group, made once the world is connected (_world_connected) and kept
+    by its cases: gloo on cpu; on cuda NCCL when every rank has a GPU of its own (`nccl`), gloo
+    where ranks share one (NCCL refuses two ranks on one GPU), as cprr's own collectives choose.
+    Not "cpu:gloo,cuda:nccl": dist.get_backend() would then say so, and cases choose their
+    device by it being "nccl"."""
     if dist.is_initialized():
         return
-    nccl = native.backend == "cuda" and native.nccl
     backend = "nccl" if nccl else "gloo"
     store = os.path.join(rank.rendezvous or ".", "torch_process_group")
     options = {}
     if nccl and "device_id" in inspect.signature(dist.init_process_group).parameters:
         # The NCCL communicator now, not at the first collective: torch's symmetric memory on
         # NCCL (symm_mem.empty) needs it, and dies of a null communicator without (torch 2.11).
-        options["device_id"] = torch.device("cuda", native.device_index)
+        options["device_id"] = torch.device("cuda", device_index)
     dist.init_process_group(
         backend,
         init_method=f"file://{store}",
@@ -260,9 +262,22 @@ def serve(rank, argv):
     # cprr's allocator first: a file left to the rank may make CUDA tensors as it is imported.
     use_cprr_allocator(rank)
     _import_left_files(rank)
+    _cprr.on_connected(functools.partial(_world_connected, rank))
     status = _cprr.serve(argv)
     _case_body.flush()
     return status
+
+
+def _world_connected(rank, nccl, device_index):
+    """Once the world joined its communicator, before its first case (a standby world's while
+    earlier cases run, so a fresh case does not wait for it): torch's default process group, the
+    same for every case of every world (nothing a case left). Returns the start-up phase."""
+    if torch is None:
+        return ""
+    if rank.backend == "cuda" and device_index >= 0:
+        torch.cuda.set_device(device_index)
+    _ensure_process_group(rank, rank.backend == "cuda" and nccl, device_index)
+    return "torch process group"
 
 
 def use_cprr_allocator(rank):

@@ -5,6 +5,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <memory>
+#include <stdexcept>
+
 #include "python/native/rank_runtime.h"
 #include "python/native/torch_allocator.h"
 #include "python/native/unseen_work.h"
@@ -14,6 +17,22 @@ namespace py = pybind11;
 using cprr::python::Allocation;
 using cprr::python::CaseContext;
 using cprr::python::CaseSpec;
+
+namespace {
+
+/// A Python callable for C++ threads that may not hold the GIL: kept in a shared holder released
+/// under the GIL. The registry holding it is a static destroyed at exit, after the interpreter
+/// finalized: the GIL can never be taken then (it would block forever, and the process with
+/// it), and the object went with the interpreter, so it is left.
+std::shared_ptr<py::function> held(py::function fn) {
+  return std::shared_ptr<py::function>(new py::function(std::move(fn)), [](py::function* f) {
+    if (Py_IsInitialized() == 0) return;
+    py::gil_scoped_acquire gil;
+    delete f;
+  });
+}
+
+}  // namespace
 
 PYBIND11_MODULE(_cprr, m) {
   m.doc() = "cprr's rank side (protocol, flight record, capture hashing, arenas) for Python cases";
@@ -78,17 +97,8 @@ PYBIND11_MODULE(_cprr, m) {
         CaseSpec spec{
             std::move(name), std::move(world_sizes), std::move(grid),      std::move(expect),
             timeout_s,       std::move(description), std::move(seeded_bug)};
-        // The worker calls bodies without the GIL (serve released it): take it for the call. The
-        // callable is kept in a shared holder released under the GIL, never by a C++ thread
-        // that does not hold it. The registry holding it is a static destroyed at exit, after
-        // the interpreter finalized: the GIL can never be taken then (it would block forever,
-        // and the process with it), and the object went with the interpreter, so it is left.
-        auto fn =
-            std::shared_ptr<py::function>(new py::function(std::move(body)), [](py::function* f) {
-              if (Py_IsInitialized() == 0) return;
-              py::gil_scoped_acquire gil;
-              delete f;
-            });
+        // The worker calls bodies without the GIL (serve released it): take it for the call.
+        auto fn = held(std::move(body));
         cprr::python::add_case(std::move(spec), [fn](CaseContext& ctx) -> std::string {
           py::gil_scoped_acquire gil;
           py::object failed = (*fn)(py::cast(&ctx, py::return_value_policy::reference));
@@ -100,6 +110,22 @@ PYBIND11_MODULE(_cprr, m) {
       },
       py::arg("name"), py::arg("world_sizes"), py::arg("grid"), py::arg("expect"),
       py::arg("timeout_s"), py::arg("description"), py::arg("seeded_bug"), py::arg("body"));
+  m.def(
+      "on_connected",
+      [](py::function hook) {
+        auto fn = held(std::move(hook));
+        cprr::python::add_connected_hook([fn](bool native_comm, int device_index) {
+          py::gil_scoped_acquire gil;
+          try {
+            return (*fn)(native_comm, device_index).cast<std::string>();
+          } catch (py::error_already_set& e) {  // as text: the GIL is released past here
+            throw std::runtime_error(e.what());
+          }
+        });
+      },
+      "Runs hook(native_comm, device_index) once the rank's world joined its communicator, "
+      "before its first case; it returns the start-up phase it names ('' for none), and what it "
+      "raises fails the world's start.");
   m.def("add_error", &cprr::python::add_error);
   m.def("add_source_file", &cprr::python::add_source_file);
   m.def("case_names", &cprr::python::case_names);

@@ -246,6 +246,12 @@ void add_case(CaseSpec spec, Body body) {
   });
 }
 
+void add_connected_hook(Connected hook) {
+  registry().add_connected_hook([hook = std::move(hook)](const WorldJoined& joined) {
+    return hook(joined.native_comm, joined.device_index);
+  });
+}
+
 void add_error(std::string message) { registry().add_error(std::move(message)); }
 
 void add_source_file(std::string path) { registry().add_source_file(std::move(path)); }

@@ -192,6 +192,12 @@ using Body = std::function<std::string(CaseContext&)>;
 
 /// Registers a case in the process's registry (the one cpworker's cases use).
 void add_case(CaseSpec spec, Body body);
+/// Set-up for every case of a world, run once the world joined its communicator and before its
+/// first case (a standby world's while earlier cases run): gets whether collectives go through
+/// NCCL and the rank's GPU (-1: none); returns the start-up phase it names ("" for none);
+/// throwing fails the world's start (recorder/api/case.h, ConnectedHook).
+using Connected = std::function<std::string(bool native_comm, int device_index)>;
+void add_connected_hook(Connected hook);
 /// A problem found while loading cases (an import that failed): the worker reports it and exits
 /// before serving, as it does for a C++ registration error.
 void add_error(std::string message);

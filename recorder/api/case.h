@@ -27,6 +27,17 @@ namespace cprr {
 using CaseBody = std::function<void(Context&)>;
 using Hook = void (*)();
 
+/// What a rank's world is once it joined its communicator, for a ConnectedHook.
+struct WorldJoined {
+  bool native_comm = false;  ///< collectives through NCCL (a GPU per rank)
+  int device_index = -1;     ///< the rank's GPU, or -1 on the cpu backend
+};
+/// Runs once a rank's world is connected, before its first case (a standby world's while
+/// earlier cases run): the case-independent set-up a language binding makes for every case
+/// (python/: torch's default process group). Returns the start-up phase it names ("" for none);
+/// throws when the world cannot serve cases, which fails the world's start.
+using ConnectedHook = std::function<std::string(const WorldJoined&)>;
+
 struct RegisteredCase {
   CaseInfo info;
   CaseBody body = nullptr;
@@ -42,6 +53,7 @@ class Registry {
   void add_case(std::string name, CaseOptions options, CaseBody body, std::string where = {});
   void add_reset_hook(Hook hook) { reset_hooks_.push_back(hook); }
   void add_worker_init(Hook hook) { worker_inits_.push_back(hook); }
+  void add_connected_hook(ConnectedHook hook) { connected_hooks_.push_back(std::move(hook)); }
   /// A problem found while loading cases some other way (a Python case file that failed to
   /// import): reported like a registration error.
   void add_error(std::string message) { errors_.push_back(std::move(message)); }
@@ -52,6 +64,7 @@ class Registry {
   const std::vector<RegisteredCase>& cases() const { return cases_; }
   const std::vector<Hook>& reset_hooks() const { return reset_hooks_; }
   const std::vector<Hook>& worker_inits() const { return worker_inits_; }
+  const std::vector<ConnectedHook>& connected_hooks() const { return connected_hooks_; }
   const std::vector<std::string>& errors() const { return errors_; }
   const std::vector<std::string>& source_files() const { return source_files_; }
 
@@ -59,6 +72,7 @@ class Registry {
   std::vector<RegisteredCase> cases_;
   std::vector<Hook> reset_hooks_;
   std::vector<Hook> worker_inits_;
+  std::vector<ConnectedHook> connected_hooks_;
   std::vector<std::string> errors_;
   std::vector<std::string> source_files_;
 };

@@ -374,20 +374,20 @@ void World::await_ready(const WorldConfig& config, Clock::time_point begin) {
   const std::string boot = encode(ToRank{Bootstrap{comm_id, collectives_}});
   std::vector<std::string> pools(ranks_.size());
   for (Rank& r : ranks_) write_frame(r.control.get(), boot);
-  await_each(
-      deadline, "it did not join the communicator " + limit, [&](int r, const std::string& frame) {
-        const FromRank msg = decode_from_rank(frame);
-        const auto* c = std::get_if<Connected>(&msg);
-        if (c == nullptr) {
-          CPRR_THROW("{}", startup_failure(r, "it answered Bootstrap with another message"));
-        }
-        if (!c->error.empty()) {
-          CPRR_THROW("{}", startup_failure(r, "it could not join the communicator: " + c->error));
-        }
-        pools[r] = c->symmetric_pool;
-        starts[r].connected_at = Clock::now();
-        starts[r].connecting = c->phases;
-      });
+  await_each(deadline, "it did not join the communicator " + limit,
+             [&](int r, const std::string& frame) {
+               const FromRank msg = decode_from_rank(frame);
+               const auto* c = std::get_if<Connected>(&msg);
+               if (c == nullptr) {
+                 CPRR_THROW("{}", startup_failure(r, "it answered Bootstrap with another message"));
+               }
+               if (!c->error.empty()) {
+                 CPRR_THROW("{}", startup_failure(r, "it could not connect: " + c->error));
+               }
+               pools[r] = c->symmetric_pool;
+               starts[r].connected_at = Clock::now();
+               starts[r].connecting = c->phases;
+             });
   symmetric_pool_ = summarize_pools(pools);
   startup_phases_ = world_startup_phases(begin, Clock::now(), starts);
 }

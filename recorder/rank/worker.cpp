@@ -173,6 +173,27 @@ int send_catalog(const WorkerArgs& a, UniqueFd control) {
   return 0;
 }
 
+/// The registry's connected hooks, once the world joined its communicator; each named step
+/// timed as a start-up phase.
+std::vector<StartupPhase> run_connected_hooks(const Registry& reg, Backend& backend) {
+  const WorldJoined joined{backend.has_native_comm(), backend.device_index()};
+  PhaseClock clock;
+  for (const ConnectedHook& hook : reg.connected_hooks()) {
+    std::string phase;
+    try {
+      phase = hook(joined);
+    } catch (const std::exception& e) {
+      CPRR_THROW("the set-up of its world's cases, once connected, failed: {}", e.what());
+    }
+    if (phase.empty()) {
+      clock.restart();
+    } else {
+      clock.lap(phase);
+    }
+  }
+  return clock.take();
+}
+
 int serve(const WorkerArgs& a, UniqueFd control) {
   PhaseClock clock(a.started);
   const Registry& reg = registry();
@@ -212,18 +233,21 @@ int serve(const WorkerArgs& a, UniqueFd control) {
       return 0;
     }
     if (const auto* boot = std::get_if<Bootstrap>(&msg)) {
+      std::vector<StartupPhase> connected;
       try {
         const auto transport = parse_transport(boot->transport);
         CPRR_CHECK(transport.has_value(), "the controller named an unknown transport '{}'",
                    boot->transport);
         backend.connect(ConnectSpec{boot->comm_id, *transport});
+        connected = run_connected_hooks(reg, backend);
       } catch (const std::exception& e) {
         channel.send(FromRank{Connected{e.what()}});  // the controller reports it as start-up
         return 2;
       }
       inherited.close_on_exec_rest();
-      channel.send(
-          FromRank{Connected{{}, backend.symmetric_pool(), backend.take_startup_phases()}});
+      std::vector<StartupPhase> joined = backend.take_startup_phases();
+      for (StartupPhase& p : connected) joined.push_back(std::move(p));
+      channel.send(FromRank{Connected{{}, backend.symmetric_pool(), std::move(joined)}});
     }
     if (const auto* run = std::get_if<RunCase>(&msg)) {
       CaseDone done = runner.run(*run);

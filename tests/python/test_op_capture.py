@@ -202,6 +202,21 @@ def test_metadata_queries_read_no_bytes():
     assert native.ops[-1][1] == [(1, 0, 8 * F32)]
 
 
+def test_cprrs_own_work_is_no_op_of_the_case():
+    # cprr._staging's host copies of a message: the op log has the message, not its copies.
+    native, capture = make()
+    with capture:
+        target = torch.empty(4)
+        with capture.own_work():
+            host = torch.full((4,), 2.0)
+            target.copy_(host)
+        assert not capture.inside_op
+        total = target.sum()
+    assert op_names(native) == ["aten.empty", "aten.sum"]
+    assert [t.name.split(" at ")[0] for t in native.tracks] == ["torch.empty(4,)", "torch.sum()"]
+    assert total.item() == 8.0
+
+
 def _moves(native):
     """(op name, moves) of the access ops, in order."""
     return [(o["name"].split(" at ")[0], o["moves"]) for o in native.log

@@ -134,9 +134,9 @@ def main():
         for tool in ("memcheck", "racecheck"):
             rows[f"compute-sanitizer {tool}"] = _plain(
                 max(args.n // 10, 10), wrap=(sanitizer, "--tool", tool, "--print-limit", "1"))
-    rows["cprr, launches counted (C++ capture)"] = _recorded(args.cprecord, args.n, {})
-    rows["cprr, launches as ops (CPRR_LAUNCH_CAPTURE=1)"] = _recorded(
-        args.cprecord, args.n, {"CPRR_LAUNCH_CAPTURE": "1"})
+    rows["cprr, launches counted (CPRR_LAUNCH_CAPTURE=0)"] = _recorded(
+        args.cprecord, args.n, {"CPRR_LAUNCH_CAPTURE": "0"})
+    rows["cprr, launches as ops (the default)"] = _recorded(args.cprecord, args.n, {})
     rows["cprr, dispatch mode (CPRR_OP_CAPTURE=python)"] = _recorded(
         args.cprecord, args.n, {"CPRR_OP_CAPTURE": "python"})
     plain = rows["plain"]

@@ -9,7 +9,7 @@
 #                                  [mismatch] [descriptors] [pyraces] [pycost] [pyalloc]
 #                                  [pysymmetric] [faults] [suites] [suitesbench] [suitesplugin]
 #                                  [startbench] [capture] [launches] [diagnose] [launchcost]
-#                                  [graphs]
+#                                  [graphs] [launchdefault] [pystandby]
 #                                  (default: tests corpus races symmetric trace bench; bench
 #                                  includes recording: issue 14's figures from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
@@ -47,6 +47,20 @@ bench() {
   fi
   timeout "$limit" "$exe" "$@" >"$out/bench_$name.txt" 2>&1
   report "== bench_$name rc=$?" "$(tail -n 30 "$out/bench_$name.txt")"
+}
+
+# pyrun NAME FOLDER ARGS...: cprecord --python FOLDER on cuda with ARGS (and CPRR_PYTHON_FILTER)
+# into $out/NAME.{json,err,txt}; reports its exit status, wall time and unexpected cases.
+pyrun() {
+  local name=$1 folder=$2 start rc
+  shift 2
+  start=$(date +%s%N)
+  timeout 280 "$b/tools/cprecord" --python "$folder" --backend cuda --json --db "/tmp/$name.db" \
+    --filter "${CPRR_PYTHON_FILTER:-.}" "$@" >"$out/$name.json" 2>"$out/$name.err"
+  rc=$?
+  python3 tools/device/python_table.py "$out/$name.json" >"$out/$name.txt" 2>&1
+  report "$(printf '%s rc=%-3s %6d ms' "$name" "$rc" $((($(date +%s%N) - start) / 1000000)))" \
+    "$(grep -E 'NOT AS EXPECTED|^exit' "$out/$name.txt")"
 }
 
 # The _cprr module for the Python there (build_python.sh), once per run; says why when it fails.
@@ -243,6 +257,26 @@ for step in "${steps[@]}"; do
         report "replay $id rc=$rc: $(grep -E '^case [0-9]+ ' "$work/r.txt" | head -1)" \
           "  $(grep -E '^  (confirmed by|race note)' "$work/r.txt" | head -2)"
       done
+      ;;
+    launchdefault)
+      # Issue 40: whether the launch capture can be on by default. corpus/python and
+      # corpus/python_gpu on cuda, --mode both, with CPRR_LAUNCH_CAPTURE off and on: each run's
+      # unexpected cases and totals (the full tables in $out/launch_{0,1}_*.txt).
+      # CPRR_LAUNCH_CORPORA="python" runs one of them (each pair takes minutes).
+      python_module || continue
+      for corpus in ${CPRR_LAUNCH_CORPORA:-python python_gpu}; do
+        for on in 0 1; do
+          CPRR_LAUNCH_CAPTURE=$on pyrun launch_${on}_$corpus corpus/$corpus --mode both
+        done
+      done
+      ;;
+    pystandby)
+      # Issue 41 item 1: the Python corpus fresh without and with standby worlds against pooled
+      # (wall time of the whole run; a GPU per rank where there are enough).
+      python_module || continue
+      pyrun pystandby_pool corpus/python --mode pool
+      pyrun pystandby_fresh corpus/python --mode fresh
+      pyrun pystandby_fresh_standby4 corpus/python --mode fresh --standby 4
       ;;
     pyraces)
       # Issue 27: the stream seeds as PyTorch code (corpus/python_gpu) on cuda, ranks sharing the
