@@ -1,7 +1,8 @@
 """A Python rank's set-up around its cases: the libraries it loads and the calls of torch it
-wraps, its case files and their registration (load), its worker loop (serve), and per rank
-process or per case (Rank.prepare) the seeds, the default process group, torch's CUDA trace
-hooks, the CUPTI count of work outside the op log and cprr's arena as torch's CUDA allocator.
+wraps, its case files and their registration (load), its worker loop (serve), once its world is
+connected the default process group (_world_connected), and per rank process or per case
+(Rank.prepare) the seeds, torch's CUDA trace hooks, the CUPTI count of work outside the op log and
+cprr's arena as torch's CUDA allocator.
 """
 
 import argparse
@@ -57,10 +58,9 @@ class Rank:
     def prepare(self, native):
         """Everything a case needs before its body runs (`native`: its native context): returns
         its ``ctx.device``."""
+        # (The default process group was made as the world connected: _world_connected.)
         device = _device(native)
         _shim.set_environment(self.rank, self.world_size)
-        _ensure_process_group(self, native.backend == "cuda" and native.nccl,
-                              native.device_index)
         if torch is not None:
             self.first_group = _groups.case_started()
         _install_gpu_hooks(self, native)
@@ -106,7 +106,7 @@ def _device(native):
     return torch.device("cpu")
 
 
-def _ensure_process_group(rank, nccl, device_index):
+def _make_process_group(rank, nccl, device_index):
     """The default process group, made once the world is connected (_world_connected) and kept
     by its cases: gloo on cpu; on cuda NCCL when every rank has a GPU of its own (`nccl`), gloo
     where ranks share one (NCCL refuses two ranks on one GPU), as cprr's own collectives choose.
@@ -276,7 +276,7 @@ def _world_connected(rank, nccl, device_index):
         return ""
     if rank.backend == "cuda" and device_index >= 0:
         torch.cuda.set_device(device_index)
-    _ensure_process_group(rank, rank.backend == "cuda" and nccl, device_index)
+    _make_process_group(rank, rank.backend == "cuda" and nccl, device_index)
     return "torch process group"
 
 

@@ -9,8 +9,8 @@
 // issue order; LibraryHooks logs a "captured" op in their place, which touches nothing. A launch
 // logs the held ops again, on the launch stream in capture order: what is outside the graph is
 // ordered with it as CUDA orders it, while the graph's own ops are taken as one stream (a race
-// between two branches of one graph is not modelled). Ordering ops inside the graph are its own
-// and are dropped at the launch.
+// between two branches of one graph is not modelled). Ordering ops inside the graph are its own:
+// they only decide which streams join it, and are not held.
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -30,7 +30,7 @@ class LibraryGraphs {
   /// Whether an op on `stream` belongs to the open capture.
   bool holds(int stream) const;
   /// An ordering op (record | wait | sync) about to be logged; whether it belongs to the open
-  /// capture (then it is held, and a wait for an event recorded inside makes its stream join).
+  /// capture (a wait for an event recorded inside makes its stream join).
   bool order(const std::string& kind, int stream, int64_t event);
   /// Holds `op` as the open capture's next op; `op.seq` is the seq of the "captured" op logged
   /// in its place.

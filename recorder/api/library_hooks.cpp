@@ -246,7 +246,6 @@ std::optional<LibraryHooks::LibraryOp> LibraryHooks::launch_graph(uint32_t graph
   // A launch inside another capture holds these ops again, in the open capture's own list:
   // this graph's stays where it is.
   for (const OpRecord& op : *ops) {
-    if (op.kind == "record" || op.kind == "wait" || op.kind == "sync") continue;
     last = library_op(op.kind, fmt::format("{} in graph #{}", op.name, graph), stream, native,
                       touches_of(op.reads, op.read_spans), touches_of(op.writes, op.write_spans),
                       op.moves, touches_of(op.touches, op.touch_spans));
@@ -304,10 +303,9 @@ void LibraryHooks::library_order(std::string kind, std::string name, int stream,
   }
   if (kind == "wait" && event < 0) CPRR_THROW_AS(CaseFailure, "a wait needs an event");
   if (ctx_.library_graphs_ && ctx_.library_graphs_->order(kind, stream, event)) {
-    // An ordering inside a graph capture is the graph's own: it orders nothing now.
+    // An ordering inside a graph capture is the graph's own: it orders nothing now, and a
+    // launch takes the graph's ops as one stream, so it is not held for the launches either.
     ctx_.log_op(stream, "captured", kind + " " + name, Access{}, -1, true);
-    graphs().hold(OpRecord{
-        ctx_.logs_.ops.size() - 1, stream, std::move(kind), std::move(name), {}, {}, event});
     return;
   }
   ctx_.log_op(stream, std::move(kind), std::move(name), Access{}, event, true);
