@@ -232,6 +232,17 @@ def test_a_packed_buffer_is_taken_as_it_is_with_or_without_a_layout():
     assert _cprr_torch._kernel_args(None, None, [(0, 8)]) is None
 
 
+def test_the_launch_capture_is_on_unless_turned_off(monkeypatch):
+    from cprr import _cprr_torch
+
+    monkeypatch.delenv("CPRR_LAUNCH_CAPTURE", raising=False)
+    assert _cprr_torch._launch_capture_on()
+    monkeypatch.setenv("CPRR_LAUNCH_CAPTURE", "1")
+    assert _cprr_torch._launch_capture_on()
+    monkeypatch.setenv("CPRR_LAUNCH_CAPTURE", "0")
+    assert not _cprr_torch._launch_capture_on()
+
+
 def test_a_kernels_name_is_demangled_when_it_is_a_cpp_name():
     from cprr import _cprr_torch
 

@@ -517,6 +517,7 @@ PYBIND11_MODULE(_cprr_torch, m) {
   m.def("_kernel_args", &kernel_args_for_test, py::arg("params"), py::arg("packed"),
         py::arg("layout"));
   m.def("_kernel_name", &kernel_name);
+  m.def("_launch_capture_on", &launch_capture_on);
 
   py::class_<Running>(m, "Running").def("stop", &Running::stop);
 
