@@ -28,7 +28,8 @@ if torch is not None:
                       _symmetric)
 
 from cprr import (  # noqa: E402
-    _case, _case_body, _case_files, _cprr, _import_probe, _running, _scripts, _shim)
+    _case, _case_body, _case_files, _cprr, _harness_parent, _import_probe, _running, _scripts,
+    _shim)
 
 
 class Rank:
@@ -49,7 +50,9 @@ class Rank:
         ap.add_argument("--world-size", type=int, default=1)
         ap.add_argument("--rendezvous", default="")
         ap.add_argument("--backend", default="cpu")
+        ap.add_argument("--catalog", action="store_true")  # the run that only lists the cases
         known, _ = ap.parse_known_args(argv)
+        self.catalog = known.catalog
         self.rank = known.rank
         self.world_size = known.world_size
         self.rendezvous = known.rendezvous
@@ -187,7 +190,10 @@ def load(cases, scripts=(), pytest=False, template=False, rank_argv=()):
             print(f"cprr: {target} is imported by each rank, not once per run: its import {why}",
                   file=sys.stderr)
     else:
-        _shim.set_environment(rank.rank, rank.world_size)
+        if rank.catalog:
+            _shim.set_catalog_environment()
+        else:
+            _shim.set_environment(rank.rank, rank.world_size)
         problems = _case_files.load_cases(cases)
     for problem in problems:
         _cprr.add_error(problem)
@@ -228,10 +234,21 @@ def _wrap_torch():
     (so a `from ... import` gets the wrapped ones), and pays torch's lazy imports now rather than
     in the first case. Returns torch's symmetric windows, or None where it has none."""
     _collectives.install()
+    _keep_fatal_signals(torch)
     symmetric = _symmetric.install(_running.capture, _cprr.torch_allocator_used)
     _op_capture.warm_up(_native_capture.NativeOpCapture if _native_capture.available() else
                         _op_capture.OpCapture)
     return symmetric
+
+
+def _keep_fatal_signals(torch):
+    """A rank's fatal signals stay the process's own: it dies of them and the controller reports
+    the signal and the rank's stderr. torch's handler that prints every thread's stack first
+    (which the test harness's child turns on, MultiProcessTestCase.run_test) waits for each
+    thread to answer, and a rank whose gloo aborted on a size mismatch stalled there: a crash
+    became a hang."""
+    if hasattr(torch._C, "_set_print_stack_traces_on_fatal_signal"):
+        torch._C._set_print_stack_traces_on_fatal_signal = lambda print_stack_traces: None
 
 
 def pytest_session(rank, spec, then):
@@ -262,6 +279,8 @@ def serve(rank, argv):
     # cprr's allocator first: a file left to the rank may make CUDA tensors as it is imported.
     use_cprr_allocator(rank)
     _import_left_files(rank)
+    if rank.rank == 0 and not rank.catalog and _harness_parent.needed(_case.registered_cases()):
+        _harness_parent.start()  # now: no CUDA, communicator or case thread to fork with yet
     _cprr.on_connected(functools.partial(_world_connected, rank))
     status = _cprr.serve(argv)
     _case_body.flush()

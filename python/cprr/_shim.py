@@ -26,6 +26,11 @@ from cprr import _running
 # suite that opens a TCPStore there itself uses it; one left open by a case is that case's leak.
 MASTER_PORT = 29500
 
+# The environment this process started with: the user's (cprecord's, which every rank and template
+# inherits), before any case's torchrun variables were set. A forked rank keeps its template's.
+# What a suite's harness reads in its parent (a world size, a timeout) is read in this one.
+USER_ENVIRONMENT = dict(os.environ)
+
 
 def environment(rank, world_size):
     """torchrun's variables for rank `rank` of `world_size` (a launcher's CPRR_LOCAL_RANK and
@@ -43,6 +48,32 @@ def environment(rank, world_size):
 def set_environment(rank, world_size):
     """Sets torchrun's variables (environment) for the next case."""
     os.environ.update(environment(rank, world_size))
+
+
+def set_catalog_environment():
+    """torchrun's variables for the catalog run, which reads the cases as the user's shell would:
+    each one the user set keeps its value, the others are rank 0's of a world of 1."""
+    os.environ.update({k: v for k, v in environment(0, 1).items() if k not in USER_ENVIRONMENT})
+
+
+class user_environment:
+    """Within the block, torchrun's variables are the user's (absent where the user has none):
+    a suite's harness reads its world size in its parent, whose environment is the user's."""
+
+    def __enter__(self):
+        self._saved = {k: os.environ.get(k) for k in environment(0, 1)}
+        _replace(self._saved, USER_ENVIRONMENT)
+
+    def __exit__(self, *exc):
+        _replace(self._saved, self._saved)
+
+
+def _replace(keys, values):
+    for k in keys:
+        if values.get(k) is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = values[k]
 
 
 def _requested(bound, name, variable):

@@ -2,14 +2,18 @@
 
 A class of a case file that derives from ``MultiProcessTestCase`` or ``MultiProcContinuousTest``
 (torch.testing._internal.common_distributed: ``DistributedTestBase``, ``DTensorTestBase``,
-``FSDPTest``, and the classes ``instantiate_device_type_tests`` and
-``instantiate_parametrized_tests`` generate) gives one case per test method, named
-``Class.test_method`` and run at the class's ``world_size``. Each rank does what the harness's
-child process does, no more:
+``FSDPTest``, torch's own ``TestDistBackend``, and the classes ``instantiate_device_type_tests``
+and ``instantiate_parametrized_tests`` generate) gives one case per test method, named
+``Class.test_method`` and run at the world size its harness would use. The class is read as its
+harness's parent reads it: the world size, the deadline (``get_timeout``) and unittest's skip
+marks in the user's environment (cprr._shim.USER_ENVIRONMENT), not a rank's.
 
-- ``MultiProcessTestCase`` (a process per rank per test): an instance for the method, its
-  ``rank`` and ``file_name`` (a path shared by the ranks of this execution, for a FileStore),
-  then the method. Its ``setUp`` / ``tearDown`` run in the harness's parent only, so not here.
+- ``MultiProcessTestCase`` (a process per rank per test): the harness's own code runs. Its parent
+  side (``setUpClass``, ``setUp`` with process creation recorded, ``tearDown``) runs once per
+  execution in rank 0's helper (cprr._harness_parent); each rank then runs the child entry the
+  set-up started for it (``cls._run(rank, test_name, file_name, pipe, **kwargs)``, a subclass's
+  override included) with the parent's environment, and its exit is judged as the parent judges
+  it.
 - ``MultiProcContinuousTest`` (a process per rank per class, fed test ids): the class's set-up
   (``cls.rank``, ``cls.world_size``, ``cls._init_pg``) once per rank process, at the class's
   first case there; then the class's ``_run_test_given_id`` for the method. A pooled rank keeps
@@ -17,16 +21,15 @@ child process does, no more:
   again.
 
 ``init_process_group`` in those set-ups returns the case's own default group (cprr._shim). A class
-skipped by ``unittest.skip`` gives skipped cases. Imports neither torch nor the compiled module:
-it looks for the harness in ``sys.modules`` (a case file that uses it has imported it).
+or method skipped by ``unittest.skip`` gives skipped cases. Imports neither torch nor the compiled
+module: it looks for the harness in ``sys.modules`` (a case file that uses it has imported it).
 """
-
 import inspect
 import os
 import sys
 import unittest
 
-from cprr import _case
+from cprr import _case, _harness_parent, _shim
 
 _HARNESS = "torch.testing._internal.common_distributed"
 _BASES = ("MultiProcessTestCase", "MultiProcContinuousTest")
@@ -90,31 +93,46 @@ def _device_type(cls):
 
 
 def world_size_of(cls, method):
-    """The world size the harness would run `method` of `cls` at."""
-    if _is_continuous(cls):
-        if hasattr(cls, "_get_world_size"):
-            return int(cls._get_world_size(_device_type(cls)))
-        return int(_property_value(cls, "world_size"))
-    return int(cls(method).world_size)  # MultiProcessTestCase: an instance's property
+    """The world size the harness would run `method` of `cls` at, read in the user's
+    environment (a property that reads WORLD_SIZE reads the user's)."""
+    with _shim.user_environment():
+        if _is_continuous(cls):
+            if hasattr(cls, "_get_world_size"):
+                return int(cls._get_world_size(_device_type(cls)))
+            return int(_property_value(cls, "world_size"))
+        return int(cls(method).world_size)  # MultiProcessTestCase: an instance's property
 
 
-def _skip_marked(cls):
-    """A class skipped by unittest.skip / skipIf: the method would still run if called, so the
-    case raises what unittest would have reported."""
-    if getattr(cls, "__unittest_skip__", False):
-        raise unittest.SkipTest(getattr(cls, "__unittest_skip_why__", "") or "skipped class")
+def timeout_of(cls, method):
+    """The deadline the harness's parent gives `method` of `cls` (common_distributed's
+    ``get_timeout`` of the test's id: DISTRIBUTED_TESTS_DEFAULT_TIMEOUT, TIMEOUT_OVERRIDE), or
+    0.0 (cprr's default) for a class whose harness has none. A continuous class's ``timeout`` is
+    its process group's, not the test's."""
+    get_timeout = getattr(sys.modules.get(_HARNESS), "get_timeout", None)
+    if _is_continuous(cls) or get_timeout is None:
+        return 0.0
+    with _shim.user_environment():
+        return float(get_timeout(cls(method).id()))
+
+
+def _skip_marked(cls, method):
+    """A class or method skipped by unittest.skip / skipIf: unittest skips it before any set-up,
+    so the case skips with unittest's reason and no rank runs the harness."""
+    for marked in (cls, getattr(cls, method)):
+        if getattr(marked, "__unittest_skip__", False):
+            raise unittest.SkipTest(getattr(marked, "__unittest_skip_why__", "") or "skipped")
 
 
 def _process_test(cls, method):
-    """A MultiProcessTestCase method as its harness's child runs it (MultiProcessTestCase._run)."""
+    """A MultiProcessTestCase method as its harness runs it: the parent side's set-up (rank 0's
+    helper), then in each rank the child entry it started (cprr._harness_parent)."""
 
     def body(ctx):
-        _skip_marked(cls)
-        test = cls(method)
-        test.rank = ctx.rank
-        test.file_name = ctx.shared_path("file_store")
-        getattr(test, method)()
+        _skip_marked(cls, method)
+        spawn = _harness_parent.spawned(ctx, cls, method)
+        _harness_parent.run_child(spawn, cls, ctx.rank, ctx.world_size)
 
+    body.needs_harness_parent = True
     return body
 
 
@@ -144,7 +162,7 @@ def _continuous_test(cls, method):
     """A MultiProcContinuousTest method as its harness's worker runs it (_worker_loop)."""
 
     def body(ctx):
-        _skip_marked(cls)
+        _skip_marked(cls, method)
         skipped = _continuous_set_up(cls, ctx)
         if skipped is not None:
             raise unittest.SkipTest(skipped)
@@ -173,8 +191,9 @@ def class_definitions(cls):
         source, file = _where(cls, method)
         try:
             world_size = world_size_of(cls, method)
+            timeout_s = timeout_of(cls, method)
         except unittest.SkipTest as e:  # no devices of its type here: the harness skips it
-            world_size, make = 1, _skipping(str(e))
+            world_size, timeout_s, make = 1, 0.0, _skipping(str(e))
         except Exception as e:
             problems.append(f"{source}: {cls.__qualname__}.{method}: cannot read its "
                             f"world_size: {type(e).__name__}: {e}")
@@ -182,7 +201,8 @@ def class_definitions(cls):
         doc = (getattr(cls, method).__doc__ or "").strip().split("\n")[0]
         found.append(_case.CaseDefinition(
             name=f"{cls.__qualname__}.{method}", body=make(cls, method),
-            world_sizes=[world_size], grid={}, description=doc, source=source, file=file))
+            world_sizes=[world_size], grid={}, timeout_s=timeout_s, description=doc,
+            source=source, file=file))
     return found, problems
 
 

@@ -121,30 +121,25 @@ class _Ctx:
         return f"/shared/{name}.7"
 
 
-def test_a_rank_does_what_the_harness_child_does():
-    seen = []
+def test_each_test_method_is_a_case_at_the_class_world_size_run_by_the_harness():
     module = _module('''
         from torch.testing._internal.common_distributed import MultiProcessTestCase
 
         class Child(MultiProcessTestCase):
             world_size = 3
 
-            def setUp(self):
-                raise AssertionError("the harness's parent runs setUp, never its children")
-
             def test_one(self):
-                SEEN.append((self._testMethodName, self.rank, self.file_name))
+                pass
 
             def helper(self):
                 raise AssertionError("not a test")
     ''')
-    module.SEEN = seen
     cases, problems = _suites.definitions(module)
     assert problems == []
     assert [(c.name, c.world_sizes) for c in cases] == [("Child.test_one", [3])]
-    assert cases[0].source == "suite_under_test.py:10"
-    cases[0].body(_Ctx(1, 3))
-    assert seen == [("test_one", 1, "/shared/file_store.7")]
+    assert cases[0].source == "suite_under_test.py:7"
+    # Its parent side runs in rank 0's helper (tests/python/test_harness_parent.py).
+    assert cases[0].body.needs_harness_parent
 
 
 def test_a_skipped_class_skips_and_a_broken_world_size_is_named():
@@ -164,11 +159,17 @@ def test_a_skipped_class_skips_and_a_broken_world_size_is_named():
 
             def test_b(self):
                 pass
+
+        class MethodSkipped(MultiProcessTestCase):
+            @unittest.skip("needs MPI")
+            def test_c(self):
+                raise AssertionError("must not run")
     ''')
     cases, problems = _suites.definitions(module)
-    assert [c.name for c in cases] == ["Skipped.test_a"]
-    with pytest.raises(unittest.SkipTest, match="not on this platform"):
-        cases[0].body(_Ctx(0))
+    assert [c.name for c in cases] == ["Skipped.test_a", "MethodSkipped.test_c"]
+    for case, why in zip(cases, ["not on this platform", "needs MPI"]):
+        with pytest.raises(unittest.SkipTest, match=why):
+            case.body(_Ctx(0))  # before any set-up, as unittest: no helper is asked
     assert len(problems) == 1 and "Broken.test_b: cannot read its world_size" in problems[0]
     assert "RuntimeError: no devices" in problems[0]
 

@@ -127,7 +127,9 @@ class GatherDeviceTest(MultiProcessTestCase):
         return 2
 
     def setUp(self):
-        super().setUp()
+        # Not super(): instantiate_device_type_tests copies this class, and the copies are no
+        # subclass of it.
+        MultiProcessTestCase.setUp(self)
         self._spawn_processes()
 
     def test_all_gather(self, device):

@@ -1,0 +1,242 @@
+"""The harness's parent side run once per execution (cprr._harness_parent), in process.
+
+What the helper does for a set-up (processes recorded, not started; the environment's changes;
+skips, errors and the exit checks), that it runs in another process than the rank (the class
+state its setUp changes stays there), that tearDown runs before the next set-up, and how a rank
+runs the child entry and judges its exit as the harness's parent does.
+"""
+
+import multiprocessing
+import os
+import sys
+import textwrap
+import types
+import unittest
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "stand_ins"))  # torch 1.13's harness imports expecttest
+
+from torch.testing._internal.common_distributed import TEST_SKIPS  # noqa: E402
+
+from cprr import _harness_parent, _shim, _suites  # noqa: E402
+
+
+def _module(name, source):
+    """A test file's module, importable by name (the helper finds its classes in sys.modules)."""
+    module = types.ModuleType(name)
+    exec(compile(textwrap.dedent(source), f"{name}.py", "exec"), module.__dict__)
+    sys.modules[name] = module
+    return module
+
+
+SUITE = '''
+    import os
+    import sys
+    import tempfile
+    import unittest
+    from torch.testing._internal.common_distributed import MultiProcessTestCase, TEST_SKIPS
+
+    EVENTS = []  # what the parent side did, in the process that did it
+
+
+    class Suite(MultiProcessTestCase):
+        set_ups = 0  # class state the parent's setUp changes (as torch's file Barrier's)
+
+        @classmethod
+        def setUpClass(cls):
+            super().setUpClass()
+            EVENTS.append(("setUpClass", os.getpid()))
+            os.environ["SUITE_MASTER"] = "127.0.0.1"
+
+        def setUp(self):
+            super().setUp()
+            type(self).set_ups += 1
+            self.folder = tempfile.mkdtemp()
+            os.environ["SUITE_DIR"] = self.folder
+            EVENTS.append(("setUp", self._testMethodName, os.getpid()))
+            if self._testMethodName == "test_skipped_in_set_up":
+                raise unittest.SkipTest("no such device here")
+            if self._testMethodName == "test_set_up_fails":
+                raise RuntimeError("the set-up broke")
+            if self._testMethodName == "test_exits_oddly":  # the harness's wrapper keeps it
+                self.skip_return_code_checks = [self.test_exits_oddly.__wrapped__]
+            self._spawn_processes()
+
+        def tearDown(self):
+            os.rmdir(self.folder)
+            super().tearDown()
+
+        @property
+        def world_size(self):
+            return 2
+
+        @classmethod
+        def _run(cls, rank, test_name, file_name, pipe, **kwargs):
+            RAN.append((rank, test_name, os.path.exists(file_name), os.environ.get("SUITE_DIR"),
+                        os.environ.get("SUITE_MASTER"), kwargs))
+            if test_name == "test_fails":
+                pipe.send("Traceback: AssertionError: 1 != 2\\n")
+                sys.exit(cls.TEST_ERROR_EXIT_CODE)
+            if test_name == "test_skips":
+                sys.exit(TEST_SKIPS["multi-gpu-2"].exit_code)
+            if test_name in ("test_exits_oddly", "test_exits_oddly_checked"):
+                sys.exit(3)
+            sys.exit(0)
+
+        def test_passes(self):
+            pass
+
+        test_fails = test_skips = test_exits_oddly = test_exits_oddly_checked = test_passes
+        test_skipped_in_set_up = test_set_up_fails = test_passes
+'''
+
+
+class _Ctx:
+    def __init__(self, folder, rank, execution, world_size=2):
+        self.rank, self.world_size = rank, world_size
+        self._folder, self._execution = folder, execution
+
+    def shared_path(self, name):
+        return os.path.join(self._folder, f"{name}.{self._execution}")
+
+
+@pytest.fixture
+def suite():
+    module = _module("harness_parent_suite", SUITE)
+    module.RAN = []
+    _harness_parent.start()
+    yield module
+    _harness_parent.stop()
+    del sys.modules["harness_parent_suite"]
+
+
+def _run(module, folder, test, execution):
+    """Every rank of one execution of `test`, in turn (rank 0 first: it asks the helper); what
+    each raised, or None."""
+    cases = {c.name: c for c in _suites.definitions(module)[0]}
+    raised = []
+    for rank in (0, 1):
+        try:
+            cases[f"Suite.{test}"].body(_Ctx(folder, rank, execution))
+            raised.append(None)
+        except BaseException as e:  # noqa: B902  the case body's failures are what we check
+            raised.append(e)
+    return raised
+
+
+def test_ranks_run_the_child_entry_the_parents_set_up_started(suite, tmp_path):
+    assert _run(suite, tmp_path, "test_passes", 1) == [None, None]
+    assert len(suite.RAN) == 2
+    for rank, (ran_rank, name, file_exists, folder, master, kwargs) in enumerate(suite.RAN):
+        assert (ran_rank, name, file_exists, master, kwargs) == \
+            (rank, "test_passes", True, "127.0.0.1", {})
+        assert folder and folder.startswith("/")
+    assert suite.RAN[0][3] == suite.RAN[1][3]  # one parent: one folder for both ranks
+    # The parent side ran elsewhere: this process's class state and environment are untouched.
+    assert suite.Suite.set_ups == 0 and suite.EVENTS == []
+    assert "SUITE_DIR" not in os.environ and "SUITE_MASTER" not in os.environ
+
+
+def test_tear_down_runs_before_the_next_set_up_and_set_up_class_once(suite, tmp_path):
+    _run(suite, tmp_path, "test_passes", 1)
+    first = suite.RAN[0][3]
+    assert os.path.isdir(first)  # the previous test's tearDown waits for the next set-up
+    _run(suite, tmp_path, "test_passes", 2)
+    assert not os.path.exists(first)  # torn down before the second set-up
+    second = suite.RAN[2][3]
+    _harness_parent.stop()
+    assert not os.path.exists(second)  # the last one as the helper ends
+    _harness_parent.start()
+
+
+def test_the_parent_runs_in_the_users_environment(suite, tmp_path, monkeypatch):
+    monkeypatch.setitem(os.environ, "RANK", "1")  # a rank's variable, not the user's
+    monkeypatch.setattr(_shim, "USER_ENVIRONMENT",
+                        {k: v for k, v in os.environ.items() if k != "RANK"})
+    _harness_parent.stop()
+    _harness_parent.start()
+    spawn = _harness_parent.spawned(_Ctx(tmp_path, 0, 1), suite.Suite, "test_passes")
+    assert "RANK" not in spawn.env  # the user has none, and the helper's is the user's
+
+
+def test_a_failure_is_the_childs_traceback_and_a_skip_code_skips(suite, tmp_path):
+    failed = _run(suite, tmp_path, "test_fails", 1)
+    assert all(isinstance(e, _harness_parent.ChildFailure) for e in failed)
+    assert "AssertionError: 1 != 2" in str(failed[0])
+    skipped = _run(suite, tmp_path, "test_skips", 2)
+    assert all(isinstance(e, unittest.SkipTest) for e in skipped)
+    assert str(skipped[0]) == TEST_SKIPS["multi-gpu-2"].message
+
+
+def test_exit_codes_are_judged_as_the_parent_judges_them(suite, tmp_path):
+    odd = _run(suite, tmp_path, "test_exits_oddly_checked", 1)
+    assert all(isinstance(e, _harness_parent.ChildFailure) for e in odd)
+    assert "exited with status 3; the harness expects 0" in str(odd[0])
+    # In skip_return_code_checks: only the error code would fail it.
+    assert _run(suite, tmp_path, "test_exits_oddly", 2) == [None, None]
+
+
+def test_a_set_up_skip_or_error_reaches_every_rank_and_no_child_runs(suite, tmp_path):
+    skipped = _run(suite, tmp_path, "test_skipped_in_set_up", 1)
+    assert [str(e) for e in skipped] == ["no such device here"] * 2
+    failed = _run(suite, tmp_path, "test_set_up_fails", 2)
+    assert all(isinstance(e, _harness_parent.HarnessSetUpError) for e in failed)
+    assert "RuntimeError: the set-up broke" in str(failed[1])
+    assert suite.RAN == []
+
+
+def test_a_world_of_another_size_than_the_set_up_started_is_named(suite, tmp_path):
+    spawn = _harness_parent.spawned(_Ctx(tmp_path, 0, 1), suite.Suite, "test_passes")
+    with pytest.raises(_harness_parent.HarnessSetUpError, match="started 2 process"):
+        _harness_parent.run_child(spawn, suite.Suite, 0, 4)
+
+
+def test_recording_keeps_target_arguments_and_a_pipe_for_the_rank():
+    calls = []
+    parent_end, child_end = multiprocessing.Pipe()
+    with _harness_parent._Recording(calls):
+        p = multiprocessing.get_context("spawn").Process(
+            target=print, args=(0, "test_x", "/tmp/f", child_end), kwargs={"fake_pg": False})
+        p.start()
+        assert p.exitcode is None
+        p.terminate()  # tearDown terminates its processes: nothing to do
+    assert calls == [(print, (0, "test_x", "/tmp/f", child_end), {"fake_pg": False})]
+    mine, theirs = multiprocessing.Pipe()
+    spawn = _harness_parent.Spawn(_harness_parent._answer("ok", env={"A": "1", "B": None},
+                                                          calls=calls, checks=(False, 0)))
+    assert (spawn.status, spawn.env, spawn.count) == ("ok", {"A": "1", "B": None}, 1)
+    assert spawn.call(0, theirs) == (print, (0, "test_x", "/tmp/f", theirs), {"fake_pg": False})
+
+
+def test_the_parents_environment_holds_for_the_child_and_is_undone(monkeypatch):
+    monkeypatch.setitem(os.environ, "KEPT", "mine")
+    monkeypatch.delenv("ADDED", raising=False)
+    with _harness_parent._Environment({"KEPT": "parent's", "ADDED": "1"}):
+        assert (os.environ["KEPT"], os.environ["ADDED"]) == ("parent's", "1")
+        os.environ["ADDED"] = "changed by the child"  # the child's own change stays
+    assert os.environ["KEPT"] == "mine"
+    assert os.environ.pop("ADDED") == "changed by the child"
+
+
+def test_a_world_size_is_read_in_the_users_environment(monkeypatch):
+    module = _module("world_size_suite", '''
+        import os
+        from torch.testing._internal.common_distributed import MultiProcessTestCase
+
+        class FromEnvironment(MultiProcessTestCase):
+            @property
+            def world_size(self):
+                return int(os.environ["WORLD_SIZE"])
+
+            def test_a(self):
+                pass
+    ''')
+    monkeypatch.setitem(os.environ, "WORLD_SIZE", "1")  # the rank's
+    monkeypatch.setattr(_shim, "USER_ENVIRONMENT", {**os.environ, "WORLD_SIZE": "3"})
+    (case,), problems = _suites.definitions(module)
+    assert problems == [] and case.world_sizes == [3]
+    assert case.timeout_s == 300.0  # common_distributed's get_timeout: the harness's deadline
+    assert os.environ["WORLD_SIZE"] == "1"
+    del sys.modules["world_size_suite"]

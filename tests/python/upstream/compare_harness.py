@@ -1,0 +1,181 @@
+"""A suite's tests under their own harness and under cprecord, side by side, in one run.
+
+    compare_harness.py --cprecord PATH --file SUITE.py [--every K | --all] [--known DOC]
+                       [--env NAME=VALUE]... [--backend cpu|cuda] [--timeout S]
+
+Selects the file's tests (unittest's order; every K-th one, the first included, or all), runs
+them under their own harness (own_harness.py: unittest in one process, the harness's parent
+there) and through ``cprecord --python SUITE.py --mode both``, and compares each test's outcome
+(pass, skip or fail) with cprr's in each mode. A finding of cprr's (a race, an uninitialized
+read, a mismatch, fresh and pooled differing) on a test its own harness passes is a
+disagreement too. Prints one row per test, then the time per test of each, last.
+
+Exits 1 when a test disagrees and is not listed in DOC's table of known differences (a row
+``| `Class.test` | cause |``), 0 otherwise: the listed ones are printed with their cause.
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _parse(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cprecord", required=True)
+    ap.add_argument("--file", required=True, help="the suite's test file")
+    ap.add_argument("--every", type=int, default=1, help="every K-th test (default: all)")
+    ap.add_argument("--all", action="store_true", help="every test (as --every 1)")
+    ap.add_argument("--known", default="", help="a Markdown file listing known differences")
+    ap.add_argument("--env", action="append", default=[], help="NAME=VALUE for both runs")
+    ap.add_argument("--backend", default="cpu", help="cprecord --backend")
+    ap.add_argument("--timeout", default="", help="cprecord --timeout (default: the harness's)")
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--json", default="", help="also write the rows here")
+    return ap.parse_args(argv)
+
+
+def _environment(pairs):
+    env = dict(os.environ)
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        env[name] = value
+    return env
+
+
+def selected(args, env):
+    """The tests of the file, Class.test, every K-th one in unittest's order."""
+    script = (
+        "import importlib, json, os, sys, unittest\n"
+        f"sys.path.insert(0, {os.path.dirname(os.path.abspath(args.file))!r})\n"
+        f"m = importlib.import_module({os.path.splitext(os.path.basename(args.file))[0]!r})\n"
+        "loader = unittest.TestLoader()\n"
+        "names = [f'{c.__name__}.{t}' for c in vars(m).values()\n"
+        "         if isinstance(c, type) and issubclass(c, unittest.TestCase)\n"
+        "         and c.__module__ == m.__name__ for t in loader.getTestCaseNames(c)]\n"
+        "print(json.dumps(names))\n")
+    out = subprocess.run([args.python, "-c", script], env=env, check=True, capture_output=True,
+                         text=True)
+    names = json.loads(out.stdout.strip().splitlines()[-1])
+    return names[::1 if args.all else args.every]
+
+
+def own_run(args, env, tests):
+    start = time.monotonic()
+    out = subprocess.run([args.python, os.path.join(HERE, "own_harness.py"), args.file, *tests],
+                         env=env, capture_output=True, text=True)
+    wall = time.monotonic() - start
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        sys.exit(f"compare_harness: the own harness failed (status {out.returncode}):\n"
+                 f"{out.stderr[-4000:]}")
+    return json.loads(lines[-1])["outcomes"], wall
+
+
+def cprr_run(args, env, tests, db):
+    names = "|".join(re.escape(t) for t in tests)
+    cmd = [args.cprecord, "--python", args.file, "--backend", args.backend, "--mode", "both",
+           "--filter", f"^({names})@[0-9]+$", "--db", db, "--json"]
+    if args.timeout:
+        cmd += ["--timeout", args.timeout]
+    start = time.monotonic()
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.monotonic() - start
+    try:
+        report = json.loads(out.stdout)
+    except json.JSONDecodeError:
+        sys.exit(f"compare_harness: cprecord gave no report (status {out.returncode}):\n"
+                 f"{out.stderr[-4000:]}")
+    return report, wall
+
+
+def _finding(case):
+    """cprr's finding on a case, as a short text, or ''."""
+    if case.get("verdict"):
+        return str(case["verdict"])
+    if case.get("fresh_vs_pool"):
+        return "fresh and pooled differ"
+    return ""
+
+
+def rows_of(tests, own, report):
+    """One row per test: (test, own, fresh, pool, finding, why cprr failed)."""
+    by_name = {c["name"]: c for c in report["cases"]}
+    rows = []
+    for test in tests:
+        case = by_name.get(test)
+        statuses = {e["mode"]: e["status"] for e in (case or {}).get("executions", [])}
+        errors = [r.get("error", "") for e in (case or {}).get("executions", [])
+                  for r in e.get("ranks", []) if r.get("outcome") == "fail"]
+        rows.append((test, own.get(test, "missing"), statuses.get("fresh", "missing"),
+                     statuses.get("pool", "missing"), _finding(case or {}),
+                     (errors[0].strip().splitlines() or [""])[-1] if errors else ""))
+    return rows
+
+
+def disagrees(row):
+    test, own, fresh, pool, finding, _ = row
+    return fresh != own or pool != own or (own == "pass" and bool(finding))
+
+
+def known_differences(path):
+    """`Class.test` -> cause, from the Markdown table rows of `path`."""
+    if not path:
+        return {}
+    known = {}
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"\|\s*`([\w.]+)`\s*\|\s*(.+?)\s*\|\s*$", line)
+            if m:
+                known[m.group(1)] = m.group(2)
+    return known
+
+
+def main(argv):
+    args = _parse(argv)
+    env = _environment(args.env)
+    tests = selected(args, env)
+    own, own_s = own_run(args, env, tests)
+    with tempfile.TemporaryDirectory() as tmp:
+        report, cprr_s = cprr_run(args, env, tests, os.path.join(tmp, "compare.db"))
+    rows = rows_of(tests, own, report)
+    known = known_differences(args.known)
+    print(f"{'test':<72} {'own':<5} {'fresh':<5} {'pool':<5} agree")
+    unexplained = []
+    for row in rows:
+        agree = not disagrees(row)
+        note = "" if agree else (f"known: {known[row[0]]}" if row[0] in known else
+                                 f"NO {row[4]} {row[5]}".rstrip())
+        print(f"{row[0]:<72} {row[1]:<5} {row[2]:<5} {row[3]:<5} {'yes' if agree else note}")
+        if not agree and row[0] not in known:
+            unexplained.append(row[0])
+    wall = {e["mode"]: 0.0 for c in report["cases"] for e in c["executions"]}
+    for c in report["cases"]:
+        for e in c["executions"]:
+            wall[e["mode"]] += (e.get("wall_ms") or 0.0) / 1000.0
+    n = max(len(tests), 1)
+    agreeing = sum(not disagrees(r) for r in rows)
+    print(f"\n{len(tests)} tests; cprr agrees with the own harness on {agreeing} in both modes; "
+          f"{len(unexplained)} unexplained")
+    print(f"time per test: own harness {own_s / n:.2f} s, cprr fresh "
+          f"{wall.get('fresh', 0) / n:.2f} s, pooled {wall.get('pool', 0) / n:.2f} s "
+          f"(own / pooled {own_s / max(wall.get('pool', 0), 1e-9):.1f}x); cprecord's wall "
+          f"{cprr_s:.0f} s for both modes")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows": rows, "own_s": own_s, "cprr_s": cprr_s, "wall": wall}, f)
+    if unexplained:
+        print("unexplained: " + ", ".join(unexplained), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
