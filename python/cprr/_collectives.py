@@ -167,6 +167,9 @@ def _access(name, bound):
 
 
 def _tensors_of(bound, names):
+    """The strided tensors of arguments `names`: a sparse tensor has no storage of its own to
+    log (gloo's sparse all_reduce gives its input new indices and values), so a collective's
+    access to one is not in the op log."""
     out = []
     for n in names:
         v = bound.get(n)
@@ -174,7 +177,7 @@ def _tensors_of(bound, names):
             out.append(v)
         elif isinstance(v, (list, tuple)):
             out += [t for t in v if isinstance(t, torch.Tensor)]
-    return out
+    return [t for t in out if t.layout == torch.strided]
 
 
 @contextlib.contextmanager
@@ -395,6 +398,27 @@ def _wrap_batch(original):
     return wrapper
 
 
+# Calls of torch.distributed that are in no op log (their work is the transport's, host to host)
+# but may leave it broken when they raise: a monitored_barrier that timed out leaves its peers'
+# Gloo pairs closed, and a pooled world's next case would fail for it.
+_UNLOGGED = ("monitored_barrier",)
+
+
+def _wrap_unlogged(name, original):
+    """`name` in a case: torch's own call, whose raising distrusts the world's transport."""
+
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        native = _running.current()
+        if native is None or _running.in_call():
+            return original(*args, **kwargs)
+        with _running.call(), _distrusted_on_raise(native, name):
+            return original(*args, **kwargs)
+
+    wrapper.__cprr_wrapped__ = original
+    return wrapper
+
+
 def _wrap_new_group(original):
     """new_group and split_group (and what calls them: new_subgroups, DeviceMesh): every group
     is numbered as made (cprr._groups); one made while a case runs is the case's, in its log
@@ -475,6 +499,8 @@ def install():
 
     for name in list(_COLLECTIVES) + list(_P2P):
         _replace(c10d, name, functools.partial(_wrap, name))
+    for name in _UNLOGGED:
+        _replace(c10d, name, functools.partial(_wrap_unlogged, name))
     _replace(c10d, "new_group", _wrap_new_group)
     _replace(c10d, "split_group", _wrap_new_group)
     _replace(c10d, "batch_isend_irecv", _wrap_batch)

@@ -114,7 +114,7 @@ class TensorTable:
         never seen before included."""
         out = []
         for t in tensors:
-            if t.numel() == 0:
+            if t.numel() == 0 or t.is_sparse or getattr(t, "is_sparse_csr", False):  # no storage
                 continue
             key = key_of(t)
             entry = self._entries.get(key)

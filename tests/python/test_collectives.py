@@ -281,3 +281,18 @@ def test_a_call_that_raises_tells_the_native_context_its_transport_is_distrusted
     assert len(native.distrusted) == 1
     assert native.distrusted[0].startswith("dist.broadcast raised ")
     assert record(lambda: dist.all_reduce(t)).distrusted == []
+
+
+def test_a_monitored_barrier_that_raises_distrusts_the_transport_and_logs_nothing(group):
+    """monitored_barrier is in no op log, but one that timed out leaves its peers' pairs closed
+    (torch's DistributedTest: a pooled world's next all_reduce failed with 'Application timeout
+    caused pair closure')."""
+    assert hasattr(dist.monitored_barrier, "__cprr_wrapped__")
+    native = record(lambda: dist.monitored_barrier())
+    assert native.distrusted == [] and native.fingerprints() == []
+    native = FakeNative()
+    with _running.running(native):
+        with pytest.raises(Exception):
+            dist.monitored_barrier(timeout="not a timedelta")
+    assert len(native.distrusted) == 1
+    assert native.distrusted[0].startswith("dist.monitored_barrier raised ")

@@ -60,6 +60,9 @@ RULES = [
     # Suites run unchanged: their planted bugs are unexpected failures (exit 1).
     Rule(r"^PYTHONPATH=tests/python/stand_ins build/tools/cprecord --python corpus/suites/testcase ",
          (1,), makes=("suites.db",)),
+    # PyTorch's own DistributedTest: a sample that passes under its own harness passes here.
+    Rule(r"^BACKEND=gloo WORLD_SIZE=2 PYTHONPATH=tests/python/stand_ins build/tools/cprecord "
+         r"--python tests/python/upstream/dist_backend_spawn\.py ", (0,), makes=("suites.db",)),
     Rule(r"^build/tools/cprecord --python corpus/suites/torchrun ", (1,), makes=("suites.db",)),
     Rule(r"^build/tools/cprecord --torchrun corpus/suites/torchrun/", (0,), makes=("suites.db",)),
     Rule(r"^build/tools/cprecord --pytest corpus/suites/per_rank ", (1,), makes=("suites.db",)),

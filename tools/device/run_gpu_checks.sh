@@ -10,6 +10,7 @@
 #                                  [pysymmetric] [faults] [suites] [suitesbench] [suitesplugin]
 #                                  [startbench] [capture] [launches] [diagnose] [launchcost]
 #                                  [graphs] [launchdefault] [pystandby]
+#                                  [upstream_nccl] [upstream_gloo] [upstream_bases]
 #                                  (default: tests corpus races symmetric trace bench; bench
 #                                  includes recording: issue 14's figures from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
@@ -133,6 +134,33 @@ for step in "${steps[@]}"; do
       timeout "${CPRR_SUITES_TIMEOUT:-550}" python3 tools/device/check_suites.py --build "$b" \
         --backend cuda --out "$(mktemp -d)" ${CPRR_SUITES_ARGS:-} >"$out/suites.txt" 2>&1
       report "suites rc=$?" "$(tail -n 12 "$out/suites.txt")"
+      ;;
+    upstream_nccl | upstream_gloo | upstream_bases)
+      # Issue 56: PyTorch's own DistributedTest (tests/python/upstream) under its own harness and
+      # under cprecord --mode both, side by side (compare_harness.py): with NCCL at W=2 on two
+      # GPUs, or without GPUs on gloo (CUDA_VISIBLE_DEVICES=, as the suite skips its NCCL tests
+      # when GPUs are fewer than ranks); then the other bases torch 2.x ships. Every K-th test:
+      # CPRR_UPSTREAM_EVERY (default 14 with NCCL, 7 on gloo).
+      python_module || continue
+      uenv=(env PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$b/python:$PWD/tests/python/stand_ins"
+        WORLD_SIZE=2)
+      ufile=tests/python/upstream/dist_backend_spawn.py
+      case $step in
+        upstream_nccl)
+          [ "$gpus" -ge 2 ] || { report "upstream_nccl: needs 2 GPUs, this machine has $gpus"; continue; }
+          uenv+=(BACKEND=nccl); uargs=(--backend cuda --every "${CPRR_UPSTREAM_EVERY:-14}") ;;
+        upstream_gloo)
+          uenv+=(BACKEND=gloo CUDA_VISIBLE_DEVICES=); uargs=(--backend cpu --every "${CPRR_UPSTREAM_EVERY:-7}") ;;
+        upstream_bases)
+          # On gloo without GPUs: the shim gives a suite the world's group, whatever backend it
+          # asks for, and these tests ask for gloo on the CPU.
+          ufile=tests/python/upstream/other_bases.py
+          uenv+=(BACKEND=gloo CUDA_VISIBLE_DEVICES=); uargs=(--backend cpu --all) ;;
+      esac
+      timeout 570 "${uenv[@]}" python3 tests/python/upstream/compare_harness.py \
+        --cprecord "$b/tools/cprecord" --file "$ufile" --known docs/UPSTREAM.md \
+        --json "$out/$step.json" "${uargs[@]}" >"$out/$step.txt" 2>&1
+      report "$step rc=$?" "$(grep -v ' yes$' "$out/$step.txt" | tail -n 14)"
       ;;
     suitesbench)
       # Issue 39's benchmark on cuda: each suite through its own harness against cprecord.

@@ -93,7 +93,10 @@ inline std::vector<std::pair<uint64_t, uint64_t>> runs(const at::Tensor& t) {
 
 /// A tensor the capture tracks: with elements, on the host or a CUDA device.
 inline bool trackable(const at::Tensor& t) {
-  return t.numel() > 0 && (t.device().is_cpu() || t.is_cuda());
+  // A sparse (or other non-strided) tensor has no storage of its own: its indices and values
+  // are the dense tensors the ops that made it read.
+  return t.defined() && t.numel() > 0 && t.layout() == c10::kStrided && t.has_storage() &&
+         (t.device().is_cpu() || t.is_cuda());
 }
 
 }  // namespace cprr::python::capture

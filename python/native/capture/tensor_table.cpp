@@ -44,9 +44,8 @@ std::vector<Touch> TensorTable::touches(const std::vector<at::Tensor>& tensors) 
   std::vector<Touch> out;
   out.reserve(tensors.size());
   for (const at::Tensor& t : tensors) {
-    if (!t.defined() || t.numel() == 0) continue;
+    if (!trackable(t)) continue;
     const bool cpu = t.device().is_cpu();
-    if (!cpu && !t.is_cuda()) continue;
     const TensorKey key = key_of(t);
     Entry* entry = get(key);
     const uint64_t offset = static_cast<uint64_t>(t.storage_offset() * t.element_size());
