@@ -7,7 +7,8 @@ What the children get from the parent is what ``setUp`` made: the arguments of t
 started, its environment (``TEMP_DIR``, ``INIT_METHOD``, ...) and the files it created.
 
 cprr's ranks are the children. The parent side runs in a helper process each rank 0 forks before
-its worker loop (``start``): the user's environment, no CUDA, no communicator, none of the
+it imports the case files it has not imported yet (``start``; the helper imports them itself)
+and before its worker loop: the user's environment, no CUDA, no communicator, none of the
 case's state, so the class state ``setUp`` changes (torch's file ``Barrier``) is the helper's, as
 it is the parent's under the harness, not rank 0's. A pooled rank 0 keeps its helper, so set-ups
 run per test against one parent, as under the harness.
@@ -64,8 +65,9 @@ class Parent:
 
     def set_up(self, cls, method):
         """The helper's answer for test `method` of `cls` (pickled bytes: see `_answer`)."""
+        file = getattr(sys.modules.get(cls.__module__), "__file__", None)
         try:
-            self._conn.send(("set_up", cls.__module__, cls.__qualname__, method))
+            self._conn.send(("set_up", cls.__module__, file, cls.__qualname__, method))
             return self._conn.recv_bytes()
         except (EOFError, OSError) as e:
             raise HarnessSetUpError(
@@ -81,9 +83,10 @@ def needed(definitions):
     return any(getattr(d.body, "needs_harness_parent", False) for d in definitions)
 
 
-def start():
-    """Forks this rank's helper (rank 0, before its worker loop: no CUDA, no communicator, no
-    thread of the case's yet). Its end of the connection closes when this process exits."""
+def start(imports=()):
+    """Forks this rank's helper (rank 0, before it imports the case files of `imports`, which the
+    helper imports itself, and before its worker loop: no CUDA, no communicator, no thread of
+    the case's yet). Its end of the connection closes when this process exits."""
     global _PARENT
     for stream in (sys.stdout, sys.stderr):
         stream.flush()  # the child starts with empty buffers: nothing is printed twice
@@ -93,7 +96,7 @@ def start():
         mine.close()
         status = 0
         try:
-            _serve(theirs.detach())
+            _serve(theirs.detach(), list(imports))
         except BaseException:
             traceback.print_exc()
             status = 1
@@ -256,7 +259,19 @@ def _env_changes(before):
     return changes
 
 
-def _class_of(module, qualname):
+def _class_of(module, file, qualname):
+    """The class `qualname` of module `module`, imported from `file` under that name if the
+    helper has not imported it (a module rank 0 imported after the fork: pytest's collection)."""
+    if module not in sys.modules and file:
+        import importlib.util
+
+        folder = os.path.dirname(os.path.abspath(file))
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        spec = importlib.util.spec_from_file_location(module, file)
+        loaded = importlib.util.module_from_spec(spec)
+        sys.modules[module] = loaded
+        spec.loader.exec_module(loaded)
     obj = sys.modules[module]
     for part in qualname.split("."):
         obj = getattr(obj, part)
@@ -275,9 +290,13 @@ class _Helper:
             self.classes[cls] = _outcome(cls.setUpClass)
         return self.classes[cls]
 
-    def set_up(self, module, qualname, method):
+    def set_up(self, module, file, qualname, method):
         self.tear_down()
-        cls = _class_of(module, qualname)
+        found = []
+        failed = _outcome(lambda: found.append(_class_of(module, file, qualname)))
+        if failed is not None:
+            return _answer(*failed)
+        cls = found[0]
         failed = self.set_up_class(cls)
         if failed is not None:
             return _answer(*failed)
@@ -345,11 +364,18 @@ def _quiet_inherited(keep):
                 pass  # the listing's own descriptor, closed by now
 
 
-def _serve(fd):
-    """The helper's loop: set-up requests until rank 0 closes the connection."""
+def _serve(fd, imports):
+    """The helper's loop: set-up requests until rank 0 closes the connection. First it imports
+    the case files of `imports` (rank 0 imports them after the fork: a file whose import starts
+    CUDA, as torch 2.x's common_cuda does, would leave a forked helper unable to use CUDA); an
+    import that fails is rank 0's to report."""
     _quiet_inherited(fd)
     os.environ.clear()
     os.environ.update(_shim.USER_ENVIRONMENT)  # the harness's parent runs in the user's
+    if imports:
+        from cprr import _case_files
+
+        _case_files.load_cases(imports)
     conn = multiprocessing.connection.Connection(fd)
     helper = _Helper()
     try:

@@ -194,6 +194,8 @@ def load(cases, scripts=(), pytest=False, template=False, rank_argv=()):
             _shim.set_catalog_environment()
         else:
             _shim.set_environment(rank.rank, rank.world_size)
+            if rank.rank == 0:  # before the imports: serve() ends it if no case needs it
+                _harness_parent.start(cases)
         problems = _case_files.load_cases(cases)
     for problem in problems:
         _cprr.add_error(problem)
@@ -277,14 +279,28 @@ def serve(rank, argv):
     arguments); returns its exit status."""
     rank.parse(argv[1:])
     # cprr's allocator first: a file left to the rank may make CUDA tensors as it is imported.
+    _start_harness_parent(rank)
     use_cprr_allocator(rank)
     _import_left_files(rank)
-    if rank.rank == 0 and not rank.catalog and _harness_parent.needed(_case.registered_cases()):
-        _harness_parent.start()  # now: no CUDA, communicator or case thread to fork with yet
+    if _harness_parent.parent() is not None and \
+            not _harness_parent.needed(_case.registered_cases()):
+        _harness_parent.stop()
     _cprr.on_connected(functools.partial(_world_connected, rank))
     status = _cprr.serve(argv)
     _case_body.flush()
     return status
+
+
+def _start_harness_parent(rank):
+    """Rank 0's helper for the parent side of the TestCase family (cprr._harness_parent), forked
+    now, before the files left to this rank are imported and before CUDA or the communicator
+    start, where a case may need it: one is registered, or a file left to the rank may hold
+    one. A rank without a template started it before its imports (load)."""
+    if rank.rank != 0 or rank.catalog or _harness_parent.parent() is not None:
+        return
+    left = [target for target, _ in rank.left_to_ranks]
+    if left or _harness_parent.needed(_case.registered_cases()):
+        _harness_parent.start(left)
 
 
 def _world_connected(rank, nccl, device_index):

@@ -240,3 +240,24 @@ def test_a_world_size_is_read_in_the_users_environment(monkeypatch):
     assert case.timeout_s == 300.0  # common_distributed's get_timeout: the harness's deadline
     assert os.environ["WORLD_SIZE"] == "1"
     del sys.modules["world_size_suite"]
+
+
+def test_a_module_imported_after_the_fork_is_imported_by_the_helper(tmp_path):
+    """A file rank 0 imports after its helper was forked (one left to the rank, pytest's
+    collection) is imported by the helper from its file, under the same module name."""
+    path = tmp_path / "late_suite.py"
+    path.write_text(textwrap.dedent(SUITE))
+    _harness_parent.start()
+    try:
+        sys.path.insert(0, str(tmp_path))
+        import late_suite
+
+        late_suite.RAN = []
+        spawn = _harness_parent.spawned(_Ctx(tmp_path, 0, 1), late_suite.Suite, "test_passes")
+        assert spawn.status == "ok", spawn.text
+        _harness_parent.run_child(spawn, late_suite.Suite, 0, 2)
+        assert late_suite.RAN[0][:3] == (0, "test_passes", True)
+    finally:
+        _harness_parent.stop()
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("late_suite", None)
