@@ -115,7 +115,8 @@ def parent():
 
 
 def stop():
-    """Ends this process's helper, if any (a test's; a rank's ends with the rank)."""
+    """Ends this process's helper, if any: a rank none of whose cases needs it, or a test's. A
+    rank that serves keeps its helper until it exits."""
     global _PARENT
     if _PARENT is not None:
         _PARENT.close()
@@ -130,11 +131,15 @@ def spawned(ctx, cls, method):
     at a path shared by the execution's ranks; the others wait for it there. Returns a `Spawn`."""
     path = ctx.shared_path("harness_parent")
     if ctx.rank == 0:
-        helper = parent()
-        if helper is None:
-            raise HarnessSetUpError("cprr: rank 0 has no process for the harness's setUp "
-                                    "(it is made before the worker loop)")
-        answer = helper.set_up(cls, method)
+        # A failure here is every rank's: the others read it instead of waiting for the deadline.
+        try:
+            helper = parent()
+            if helper is None:
+                raise HarnessSetUpError("cprr: rank 0 has no process for the harness's setUp "
+                                        "(it is made before the worker loop)")
+            answer = helper.set_up(cls, method)
+        except HarnessSetUpError as e:
+            answer = _answer("error", str(e))
         partial = f"{path}.partial"
         with open(partial, "wb") as f:
             f.write(answer)

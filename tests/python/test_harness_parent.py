@@ -261,3 +261,12 @@ def test_a_module_imported_after_the_fork_is_imported_by_the_helper(tmp_path):
         _harness_parent.stop()
         sys.path.remove(str(tmp_path))
         sys.modules.pop("late_suite", None)
+
+
+def test_a_rank_0_without_its_helper_fails_every_rank_at_once(tmp_path):
+    module = _module("no_helper_suite", SUITE)
+    module.RAN = []
+    failed = _run(module, tmp_path, "test_passes", 1)  # no helper started in this process
+    assert all(isinstance(e, _harness_parent.HarnessSetUpError) for e in failed)
+    assert "rank 0 has no process for the harness's setUp" in str(failed[1])
+    del sys.modules["no_helper_suite"]
