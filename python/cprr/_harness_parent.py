@@ -7,8 +7,8 @@ What the children get from the parent is what ``setUp`` made: the arguments of t
 started, its environment (``TEMP_DIR``, ``INIT_METHOD``, ...) and the files it created.
 
 cprr's ranks are the children. The parent side runs in a helper process each rank 0 forks before
-it imports the case files it has not imported yet (``start``; the helper imports them itself)
-and before its worker loop: the user's environment, no CUDA, no communicator, none of the
+it imports the case files it has not imported yet (``start``; the helper imports them itself,
+ahead or at a test's first set-up) and before its worker loop: the user's environment, no CUDA, no communicator, none of the
 case's state, so the class state ``setUp`` changes (torch's file ``Barrier``) is the helper's, as
 it is the parent's under the harness, not rank 0's. A pooled rank 0 keeps its helper, so set-ups
 run per test against one parent, as under the harness.

@@ -194,8 +194,8 @@ def load(cases, scripts=(), pytest=False, template=False, rank_argv=()):
             _shim.set_catalog_environment()
         else:
             _shim.set_environment(rank.rank, rank.world_size)
-            if rank.rank == 0:  # before the imports: serve() ends it if no case needs it
-                _harness_parent.start(cases)
+            if rank.rank == 0:  # before the imports (it imports a test's file at its first
+                _harness_parent.start()  # set-up); serve() ends it if no case needs it
         problems = _case_files.load_cases(cases)
     for problem in problems:
         _cprr.add_error(problem)
