@@ -36,7 +36,7 @@ import time
 import traceback
 import unittest
 
-from cprr import _shim
+from cprr import _case_body, _shim
 
 _PIPE = "cprr:child-pipe"  # the token standing for a child's end of its pipe in a pickled call
 _POLL_S = 0.002  # how often a rank other than 0 looks for rank 0's answer
@@ -448,15 +448,6 @@ def _set_environment(values):
             os.environ[k] = v
 
 
-def _skip_message(code):
-    """The message of torch's TEST_SKIPS entry with exit code `code`, or None."""
-    common = sys.modules.get("torch.testing._internal.common_distributed")
-    for skip in (getattr(common, "TEST_SKIPS", None) or {}).values():
-        if code == getattr(skip, "exit_code", None):
-            return skip.message
-    return None
-
-
 def run_child(spawn, cls, rank, world_size):
     """Runs rank `rank`'s child entry as the set-up in `spawn` started it, and judges its exit as
     the harness's parent does (``_check_return_codes``): the error code fails with the child's
@@ -492,7 +483,7 @@ def _judge(cls, code, sent, spawn):
         raise ChildFailure("".join(sent) or f"the child exited with the error code {code}")
     if spawn.unchecked:
         return
-    reason = _skip_message(code)
+    reason = _case_body.skip_reason(SystemExit(code))  # a TEST_SKIPS code's message
     if reason is not None:
         raise unittest.SkipTest(reason)
     if code != spawn.expected_code:
