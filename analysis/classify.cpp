@@ -65,7 +65,7 @@ std::string pending_after_failure(const std::vector<RankReport>& ranks) {
       return fmt::format(
           "rank {} called {}, which rank {} never entered before it failed, so it can never "
           "complete: the world is replaced",
-          r, call_phrase(left->call), left->failed);
+          r, call_phrase(left->call), left->by);
     }
   }
   return {};
@@ -175,15 +175,33 @@ int failed_rank(const std::vector<RankReport>& ranks) {
 
 bool has_failed(const RankReport& rep) { return rep.done && rep.done->outcome != RankOutcome::ok; }
 
-std::optional<LeftByFailure> left_by_failure(const std::vector<RankReport>& ranks, int rank,
-                                             const std::vector<CollectiveRecord>& log) {
+namespace {
+
+// The first call of `log` that a rank `gone` says calls no more never entered.
+template <typename Gone>
+std::optional<LeftBehind> left_by(const std::vector<RankReport>& ranks, int rank,
+                                     const std::vector<CollectiveRecord>& log, Gone gone) {
   const std::vector<const std::vector<CollectiveRecord>*> logs = collective_logs(ranks);
   for (const CollectiveRecord& c : log) {
     for (int f = 0; f < static_cast<int>(ranks.size()); ++f) {
-      if (has_failed(ranks[f]) && never_entered(c, rank, f, logs)) return LeftByFailure{f, c};
+      if (gone(ranks[f]) && never_entered(c, rank, f, logs)) return LeftBehind{f, c};
     }
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<LeftBehind> left_by_failure(const std::vector<RankReport>& ranks, int rank,
+                                             const std::vector<CollectiveRecord>& log) {
+  return left_by(ranks, rank, log, has_failed);
+}
+
+std::optional<LeftBehind> left_by_return(const std::vector<RankReport>& ranks, int rank,
+                                            const std::vector<CollectiveRecord>& log) {
+  return left_by(ranks, rank, log, [](const RankReport& rep) {
+    return rep.done && rep.done->outcome == RankOutcome::ok;
+  });
 }
 
 std::optional<FailureText> failure_beyond_summary(const std::vector<RankReport>& ranks) {

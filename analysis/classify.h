@@ -50,18 +50,23 @@ Classification classify(const std::vector<RankReport>& ranks, bool stop_requeste
 /// Whether the rank reported a failed body or a harness error.
 bool has_failed(const RankReport& rep);
 
-/// A call a rank entered that a failed rank (one that reported a failure: it calls no more)
-/// never took part in, so it can never complete: a collective of a group the failed rank is in,
-/// numbered past what it entered there, or a message to or from it past what it sent or
-/// received.
-struct LeftByFailure {
-  int failed = -1;  ///< the failed rank
+/// A call a rank entered that a rank which calls no more (`by`: one that reported a failure, or
+/// one that returned) never took part in, so it can never complete: a collective of a group that
+/// rank is in, numbered past what it entered there, or a message to or from it past what it
+/// sent or received.
+struct LeftBehind {
+  int by = -1;  ///< the rank that calls no more
   CollectiveRecord call;
 };
 /// The first call of `log` (rank `rank`'s: its flight record or its collective log) that a failed
 /// rank of `ranks` left behind; nullopt when there is none or no rank failed.
-std::optional<LeftByFailure> left_by_failure(const std::vector<RankReport>& ranks, int rank,
+std::optional<LeftBehind> left_by_failure(const std::vector<RankReport>& ranks, int rank,
                                              const std::vector<CollectiveRecord>& log);
+/// The same for a rank that returned from the case without failing (`by` names it): it
+/// calls no more either, so a call of `log` it never entered can never complete (issue 57, a
+/// lone return).
+std::optional<LeftBehind> left_by_return(const std::vector<RankReport>& ranks, int rank,
+                                            const std::vector<CollectiveRecord>& log);
 
 /// The whole failure text (trailing newlines cut) of the rank a summary names, when it says more
 /// than the summary's one line (a traceback); nullopt otherwise.

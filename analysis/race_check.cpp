@@ -165,4 +165,12 @@ std::string describe_race(const RaceFinding& f) {
                          : "");
 }
 
+std::string describe_other_race(const RaceFinding& other) {
+  return fmt::format(
+      "{}{} (not replayed)", describe_race(other),
+      other.same_on_ranks.empty()
+          ? ""
+          : fmt::format(" (the same on rank(s) {})", fmt::join(other.same_on_ranks, ", ")));
+}
+
 }  // namespace cprr

@@ -53,4 +53,8 @@ std::string describe_fix(const Race& race);
 /// bytes [64, 128) of 'max_logit' (device pool of rank 0)".
 std::string describe_race(const RaceFinding& finding);
 
+/// One of a finding's `others` as the reports list it (an "also:" line): describe_race, the
+/// other ranks with the same race, and that replays confirm the first race only.
+std::string describe_other_race(const RaceFinding& other);
+
 }  // namespace cprr

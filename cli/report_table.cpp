@@ -150,11 +150,7 @@ void print_table(std::ostream& out, const std::vector<ExecutionResult>& results,
           seeded_race ? " (seeded bug, expected)" : "", describe_race(*o.race),
           describe_fix(o.race->race), replay_hint(info, o.case_id));
       for (const RaceFinding& other : o.race->others) {
-        out << fmt::format(
-            "  also: {}{} (not replayed)\n", describe_race(other),
-            other.same_on_ranks.empty()
-                ? ""
-                : fmt::format(" (the same on rank(s) {})", fmt::join(other.same_on_ranks, ", ")));
+        out << "  also: " << describe_other_race(other) << '\n';
       }
     }
     const std::string& seeded = o.instance->info.options.seeded_bug;

@@ -77,6 +77,8 @@ void print_replay_json(std::ostream& out, const ReplayReport& r, const std::stri
                                                           : std::vector<std::string>{})
                       : nlohmann::json()},
       {"race_notes", r.race_notes},
+      // The order the recorded runs took, when applying the fix showed it ("" otherwise).
+      {"race_order", r.confirmation && r.race ? r.confirmation->recorded_order : std::string()},
       {"placements",
        [&] {
          nlohmann::json rows = nlohmann::json::array();
@@ -138,6 +140,10 @@ void print_replay_text(std::ostream& out, const ReplayReport& r) {
   if (r.race) {
     out << "  race: " << describe_race(*r.race) << '\n';
     out << "  fix: " << describe_fix(r.race->race) << '\n';
+    // Every race of the execution, as the record-time table lists them (issue 57 item 4).
+    for (const RaceFinding& other : r.race->others) {
+      out << "  also: " << describe_other_race(other) << '\n';
+    }
   }
   // What weakened the race check, and a race candidate no replay showed (then r.race is empty).
   for (const std::string& note : r.race_notes) out << "  race note: " << note << '\n';
@@ -148,6 +154,7 @@ void print_replay_text(std::ostream& out, const ReplayReport& r) {
     out << fmt::format("  confirmed by: {} ({} replay(s))\n",
                        by.empty() ? "no dynamic check (the race is in the op log only)" : by,
                        c.replays);
+    if (!c.recorded_order.empty()) out << "  order: " << c.recorded_order << '\n';
     if (c.sync_edge) {
       out << fmt::format(
           "  sync bisection: the host must synchronize after op #{} of rank {}{}\n",
@@ -221,7 +228,9 @@ std::string replay_footer() {
          "called a collective differently), allocator_order (a symmetric layout that differs "
          "across ranks), uninitialized_read (a read of bytes nothing wrote, confirmed by "
          "poisoning new allocations), stream_race (with the racing op pair, buffer and fix, "
-         "confirmed by serialization, amplification with seeded delays and sync bisection), "
+         "confirmed by serialization, the fix applied (the second op held until the first "
+         "completed; it names the order the recorded runs took), amplification with seeded "
+         "delays and sync bisection), "
          "nondeterministic, crash, hang.\n"
          "Ctrl-C (or SIGTERM/SIGHUP) stops the replay, its ranks killed; the exit code is then "
          "128 + the signal.\n"

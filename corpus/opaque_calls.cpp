@@ -9,10 +9,17 @@
 //   no replay shows: never a finding.
 // - bug/opaque_race_behind_shared_reads: both at once, the shared reads first in report order:
 //   the candidate no replay shows must not hide the one that races.
+// - bug/opaque_call_lost_race: a library call that starts late (on cpu it waits 100 ms before its
+//   work, as behind a queue) fills `out` on a side stream, which the default stream consumes at
+//   once. The consumer wins every time: every recorded run has the same wrong outputs, and the
+//   replays' delays only keep that order. Holding the consumer until the call completed (the fix
+//   applied) shows the race and the order the recorded runs took (issue 57).
 // The bug case checks nothing the race can break; the others check their results against host
 // references, the same on every run and backend.
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -26,16 +33,19 @@ constexpr uint64_t kElems = 1 << 14;
 
 // An opaque library call: runs `f` over [0, n) on the native stream it is handed (a grid on cuda,
 // a loop on the host on cpu), declaring only the buffers it is given, not how it uses them.
+// `late`: on the host, the call first waits that long (longer than any replay's delay).
 template <class F>
 void library_call(Context& ctx, Stream s, std::string name, uint64_t n, F f,
-                  std::vector<Buffer> given) {
-  ctx.native(s, std::move(name), Access{.uses = std::move(given)}, [f, n](void* stream) {
+                  std::vector<Buffer> given,
+                  std::chrono::milliseconds late = std::chrono::milliseconds(0)) {
+  ctx.native(s, std::move(name), Access{.uses = std::move(given)}, [f, n, late](void* stream) {
     if (stream != nullptr) {
 #if CPRR_HAVE_CUDA
       kernels::device_launch(f, n, stream);
 #endif
       return;
     }
+    std::this_thread::sleep_for(late);
     for (uint64_t i = 0; i < n; ++i) f(i);
   });
 }
@@ -104,6 +114,23 @@ void race_behind_shared_reads(Context& ctx, bool fixed) {
   consume(ctx, w, out, out_a, 2.0f, 0.0f, fixed);
 }
 
+// `out` zeroed on the default stream first (so every run reads the same bytes when it reads
+// early), then copied into late by the library call; the default stream consumes it.
+void lost_race(Context& ctx, bool fixed) {
+  const Stream main = ctx.stream();
+  const Stream lib = ctx.create_stream("lib_stream");
+  const Weights w = fill_weights(ctx, {lib});
+  const Buffer out = ctx.alloc("out", kElems * 4);
+  ctx.launch(main, "zero_out", kElems, kernels::FillConst<float>{out.as<float>(), 0.0f},
+             Access{{}, {out}});
+  ctx.wait(lib, ctx.record(main));
+  library_call(ctx, lib, "lib_copy_late", kElems,
+               kernels::CopyElems<float>{out.as<float>(), w.weights.as<float>()}, {w.weights, out},
+               std::chrono::milliseconds(100));
+  if (fixed) ctx.wait(main, ctx.record(lib));  // the bug: none
+  consume(ctx, w, out, w.bias, 1.0f, 1.0f, fixed);
+}
+
 void opaque_call(Context& ctx, bool fixed) {
   const Stream main = ctx.stream();
   const Stream lib = ctx.create_stream("lib_stream");
@@ -157,6 +184,20 @@ CPRR_CASE(opaque_race_behind_shared_reads_fixed, "fixed/opaque_race_behind_share
           {.world_sizes = {2},
            .description = "the twin: the default stream waits for both library calls"}) {
   race_behind_shared_reads(ctx, true);
+}
+
+CPRR_CASE(opaque_call_lost_race, "bug/opaque_call_lost_race",
+          {.world_sizes = {2},
+           .description = "a library call that starts late fills `out` on a side stream; the "
+                          "default stream consumes it at once, first every time",
+           .seeded_bug = "stream_race"}) {
+  lost_race(ctx, false);
+}
+
+CPRR_CASE(opaque_call_lost_race_fixed, "fixed/opaque_call_lost_race",
+          {.world_sizes = {2},
+           .description = "the twin: the default stream waits for the late library call"}) {
+  lost_race(ctx, true);
 }
 
 }  // namespace cprr

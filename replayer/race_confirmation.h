@@ -3,6 +3,14 @@
 // case again, perturbed (data/perturbation.h):
 // - serialization: every stream of the case folded into one, in issue order; its outputs are the
 //   reference, and an earlier run whose outputs differ from it confirms the race;
+// - the fix applied, for ops on one rank: one replay holds the second op until the first
+//   completed (the host synchronizes right after the first: the verified fix as an edge).
+//   Delays only make the recorded order likelier, and serializing misses a stream the case
+//   never named (a Triton kernel's own); this forces the other order. Outputs that differ from
+//   unperturbed runs which agree with each other confirm the race and say that the recorded
+//   runs took the second op before the first had completed (issue 57: a race whose recorded
+//   order is always the lost one). Runs that disagree already are nondeterminism: skipped. When
+//   it confirms, the delays and the bisection are not needed;
 // - amplification: seeded random delays before stream ops, and a long one before the race's
 //   first op, so an op not ordered after it overtakes it; outputs that differ from the
 //   serialized ones confirm the race;
@@ -33,7 +41,8 @@ struct ConfirmOptions {
 };
 
 struct RaceConfirmation {
-  /// Which checks confirmed the race: "amplification", "serialization", "sync_bisection".
+  /// Which checks confirmed the race: "amplification", "serialization", "sync_bisection",
+  /// "fix_applied".
   std::vector<std::string> confirmed_by;
   int replays = 0;
   int seeds_run = 0;
@@ -41,13 +50,16 @@ struct RaceConfirmation {
   /// The boundary the bisection found: the host must synchronize after this op of this rank.
   std::optional<OpSite> sync_edge;
   bool sync_agrees = false;      ///< sync_edge lies in [first op, second op) of the race's rank
+  /// Which order the recorded runs took, when the fix applied showed it; empty otherwise.
+  std::string recorded_order;
   std::vector<std::string> log;  ///< one line per step, for humans
 
   /// Whether these replays showed `race`. A race of known directions is shown by any check
   /// (it is one whatever changed the outputs). A candidate (Race::candidate) on one rank needs
-  /// the sync bisection to put the outputs' cause between its two ops: outputs a perturbation
-  /// changes may come from another race of the case, and a candidate may be two reads. A
-  /// candidate across ranks, which is not bisected, rests on the checks alone.
+  /// the sync bisection to put the outputs' cause between its two ops, or the fix applied (a
+  /// sync right after its first op, nothing else changed): outputs a perturbation changes may
+  /// come from another race of the case, and a candidate may be two reads. A candidate across
+  /// ranks, which is not bisected, rests on the checks alone.
   bool shows(const Race& race) const;
 };
 

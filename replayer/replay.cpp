@@ -211,6 +211,7 @@ void confirm_races(const std::vector<const ExecutionResult*>& all, const CaseIns
                                              "unknown direction: the replays confirm or drop it): "
                                            : "stream race in the op log: ") +
       describe_race(*rep.race) + "; fix: " + describe_fix(rep.race->race));
+  for (const RaceFinding& other : rep.race->others) say("  also: " + describe_other_race(other));
   uint64_t ops_on_rank = 0;
   for (const ExecutionResult* e : all) {
     const auto r = static_cast<std::size_t>(rep.race->race.second.rank);

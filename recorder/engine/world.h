@@ -77,8 +77,8 @@ class World : public WorldHandle {
                                   std::chrono::milliseconds after_death) override;
   /// Also returns early when every rank is stuck in the same collective and their calls of it
   /// conflict (blocked_mismatch over the flight records, read every kLiveCheckInterval): the
-  /// mismatch is named at once instead of after the deadline; and when a rank failed and another
-  /// waits in a collective the failed one never entered. stopped_early() says so, and why
+  /// mismatch is named at once instead of after the deadline; and when a rank failed or returned
+  /// and another waits in a collective the departed one never entered. stopped_early() says so, and why
   /// ranks were still running at the `after_death` past a failure.
   std::string stopped_early() const override { return stopped_early_; }
   /// Asks ranks without a result for their watchdog status and waits for all of them together, at
@@ -110,10 +110,10 @@ class World : public WorldHandle {
   /// The live collective check of collect(): true (and stopped_early_ set) when every rank is
   /// blocked in one collective they called differently, the same at two checks in a row.
   bool blocked_in_mismatch(uint64_t execution, const std::vector<RankReport>& reports);
-  /// The other live check: true (and stopped_early_ set) when a rank reported a failure and a
-  /// rank still running entered a collective (its flight record) that the failed one never
-  /// entered, so it can never complete.
-  bool blocked_on_failure(uint64_t execution, const std::vector<RankReport>& reports);
+  /// The other live check: true (and stopped_early_ set) when a rank reported a failure or
+  /// returned from the case and a rank still running entered a collective (its flight record)
+  /// that the departed one never entered, so it can never complete.
+  bool blocked_on_departure(uint64_t execution, const std::vector<RankReport>& reports);
   /// collect() ended at `after_death` past a rank's failure with ranks still running: says so
   /// in stopped_early_.
   void note_released_at_grace(const std::vector<RankReport>& reports);
@@ -157,6 +157,7 @@ class World : public WorldHandle {
   /// last_created_pid() when end_leftovers last looked (read before it looked).
   std::optional<pid_t> swept_at_;
   Clock::time_point failed_at_{};  ///< when collect() read the first failed rank's report
+  std::vector<Clock::time_point> returned_at_;  ///< when collect() read each rank's return
   std::string symmetric_pool_;     ///< the ranks' Connected::symmetric_pool, summarized at start
   std::string collectives_;        ///< the transport chosen at start (transport_choice.h)
   std::string rank_gpus_;          ///< each rank's GPU, from the hellos

@@ -114,6 +114,7 @@ std::vector<RankReport> World::collect(uint64_t execution, Clock::time_point dea
   stopped_early_.clear();
   live_seen_.clear();
   failed_at_ = {};
+  returned_at_.assign(ranks_.size(), Clock::time_point{});
   auto next_check = Clock::now() + kLiveCheckInterval;
   for (;;) {
     std::vector<pollfd> fds;
@@ -128,7 +129,7 @@ std::vector<RankReport> World::collect(uint64_t execution, Clock::time_point dea
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
     if (fds.empty() || left.count() <= 0 || stop_requested()) break;
     if (size() > 1 && Clock::now() >= next_check) {
-      if (blocked_in_mismatch(execution, reports) || blocked_on_failure(execution, reports)) {
+      if (blocked_in_mismatch(execution, reports) || blocked_on_departure(execution, reports)) {
         break;
       }
       next_check = Clock::now() + kLiveCheckInterval;
@@ -149,6 +150,10 @@ std::vector<RankReport> World::collect(uint64_t execution, Clock::time_point dea
         deadline = std::min(deadline, Clock::now() + after_death);
         if (failed_at_ == Clock::time_point{}) failed_at_ = Clock::now();
         next_check = Clock::now();
+      } else if (reports[r].done && size() > 1) {
+        // It returned: a peer waiting in a call it never entered is released at the next check.
+        returned_at_[r] = Clock::now();
+        next_check = Clock::now();
       }
     }
   }
@@ -156,21 +161,31 @@ std::vector<RankReport> World::collect(uint64_t execution, Clock::time_point dea
   return reports;
 }
 
-bool World::blocked_on_failure(uint64_t execution, const std::vector<RankReport>& reports) {
-  // A rank that failed calls no more: what it never entered can never complete.
+bool World::blocked_on_departure(uint64_t execution, const std::vector<RankReport>& reports) {
+  // A rank that failed or returned calls no more: what it never entered can never complete.
   for (int r = 0; r < size(); ++r) {
     if (reports[r].done || ranks_[r].eof) continue;
     const std::optional<FlightLog> log =
         read_flight_log(flight_record_path(rendezvous_, r), execution);
     if (!log) continue;
-    const std::optional<LeftByFailure> left = left_by_failure(reports, r, log->entered);
-    if (!left) continue;
-    stopped_early_ = fmt::format(
-        "stopped {:.1f} ms after rank {} failed, not at the deadline: rank {} had entered {}, "
-        "which rank {} never did",
-        std::chrono::duration<double, std::milli>(Clock::now() - failed_at_).count(), left->failed,
-        r, call_phrase(left->call), left->failed);
-    return true;
+    if (const std::optional<LeftBehind> left = left_by_failure(reports, r, log->entered)) {
+      stopped_early_ = fmt::format(
+          "stopped {:.1f} ms after rank {} failed, not at the deadline: rank {} had entered {}, "
+          "which rank {} never did",
+          std::chrono::duration<double, std::milli>(Clock::now() - failed_at_).count(), left->by,
+          r, call_phrase(left->call), left->by);
+      return true;
+    }
+    if (const std::optional<LeftBehind> left = left_by_return(reports, r, log->entered)) {
+      // A lone return: decided when it happens, not at the deadline (issue 57).
+      stopped_early_ = fmt::format(
+          "stopped {:.1f} ms after rank {} returned from the case, not at the deadline: rank {} "
+          "had entered {}, which rank {} never did",
+          std::chrono::duration<double, std::milli>(Clock::now() - returned_at_[left->by])
+              .count(),
+          left->by, r, call_phrase(left->call, true), left->by);
+      return true;
+    }
   }
   return false;
 }

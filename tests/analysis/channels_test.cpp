@@ -256,11 +256,32 @@ TEST(GroupFailure, OnlyWhatTheFailedRankTakesPartInIsLeftByIt) {
   EXPECT_FALSE(left_by_failure(ranks, 0, {in_group(3, kDp3, 0, "all_reduce", 8)}).has_value());
   const auto left = left_by_failure(ranks, 1, {in_group(4, kDp4, 0, "all_reduce", 8)});
   ASSERT_TRUE(left.has_value());
-  EXPECT_EQ(left->failed, 3);
+  EXPECT_EQ(left->by, 3);
   EXPECT_EQ(call_phrase(left->call), "collective #0 (all_reduce) of group 4");
   // A recv from the failed rank past what it sent; one from another rank is not its doing.
   EXPECT_TRUE(left_by_failure(ranks, 2, {message("recv", 3, 0, 8)}).has_value());
   EXPECT_FALSE(left_by_failure(ranks, 2, {message("recv", 0, 0, 8)}).has_value());
+}
+
+TEST(LoneReturn, WhatARankThatReturnedNeverEnteredIsLeftByIt) {
+  // Rank 3 returned after tp group 2's #0; rank 1 waits in dp group 4's #0, which rank 3 is in,
+  // and rank 0 in dp group 3's #0, which it is not. Rank 2 failed: a failure is not a return.
+  const std::vector<RankReport> ranks{stuck_in({}), stuck_in({}), failed("ValueError: x"),
+                                      finished_with({in_group(2, kTp2, 0, "all_gather", 8)})};
+  const auto left =
+      left_by_return(ranks, 1, {in_group(4, kDp4, 0, "all_reduce", 8, "train.py:12")});
+  ASSERT_TRUE(left.has_value());
+  EXPECT_EQ(left->by, 3);
+  EXPECT_EQ(call_phrase(left->call, true), "collective #0 (all_reduce) of group 4 at train.py:12");
+  EXPECT_FALSE(left_by_return(ranks, 0, {in_group(3, kDp3, 0, "all_reduce", 8)}).has_value());
+  // What the returned rank did enter is not left: tp group 2's #0 completes with rank 3.
+  EXPECT_FALSE(left_by_return(ranks, 2, {in_group(2, kTp2, 0, "all_gather", 8)}).has_value());
+  // A message: a recv from the returned rank past what it sent; not one from another rank.
+  EXPECT_TRUE(left_by_return(ranks, 1, {message("recv", 3, 0, 8)}).has_value());
+  EXPECT_FALSE(left_by_return(ranks, 1, {message("recv", 0, 0, 8)}).has_value());
+  // The failed rank is left_by_failure's, never a return.
+  EXPECT_FALSE(left_by_return(ranks, 0, {message("recv", 2, 0, 8)}).has_value());
+  EXPECT_TRUE(left_by_failure(ranks, 0, {message("recv", 2, 0, 8)}).has_value());
 }
 
 TEST(GroupFailure, AFailureInACallAPeerReturnedWithoutIsNoted) {

@@ -12,7 +12,8 @@ one world size of each seeded bug.
    no verdict (null in the JSON) and no divergence.
 2. For one world size of each seeded bug, ``cpreplay --db DB --case ID``: its first line
    ``case N <label> (run R): <verdict>`` names the seeded bug, and a state_leak replay names its
-   polluters (the earlier grid points of the same case that did not diverge themselves).
+   polluters (the earlier grid points of the same case that did not diverge themselves); a
+   stream_race replay lists as many other races ("  also:") as the record did.
 
 By default only world sizes <= 2 are recorded (and a case that has none, at its smallest): the
 4-rank worlds double the time on a 2-core machine. --max-world-size 0 records them all.
@@ -159,6 +160,11 @@ def main():
                           f"asked for {case['id']} {case['label']}")
         if got != case["seeded_bug"]:
             row[4].append(f"replay verdict {got}, expected the seeded {case['seeded_bug']}")
+        # Every race of the execution: the record's others ("more") are the replay's "also:".
+        more = len((case.get("race") or {}).get("more") or [])
+        also = len(re.findall(r"^  also: ", p.stdout, re.M))
+        if got == "stream_race" and also != more:
+            row[4].append(f"the replay lists {also} other race(s), the record {more}")
         if polluters is not None:
             named = re.findall(r"^    case \d+ (\S+)$", p.stdout, re.M)
             if not re.search(r"^  polluted by \d+ of \d+ predecessor", p.stdout, re.M):

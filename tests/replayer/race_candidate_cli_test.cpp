@@ -2,10 +2,12 @@
 // library calls: corpus/opaque_calls.cpp) through the two CLIs. cprecord names a candidate as
 // such and counts nothing; cpreplay confirms the planted one (stream_race, the sides it rests on
 // marked inferred), drops the one two readers make (reproduced, the candidate in the notes), and
-// when the readers' candidate comes first, drops it for the planted one behind it.
+// when the readers' candidate comes first, drops it for the planted one behind it; a race every
+// recorded run loses the same way is confirmed by applying its fix, which names that order.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -55,7 +57,7 @@ class RaceCandidateCli : public ::testing::Test {
 
 TEST_F(RaceCandidateCli, RecordNamesCandidatesAsSuchAndCountsNone) {
   EXPECT_EQ(code_, 0) << "a candidate counts against nothing";
-  ASSERT_EQ(cases_->size(), 5u) << doc_->dump(1);
+  ASSERT_EQ(cases_->size(), 7u) << doc_->dump(1);
   for (const char* name : {"bug/opaque_call_race", "healthy/opaque_calls_read_shared"}) {
     const auto& c = cases_->at(name);
     EXPECT_TRUE(c["as_expected"].get<bool>()) << name;
@@ -122,6 +124,39 @@ TEST_F(RaceCandidateCli, ACandidateTheReplaysDoNotPinGivesWayToTheNextOne) {
   EXPECT_NE(bug["race_notes"][0].get<std::string>().find("'weights'"), std::string::npos);
 
   const nlohmann::json twin = replay(cases_->at("fixed/opaque_race_behind_shared_reads"), &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(twin["verdict"], "reproduced") << twin["log"].dump(1);
+  EXPECT_TRUE(twin["race"].is_null());
+}
+
+// The consumer wins every recorded run (the library call starts 100 ms late): delays only keep
+// that order. Holding the consumer until the call completed changes the outputs of runs that
+// agree with each other: the race is confirmed, with the order the recorded runs took, in a few
+// replays (issue 57).
+TEST_F(RaceCandidateCli, ARaceTheRecordedRunsAlwaysLoseIsConfirmedByItsFixWithThatOrder) {
+  const auto& rec = cases_->at("bug/opaque_call_lost_race");
+  ASSERT_FALSE(rec["race"].is_null()) << rec.dump(1);
+  EXPECT_TRUE(rec["race"]["candidate"].get<bool>());
+  EXPECT_TRUE(rec["fresh_vs_pool"].is_null()) << "every recorded run reads early alike";
+  int code = -1;
+  const nlohmann::json bug = replay(rec, &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(bug["verdict"], "stream_race") << bug["log"].dump(1);
+  ASSERT_FALSE(bug["race"].is_null()) << bug["log"].dump(1);
+  EXPECT_EQ(bug["race"]["first"]["name"], "lib_copy_late");
+  EXPECT_EQ(bug["race"]["second"]["name"], "consume");
+  const auto& by = bug["race"]["confirmed_by"];
+  EXPECT_NE(std::find(by.begin(), by.end(), "fix_applied"), by.end()) << bug["log"].dump(1);
+  EXPECT_NE(bug["race_order"].get<std::string>().find(
+                "the recorded runs took rank 0 stream 0 op #"),
+            std::string::npos)
+      << bug["race_order"];
+  EXPECT_NE(bug["race_order"].get<std::string>().find("(kernel 'consume') before rank 0 stream"),
+            std::string::npos)
+      << bug["race_order"];
+  EXPECT_LE(bug["replays"].get<int>(), 6) << "no seeds once the fix showed it";
+
+  const nlohmann::json twin = replay(cases_->at("fixed/opaque_call_lost_race"), &code);
   EXPECT_EQ(code, 0);
   EXPECT_EQ(twin["verdict"], "reproduced") << twin["log"].dump(1);
   EXPECT_TRUE(twin["race"].is_null());

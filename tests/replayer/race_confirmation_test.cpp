@@ -96,6 +96,63 @@ TEST(RaceConfirmation, ARaceAcrossRanksIsConfirmedByAmplificationAndNotBisected)
   EXPECT_EQ(c.replays, 2);
 }
 
+// A race whose recorded order is always the lost one (issue 57): a write on a stream that
+// serializing does not reach (a Triton kernel's own), read at once on another; delaying either
+// op only keeps the read first. Only holding the read until the write completed (the fix applied)
+// changes the outputs.
+struct LostOrder {
+  RaceFinding finding = race_on(0, 6, 0, 9);
+  int runs = 0;
+
+  ExecutionResult operator()(const Perturbation& p) {
+    ++runs;
+    const Race& r = finding.race;
+    const bool held = std::any_of(p.sync_after.begin(), p.sync_after.end(), [&](OpSite s) {
+      return (s.rank == -1 || s.rank == r.second.rank) && s.seq >= r.first.seq &&
+             s.seq < r.second.seq;
+    });
+    return test::execution(static_cast<uint64_t>(runs) + 100, Mode::fresh, ExecStatus::pass,
+                           {held ? "right" : "stale", "right"});
+  }
+};
+
+TEST(RaceConfirmation, ARaceAlwaysLostTheSameWayIsConfirmedByApplyingTheFix) {
+  LostOrder script;
+  script.finding.race.candidate = true;  // a launch of unknown direction
+  const ExecutionResult recorded =
+      test::execution(1, Mode::fresh, ExecStatus::pass, {"stale", "right"});
+  const RaceConfirmation c = confirm_race(script.finding, {&recorded}, 20,
+                                          [&](const Perturbation& p, int) { return script(p); });
+  EXPECT_EQ(c.confirmed_by, (std::vector<std::string>{"fix_applied"})) << fmt::format(
+      "{}", fmt::join(c.log, "\n"));
+  EXPECT_TRUE(c.shows(script.finding.race));
+  EXPECT_EQ(c.recorded_order,
+            "the recorded runs took rank 0 stream 0 op #9 (kernel 'reader') before rank 0 stream "
+            "1 op #6 (kernel 'writer') had completed: 2 unperturbed runs agree, and holding it "
+            "until then changes the outputs");
+  EXPECT_EQ(c.replays, script.runs);
+  EXPECT_EQ(c.replays, 1 + 2) << "serial, one more unperturbed run, the fix: no seeds after it";
+}
+
+TEST(RaceConfirmation, TheFixAppliedConfirmsNothingWhereTheUnperturbedRunsDisagree) {
+  LostOrder script;
+  script.finding.race.candidate = true;
+  const ExecutionResult stale =
+      test::execution(1, Mode::fresh, ExecStatus::pass, {"stale", "right"});
+  const ExecutionResult right =
+      test::execution(2, Mode::fresh, ExecStatus::pass, {"right", "right"});
+  const RaceConfirmation c = confirm_race(script.finding, {&stale, &right}, 20,
+                                          [&](const Perturbation& p, int) { return script(p); });
+  EXPECT_FALSE(c.shows(script.finding.race));
+  EXPECT_TRUE(std::find(c.confirmed_by.begin(), c.confirmed_by.end(), "fix_applied") ==
+              c.confirmed_by.end());
+  EXPECT_TRUE(c.recorded_order.empty());
+  EXPECT_TRUE(std::any_of(c.log.begin(), c.log.end(), [](const std::string& l) {
+    return l.find("already disagree with each other") != std::string::npos;
+  })) << fmt::format("{}", fmt::join(c.log, "\n"));
+  EXPECT_EQ(c.replays, 1 + 8) << "no replay of the fix, then the seeds";
+}
+
 // A serialized run that fails where the recorded runs passed (serializing broke the case: its
 // outputs are missing) is no reference: every other run would "differ" from it. Where a recorded
 // run failed too, a failing serialized run is still compared with (the race may be why).
@@ -112,7 +169,8 @@ TEST(RaceConfirmation, ASerializedRunThatFailsWhereTheRecordedRunsPassedIsNoRefe
       test::execution(1, Mode::fresh, ExecStatus::pass, {"right", "right"});
   const RaceConfirmation c = confirm_race(finding, {&passed}, 10, broken);
   EXPECT_TRUE(c.confirmed_by.empty());
-  EXPECT_EQ(c.replays, 1) << "no amplification against a broken reference";
+  EXPECT_EQ(c.replays, 3) << "no amplification against a broken reference: the serialized "
+                              "run, one more unperturbed run and the fix applied";
   ASSERT_FALSE(c.log.empty());
   EXPECT_NE(c.log[0].find("broke the case itself"), std::string::npos) << c.log[0];
 
@@ -133,7 +191,9 @@ TEST(RaceConfirmation, OpsThatNeverMisbehaveConfirmNothingAfterKSeeds) {
       ConfirmOptions{.seeds = 5});
   EXPECT_TRUE(c.confirmed_by.empty());
   EXPECT_EQ(c.seeds_run, 5);
-  EXPECT_EQ(c.replays, 6) << "the serialized run and five seeds; no bisection without a seed";
+  EXPECT_EQ(c.replays, 6 + 2) << "the serialized run and five seeds; no bisection without a "
+                                  "seed; one more unperturbed run and the fix applied";
+  EXPECT_TRUE(c.recorded_order.empty());
 }
 
 // --standby: every replay says how many more are certain to follow it, whatever it shows; a world
@@ -192,10 +252,11 @@ TEST(RaceConfirmation, TheSeedsAndTheBisectionPromiseWhatTheyAreSureOf) {
         return script(p);
       });
   ASSERT_TRUE(c.sync_edge.has_value());
-  // serialized: amplification only if it completes (0); seed 1: the next seed or the bisection's
-  // base and all-syncs runs (2); base: the all-syncs run (1); all-syncs: the bisection only if it
-  // is right (0); bisecting 19 boundaries: at least 3, 2, 1, 0 more steps.
-  EXPECT_EQ(promised, (std::vector<int>{0, 2, 1, 0, 3, 2, 1, 0, 0}));
+  // serialized: amplification only if it completes (0); one more unperturbed run for the fix
+  // applied, which runs only if the two agree (0: here they do not); seed 1: the next seed or the
+  // bisection's base and all-syncs runs (2); base: the all-syncs run (1); all-syncs: the
+  // bisection only if it is right (0); bisecting 19 boundaries: at least 3, 2, 1, 0 more steps.
+  EXPECT_EQ(promised, (std::vector<int>{0, 0, 2, 1, 0, 3, 2, 1, 0, 0}));
 }
 
 }  // namespace

@@ -157,6 +157,9 @@ for step in "${steps[@]}"; do
           ufile=tests/python/upstream/other_bases.py
           uenv+=(BACKEND=gloo CUDA_VISIBLE_DEVICES=); uargs=(--backend cpu --all) ;;
       esac
+      # CPRR_UPSTREAM_TESTS="Class.test ..." runs those tests only and keeps the database.
+      [ -n "${CPRR_UPSTREAM_TESTS:-}" ] && read -ra picked <<<"$CPRR_UPSTREAM_TESTS" &&
+        uargs+=(--tests "${picked[@]}" --db "$out/$step.db")
       timeout 570 "${uenv[@]}" python3 tests/python/upstream/compare_harness.py \
         --cprecord "$b/tools/cprecord" --file "$ufile" --known docs/UPSTREAM.md \
         --json "$out/$step.json" "${uargs[@]}" >"$out/$step.txt" 2>&1

@@ -2,13 +2,16 @@
 
     compare_harness.py --cprecord PATH --file SUITE.py [--every K | --all] [--known DOC]
                        [--env NAME=VALUE]... [--backend cpu|cuda] [--timeout S]
+                       [--tests Class.test ...] [--db PATH]
 
 Selects the file's tests (unittest's order; every K-th one, the first included, or all), runs
 them under their own harness (own_harness.py: unittest in one process, the harness's parent
 there) and through ``cprecord --python SUITE.py --mode both``, and compares each test's outcome
 (pass, skip or fail) with cprr's in each mode. A finding of cprr's (a race, an uninitialized
 read, a mismatch, fresh and pooled differing) on a test its own harness passes is a
-disagreement too. Prints one row per test, then the time per test of each, last.
+disagreement too. Prints one row per test, then the time per test of each, last. --tests
+names the tests instead (a defect's few, to look at again); --db keeps cprecord's database
+for cpreplay and the op log.
 
 Exits 1 when a test disagrees and is not listed in DOC's table of known differences (a row
 ``| `Class.test` | cause |``), 0 otherwise: the listed ones are printed with their cause.
@@ -39,6 +42,8 @@ def _parse(argv):
     ap.add_argument("--timeout", default="", help="cprecord --timeout (default: the harness's)")
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--json", default="", help="also write the rows here")
+    ap.add_argument("--tests", nargs="+", default=[], help="these tests only (Class.test, or a regex matching the whole name)")
+    ap.add_argument("--db", default="", help="keep cprecord's database here")
     return ap.parse_args(argv)
 
 
@@ -64,6 +69,12 @@ def selected(args, env):
     out = subprocess.run([args.python, "-c", script], env=env, check=True, capture_output=True,
                          text=True)
     names = json.loads(out.stdout.strip().splitlines()[-1])
+    if args.tests:
+        unknown = [p for p in args.tests if not any(re.fullmatch(p, n) for n in names)]
+        if unknown:
+            sys.exit(f"compare_harness: --tests matches none of {args.file}'s tests: "
+                     f"{', '.join(unknown)} (give Class.test as unittest lists it, or a regex)")
+        return [n for n in names if any(re.fullmatch(p, n) for p in args.tests)]
     return names[::1 if args.all else args.every]
 
 
@@ -144,7 +155,7 @@ def main(argv):
     tests = selected(args, env)
     own, own_s = own_run(args, env, tests)
     with tempfile.TemporaryDirectory() as tmp:
-        report, cprr_s = cprr_run(args, env, tests, os.path.join(tmp, "compare.db"))
+        report, cprr_s = cprr_run(args, env, tests, args.db or os.path.join(tmp, "compare.db"))
     rows = rows_of(tests, own, report)
     known = known_differences(args.known)
     print(f"{'test':<72} {'own':<5} {'fresh':<5} {'pool':<5} agree")

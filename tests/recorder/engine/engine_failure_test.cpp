@@ -80,6 +80,35 @@ TEST(EngineFailure, RanksStillRunningAtTheGraceAfterAFailureAreReleasedThen) {
   EXPECT_LT(r.wall_ms, 25000) << "waited for the sleeping ranks instead of the grace";
 }
 
+TEST(EngineFailure, ARankThatReturnedReleasesAtOnceThoseWaitingInACallItNeverEntered) {
+  Controller c(config(kFixture));
+  for (const int w : {2, 3}) {
+    for (const char* then : {"collective", "host_then_collective"}) {
+      const std::string label =
+          std::string("test/lone_return{then=") + then + "}@" + std::to_string(w);
+      SCOPED_TRACE(label);
+      const CaseInstance lone = inst(kFixture, label);
+      ASSERT_EQ(lone.info.options.timeout_s, 30);
+      for (Mode mode : {Mode::pool, Mode::fresh}) {
+        const ExecutionResult r = c.run(lone, mode);
+        EXPECT_EQ(r.status, ExecStatus::hang) << r.summary << " / " << r.note;
+        EXPECT_TRUE(r.as_expected);
+        EXPECT_LT(r.wall_ms, 15000) << "decided at the deadline, not at the return";
+        // The C++ Case API records no call site; Python's does (tests/python/test_rank_failures).
+        EXPECT_THAT(r.note, HasSubstr("after rank 1 returned from the case, not at the deadline: "
+                                      "rank 0 had entered collective #1 (all_reduce), which "
+                                      "rank 1 never did"));
+        EXPECT_THAT(r.summary, HasSubstr("rank 1: finished the case"));
+        ASSERT_TRUE(r.ranks.at(1).done.has_value());
+        EXPECT_EQ(r.ranks[1].done->outcome, RankOutcome::ok);
+        EXPECT_FALSE(r.ranks[0].done.has_value());
+      }
+    }
+  }
+  // The released world was replaced: the next case passes.
+  expect_pass(c.run(inst(kFixture, "test/ok@2"), Mode::pool));
+}
+
 TEST(EngineFailure, RanksThatFinishOnTheirOwnKeepTheWorld) {
   Controller c(config(kFixture));
   const ExecutionResult r = c.run(inst(kFixture, label("runtime_error", "finish", 2)), Mode::pool);
