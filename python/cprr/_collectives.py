@@ -262,10 +262,13 @@ def _issue(name, bound, call, native, what):
         stream = stream_of_call
     # An async collective says so in its name: a race with it is fixed by waiting on its Work.
     label = f"dist.{name}(async_op=True)" if bound.get("async_op") else f"dist.{name}"
-    c.note(label, reads, writes, stream=stream)
+    sync_after = c.note(label, reads, writes, stream=stream)
     what(stream)
     with c.in_op():
         work = call()
+        if sync_after:
+            _complete_now(work)
+            c.synchronize()
     if not is_async or work is None:
         return work
     done = c.streams.new_event()
@@ -274,6 +277,16 @@ def _issue(name, bound, call, native, what):
     if isinstance(work, list):  # batch_isend_irecv: a Work per op (or one for the batch)
         return [_Work(w, c, name, done, device) for w in work]
     return _Work(work, c, name, done, device)
+
+
+def _complete_now(work):
+    """A replay syncs after this call (serialized, a sync bisection's prefix, the fix applied):
+    the host waits for the call itself, whose work a device sync does not cover (gloo's thread,
+    NCCL's stream), so what the case issues next runs after it. Its Work stays the case's to wait
+    for (waiting again returns at once); nothing is logged, so the op log stays the record's."""
+    for w in work if isinstance(work, list) else [work]:
+        if w is not None and hasattr(w, "wait"):
+            w.wait()
 
 
 _P2P = {"send": ("send", "dst"), "isend": ("send", "dst"), "recv": ("recv", "src"),

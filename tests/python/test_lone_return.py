@@ -1,15 +1,19 @@
 """A rank that returns from the case while a peer waits in a call it never entered (issue 57, a
 lone return): the execution is decided when the peer is seen waiting, not at the deadline, and
-the note names the rank that returned, the call and its line. Over a `@cprr.case` and a torchrun
-script, both modes; a rank that returns after its peers' last call is no lone return."""
+the note names the rank that returned, the call and its line. Over a `@cprr.case`, a torchrun
+script, a MultiProcessTestCase test and a per-rank pytest item, both modes; a rank that returns
+after its peers' last call is no lone return."""
 
 import json
+import os
 import re
 import textwrap
 
 import pytest
 
 from test_plugin import record_python
+
+STAND_INS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stand_ins")
 
 DEADLINE_S = 20
 
@@ -49,6 +53,47 @@ SCRIPT = textwrap.dedent('''
     if dist.get_rank() == 1:
         sys.exit(0)  # done early: the script ends for this rank
     dist.all_reduce(t)  # the second
+''')
+
+
+TESTCASE = textwrap.dedent('''
+    import torch
+    import torch.distributed as dist
+    from torch.testing._internal.common_distributed import MultiProcessTestCase
+
+
+    class LoneTest(MultiProcessTestCase):
+        def setUp(self):
+            super().setUp()
+            self._spawn_processes()
+
+        @property
+        def world_size(self):
+            return 2
+
+        def test_returns_early(self):
+            dist.init_process_group("gloo", init_method=f"file://{self.file_name}",
+                                    rank=self.rank, world_size=self.world_size)
+            t = torch.ones(4)
+            dist.all_reduce(t)
+            if self.rank == 1:
+                return
+            dist.all_reduce(t)  # the second
+''')
+
+PER_RANK = textwrap.dedent('''
+    import pytest
+    import torch
+    import torch.distributed as dist
+
+
+    @pytest.mark.world_size(2)
+    def test_returns_early():
+        t = torch.ones(4)
+        dist.all_reduce(t)
+        if dist.get_rank() == 1:
+            return
+        dist.all_reduce(t)  # the second
 ''')
 
 
@@ -95,3 +140,27 @@ def test_a_torchrun_script_whose_rank_exits_early_is_decided_at_once(tmp_path):
     assert len(case["executions"]) == 2, case
     for e in case["executions"]:
         _check_released(e, f"train.py:{_line_of(SCRIPT, '# the second')}")
+
+
+def test_a_testcase_family_test_whose_rank_returns_early_is_decided_at_once(tmp_path):
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    (folder / "test_lone_tc.py").write_text(TESTCASE)
+    run = record_python(folder, "--db", tmp_path / "tc.db", "--json", "--mode", "both",
+                        "--timeout", DEADLINE_S, pythonpath=[STAND_INS], timeout=DEADLINE_S * 4)
+    (case,) = json.loads(run.stdout)["cases"]
+    assert case["label"] == "LoneTest.test_returns_early@2", case
+    assert len(case["executions"]) == 2, case
+    for e in case["executions"]:
+        _check_released(e, f"test_lone_tc.py:{_line_of(TESTCASE, '# the second')}")
+
+
+def test_a_per_rank_pytest_item_whose_rank_returns_early_is_decided_at_once(tmp_path):
+    (tmp_path / "test_lone_items.py").write_text(PER_RANK)
+    run = record_python(None, "--backend", "cpu", "--pytest", tmp_path, "--mode", "both",
+                        "--db", tmp_path / "p.db", "--json", "--timeout", DEADLINE_S,
+                        tool="cprecord", cwd=tmp_path, timeout=DEADLINE_S * 4)
+    (case,) = json.loads(run.stdout)["cases"]
+    assert len(case["executions"]) == 2, case
+    for e in case["executions"]:
+        _check_released(e, f"test_lone_items.py:{_line_of(PER_RANK, '# the second')}")

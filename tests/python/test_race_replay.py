@@ -1,0 +1,52 @@
+"""cpreplay's race confirmation on a Python case: a replay's sync after an async
+torch.distributed call waits for the call itself (its Work: gloo's thread, which no device sync
+covers), so the serialized replay is a true reference and the sync bisection puts the cause
+right after the call (issue 57 item 1's edge, applied to an async collective)."""
+
+import json
+import re
+import textwrap
+
+from test_plugin import record_python
+
+CASES = textwrap.dedent('''
+    import torch
+    import torch.distributed as dist
+
+    import cprr
+
+
+    @cprr.case(name="bug/norm_before_reduce", world_sizes=[2], seeded_bug="stream_race")
+    def norm_before_reduce(ctx):
+        grad = torch.arange(1 << 16, dtype=torch.float32) * (ctx.rank + 1)
+        work = dist.all_reduce(grad, async_op=True)
+        norm = grad.norm()  # the bug: read while the all-reduce writes it
+        work.wait()
+        ctx.output("norm", norm.reshape(1))
+''')
+
+
+def test_a_sync_after_an_async_collective_waits_for_it(tmp_path):
+    folder = tmp_path / "cases"
+    folder.mkdir()
+    (folder / "test_norm.py").write_text(CASES)
+    db = tmp_path / "race.db"
+    run = record_python(folder, "--db", db, "--json", "--mode", "both")
+    (case,) = json.loads(run.stdout)["cases"]
+    assert case["verdict"] == "stream_race", case
+    replay = record_python(None, "--db", db, "--json", "--case", case["id"], tool="cpreplay")
+    rep = json.loads(replay.stdout)
+    assert rep["verdict"] == "stream_race", rep["log"]
+    first = rep["race"]["first"]
+    assert first["name"].startswith("dist.all_reduce(async_op=True) at test_norm.py:"), first
+    # Serialized, the norm is of the reduced gradient: 3 x rank 0's (1 + 2), never a mix.
+    serial = [line for line in rep["log"] if line.startswith("serialized replay")]
+    assert serial and "the reference outputs" in serial[0], rep["log"]
+    conf = rep["confirmation"]
+    assert conf["sync_edge"] is not None, rep["log"]
+    assert conf["sync_edge"]["after_op"] == first["op"], (conf, first)
+    assert conf["sync_agrees"], rep["log"]
+    assert "sync_bisection" in rep["race"]["confirmed_by"], rep["race"]
+    # The reference is right: a host sync after the all-reduce gives the serialized outputs.
+    assert any(re.match(rf"host sync after ops #{first['op']}\.\.#\d+ .*: the serialized outputs",
+                        line) for line in rep["log"]), rep["log"]
