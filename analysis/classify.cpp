@@ -197,11 +197,25 @@ std::optional<LeftBehind> left_by_failure(const std::vector<RankReport>& ranks, 
   return left_by(ranks, rank, log, has_failed);
 }
 
-std::optional<LeftBehind> left_by_return(const std::vector<RankReport>& ranks, int rank,
-                                            const std::vector<CollectiveRecord>& log) {
-  return left_by(ranks, rank, log, [](const RankReport& rep) {
-    return rep.done && rep.done->outcome == RankOutcome::ok;
-  });
+std::optional<LeftBehind> left_by_return(
+    const std::vector<RankReport>& ranks, int rank, const std::vector<CollectiveRecord>& log,
+    const std::vector<const std::vector<CollectiveRecord>*>* flights) {
+  const std::vector<const std::vector<CollectiveRecord>*> logs = collective_logs(ranks);
+  for (const CollectiveRecord& c : log) {
+    for (int f = 0; f < static_cast<int>(ranks.size()); ++f) {
+      const RankReport& rep = ranks[f];
+      if (!rep.done || rep.done->outcome != RankOutcome::ok || !never_entered(c, rank, f, logs)) {
+        continue;
+      }
+      // Entered after all, by its flight record: a call that raised, left out of its log.
+      if (flights != nullptr && f < static_cast<int>(flights->size()) && (*flights)[f] &&
+          !never_entered(c, rank, f, *flights)) {
+        continue;
+      }
+      return LeftBehind{f, c};
+    }
+  }
+  return std::nullopt;
 }
 
 std::optional<FailureText> failure_beyond_summary(const std::vector<RankReport>& ranks) {

@@ -64,9 +64,12 @@ std::optional<LeftBehind> left_by_failure(const std::vector<RankReport>& ranks, 
                                              const std::vector<CollectiveRecord>& log);
 /// The same for a rank that returned from the case without failing (`by` names it): it
 /// calls no more either, so a call of `log` it never entered can never complete (issue 57, a
-/// lone return).
-std::optional<LeftBehind> left_by_return(const std::vector<RankReport>& ranks, int rank,
-                                            const std::vector<CollectiveRecord>& log);
+/// lone return). `flights` (index = rank; null: none), when given: calls each rank entered
+/// besides its collective log, which leaves out those that raised in a case it ended clean
+/// (Context::drop_raised_collectives); its flight record keeps them.
+std::optional<LeftBehind> left_by_return(
+    const std::vector<RankReport>& ranks, int rank, const std::vector<CollectiveRecord>& log,
+    const std::vector<const std::vector<CollectiveRecord>*>* flights = nullptr);
 
 /// The whole failure text (trailing newlines cut) of the rank a summary names, when it says more
 /// than the summary's one line (a traceback); nullopt otherwise.

@@ -166,10 +166,12 @@ class Confirmer {
   // fresh runs.
   bool apply_fix(const std::vector<const ExecutionResult*>& observed) {
     if (race_.first.rank != race_.second.rank) return false;  // no host sync orders two ranks
+    // On the transport of the latest run (a replay's, as the fix applied's will be): a record
+    // made with a GPU per rank and replayed on one GPU may differ by reduction order alone.
     std::vector<const ExecutionResult*> runs;
-    for (const ExecutionResult* e : observed) {
-      if (completed(*e) && (runs.empty() || !across_transports(*runs.front(), *e))) {
-        runs.push_back(e);
+    for (auto it = observed.rbegin(); it != observed.rend(); ++it) {
+      if (completed(**it) && (runs.empty() || !across_transports(*runs.front(), **it))) {
+        runs.push_back(*it);
       }
     }
     std::optional<ExecutionResult> again;  // repeated runs must agree before one is perturbed
@@ -200,6 +202,11 @@ class Confirmer {
                     race_.first.seq, race_.first.rank);
     if (!completed(r)) {
       say(fmt::format("{}: {} ({}): no confirmation", what, status_name(r.status), r.summary));
+      return false;
+    }
+    if (across_transports(*runs.front(), r)) {
+      say(fmt::format("{}: ran on another transport than the unperturbed runs: no confirmation",
+                      what));
       return false;
     }
     const auto d = compare(*runs.front(), r);

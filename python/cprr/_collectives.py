@@ -362,7 +362,14 @@ def _wrap(name, original):
                                                            stream, group, members, where,
                                                            **splits))
 
-            result = _issue(name, bound, call, native, enter)
+            try:
+                result = _issue(name, bound, call, native, enter)
+            except Exception:
+                # A call that raised (a timeout a test of timeouts expects) is no collective of
+                # the log if the case then passes on this rank (LibraryHooks::collective_raised).
+                if entered and entered[0] is not None:
+                    native.collective_raised(entered[0])
+                raise
             # An async call counts as completed once issued; its Work.wait() is the case's.
             if entered and entered[0] is not None:
                 native.complete_collective(entered[0])

@@ -69,6 +69,9 @@ class CaseContext:
         all-to-all's bytes to and from each group rank and its row size. Returns a handle for
         complete_collective."""
     def complete_collective(self, handle: int, /) -> None: ...
+    def collective_raised(self, handle: int, /) -> None:
+        """The call enter_collective returned `handle` for raised: no collective of the log if
+        the case then ends clean on this rank."""
     def enter_p2p(self, kind: str, peer: int, dtype: str, bytes: int, group: int = 0,
                   members: int = 0, where: str = "") -> int:
         """A send to / recv from `peer` (a rank of the world), numbered on its channel.

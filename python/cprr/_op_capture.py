@@ -280,7 +280,8 @@ class Idle:
     def torch_released(self):
         return []
 
-    untrack = complete_collective = note_group = note_unseen = torch_record_stream = library_order
+    untrack = complete_collective = collective_raised = note_group = note_unseen = \
+        torch_record_stream = library_order
 
 
 def warm_up(capture=OpCapture):

@@ -66,6 +66,7 @@ PYBIND11_MODULE(_cprr, m) {
            py::arg("send_bytes") = std::vector<uint64_t>{},
            py::arg("recv_bytes") = std::vector<uint64_t>{}, py::arg("row_bytes") = 0)
       .def("complete_collective", &CaseContext::complete_collective)
+      .def("collective_raised", &CaseContext::collective_raised)
       .def("enter_p2p", &CaseContext::enter_p2p, py::arg("kind"), py::arg("peer"), py::arg("dtype"),
            py::arg("bytes"), py::arg("group") = 0, py::arg("members") = 0, py::arg("where") = "")
       .def("note_group", &CaseContext::note_group)

@@ -83,6 +83,10 @@ void CaseContext::complete_collective(uint64_t handle) {
   LibraryHooks(ctx_).complete_collective(handle);
 }
 
+void CaseContext::collective_raised(uint64_t handle) {
+  LibraryHooks(ctx_).collective_raised(handle);
+}
+
 uint64_t CaseContext::enter_p2p(const std::string& kind, int peer, const std::string& dtype,
                                 uint64_t bytes, uint32_t group, uint64_t members,
                                 const std::string& where) {

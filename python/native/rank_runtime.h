@@ -80,6 +80,8 @@ class CaseContext {
                             std::vector<uint64_t> send_bytes, std::vector<uint64_t> recv_bytes,
                             uint64_t row_bytes);
   void complete_collective(uint64_t handle);
+  /// LibraryHooks::collective_raised.
+  void collective_raised(uint64_t handle);
   /// LibraryHooks::enter_p2p: `kind` send | recv, `peer` a rank of the world.
   uint64_t enter_p2p(const std::string& kind, int peer, const std::string& dtype, uint64_t bytes,
                      uint32_t group, uint64_t members, const std::string& where);

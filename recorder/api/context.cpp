@@ -378,6 +378,7 @@ void Context::end_groups(bool clean) {
 }
 
 CaseCapture Context::finish(bool clean) {
+  if (clean) drop_raised_collectives();
   end_groups(clean);
   if (state_.library) state_.library->close_case();
   while (!live_.empty()) {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -401,6 +402,9 @@ class Context {
   void collect_marks();
   /// Fills a new allocation with the replay's poison pattern.
   void poison(const Buffer& b, Stream s);
+  /// finish(clean): the collectives that raised leave the collective log, later ones on their
+  /// channels renumbered, and their op entries become plain ops (LibraryHooks::collective_raised).
+  void drop_raised_collectives();
   /// Ends the case's groups on the backend, once (finish, or the destructor).
   void end_groups(bool clean);
   /// Numbers `call` in group `g`, logs it and issues it on the backend.
@@ -432,6 +436,9 @@ class Context {
   /// The next number of each group's collectives (group, -1, -1) and of each channel's messages
   /// (group, sender, receiver).
   std::map<std::tuple<uint32_t, int32_t, int32_t>, uint64_t> next_number_;
+  /// Collectives (indices into logs_.collectives) that raised in the case's library
+  /// (LibraryHooks::collective_raised); finish(clean) drops them.
+  std::set<std::size_t> raised_;
   uint64_t execution_ = 0;
   Perturbation perturbation_;
   Group world_;

@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <iterator>
+#include <map>
 #include <numeric>
+#include <set>
+#include <tuple>
 
 #include "kernels/hash.h"
 #include "kernels/poison.h"
@@ -45,6 +49,53 @@ std::size_t Context::enter(CollectiveRecord c, const Access& access, bool librar
     op.epoch = entered.seq;
   }
   return logs_.collectives.size() - 1;
+}
+
+void Context::drop_raised_collectives() {
+  if (raised_.empty()) return;
+  using Channel = std::tuple<uint32_t, int32_t, int32_t>;  // as enter() numbers calls
+  const auto channel_of = [this](const CollectiveRecord& c) -> Channel {
+    if (!c.is_p2p()) return {c.group, -1, -1};
+    const bool sends = c.kind == "send";
+    return {c.group, sends ? rank() : c.peer, sends ? c.peer : rank()};
+  };
+  std::map<Channel, std::set<uint64_t>> dropped;  // each channel's raised numbers
+  for (const std::size_t i : raised_) {
+    const CollectiveRecord& c = logs_.collectives[i];
+    dropped[channel_of(c)].insert(c.seq);
+  }
+  // How far a later call on `ch` moves down: one for each raised call before it.
+  const auto shift = [&](const Channel& ch, uint64_t seq) -> uint64_t {
+    const auto it = dropped.find(ch);
+    if (it == dropped.end()) return 0;
+    return static_cast<uint64_t>(std::distance(it->second.begin(), it->second.lower_bound(seq)));
+  };
+  // A collective's op entry names its group (event) and number (epoch); a message has none.
+  for (OpRecord& op : logs_.ops) {
+    if (op.kind != "collective") continue;
+    const Channel ch{static_cast<uint32_t>(op.event), -1, -1};
+    const auto it = dropped.find(ch);
+    if (it == dropped.end()) continue;
+    if (it->second.count(op.epoch)) {
+      // Seqs stay stable (every op is named by its seq): the call stays an op of its stream,
+      // joined to no peer's.
+      op.kind = op.stream < 0 ? "host" : "kernel";
+      op.name += " (raised: not a collective of the log)";
+      op.event = -1;
+      op.epoch = 0;
+    } else {
+      op.epoch -= shift(ch, op.epoch);
+    }
+  }
+  std::vector<CollectiveRecord> kept;
+  for (std::size_t i = 0; i < logs_.collectives.size(); ++i) {
+    if (raised_.count(i)) continue;
+    CollectiveRecord c = std::move(logs_.collectives[i]);
+    c.seq -= shift(channel_of(c), c.seq);
+    kept.push_back(std::move(c));
+  }
+  logs_.collectives = std::move(kept);
+  raised_.clear();
 }
 
 void Context::enqueue_collective(const Group& g, Stream s, CollectiveCall call,

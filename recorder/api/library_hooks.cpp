@@ -112,6 +112,13 @@ void LibraryHooks::complete_collective(uint64_t handle) {
   ctx_.state_.foreign->complete(c.seq, progress_kind(c));
 }
 
+void LibraryHooks::collective_raised(uint64_t handle) {
+  if (handle >= ctx_.logs_.collectives.size()) {
+    CPRR_THROW_AS(CaseFailure, "no collective #{} was entered in this case", handle);
+  }
+  ctx_.raised_.insert(handle);
+}
+
 void LibraryHooks::note_group(GroupRecord group) {
   std::vector<GroupRecord>& groups = ctx_.logs_.groups;
   const auto same = [&](const GroupRecord& g) { return g.id == group.id; };

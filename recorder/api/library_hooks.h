@@ -46,6 +46,12 @@ class LibraryHooks {
   /// The call enter_collective returned `handle` for returned (the watchdog reports
   /// it as completed).
   void complete_collective(uint64_t handle);
+  /// The call enter_collective returned `handle` for raised (a timeout the case expects, as in a
+  /// test of timeouts): if the case then ends clean on this rank, the call is no collective of
+  /// its log (Context::finish drops it and renumbers what followed on its channel), so the
+  /// peers that never called it are no mismatch. Where the rank fails, it stays: the failure's
+  /// evidence (a size mismatch gloo raised on).
+  void collective_raised(uint64_t handle);
   /// A group other than the world the case's collectives use or the case made: recorded once
   /// per case (by id).
   void note_group(GroupRecord group);

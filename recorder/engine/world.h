@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "data/flight_record.h"
 #include "recorder/engine/log_drain.h"
 #include "recorder/engine/rank_listener.h"
 #include "recorder/engine/rank_process.h"
@@ -114,6 +115,10 @@ class World : public WorldHandle {
   /// returned from the case and a rank still running entered a collective (its flight record)
   /// that the departed one never entered, so it can never complete.
   bool blocked_on_departure(uint64_t execution, const std::vector<RankReport>& reports);
+  /// The flight records of the ranks that returned (index = rank; nullopt for the others): the
+  /// calls that raised, which their collective logs leave out, are there.
+  std::vector<std::optional<FlightLog>> returned_flights(
+      uint64_t execution, const std::vector<RankReport>& reports) const;
   /// collect() ended at `after_death` past a rank's failure with ranks still running: says so
   /// in stopped_early_.
   void note_released_at_grace(const std::vector<RankReport>& reports);

@@ -161,8 +161,20 @@ std::vector<RankReport> World::collect(uint64_t execution, Clock::time_point dea
   return reports;
 }
 
+std::vector<std::optional<FlightLog>> World::returned_flights(
+    uint64_t execution, const std::vector<RankReport>& reports) const {
+  std::vector<std::optional<FlightLog>> flights(ranks_.size());
+  for (int r = 0; r < size(); ++r) {
+    if (reports[r].done && reports[r].done->outcome == RankOutcome::ok) {
+      flights[r] = read_flight_log(flight_record_path(rendezvous_, r), execution);
+    }
+  }
+  return flights;
+}
+
 bool World::blocked_on_departure(uint64_t execution, const std::vector<RankReport>& reports) {
   // A rank that failed or returned calls no more: what it never entered can never complete.
+  std::vector<std::optional<FlightLog>> flights;  // the returned ranks', read once if needed
   for (int r = 0; r < size(); ++r) {
     if (reports[r].done || ranks_[r].eof) continue;
     const std::optional<FlightLog> log =
@@ -176,8 +188,16 @@ bool World::blocked_on_departure(uint64_t execution, const std::vector<RankRepor
           r, call_phrase(left->call), left->by);
       return true;
     }
-    if (const std::optional<LeftBehind> left = left_by_return(reports, r, log->entered)) {
-      // A lone return: decided when it happens, not at the deadline (issue 57).
+    // A lone return (issue 57), decided when it happens, not at the deadline: only the call the
+    // rank entered last, the one it can be waiting in. An earlier one it entered may have ended
+    // without the peer (it raised, as a test of timeouts expects, or a send was buffered): the
+    // rank went on, and may be finishing the case as well.
+    if (log->entered.empty()) continue;
+    if (flights.empty()) flights = returned_flights(execution, reports);
+    std::vector<const std::vector<CollectiveRecord>*> entered;
+    for (const std::optional<FlightLog>& f : flights) entered.push_back(f ? &f->entered : nullptr);
+    if (const std::optional<LeftBehind> left =
+            left_by_return(reports, r, {log->entered.back()}, &entered)) {
       stopped_early_ = fmt::format(
           "stopped {:.1f} ms after rank {} returned from the case, not at the deadline: rank {} "
           "had entered {}, which rank {} never did",

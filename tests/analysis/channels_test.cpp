@@ -282,6 +282,15 @@ TEST(LoneReturn, WhatARankThatReturnedNeverEnteredIsLeftByIt) {
   // The failed rank is left_by_failure's, never a return.
   EXPECT_FALSE(left_by_return(ranks, 0, {message("recv", 2, 0, 8)}).has_value());
   EXPECT_TRUE(left_by_failure(ranks, 0, {message("recv", 2, 0, 8)}).has_value());
+  // A call rank 3 entered and that raised is out of its collective log (a case it ended clean)
+  // but in its flight record: not left by it.
+  const Log flight3{in_group(2, kTp2, 0, "all_gather", 8), in_group(4, kDp4, 0, "all_reduce", 8)};
+  const std::vector<const Log*> flights{nullptr, nullptr, nullptr, &flight3};
+  EXPECT_FALSE(
+      left_by_return(ranks, 1, {in_group(4, kDp4, 0, "all_reduce", 8)}, &flights).has_value());
+  const std::vector<const Log*> no_flight3{nullptr, nullptr, nullptr, nullptr};
+  EXPECT_TRUE(
+      left_by_return(ranks, 1, {in_group(4, kDp4, 0, "all_reduce", 8)}, &no_flight3).has_value());
 }
 
 TEST(GroupFailure, AFailureInACallAPeerReturnedWithoutIsNoted) {

@@ -69,6 +69,9 @@ class FakeNative:
     def complete_collective(self, seq):
         self.collectives.append(("complete", seq))
 
+    def collective_raised(self, seq):
+        self.collectives.append(("raised", seq))
+
     def enter_p2p(self, kind, peer, dtype, bytes, group=0, members=0, where=""):
         seq = self._next_collective
         self._next_collective += 7

@@ -18,6 +18,9 @@ STAND_INS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stand_ins"
 DEADLINE_S = 20
 
 CASES = textwrap.dedent('''
+    import datetime
+    import time
+
     import torch
     import torch.distributed as dist
 
@@ -31,6 +34,39 @@ CASES = textwrap.dedent('''
         if ctx.rank == 1:
             return
         dist.all_reduce(t)  # the second
+
+
+    @cprr.case(name="lone/expects_a_timeout", world_sizes=[2])
+    def expects_a_timeout(ctx):
+        # Rank 0 alone calls a barrier on a group with a short timeout and expects it to time
+        # out, as a test of timeouts does; rank 1 meets it in the world's all-reduce after, and
+        # returns first. A raised call is no collective of a case that passes (no mismatch), and
+        # one the rank entered before its last is no lone return.
+        group = dist.new_group(timeout=datetime.timedelta(seconds=1))
+        if ctx.rank == 0:
+            try:
+                dist.barrier(group)
+            except RuntimeError:
+                pass
+            else:
+                raise AssertionError("the barrier did not time out")
+        t = torch.ones(4)
+        dist.all_reduce(t)
+
+
+    @cprr.case(name="lone/every_rank_raises_alike", world_sizes=[2])
+    def every_rank_raises_alike(ctx):
+        # Every rank's all-reduce raises at once (an op complex tensors do not support), as a
+        # test of an error path does; rank 0 returns while rank 1's last call is that one.
+        for _ in range(2):
+            try:
+                dist.all_reduce(torch.ones(2, dtype=torch.cfloat), dist.ReduceOp.MAX)
+            except RuntimeError:
+                pass
+            else:
+                raise AssertionError("the all-reduce did not raise")
+        if ctx.rank == 1:
+            time.sleep(0.3)
 
 
     @cprr.case(name="lone/returns_after_the_last", world_sizes=[2])
@@ -126,8 +162,11 @@ def test_a_case_whose_rank_returns_early_is_decided_at_once(tmp_path):
         assert len(case["executions"]) == 2, case
         for e in case["executions"]:
             _check_released(e, f"test_lone.py:{line}")
-    for e in cases["lone/returns_after_the_last@2"]["executions"]:
-        assert e["status"] == "pass" and "returned" not in e.get("note", ""), e
+    for label in ("lone/returns_after_the_last@2", "lone/expects_a_timeout@2",
+                  "lone/every_rank_raises_alike@2"):
+        assert cases[label]["verdict"] is None, cases[label]
+        for e in cases[label]["executions"]:
+            assert e["status"] == "pass" and "returned" not in e.get("note", ""), e
 
 
 def test_a_torchrun_script_whose_rank_exits_early_is_decided_at_once(tmp_path):

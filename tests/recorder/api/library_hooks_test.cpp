@@ -9,6 +9,8 @@
 
 #include <cstring>
 #include <functional>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "analysis/happens_before.h"
@@ -132,6 +134,49 @@ TEST(LibraryHooks, AReplaysSyncAfterNamesTheOpsTheCallerMustSynchronizeAfter) {
   EXPECT_TRUE(LibraryHooks(every).library_op("kernel", "op", 0, nullptr, {}, {}).sync_after);
   every.drain();
   every.finish();
+}
+
+CollectiveRecord call_in(uint32_t group, const char* kind) {
+  CollectiveRecord c;
+  c.kind = kind;
+  c.stream = -1;
+  c.group = group;
+  return c;
+}
+
+// A collective that raised (a timeout the test expects) is no collective of a case that ends
+// clean: it leaves the collective log, later calls on its group move down a number, and its op
+// entry stays at its seq as a plain op. A case that failed keeps it (the failure's evidence).
+TEST(LibraryHooks, ACollectiveThatRaisedLeavesTheLogOfACleanCaseAndLaterCallsMoveDown) {
+  RankState state = make_state();
+  for (const bool clean : {true, false}) {
+    SCOPED_TRACE(clean ? "clean" : "failed");
+    Context ctx(state, "lib", {}, 1, Placement::best_fit);
+    LibraryHooks hooks(ctx);
+    const uint64_t world = hooks.enter_collective(call_in(0, "all_reduce"));
+    const uint64_t timed_out = hooks.enter_collective(call_in(3, "barrier"));
+    hooks.collective_raised(timed_out);
+    const uint64_t after = hooks.enter_collective(call_in(3, "all_reduce"));
+    for (const uint64_t h : {world, after}) hooks.complete_collective(h);
+    EXPECT_THAT(case_failure_of([&] { hooks.collective_raised(9); }),
+                HasSubstr("no collective #9 was entered"));
+    ctx.drain();
+    const CaseCapture c = ctx.finish(clean);
+    std::vector<std::tuple<uint32_t, std::string, uint64_t>> log;
+    for (const CollectiveRecord& r : c.collectives) log.emplace_back(r.group, r.kind, r.seq);
+    std::vector<std::tuple<std::string, int64_t, uint64_t>> ops;
+    for (const OpRecord& op : c.ops) ops.emplace_back(op.kind, op.event, op.epoch);
+    if (clean) {
+      EXPECT_EQ(log, (decltype(log){{0, "all_reduce", 0}, {3, "all_reduce", 0}}));
+      EXPECT_EQ(ops, (decltype(ops){{"collective", 0, 0}, {"host", -1, 0}, {"collective", 3, 0}}));
+      EXPECT_THAT(c.ops[1].name, HasSubstr("barrier (raised: not a collective of the log)"));
+    } else {
+      EXPECT_EQ(log, (decltype(log){
+                         {0, "all_reduce", 0}, {3, "barrier", 0}, {3, "all_reduce", 1}}));
+      EXPECT_EQ(ops, (decltype(ops){
+                         {"collective", 0, 0}, {"collective", 3, 0}, {"collective", 3, 1}}));
+    }
+  }
 }
 
 TEST(LibraryHooks, OnlyUnwrittenTensorsArePoisoned) {
