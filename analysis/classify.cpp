@@ -175,26 +175,15 @@ int failed_rank(const std::vector<RankReport>& ranks) {
 
 bool has_failed(const RankReport& rep) { return rep.done && rep.done->outcome != RankOutcome::ok; }
 
-namespace {
-
-// The first call of `log` that a rank `gone` says calls no more never entered.
-template <typename Gone>
-std::optional<LeftBehind> left_by(const std::vector<RankReport>& ranks, int rank,
-                                     const std::vector<CollectiveRecord>& log, Gone gone) {
+std::optional<LeftBehind> left_by_failure(const std::vector<RankReport>& ranks, int rank,
+                                          const std::vector<CollectiveRecord>& log) {
   const std::vector<const std::vector<CollectiveRecord>*> logs = collective_logs(ranks);
   for (const CollectiveRecord& c : log) {
     for (int f = 0; f < static_cast<int>(ranks.size()); ++f) {
-      if (gone(ranks[f]) && never_entered(c, rank, f, logs)) return LeftBehind{f, c};
+      if (has_failed(ranks[f]) && never_entered(c, rank, f, logs)) return LeftBehind{f, c};
     }
   }
   return std::nullopt;
-}
-
-}  // namespace
-
-std::optional<LeftBehind> left_by_failure(const std::vector<RankReport>& ranks, int rank,
-                                             const std::vector<CollectiveRecord>& log) {
-  return left_by(ranks, rank, log, has_failed);
 }
 
 std::optional<LeftBehind> left_by_return(

@@ -174,7 +174,9 @@ std::vector<std::optional<FlightLog>> World::returned_flights(
 
 bool World::blocked_on_departure(uint64_t execution, const std::vector<RankReport>& reports) {
   // A rank that failed or returned calls no more: what it never entered can never complete.
-  std::vector<std::optional<FlightLog>> flights;  // the returned ranks', read once if needed
+  // The returned ranks' flight records, read once if needed, and their calls by rank.
+  std::vector<std::optional<FlightLog>> flights;
+  std::vector<const std::vector<CollectiveRecord>*> entered;
   for (int r = 0; r < size(); ++r) {
     if (reports[r].done || ranks_[r].eof) continue;
     const std::optional<FlightLog> log =
@@ -193,9 +195,12 @@ bool World::blocked_on_departure(uint64_t execution, const std::vector<RankRepor
     // without the peer (it raised, as a test of timeouts expects, or a send was buffered): the
     // rank went on, and may be finishing the case as well.
     if (log->entered.empty()) continue;
-    if (flights.empty()) flights = returned_flights(execution, reports);
-    std::vector<const std::vector<CollectiveRecord>*> entered;
-    for (const std::optional<FlightLog>& f : flights) entered.push_back(f ? &f->entered : nullptr);
+    if (flights.empty()) {
+      flights = returned_flights(execution, reports);
+      for (const std::optional<FlightLog>& f : flights) {
+        entered.push_back(f ? &f->entered : nullptr);
+      }
+    }
     if (const std::optional<LeftBehind> left =
             left_by_return(reports, r, {log->entered.back()}, &entered)) {
       stopped_early_ = fmt::format(
