@@ -71,21 +71,25 @@ TEST_P(EngineByWorldSize, HangIsDiagnosedAtTheLoneReturn) {
   EXPECT_THAT(r.summary, HasSubstr("rank " + std::to_string(skipper) +
                                    " never joined collective #1 (all_reduce)"));
   ASSERT_EQ(r.ranks.size(), static_cast<std::size_t>(w()));
-  // The skipping rank finished its case (one collective); everyone else waits in #1.
+  // The skipping rank finished its case (one collective); everyone else waits in #1, or is on
+  // its way there: decided when the first is seen in it, a loaded box may not have them all in.
   ASSERT_TRUE(r.ranks[skipper].done.has_value());
   EXPECT_EQ(r.ranks[skipper].done->execution, r.id);
   EXPECT_EQ(r.ranks[skipper].done->capture.collectives.size(), 1u);
+  int waiting = 0;
   for (int k = 0; k < skipper; ++k) {
     const RankReport& rep = r.ranks[k];
     EXPECT_FALSE(rep.done.has_value()) << "rank " << k;
     ASSERT_TRUE(rep.watchdog.has_value()) << "rank " << k << " gave no watchdog answer";
     EXPECT_EQ(rep.watchdog->execution, r.id);
     EXPECT_EQ(rep.watchdog->phase, "body");
-    EXPECT_EQ(rep.watchdog->entered_seq, 1);
-    EXPECT_EQ(rep.watchdog->entered_kind, "all_reduce");
+    if (rep.watchdog->entered_seq != 1) continue;  // still in #0, or between the two
+    ++waiting;
     EXPECT_EQ(rep.watchdog->completed_seq, 0);
+    EXPECT_EQ(rep.watchdog->entered_kind, "all_reduce");
     EXPECT_THAT(rep.watchdog->running, ::testing::Contains(HasSubstr("all_reduce #1")));
   }
+  EXPECT_GE(waiting, 1) << "stopped before any rank waited in #1";
   EXPECT_THAT(r.summary, HasSubstr("rank 0: in body"));
 
   const ExecutionResult next = c.run(inst(kWorker, at("healthy/noop")), Mode::pool);
