@@ -15,8 +15,14 @@ namespace cprr {
 
 namespace {
 
-/// How an access uses its bytes: HbOp's reads, writes and touches (unknown direction).
-enum class Use : uint8_t { read, write, touch };
+/// How an access uses its bytes: HbOp's reads, writes, touches (unknown direction) and unchanged
+/// bytes (a read or nothing).
+enum class Use : uint8_t { read, write, touch, unchanged };
+
+/// Whether the access writes, or may.
+bool may_write(Use u) { return u == Use::write || u == Use::touch; }
+/// Whether the access's direction is a guess: an inferred side of a race.
+bool guessed(Use u) { return u == Use::touch || u == Use::unchanged; }
 
 /// One range of one op, keyed by whose memory it is.
 struct AccessRef {
@@ -53,6 +59,7 @@ std::vector<AccessRef> gather_accesses(const std::vector<RankOps>& ranks) {
       add_ranges(out, id, ranks[r][i].reads, Use::read);
       add_ranges(out, id, ranks[r][i].writes, Use::write);
       add_ranges(out, id, ranks[r][i].touches, Use::touch);
+      add_ranges(out, id, ranks[r][i].unchanged, Use::unchanged);
     }
   }
   std::sort(out.begin(), out.end(), [](const AccessRef& a, const AccessRef& b) {
@@ -74,11 +81,11 @@ struct PairFinding {
 using PairKey = std::tuple<int32_t, uint32_t, int32_t, uint32_t>;
 
 void note_overlap(PairFinding& f, const AccessRef& lo, const AccessRef& hi) {
-  f.lo_writes = f.lo_writes || lo.use != Use::read;
-  f.hi_writes = f.hi_writes || hi.use != Use::read;
-  f.lo_touches = f.lo_touches || lo.use == Use::touch;
-  f.hi_touches = f.hi_touches || hi.use == Use::touch;
-  f.exact = f.exact || (lo.use != Use::touch && hi.use != Use::touch);
+  f.lo_writes = f.lo_writes || may_write(lo.use);
+  f.hi_writes = f.hi_writes || may_write(hi.use);
+  f.lo_touches = f.lo_touches || guessed(lo.use);
+  f.hi_touches = f.hi_touches || guessed(hi.use);
+  f.exact = f.exact || (!guessed(lo.use) && !guessed(hi.use));
   f.overlaps.push_back(RaceOverlap{lo.pool, lo.memory_rank, std::max(lo.begin, hi.begin),
                                    std::min(lo.end, hi.end), lo.range->buffer,
                                    lo.range->buffer_name, hi.range->buffer, hi.range->buffer_name});
@@ -93,7 +100,7 @@ std::map<PairKey, PairFinding> find_racing_pairs(const std::vector<AccessRef>& a
       if (!same_memory(acc[i], acc[j]) || acc[j].begin >= acc[i].end) break;
       const AccessRef& a = acc[i];
       const AccessRef& b = acc[j];
-      if (a.use == Use::read && b.use == Use::read) continue;
+      if (!may_write(a.use) && !may_write(b.use)) continue;
       if (a.op.rank == b.op.rank && a.op.index == b.op.index) continue;
       if (clocks.before(a.op, b.op) || clocks.before(b.op, a.op)) continue;
       const bool a_lo = op_less(a.op, b.op);

@@ -53,6 +53,10 @@ struct HbOp {
   /// Bytes the op may read or write, or not touch at all: an access of unknown direction (an
   /// opaque call handed their address). A race that rests on one is a candidate (Race).
   std::vector<ByteRange> touches;
+  /// Bytes a probe replay saw the op leave unchanged (OpRecord::probed): a read, no access, or a
+  /// write of the values they held (no reader can tell). Unordered with a write they make a
+  /// candidate, with a read nothing.
+  std::vector<ByteRange> unchanged;
   SyncRole role = SyncRole::none;
   int64_t event = -1;           ///< record / wait: the event id (per rank)
   int32_t communicator = 0;     ///< collective: which communicator numbers it
@@ -74,7 +78,8 @@ struct RaceOp {
   uint64_t seq = 0;
   std::string kind;
   std::string name;
-  /// The op's side of the race is an access of unknown direction (HbOp::touches).
+  /// The op's side of the race is an access of unknown direction (HbOp::touches) or bytes it
+  /// may only have read (HbOp::unchanged).
   bool inferred = false;
 
   /// "rank 0 stream 1 op #5 (kernel 'max_logit')"; the host thread reads "host"; an inferred

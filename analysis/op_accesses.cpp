@@ -120,7 +120,7 @@ RankOps ops_from_log(int32_t rank, const std::vector<AllocRecord>& allocs,
     op.name = rec.name;
     op.reads = ranges_of(by_id, rec, rec.reads, rec.read_spans);
     op.writes = ranges_of(by_id, rec, rec.writes, rec.write_spans);
-    op.touches = ranges_of(by_id, rec, rec.touches, rec.touch_spans);
+    (rec.probed ? op.unchanged : op.touches) = ranges_of(by_id, rec, rec.touches, rec.touch_spans);
     op.role = role_of(rec);
     op.event = rec.event;
     if (rec.is_message()) {

@@ -218,6 +218,8 @@ class RankWalk {
     mark_written(op.writes, op.write_spans);
     // An access of unknown direction may write: taken as written, so no later read of its bytes
     // is named (a finding resting on a guess would be false as often as not), and never a read.
+    // A probed op's touches are bytes a probe replay saw it leave unchanged, which a write of the
+    // same values leaves too (a ReLU's zeros into zeroed memory): still taken as written.
     mark_written(op.touches, op.touch_spans);
     return found;
   }

@@ -127,8 +127,8 @@ class TraceBuilder {
                 {"stream", op.stream},
                 {"reads", accesses(op.reads, op.read_spans, buffers)},
                 {"writes", accesses(op.writes, op.write_spans, buffers)}};
-      if (!op.touches.empty()) {  // accesses of unknown direction
-        args["uses"] = accesses(op.touches, op.touch_spans, buffers);
+      if (!op.touches.empty()) {  // accesses of unknown direction, or left unchanged (probed)
+        args[op.probed ? "unchanged" : "uses"] = accesses(op.touches, op.touch_spans, buffers);
       }
       if (op.event >= 0) args["event"] = op.event;
       if (op.peer >= 0) args["peer"] = op.peer;

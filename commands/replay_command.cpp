@@ -77,6 +77,8 @@ void print_replay_json(std::ostream& out, const ReplayReport& r, const std::stri
                                                           : std::vector<std::string>{})
                       : nlohmann::json()},
       {"race_notes", r.race_notes},
+      // What the probe replay learned of ops handed buffers with no direction, one line each.
+      {"learned", r.learned},
       // The order the recorded runs took, when applying the fix showed it ("" otherwise).
       {"race_order", r.confirmation && r.race ? r.confirmation->recorded_order : std::string()},
       {"placements",
@@ -145,6 +147,7 @@ void print_replay_text(std::ostream& out, const ReplayReport& r) {
       out << "  also: " << describe_other_race(other) << '\n';
     }
   }
+  for (const std::string& line : r.learned) out << "  learned: " << line << '\n';
   // What weakened the race check, and a race candidate no replay showed (then r.race is empty).
   for (const std::string& note : r.race_notes) out << "  race note: " << note << '\n';
   if (r.confirmation && r.race) {

@@ -100,6 +100,12 @@ struct OpRecord {
   /// (analysis/happens_before.h); the uninitialized-read check takes them as written.
   std::vector<uint32_t> touches;
   std::vector<ByteSpan> touch_spans;  ///< parallel to `touches`, like read_spans
+  /// A probe replay (Perturbation::probe_touches) learned the op's directions: the bytes of its
+  /// touches it changed were moved to `writes`, and `touches` are the bytes it left unchanged,
+  /// which it read, did not use, or wrote with the values they held: the race check takes them
+  /// as never written, the uninitialized-read check as written still. An op handed more than
+  /// recorder/api/context.h's kMaxProbeBytes, or memory of no known address, stays unprobed.
+  bool probed = false;
 
   /// A send or recv of the Case API (Context::message): a stream op named "send #n ..." or
   /// "recv #n ..." that carries its peer, its group (event) and its number there (epoch).
@@ -116,7 +122,7 @@ struct OpRecord {
   template <class A>
   void serialize(A& a) {
     a(seq, stream, kind, name, reads, writes, event, read_spans, write_spans, peer, epoch, moves,
-      touches, touch_spans);
+      touches, touch_spans, probed);
   }
 };
 

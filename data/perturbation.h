@@ -1,7 +1,8 @@
 #pragma once
 // How a replay perturbs one execution to confirm a finding: delays before stream ops, every
 // stream folded into one, or the host waiting for every stream after chosen ops (a stream race:
-// replayer/race_confirmation.h); new allocations poisoned with a pattern (an uninitialized read).
+// replayer/race_confirmation.h); new allocations poisoned with a pattern (an uninitialized read);
+// what opaque ops write, learned by copying their bytes around them (a probe replay).
 // The default perturbs nothing, and cprecord never perturbs.
 #include <cstdint>
 #include <vector>
@@ -38,15 +39,22 @@ struct Perturbation {
   /// Non-zero: every new allocation is filled with this repeating 8-byte pattern, in stream
   /// order, before the case can touch it (uninitialized reads then read the pattern).
   uint64_t poison = 0;
+  /// Each op with accesses of unknown direction (OpRecord::touches) is probed: the host waits
+  /// for the device and copies the bytes it is handed right before it and again once it ran
+  /// (before anything the case does next). The bytes that changed become its writes; the others
+  /// stay touches, known unwritten (OpRecord::probed). The probe orders everything around the
+  /// op, so this replay's outputs confirm nothing: it only learns directions (issue 57).
+  bool probe_touches = false;
 
   bool operator==(const Perturbation&) const = default;
   bool any() const {
     return delay_seed != 0 || !delay_ops.empty() || one_stream || !sync_after.empty() ||
-           poison != 0;
+           poison != 0 || probe_touches;
   }
   template <class A>
   void serialize(A& a) {
-    a(delay_seed, max_delay_us, delay_ops, target_delay_us, one_stream, sync_after, poison);
+    a(delay_seed, max_delay_us, delay_ops, target_delay_us, one_stream, sync_after, poison,
+      probe_touches);
   }
 };
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <deque>
 #include <functional>
 
 #include "analysis/classify.h"
@@ -17,6 +18,7 @@
 #include "recorder/engine/transport_choice.h"
 #include "recorder/engine/world.h"
 #include "replayer/ddmin.h"
+#include "replayer/direction_probe.h"
 #include "replayer/race_confirmation.h"
 #include "runtime/error.h"
 
@@ -187,6 +189,43 @@ void localize_leak(const std::vector<RecordedCase>& preds, const CaseInstance& t
   for (std::size_t i : minimize_polluters(preds.size(), oracle).polluters) {
     rep.polluters.push_back(preds[i]);
   }
+}
+
+// One fresh probe replay when an op of the logs was handed buffers with no direction
+// (replayer/direction_probe.h): `all` then points at copies (kept in `learned`) that carry what
+// each such op wrote and left unchanged.
+void learn_directions(std::vector<const ExecutionResult*>& all, std::deque<ExecutionResult>& learned,
+                      const CaseInstance& target, Rebuild& rb, ReplayReport& rep,
+                      const std::function<void(const std::string&)>& say) {
+  if (std::none_of(all.begin(), all.end(),
+                   [](const ExecutionResult* e) { return has_unknown_directions(*e); })) {
+    return;
+  }
+  Perturbation p;
+  p.probe_touches = true;
+  const ExecutionResult probe = rb.fresh(target, 0, p);
+  rep.probe_replays = 1;
+  if (!completed(probe)) {
+    say(fmt::format("probe replay ended {}: what the ops handed buffers with no direction write "
+                    "stays unknown",
+                    status_name(probe.status)));
+    return;
+  }
+  std::string mismatch;
+  for (const ExecutionResult*& e : all) {
+    ExecutionResult copy = *e;
+    const ProbeApplied applied = apply_probe(probe, copy);
+    if (mismatch.empty()) mismatch = applied.mismatch;
+    if (applied.ops == 0) continue;
+    learned.push_back(std::move(copy));
+    e = &learned.back();
+  }
+  rep.learned = describe_learned(probe, 8);
+  say(fmt::format("probe replay: learned what the ops handed buffers with no direction wrote; "
+                  "{} of {} execution(s) checked with it",
+                  learned.size(), all.size()));
+  for (const std::string& line : rep.learned) say("  learned: " + line);
+  if (!mismatch.empty()) say("probe replay took another path from there: " + mismatch);
 }
 
 // The happens-before check over every op log there is (`all`: recorded and replayed, none
@@ -441,6 +480,8 @@ void judge(const Record& record, const Replays& replays, Rebuild& rb, ReplayRepo
   for (const auto* e : {&fresh, &pooled}) {
     if (*e) all.push_back(&**e);
   }
+  std::deque<ExecutionResult> learned;
+  learn_directions(all, learned, target, rb, rep, say);
   find_races(all, rep, say);
   CrossRankFindings cross = check_cross_rank(all);
   rep.allocation = std::move(cross.allocation);

@@ -70,6 +70,11 @@ struct ReplayReport {
   std::optional<RaceFinding> race;
   std::vector<std::string> race_notes;
   std::optional<RaceConfirmation> confirmation;
+  /// What the probe replay learned of ops handed buffers with no direction (a Triton kernel's
+  /// pointers, Access::uses), one line per op (replayer/direction_probe.h); the checks above read
+  /// the logs with those directions. Empty: no such op, or no probe replay completed.
+  std::vector<std::string> learned;
+  int probe_replays = 0;  ///< 1 when the logs had such ops (counted in `replays` too)
   /// The cross-rank checks over the same logs (analysis/layout_check.h).
   std::optional<Finding<LayoutMismatch>> allocation;
   std::optional<Finding<CollectiveMismatch>> collective_mismatch;

@@ -4,6 +4,7 @@
 // integer ids so the op log can name them; stream 0 is the default stream.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -218,6 +219,11 @@ class Backend {
   /// The host waits for everything the device runs, the backend's streams and the library's:
   /// where kernels do not run on a device, synchronize_all().
   virtual void synchronize_device() { synchronize_all(); }
+  /// Copies `bytes` at `src` (host memory, or the device's: a tensor's, an arena's) into host
+  /// memory `dst` now, after synchronize_device (a probe replay's view of what an op changed).
+  virtual void read_memory(void* dst, const void* src, std::size_t bytes) {
+    std::memcpy(dst, src, bytes);
+  }
   /// Notes a device op launched outside the backend (a kernel) on `stream`, for running_ops().
   virtual void note_launch(int stream, std::string label) {}
   /// Empty while the device state is usable; otherwise why not (a sticky CUDA error, an NCCL

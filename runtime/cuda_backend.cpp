@@ -364,6 +364,11 @@ void CudaBackend::synchronize_device() {
   synchronize_all();
 }
 
+void CudaBackend::read_memory(void* dst, const void* src, std::size_t bytes) {
+  cudaSetDevice(device_);
+  CPRR_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));  // unified addressing: either side
+}
+
 void CudaBackend::note_launch(int stream, std::string label) {
   StreamSlot& s = at(stream);
   std::lock_guard lock(mu_);

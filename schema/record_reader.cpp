@@ -32,6 +32,8 @@ constexpr int kGroupsVersion = 13;
 constexpr int kMovesVersion = 14;
 /// The version that added op.touches and touch_spans.
 constexpr int kTouchesVersion = 15;
+/// The version that added op.probed.
+constexpr int kProbedVersion = 16;
 /// The schema version that added collective.op and execution.symmetric_pool.
 constexpr int kVersion5 = 5;
 /// The schema version that added execution.collectives and rank_gpus.
@@ -268,6 +270,7 @@ OpRecord read_op(const Statement& st, std::string_view path) {
   op.moves = st.int64(12) != 0;
   op.touches = split_ids(st.text(13), path);
   op.touch_spans = split_spans(st.text(14), op.touches.size(), path);
+  op.probed = st.int64(15) != 0;
   return op;
 }
 
@@ -276,10 +279,11 @@ std::string op_query(int version) {
   const char* spans = version >= kSpansVersion ? "read_spans, write_spans" : "'', ''";
   const char* one_sided = version >= kOneSidedVersion ? "peer, epoch" : "-1, 0";
   return fmt::format(
-      "SELECT rank, seq, stream, kind, name, reads, writes, event, {}, {}, {}, {} FROM op "
+      "SELECT rank, seq, stream, kind, name, reads, writes, event, {}, {}, {}, {}, {} FROM op "
       "WHERE execution_id = ? ORDER BY rank, seq",
       spans, one_sided, version >= kMovesVersion ? "moves" : "0",
-      version >= kTouchesVersion ? "touches, touch_spans" : "'', ''");
+      version >= kTouchesVersion ? "touches, touch_spans" : "'', ''",
+      version >= kProbedVersion ? "probed" : "0");
 }
 
 // A comma-separated list of numbers as the writer joins them ("" is none); `what` names the

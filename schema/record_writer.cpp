@@ -92,8 +92,8 @@ struct RecordWriter::Statements {
               "bytes, offset, stream) VALUES (?,?,?,?,?,?,?,?,?,?)"),
         op(db,
            "INSERT INTO op (execution_id, rank, seq, stream, kind, name, reads, writes, event, "
-           "read_spans, write_spans, peer, epoch, moves, touches, touch_spans) "
-           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
+           "read_spans, write_spans, peer, epoch, moves, touches, touch_spans, probed) "
+           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
         collective(db,
                    "INSERT INTO collective (execution_id, rank, seq, kind, stream, dtype, bytes, "
                    "root, op, position, group_id, members, peer, site, send_bytes, recv_bytes, "
@@ -263,7 +263,7 @@ void RecordWriter::write_logs(int64_t execution, int rank, const CaseCapture& ca
     op.bind_view(7, text[0]).bind_view(8, text[1]).bind(9, o.event);
     op.bind_view(10, text[2]).bind_view(11, text[3]).bind(12, int64_t{o.peer});
     op.bind(13, static_cast<int64_t>(o.epoch)).bind(14, int64_t{o.moves});
-    op.bind_view(15, text[4]).bind_view(16, text[5]);
+    op.bind_view(15, text[4]).bind_view(16, text[5]).bind(17, int64_t{o.probed});
     op.run();
   }
   write_collectives(execution, rank, cap.collectives);

@@ -1,11 +1,12 @@
--- cprr store: the SQLite schema. Version 15 (schema/store.h: kSchemaVersion and its bump rule;
+-- cprr store: the SQLite schema. Version 16 (schema/store.h: kSchemaVersion and its bump rule;
 -- store_open.cpp: kMigrations). Version 2 added test_case.verdict, as_expected and fresh_vs_pool;
 -- version 3 op.read_spans and write_spans; version 4 op.peer and op.epoch; version 5
 -- collective.op and execution.symmetric_pool; version 6 the views at the end of this file;
 -- version 7 run.stopped; version 8 run.shuffle_seed; version 9 run.launcher; version 10
 -- execution.collectives and rank_gpus; version 11 run.worker_args; version 12 run.code; version
 -- 13 the collective's position, group, members, peer, site and bytes per peer, and the
--- process_group table; version 14 op.moves; version 15 op.touches and touch_spans.
+-- process_group table; version 14 op.moves; version 15 op.touches and touch_spans; version 16
+-- op.probed.
 --
 -- One database file holds any number of runs. The recorder writes the run row and the planned
 -- cases first, then every execution with all its per-rank rows in ONE transaction, committed
@@ -193,6 +194,9 @@ CREATE TABLE op (
   -- reads and read_spans are (OpRecord::touches); '' when none, and before version 15.
   touches       TEXT NOT NULL DEFAULT '',
   touch_spans   TEXT NOT NULL DEFAULT '',
+  -- (version 16) 1: a probe replay learned the op's directions (OpRecord::probed): the bytes it
+  -- changed are among its writes, its touches are bytes it left unchanged; 0 otherwise.
+  probed        INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (execution_id, rank, seq)
 ) WITHOUT ROWID;
 

@@ -85,6 +85,8 @@ constexpr std::string_view kMigrations[] = {
     // 14 -> 15: buffers an op uses in a direction not known (schema.sql: op.touches).
     "ALTER TABLE op ADD COLUMN touches TEXT NOT NULL DEFAULT '';"
     "ALTER TABLE op ADD COLUMN touch_spans TEXT NOT NULL DEFAULT '';",
+    // 15 -> 16: ops whose directions a probe replay learned (schema.sql: op.probed).
+    "ALTER TABLE op ADD COLUMN probed INTEGER NOT NULL DEFAULT 0;",
 };
 /// The version that added the views (schema.sql's last section).
 constexpr int kViewsVersion = 6;

@@ -1,8 +1,10 @@
 """Kernels the dispatcher does not see, on the GPU (issue 40): a Triton kernel, a CUDA
 extension's kernel called through pybind and a raw cuLaunchKernel through ctypes (NVRTC-compiled),
 each racing with the default stream beside its fixed twin, a raw cuMemcpyDtoDAsync through
-ctypes racing the same way (a copy: exact bytes, not a candidate), and two Triton kernels that
-only read one weight (a race candidate no replay confirms).
+ctypes racing the same way (a copy: exact bytes, not a candidate), two Triton kernels that
+only read one weight (a candidate until cpreplay's probe replay sees neither change it), and a
+Triton kernel whose output the default stream reads right after the launch, no sleep: one order
+wins every run, which the fix applied shows (issue 57).
 
 Run on cuda: ``cprecord --python corpus/python_launch --backend cuda``
 (tools/device/run_gpu_checks.sh launches). With the launch capture off (CPRR_LAUNCH_CAPTURE=0)
@@ -69,6 +71,34 @@ def triton_side_stream(ctx):
 def triton_side_stream_fixed(ctx):
     scale = _triton_scale()
     _side_stream_write_then_read(ctx, lambda s, d: scale(s, d, 3.0), wait=True)
+
+
+def _read_at_once(ctx, wait):
+    """A Triton kernel fills dst on a side stream; the default stream sums dst right after the
+    launch, with no sleep on either side, after a wait_stream only when `wait`."""
+    scale = _triton_scale()
+    src = torch.arange(N, dtype=torch.float32, device=ctx.device)
+    dst = torch.zeros(N, device=ctx.device)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        scale(src, dst, 3.0)
+    if wait:
+        torch.cuda.current_stream().wait_stream(side)
+    ctx.output("sum", dst.sum().reshape(1))
+
+
+@cprr.case(name="bug/py_triton_read_at_once", world_sizes=[1], seeded_bug="stream_race",
+           description="a Triton kernel writes dst on a side stream; the default stream sums it "
+           "right after the launch with no wait_stream: one order wins every run (issue 57)")
+def triton_read_at_once(ctx):
+    _read_at_once(ctx, wait=False)
+
+
+@cprr.case(name="fixed/py_triton_read_at_once", world_sizes=[1],
+           description="the twin: current_stream().wait_stream(side) before the sum")
+def triton_read_at_once_fixed(ctx):
+    _read_at_once(ctx, wait=True)
 
 
 @cprr.case(name="healthy/py_triton_shared_weight", world_sizes=[1],

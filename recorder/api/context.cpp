@@ -153,6 +153,7 @@ ByteSpan Context::span_of(const Buffer& b) const {
 
 OpRecord& Context::log_op(int stream, std::string kind, std::string name, const Access& access,
                           int64_t event, bool library) {
+  end_probe();  // the probed op ran before anything logged after it
   const uint64_t seq = logs_.ops.size();
   if (stream >= 0 && !library) {
     if (const uint32_t us = delay_before(seq); us > 0) state_.backend->delay(stream, us);
@@ -180,7 +181,9 @@ OpRecord& Context::log_op(int stream, std::string kind, std::string name, const 
     }
   }
   last_op_library_ = library;
-  return logs_.ops.emplace_back(std::move(op));
+  OpRecord& logged = logs_.ops.emplace_back(std::move(op));
+  if (!library) begin_probe(logged);  // a library op's touches come after: LibraryHooks probes
+  return logged;
 }
 
 void Context::mark_end() {
@@ -218,6 +221,7 @@ uint32_t Context::delay_before(uint64_t seq) const {
 }
 
 void Context::issued() {
+  end_probe();
   if (logs_.ops.empty()) return;
   mark_end();
   if (replay_syncs_after(logs_.ops.back().seq)) state_.backend->synchronize_all();
@@ -378,6 +382,8 @@ void Context::end_groups(bool clean) {
 }
 
 CaseCapture Context::finish(bool clean) {
+  if (clean) end_probe();
+  probe_.reset();
   if (clean) drop_raised_collectives();
   end_groups(clean);
   if (state_.library) state_.library->close_case();

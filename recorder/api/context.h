@@ -30,6 +30,10 @@
 
 namespace cprr {
 
+/// The bytes a probe replay copies around one op at most (Perturbation::probe_touches): an op
+/// handed more stays unprobed, of unknown direction.
+inline constexpr uint64_t kMaxProbeBytes = uint64_t{256} << 20;
+
 /// A tracked allocation (or a byte range of one, see slice()). Plain value; the Context owns
 /// the memory. On the CPU backend every pool is host memory; on CUDA only MemPool::host is
 /// host-accessible, so case code touches device buffers only through kernels and copies.
@@ -370,6 +374,14 @@ class Context {
   bool replay_syncs_after(uint64_t seq) const;
   /// The delay a replay puts before op `seq` on a stream (microseconds, 0: none).
   uint32_t delay_before(uint64_t seq) const;
+  /// A probe replay (Perturbation::probe_touches; context_probe.cpp): copies the bytes the op,
+  /// just logged, is handed with no direction, once the device is idle. end_probe, at whatever
+  /// the case does next (an op logged, a free, the end), compares them once the op ran.
+  void begin_probe(OpRecord& op);
+  void end_probe();
+  /// Where a buffer of the case lives and how large it is: an allocation's, or a tracked
+  /// tensor's (its address is the allocation log's offset); nullopt: neither.
+  std::optional<std::pair<const std::byte*, uint64_t>> memory_of(uint32_t buffer) const;
   /// Checks a one-sided call's peer and semaphore; returns the semaphore's slot in the peer's
   /// (signal) or this rank's (wait_signal) table.
   uint32_t one_sided_slot(const char* what, int peer, Semaphore sem, bool in_peer_table) const;
@@ -453,6 +465,13 @@ class Context {
   std::unique_ptr<LiveMemory> library_tensors_;
   /// The case's library's CUDA graphs (library_graphs.h); made at its first capture.
   std::unique_ptr<LibraryGraphs> library_graphs_;
+  /// The op a probe replay is probing: each touch's address and bytes before the op ran.
+  struct TouchProbe {
+    uint64_t seq = 0;
+    std::vector<const std::byte*> at;
+    std::vector<std::vector<std::byte>> before;
+  };
+  std::optional<TouchProbe> probe_;
   // Captures are filled in by stream threads; a deque keeps their addresses stable.
   std::deque<Capture> probes_;
   std::deque<Capture> outputs_;

@@ -177,6 +177,7 @@ uint32_t LibraryHooks::track_memory(std::string name, std::byte* data, uint64_t 
 }
 
 void LibraryHooks::untrack_memory(uint32_t buffer, int stream) {
+  ctx_.end_probe();  // before its memory can be handed out again
   std::vector<AllocRecord>& allocs = ctx_.logs_.allocs;
   for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) {
     if (it->buffer != buffer) continue;
@@ -197,7 +198,7 @@ LibraryHooks::LibraryOp LibraryHooks::library_op(std::string kind, std::string n
                                                  std::optional<void*> native,
                                                  const std::vector<Touch>& reads,
                                                  const std::vector<Touch>& writes, bool moves,
-                                                 const std::vector<Touch>& touches) {
+                                                 const std::vector<Touch>& touches, bool probe) {
   const uint64_t seq = ctx_.logs_.ops.size();
   if (captured(stream)) {
     // Not run now: logged at each launch of its graph. The op in its place touches nothing.
@@ -219,6 +220,7 @@ LibraryHooks::LibraryOp LibraryHooks::library_op(std::string kind, std::string n
   for (const Touch& t : reads) add_touch(t, op.reads, op.read_spans);
   for (const Touch& t : writes) add_touch(t, op.writes, op.write_spans);
   for (const Touch& t : touches) add_touch(t, op.touches, op.touch_spans);
+  if (probe) ctx_.begin_probe(op);
   return LibraryOp{seq, ctx_.replay_syncs_after(seq)};
 }
 
@@ -255,7 +257,7 @@ std::optional<LibraryHooks::LibraryOp> LibraryHooks::launch_graph(uint32_t graph
   for (const OpRecord& op : *ops) {
     last = library_op(op.kind, fmt::format("{} in graph #{}", op.name, graph), stream, native,
                       touches_of(op.reads, op.read_spans), touches_of(op.writes, op.write_spans),
-                      op.moves, touches_of(op.touches, op.touch_spans));
+                      op.moves, touches_of(op.touches, op.touch_spans), false);
     sync_after = sync_after || last->sync_after;
   }
   if (last) last->sync_after = sync_after;

@@ -86,10 +86,13 @@ class LibraryHooks {
   /// cudaStream_t it will run on, nullptr the legacy stream; nothing for host ops, without a
   /// device, or for nullopt: a stream the caller models with no native one behind it).
   /// `moves`: the op only moves its reads' bytes to its writes (OpRecord::moves). `touches`:
-  /// bytes it is handed without knowing how it uses them (OpRecord::touches).
+  /// bytes it is handed without knowing how it uses them (OpRecord::touches), which a probe
+  /// replay probes unless `probe` is false (an op of a graph launch: the graph runs after all
+  /// its ops were logged, so the next one's log is not after this one ran).
   LibraryOp library_op(std::string kind, std::string name, int stream, std::optional<void*> native,
                        const std::vector<Touch>& reads, const std::vector<Touch>& writes,
-                       bool moves = false, const std::vector<Touch>& touches = {});
+                       bool moves = false, const std::vector<Touch>& touches = {},
+                       bool probe = true);
   /// A kernel launched past the library's dispatcher (seen by CUPTI: Triton's, an extension's, a
   /// raw launch), about to run on `stream`: a `kernel` op named `name` whose accesses are
   /// inferred from its parameters (launch_params.h) over the tensors tracked and not freed

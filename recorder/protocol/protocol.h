@@ -27,7 +27,7 @@ namespace cprr {
 inline constexpr uint32_t kProtocolMagic = 0x52525043;  // "CPRR" read as little-endian bytes
 /// Bump when any message below changes layout or meaning. Controller and worker of different
 /// versions refuse each other at the hello with a message naming both versions.
-inline constexpr uint32_t kProtocolVersion = 19;  // 2: Hello.comm_id, Bootstrap, Connected, Abort;
+inline constexpr uint32_t kProtocolVersion = 20;  // 2: Hello.comm_id, Bootstrap, Connected, Abort;
                                                   // 3: OpRecord read_spans/write_spans;
                                                   // 4: OpRecord peer/epoch, RunCase.perturbation;
                                                   // 5: Perturbation.poison;
@@ -49,6 +49,8 @@ inline constexpr uint32_t kProtocolVersion = 19;  // 2: Hello.comm_id, Bootstrap
                                                   // 17: RankResult first_use, symmetric_pool
                                                   // 18: OpRecord touches/touch_spans
                                                   // 19: RankResult distrusted
+                                                  // 20: Perturbation.probe_touches,
+                                                  //     OpRecord.probed
 inline constexpr uint32_t kMaxFrameBytes = 256u << 20;
 
 /// First message of every rank: who it is.

@@ -571,6 +571,45 @@ TEST(HappensBeforeCandidate, OrderedOpaqueCallsAreNoRaceAndAKnownOverlapMakesThe
   EXPECT_EQ(r.races[0].overlaps.size(), 2u);
 }
 
+// A probe replay learned the calls' directions (HbOp::unchanged: bytes a call left as they were,
+// a read or nothing). Two calls that left the weights unchanged are no race; a learned write
+// unordered with a reader is a race of known directions; unchanged bytes against a known write
+// stay a candidate (the call may not have read them at all).
+TEST(HappensBeforeCandidate, ProbedCallsRaceOnlyThroughWhatTheyChanged) {
+  const auto probed = [](Log& l, int32_t stream, std::string name, Ranges writes,
+                         Ranges unchanged) {
+    HbOp op;
+    op.stream = stream;
+    op.kind = "kernel";
+    op.name = std::move(name);
+    op.writes = std::move(writes);
+    op.unchanged = std::move(unchanged);
+    return l.add(std::move(op));
+  };
+  Log readers;
+  probed(readers, 1, "scale_a", {kY}, {kX});
+  probed(readers, 2, "scale_b", {}, {kX});
+  readers.kernel(3, "read_x", {kX}, {});
+  EXPECT_TRUE(check({readers}).races.empty()) << "x is only read or left alone";
+
+  Log writer;
+  probed(writer, 1, "scale", {kY}, {kX});
+  writer.kernel(0, "consume", {kY}, {});
+  const HbResult w = check({writer});
+  ASSERT_EQ(w.races.size(), 1u);
+  EXPECT_FALSE(w.races[0].candidate) << "the probe saw y change: a known write";
+  EXPECT_FALSE(w.races[0].first.inferred);
+
+  Log overwritten;
+  probed(overwritten, 1, "scale", {}, {kX});
+  overwritten.kernel(0, "zero_x", {}, {kX});
+  const HbResult o = check({overwritten});
+  ASSERT_EQ(o.races.size(), 1u);
+  EXPECT_TRUE(o.races[0].candidate) << "unchanged bytes may not have been read";
+  EXPECT_TRUE(o.races[0].first.inferred);
+  EXPECT_FALSE(o.races[0].second.inferred);
+}
+
 TEST(HappensBefore, OnePairOnSeveralBuffersIsOneRaceWithEveryOverlap) {
   Log l;
   l.kernel(1, "a", {kX}, {kY});

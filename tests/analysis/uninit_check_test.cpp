@@ -63,6 +63,25 @@ TEST(UninitCheck, BytesAnOpaqueCallWasHandedCountAsWrittenAndItsUseIsNoRead) {
   EXPECT_FALSE(check_uninitialized_reads({&c}).has_value());
 }
 
+// A probe replay learned what the call did (OpRecord::probed): it changed [0, 32) and left
+// [32, 64) as it was, which a write of the same values does too (zeros into zeroed memory): a
+// later read of either is no finding.
+TEST(UninitCheck, BytesAProbedCallLeftUnchangedStillCountAsWritten) {
+  CaseCapture c;
+  c.allocs = {alloc(1, "out", "device", 0, 64), alloc(2, "y", "device", 64, 64)};
+  OpRecord call = op(0, "kernel", "relu", {}, {1});
+  call.write_spans = {{0, 32}};
+  call.touches = {1};
+  call.touch_spans = {{32, 32}};
+  call.probed = true;
+  c.ops = {call, op(1, "kernel", "out to y", {1}, {2})};
+  EXPECT_FALSE(check_uninitialized_reads({&c}).has_value());
+  c.ops[0].touch_spans = {{32, 16}};
+  const auto u = check_uninitialized_reads({&c});
+  ASSERT_TRUE(u.has_value()) << "[48, 64) the call was not handed stays unwritten";
+  EXPECT_EQ(u->begin, 48u);
+}
+
 TEST(UninitCheck, ARankWithWorkOutsideTheOpLogIsNotChecked) {
   CaseCapture c;
   c.allocs = {alloc(1, "y", "tensor", 0, 64)};

@@ -150,7 +150,7 @@ TEST(RecordLogsRoundTrip, EveryRankAndEveryLogComesBackExactly) {
 // An op's spans (which bytes of each buffer it touches: slices) come back exactly, parallel to
 // its buffer lists; an op without spans (a record from before them) reads as whole buffers. A
 // one-sided op's peer and epoch come back too, whether an op only moves bytes, and the buffers
-// it uses in a direction not known.
+// it uses in a direction not known, and whether a probe replay learned its directions.
 TEST(RecordLogsRoundTrip, OpSpansComeBackParallelToTheirBuffers) {
   TempDb db;
   const CaseInstance inst = instance(1, "logs/spans", {}, 2);
@@ -161,6 +161,7 @@ TEST(RecordLogsRoundTrip, OpSpansComeBackParallelToTheirBuffers) {
   sliced.moves = true;
   sliced.touches = {6, 4};
   sliced.touch_spans = {{16, 8}, {0, kU64Max}};
+  sliced.probed = true;
   OpRecord signal{2, 1, "signal", "signal", {}, {}, 5};
   signal.peer = 1;
   signal.epoch = kU64Max;
@@ -180,6 +181,8 @@ TEST(RecordLogsRoundTrip, OpSpansComeBackParallelToTheirBuffers) {
   EXPECT_TRUE(ops[0].moves);
   EXPECT_EQ(ops[0].touches, sliced.touches);
   EXPECT_EQ(ops[0].touch_spans, sliced.touch_spans);
+  EXPECT_TRUE(ops[0].probed);
+  EXPECT_FALSE(ops[1].probed);
   EXPECT_FALSE(ops[1].moves);
   EXPECT_TRUE(ops[1].touches.empty());
   EXPECT_TRUE(ops[1].read_spans.empty());
@@ -258,7 +261,7 @@ TEST(RecordLogsRoundTrip, RowsNoCprrWritesAreRefusedNotMisread) {
       {"UPDATE rank_result SET signal = NULL WHERE rank = 1 AND " + e1, "does not fit"},
       {"UPDATE rank_result SET watchdog = '{\"phase\":1}' WHERE rank = 1 AND " + e1,
        "watchdog answer"},
-      {"INSERT INTO op VALUES (1, 1, 0, 0, 'kernel', 'k', '', '', -1, '', '', -1, 0, 0, '', '')",
+      {"INSERT INTO op VALUES (1, 1, 0, 0, 'kernel', 'k', '', '', -1, '', '', -1, 0, 0, '', '', 0)",
        "which has no result"},
       {"UPDATE op SET touches = '1', touch_spans = '0+4,8+4' WHERE " + e1, "2 spans for 1 buffers"},
       {"UPDATE op SET reads = '1', read_spans = '0+4,8+4' WHERE " + e1, "2 spans for 1 buffers"},

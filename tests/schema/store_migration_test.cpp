@@ -135,9 +135,19 @@ constexpr const char* kCollectiveTable12 =
 const std::string kCollectiveColumns12 =
     "execution_id, rank, seq, kind, stream, dtype, bytes, root, op";
 
-/// schema.sql as version 14 had it: op without touches and touch_spans (version 15).
+/// schema.sql as version 15 had it: op without probed (version 16).
+std::string without_probed(std::string sql) {
+  return without_last_columns(std::move(sql), 16, "probed        INTEGER NOT NULL DEFAULT 0");
+}
+/// The op table's columns before version 16.
+const std::string kOpColumns15 =
+    "execution_id, rank, seq, stream, kind, name, reads, writes, event, read_spans, write_spans, "
+    "peer, epoch, moves, touches, touch_spans";
+
+/// schema.sql as version 14 had it: op without touches and touch_spans (version 15) and probed.
 std::string without_touches(std::string sql) {
-  return without_last_columns(std::move(sql), 15, "touch_spans   TEXT NOT NULL DEFAULT ''");
+  return without_last_columns(without_probed(std::move(sql)), 15,
+                              "touch_spans   TEXT NOT NULL DEFAULT ''");
 }
 /// The op table's columns before version 15.
 const std::string kOpColumns14 =
@@ -525,6 +535,46 @@ TEST(StoreMigration, AVersionFourteenOpReadsWithNoTouchesAndMigratesToThem) {
   EXPECT_EQ(Database::open(v14, Database::Mode::read_write).schema_version(), kSchemaVersion);
   EXPECT_EQ(schema_of(v14), schema_of(v15));
   EXPECT_EQ(ops_of(v14).at(0), before);
+}
+
+// Version 15 -> 16: an op of a version-15 file reads as not probed, and the file gains the
+// column when opened for writing; a probed op a version-16 writer stores comes back probed.
+TEST(StoreMigration, AVersionFifteenOpReadsAsNotProbedAndMigrates) {
+  TempDb dir;
+  const std::string v16 = dir.path("v16.db"), v15 = dir.path("v15.db");
+  const CaseInstance inst = instance(1, "a/probed", {}, 2);
+  ExecutionResult written = execution(Mode::fresh, 1, 1);
+  OpRecord learned{0, 1, "kernel", "scale", {}, {5}, -1};
+  learned.write_spans = {{0, 16}};
+  learned.touches = {5};
+  learned.touch_spans = {{16, 16}};
+  learned.probed = true;
+  written.ranks[0].done->capture.ops = {learned};
+  int64_t case_id = 0;
+  {
+    RecordWriter w(v16, kMeta);
+    case_id = w.add_cases({inst})[0];
+    w.write(written, case_id);
+    w.finish(0);
+  }
+  const auto ops_of = [&](const std::string& path) {
+    return RecordReader(path).executions(case_id).at(0).result.ranks.at(0).done->capture.ops;
+  };
+  EXPECT_EQ(ops_of(v16).at(0), learned);
+  std::string sql = without_probed(std::string(schema_sql()));
+  sql += "PRAGMA user_version = 15; ATTACH '" + v16 + "' AS src;";
+  for (const char* t : {"run", "test_case", "execution", "rank_result", "capture", "alloc_event",
+                        "collective", "process_group"}) {
+    sql += fmt::format("INSERT INTO {0} SELECT * FROM src.{0};", t);
+  }
+  sql += "INSERT INTO op SELECT " + kOpColumns15 + " FROM src.op;";
+  exec_plain(v15, sql);
+  OpRecord before = learned;
+  before.probed = false;
+  EXPECT_EQ(ops_of(v15).at(0), before);
+  EXPECT_EQ(Database::open(v15, Database::Mode::read_write).schema_version(), kSchemaVersion);
+  EXPECT_EQ(schema_of(v15), schema_of(v16));
+  EXPECT_EQ(ops_of(v15).at(0), before);
 }
 
 }  // namespace
