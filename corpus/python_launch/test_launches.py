@@ -3,8 +3,9 @@ extension's kernel called through pybind and a raw cuLaunchKernel through ctypes
 each racing with the default stream beside its fixed twin, a raw cuMemcpyDtoDAsync through
 ctypes racing the same way (a copy: exact bytes, not a candidate), two Triton kernels that
 only read one weight (a candidate until cpreplay's probe replay sees neither change it), and a
-Triton kernel whose output the default stream reads right after the launch, no sleep: one order
-wins every run, which the fix applied shows (issue 57).
+Triton kernel whose output the default stream reads right after the launch: with no sleep (on an
+H200 the kernel's write lands first every run), and with the side stream busy first (the read
+wins every run, which the fix applied shows: issue 57).
 
 Run on cuda: ``cprecord --python corpus/python_launch --backend cuda``
 (tools/device/run_gpu_checks.sh launches). With the launch capture off (CPRR_LAUNCH_CAPTURE=0)
@@ -73,15 +74,25 @@ def triton_side_stream_fixed(ctx):
     _side_stream_write_then_read(ctx, lambda s, d: scale(s, d, 3.0), wait=True)
 
 
-def _read_at_once(ctx, wait):
+def _read_at_once(ctx, wait, side_busy):
     """A Triton kernel fills dst on a side stream; the default stream sums dst right after the
-    launch, with no sleep on either side, after a wait_stream only when `wait`."""
+    launch, after a wait_stream only when `wait`. `side_busy`: the side stream sleeps before the
+    kernel, so the sum wins every run. The kernel and the sum run once first, as in a training
+    step after warm-up: in a fresh process the first sum after the side stream's work waits for
+    it (docs/PERFORMANCE.md, issue 57), which would order the sum after the write."""
     scale = _triton_scale()
     src = torch.arange(N, dtype=torch.float32, device=ctx.device)
     dst = torch.zeros(N, device=ctx.device)
+    if side_busy:
+        warm = torch.empty_like(src)
+        scale(src, warm, 1.0)
+        warm.sum()
+        torch.cuda.synchronize()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
+        if side_busy:
+            torch.cuda._sleep(1 << 22)
         scale(src, dst, 3.0)
     if wait:
         torch.cuda.current_stream().wait_stream(side)
@@ -90,15 +101,28 @@ def _read_at_once(ctx, wait):
 
 @cprr.case(name="bug/py_triton_read_at_once", world_sizes=[1], seeded_bug="stream_race",
            description="a Triton kernel writes dst on a side stream; the default stream sums it "
-           "right after the launch with no wait_stream: one order wins every run (issue 57)")
+           "right after the launch with no wait_stream and no sleep on either side")
 def triton_read_at_once(ctx):
-    _read_at_once(ctx, wait=False)
+    _read_at_once(ctx, wait=False, side_busy=False)
 
 
 @cprr.case(name="fixed/py_triton_read_at_once", world_sizes=[1],
            description="the twin: current_stream().wait_stream(side) before the sum")
 def triton_read_at_once_fixed(ctx):
-    _read_at_once(ctx, wait=True)
+    _read_at_once(ctx, wait=True, side_busy=False)
+
+
+@cprr.case(name="bug/py_triton_read_wins", world_sizes=[1], seeded_bug="stream_race",
+           description="a Triton kernel writes dst on a busy side stream; the default stream "
+           "sums it with no wait_stream and wins every run: the fix applied shows it (issue 57)")
+def triton_read_wins(ctx):
+    _read_at_once(ctx, wait=False, side_busy=True)
+
+
+@cprr.case(name="fixed/py_triton_read_wins", world_sizes=[1],
+           description="the twin: current_stream().wait_stream(side) before the sum")
+def triton_read_wins_fixed(ctx):
+    _read_at_once(ctx, wait=True, side_busy=True)
 
 
 @cprr.case(name="healthy/py_triton_shared_weight", world_sizes=[1],
