@@ -203,6 +203,9 @@ void learn_directions(std::vector<const ExecutionResult*>& all, std::deque<Execu
   }
   Perturbation p;
   p.probe_touches = true;
+  // New allocations hold a pattern, not a fresh process's zeros: a kernel zero-filling its output
+  // changes them, where in the recorded runs (stale bytes) it did too.
+  p.poison = 0x5a5a5a5a5a5a5a5aull;
   const ExecutionResult probe = rb.fresh(target, 0, p);
   rep.probe_replays = 1;
   if (!completed(probe)) {
@@ -220,7 +223,8 @@ void learn_directions(std::vector<const ExecutionResult*>& all, std::deque<Execu
     learned.push_back(std::move(copy));
     e = &learned.back();
   }
-  rep.learned = describe_learned(probe, 8);
+  // Said of the run's own op numbers, and only of the ops that took the probe's directions.
+  if (!learned.empty()) rep.learned = describe_learned(learned.front(), 8);
   say(fmt::format("probe replay: learned what the ops handed buffers with no direction wrote; "
                   "{} of {} execution(s) checked with it",
                   learned.size(), all.size()));

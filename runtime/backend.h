@@ -4,7 +4,6 @@
 // integer ids so the op log can name them; stream 0 is the default stream.
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -221,9 +220,10 @@ class Backend {
   virtual void synchronize_device() { synchronize_all(); }
   /// Copies `bytes` at `src` (host memory, or the device's: a tensor's, an arena's) into host
   /// memory `dst` now, after synchronize_device (a probe replay's view of what an op changed).
-  virtual void read_memory(void* dst, const void* src, std::size_t bytes) {
-    std::memcpy(dst, src, bytes);
-  }
+  /// False, with nothing thrown, where `src` is no longer readable (a freed tensor's memory
+  /// handed back to the system): the caller gives up on it. Host memory is read through
+  /// process_vm_readv, which fails on an unmapped page instead of faulting.
+  virtual bool read_memory(void* dst, const void* src, std::size_t bytes);
   /// Notes a device op launched outside the backend (a kernel) on `stream`, for running_ops().
   virtual void note_launch(int stream, std::string label) {}
   /// Empty while the device state is usable; otherwise why not (a sticky CUDA error, an NCCL

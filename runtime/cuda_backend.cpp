@@ -364,9 +364,15 @@ void CudaBackend::synchronize_device() {
   synchronize_all();
 }
 
-void CudaBackend::read_memory(void* dst, const void* src, std::size_t bytes) {
+bool CudaBackend::read_memory(void* dst, const void* src, std::size_t bytes) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, src) != cudaSuccess) cudaGetLastError();
+  // Host memory the driver does not know (a CPU tensor's) is read as the CPU backend reads it.
+  if (attributes.type == cudaMemoryTypeUnregistered) return Backend::read_memory(dst, src, bytes);
   cudaSetDevice(device_);
-  CPRR_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));  // unified addressing: either side
+  if (cudaMemcpy(dst, src, bytes, cudaMemcpyDefault) == cudaSuccess) return true;
+  cudaGetLastError();  // not sticky: the case's own next call must not see it
+  return false;
 }
 
 void CudaBackend::note_launch(int stream, std::string label) {

@@ -123,7 +123,7 @@ class CudaBackend final : public Backend {
   void delay_native(void* native, uint32_t us) override;
   void order_natives(void* waiter, void* recorded) override;
   void synchronize_device() override;
-  void read_memory(void* dst, const void* src, std::size_t bytes) override;
+  bool read_memory(void* dst, const void* src, std::size_t bytes) override;
   /// The NCCL communicator, joined, after the world set-up (collective, see the file's
   /// comment); nullptr where the collectives go through Gloo (ranks share a GPU).
   void* native_comm() override;

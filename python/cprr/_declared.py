@@ -27,6 +27,7 @@ class accesses:  # noqa: N801 (used as a function: `with cprr.accesses(...)`)
         self._tensors = {"reads": list(reads), "writes": list(writes), "uses": list(uses)}
         self._inside = None
         self._sync = None  # the capture, when a replay asks for a sync after the block
+        self._held = None  # the capture, when the block holds a probe replay's probe
 
     def __enter__(self):
         capture = _running.capture()
@@ -37,6 +38,11 @@ class accesses:  # noqa: N801 (used as a function: `with cprr.accesses(...)`)
         if capture.note(self._name, self._tensors["reads"], self._tensors["writes"],
                         uses=self._tensors["uses"]):
             self._sync = capture
+        if self._tensors["uses"]:
+            # A probe replay compares what the call was handed at the block's end, not at the
+            # first dispatcher op inside it (before the call's own work ran).
+            capture.hold_probe(True)
+            self._held = capture
         self._inside = capture.in_op()
         self._inside.__enter__()
         return self
@@ -48,6 +54,9 @@ class accesses:  # noqa: N801 (used as a function: `with cprr.accesses(...)`)
         sync, self._sync = self._sync, None
         if sync is not None and exc[0] is None:
             sync.synchronize()  # the block's work is issued: the sync bisection's sync
+        held, self._held = self._held, None
+        if held is not None:
+            held.hold_probe(False)
         return False
 
 

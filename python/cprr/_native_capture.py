@@ -123,6 +123,10 @@ class NativeOpCapture(_graphs.GraphCalls):
         """cprr._op_capture.OpCapture.synchronize."""
         self._native.synchronize_library()
 
+    def hold_probe(self, held):
+        """cprr._op_capture.OpCapture.hold_probe."""
+        (self._native.hold_probe if held else self._native.release_probe)()
+
     def used_by(self, tensors, stream):
         self._impl.used_by(list(tensors), stream)
 

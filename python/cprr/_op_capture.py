@@ -87,6 +87,11 @@ class OpCapture(_graphs.GraphCalls, TorchDispatchMode):
         """A replay's host sync after a noted call (the sync bisection)."""
         self._native.synchronize_library()
 
+    def hold_probe(self, held):
+        """A probe replay's probe of the call just noted lasts until held is False (the end of
+        a declared block, whose dispatcher ops log before its work is done)."""
+        (self._native.hold_probe if held else self._native.release_probe)()
+
     def used_by(self, tensors, stream):
         """`stream` uses these tensors as record_stream would say (an async collective's)."""
         self.tensors.used_by(tensors, stream)
@@ -280,8 +285,11 @@ class Idle:
     def torch_released(self):
         return []
 
+    def hold_probe(self):
+        pass
+
     untrack = complete_collective = collective_raised = note_group = note_unseen = \
-        torch_record_stream = library_order
+        torch_record_stream = release_probe = library_order
 
 
 def warm_up(capture=OpCapture):

@@ -83,6 +83,8 @@ PYBIND11_MODULE(_cprr, m) {
       .def("graph_launch", &CaseContext::graph_launch)
       .def("synchronize_library", &CaseContext::synchronize_library,
            py::call_guard<py::gil_scoped_release>())
+      .def("hold_probe", &CaseContext::hold_probe)
+      .def("release_probe", &CaseContext::release_probe, py::call_guard<py::gil_scoped_release>())
       .def("note_unseen", &CaseContext::note_unseen)
       .def("distrust_transport", &CaseContext::distrust_transport)
       .def("torch_released", &CaseContext::torch_released)

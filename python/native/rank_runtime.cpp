@@ -196,6 +196,13 @@ void CaseContext::synchronize_library() {
   LibraryHooks(ctx_).synchronize_library();
 }
 
+void CaseContext::hold_probe() { LibraryHooks(ctx_).hold_probe(); }
+
+void CaseContext::release_probe() {
+  const SeenScope own_work;  // the probe's sync and copies are cprr's
+  LibraryHooks(ctx_).release_probe();
+}
+
 void CaseContext::distrust_transport(const std::string& why) {
   LibraryHooks(ctx_).distrust_transport(why);
 }

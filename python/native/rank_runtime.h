@@ -131,6 +131,9 @@ class CaseContext {
   void library_order(const std::string& kind, const std::string& name, int stream, int64_t event);
   /// LibraryHooks::synchronize_library.
   void synchronize_library();
+  /// LibraryHooks::hold_probe, release_probe (a declared block's probe lasts the block).
+  void hold_probe();
+  void release_probe();
   /// LibraryHooks::distrust_transport.
   void distrust_transport(const std::string& why);
   /// LibraryHooks::library_unseen.

@@ -182,8 +182,10 @@ OpRecord& Context::log_op(int stream, std::string kind, std::string name, const 
   }
   last_op_library_ = library;
   OpRecord& logged = logs_.ops.emplace_back(std::move(op));
-  if (!library) begin_probe(logged);  // a library op's touches come after: LibraryHooks probes
-  return logged;
+  // A library op's touches come after (LibraryHooks probes); a host access is made after it is
+  // declared, past any point the probe could end at.
+  if (!library && stream >= 0) begin_probe(logged);
+  return logs_.ops[seq];
 }
 
 void Context::mark_end() {
@@ -382,8 +384,13 @@ void Context::end_groups(bool clean) {
 }
 
 CaseCapture Context::finish(bool clean) {
-  if (clean) end_probe();
+  try {
+    if (clean) end_probe(true);
+  } catch (const std::exception&) {
+    // The probed op's own error surfaced in the sync: it stays unprobed; the case's result says.
+  }
   probe_.reset();
+  probe_held_ = false;
   if (clean) drop_raised_collectives();
   end_groups(clean);
   if (state_.library) state_.library->close_case();

@@ -376,9 +376,12 @@ class Context {
   uint32_t delay_before(uint64_t seq) const;
   /// A probe replay (Perturbation::probe_touches; context_probe.cpp): copies the bytes the op,
   /// just logged, is handed with no direction, once the device is idle. end_probe, at whatever
-  /// the case does next (an op logged, a free, the end), compares them once the op ran.
-  void begin_probe(OpRecord& op);
-  void end_probe();
+  /// the case does next (an op logged or issued, an untrack, a graph capture, the end), compares
+  /// them once the op ran; while held (hold_probe: a declared block whose own ops log inside it)
+  /// only end_probe(true) does, at the block's end.
+  void begin_probe(const OpRecord& op);
+  void end_probe(bool now = false);
+  void hold_probe();
   /// Where a buffer of the case lives and how large it is: an allocation's, or a tracked
   /// tensor's (its address is the allocation log's offset); nullopt: neither.
   std::optional<std::pair<const std::byte*, uint64_t>> memory_of(uint32_t buffer) const;
@@ -472,6 +475,7 @@ class Context {
     std::vector<std::vector<std::byte>> before;
   };
   std::optional<TouchProbe> probe_;
+  bool probe_held_ = false;
   // Captures are filled in by stream threads; a deque keeps their addresses stable.
   std::deque<Capture> probes_;
   std::deque<Capture> outputs_;

@@ -1,25 +1,29 @@
 // A probe replay (Perturbation::probe_touches, issue 57): what an op handed buffers with no
 // direction (a Triton kernel's pointers, an extension's, Access::uses) really writes. Right before
 // the op the host waits for the device and copies those bytes; once it ran (at whatever the case
-// does next, the device idle again) it compares them. Changed bytes are writes; the others are
-// kept as touches of a probed op: unwritten, perhaps read (OpRecord::probed).
+// does next, the device idle again; for a declared block, at its end: hold_probe) it compares
+// them. Changed bytes are writes; the others are kept as touches of a probed op: unwritten,
+// perhaps read (OpRecord::probed). Wherever the probe cannot be exact (memory no longer readable,
+// changes too scattered, a graph capture open) the op stays unprobed, as it was logged.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "recorder/api/context.h"
+#include "recorder/api/library_graphs.h"
 
 namespace cprr {
 
 namespace {
 
-/// Changed bytes closer than this are one write: an element whose value changed keeps some of
-/// its bytes (0.0f -> 1.0f changes two of four), and a same-value write leaves a hole.
-constexpr uint64_t kJoinGap = 64;
-/// Write runs are widened to whole words of this many bytes from the buffer's start (a float's
-/// or an int's), for the same reason.
+/// Write runs are widened to whole words of this many bytes from the buffer's start (a float's or
+/// an int's): an element whose value changed keeps some of its bytes (0.0f -> 1.0f changes two of
+/// four). Runs are joined only where their words touch: a byte between two runs that did not
+/// change is not claimed as written (another op may own it).
 constexpr uint64_t kWord = 4;
-/// Write runs kept per touch: past it the closest runs merge (the runs' whole extent is the
-/// bound's limit, as for a strided view's spans).
+/// Write runs kept per touch: an op that changed more runs than this (a ReLU's zeros scattered
+/// through its output) stays unprobed, of unknown direction, rather than be given bytes it may
+/// not have written.
 constexpr std::size_t kMaxWriteRuns = 64;
 
 struct Run {
@@ -28,10 +32,10 @@ struct Run {
 };
 
 // The runs of bytes that differ between `a` and `b` (the same size, byte 0 at `base` of the
-// buffer), widened to whole words (kWord) within the size, runs closer than kJoinGap joined, at
-// most kMaxWriteRuns (the smallest gaps closed first).
-std::vector<Run> changed_runs(const std::vector<std::byte>& a, const std::vector<std::byte>& b,
-                              uint64_t base) {
+// buffer), widened to whole words within the size, runs whose words touch joined; nullopt past
+// kMaxWriteRuns.
+std::optional<std::vector<Run>> changed_runs(const std::vector<std::byte>& a,
+                                             const std::vector<std::byte>& b, uint64_t base) {
   std::vector<Run> runs;
   const auto word_start = [&](uint64_t i) {
     const uint64_t at = (base + i) / kWord * kWord;
@@ -47,28 +51,15 @@ std::vector<Run> changed_runs(const std::vector<std::byte>& a, const std::vector
     for (uint64_t i = at; i < at + n; ++i) {
       if (a[i] == b[i]) continue;
       const uint64_t begin = word_start(i), end = word_end(i + 1);
-      if (!runs.empty() && begin <= runs.back().end + kJoinGap) {
+      if (!runs.empty() && begin <= runs.back().end) {
         runs.back().end = std::max(runs.back().end, end);
       } else {
+        if (runs.size() == kMaxWriteRuns) return std::nullopt;
         runs.push_back(Run{begin, end});
       }
     }
   }
-  if (runs.size() <= kMaxWriteRuns) return runs;
-  std::vector<uint64_t> gaps;
-  for (std::size_t k = 1; k < runs.size(); ++k) gaps.push_back(runs[k].begin - runs[k - 1].end);
-  // Closing every gap up to the (n - kMaxWriteRuns)-th smallest leaves at most kMaxWriteRuns.
-  std::nth_element(gaps.begin(), gaps.begin() + (runs.size() - kMaxWriteRuns - 1), gaps.end());
-  const uint64_t close = gaps[runs.size() - kMaxWriteRuns - 1];
-  std::vector<Run> merged{runs.front()};
-  for (std::size_t k = 1; k < runs.size(); ++k) {
-    if (runs[k].begin - merged.back().end <= close) {
-      merged.back().end = runs[k].end;
-    } else {
-      merged.push_back(runs[k]);
-    }
-  }
-  return merged;
+  return runs;
 }
 
 }  // namespace
@@ -87,17 +78,22 @@ std::optional<std::pair<const std::byte*, uint64_t>> Context::memory_of(uint32_t
   return std::nullopt;
 }
 
-void Context::begin_probe(OpRecord& op) {
+void Context::begin_probe(const OpRecord& op) {
   if (!perturbation_.probe_touches || op.touches.empty()) return;
-  end_probe();
+  end_probe(true);
+  // A device-wide sync inside a CUDA graph capture would invalidate it.
+  if (library_graphs_ && library_graphs_->capturing()) return;
   if (op.touch_spans.size() != op.touches.size() || op.write_spans.size() != op.writes.size()) {
     return;  // spans are parallel to their buffers in every op cprr logs today
   }
+  // Copied before any backend call: a copy the case's library logs meanwhile (a hook) may move
+  // the op log, and `op` with it.
   TouchProbe probe{op.seq, {}, {}};
+  const std::vector<ByteSpan> spans = op.touch_spans;
   uint64_t total = 0;
   for (std::size_t k = 0; k < op.touches.size(); ++k) {
     const auto memory = memory_of(op.touches[k]);
-    const ByteSpan& s = op.touch_spans[k];
+    const ByteSpan& s = spans[k];
     // Every touch or none: a probed op's touches all mean "left unchanged".
     if (!memory || s.offset > memory->second || s.bytes > memory->second - s.offset) return;
     total += s.bytes;
@@ -105,45 +101,54 @@ void Context::begin_probe(OpRecord& op) {
     probe.at.push_back(memory->first + s.offset);
   }
   state_.backend->synchronize_device();
-  for (std::size_t k = 0; k < op.touches.size(); ++k) {
-    std::vector<std::byte>& bytes = probe.before.emplace_back(op.touch_spans[k].bytes);
-    state_.backend->read_memory(bytes.data(), probe.at[k], bytes.size());
+  for (std::size_t k = 0; k < spans.size(); ++k) {
+    std::vector<std::byte>& bytes = probe.before.emplace_back(spans[k].bytes);
+    if (!state_.backend->read_memory(bytes.data(), probe.at[k], bytes.size())) return;
   }
   probe_ = std::move(probe);
 }
 
-void Context::end_probe() {
-  if (!probe_) return;
+void Context::end_probe(bool now) {
+  if (!probe_ || (probe_held_ && !now)) return;
   const TouchProbe probe = std::move(*probe_);
   probe_.reset();
+  probe_held_ = false;
   state_.backend->synchronize_device();
-  OpRecord& op = logs_.ops.at(probe.seq);
+  std::vector<std::vector<Run>> changed;
+  for (std::size_t k = 0; k < probe.before.size(); ++k) {
+    std::vector<std::byte> after(probe.before[k].size());
+    if (!state_.backend->read_memory(after.data(), probe.at[k], after.size())) return;
+    std::optional<std::vector<Run>> runs =
+        changed_runs(probe.before[k], after, logs_.ops.at(probe.seq).touch_spans[k].offset);
+    if (!runs) return;  // unprobed: too scattered to name exactly
+    changed.push_back(std::move(*runs));
+  }
+  OpRecord& op = logs_.ops.at(probe.seq);  // looked up after the reads, which may log a copy
   std::vector<uint32_t> unchanged;
   std::vector<ByteSpan> unchanged_spans;
-  std::vector<std::byte> after;
   for (std::size_t k = 0; k < op.touches.size(); ++k) {
-    after.resize(probe.before[k].size());
-    state_.backend->read_memory(after.data(), probe.at[k], after.size());
     const uint32_t buffer = op.touches[k];
-    const uint64_t base = op.touch_spans[k].offset;
+    const ByteSpan span = op.touch_spans[k];
     uint64_t from = 0;  // the next byte not yet named
-    for (const Run& r : changed_runs(probe.before[k], after, base)) {
+    for (const Run& r : changed[k]) {
       if (r.begin > from) {
         unchanged.push_back(buffer);
-        unchanged_spans.push_back(ByteSpan{base + from, r.begin - from});
+        unchanged_spans.push_back(ByteSpan{span.offset + from, r.begin - from});
       }
       op.writes.push_back(buffer);
-      op.write_spans.push_back(ByteSpan{base + r.begin, r.end - r.begin});
+      op.write_spans.push_back(ByteSpan{span.offset + r.begin, r.end - r.begin});
       from = r.end;
     }
-    if (from < after.size()) {
+    if (from < span.bytes) {
       unchanged.push_back(buffer);
-      unchanged_spans.push_back(ByteSpan{base + from, after.size() - from});
+      unchanged_spans.push_back(ByteSpan{span.offset + from, span.bytes - from});
     }
   }
   op.touches = std::move(unchanged);
   op.touch_spans = std::move(unchanged_spans);
   op.probed = true;
 }
+
+void Context::hold_probe() { probe_held_ = probe_.has_value(); }
 
 }  // namespace cprr

@@ -29,6 +29,8 @@ class LibraryGraphs {
   uint32_t end(int stream);
   /// Whether an op on `stream` belongs to the open capture.
   bool holds(int stream) const;
+  /// Whether a capture is open (a device-wide sync now would invalidate it).
+  bool capturing() const { return open_.has_value(); }
   /// An ordering op (record | wait | sync) about to be logged; whether it belongs to the open
   /// capture (a wait for an event recorded inside makes its stream join).
   bool order(const std::string& kind, int stream, int64_t event);

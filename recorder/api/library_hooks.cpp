@@ -234,6 +234,7 @@ bool LibraryHooks::captured(int stream) const {
 }
 
 void LibraryHooks::begin_graph_capture(int stream) {
+  ctx_.end_probe(true);  // its device sync must come before the capture opens
   graphs().begin(stream);
   if (ctx_.state_.library) ctx_.state_.library->set_capture_open(true);
 }
@@ -320,6 +321,10 @@ void LibraryHooks::library_order(std::string kind, std::string name, int stream,
   ctx_.log_op(stream, std::move(kind), std::move(name), Access{}, event, true);
   ctx_.mark_end();
 }
+
+void LibraryHooks::hold_probe() { ctx_.hold_probe(); }
+
+void LibraryHooks::release_probe() { ctx_.end_probe(true); }
 
 void LibraryHooks::synchronize_library() { ctx_.state_.backend->synchronize_device(); }
 

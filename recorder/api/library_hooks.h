@@ -129,6 +129,11 @@ class LibraryHooks {
   /// The host waits for all the device's work, the library's streams included (what a replay's
   /// sync_after and one_stream ask for after a library op).
   void synchronize_library();
+  /// A probe replay's probe of the op just logged (Perturbation::probe_touches) lasts until
+  /// release_probe, whatever is logged meanwhile: a declared call (cprr.accesses) whose block
+  /// runs dispatcher ops of its own before its work is done. No-ops outside a probe replay.
+  void hold_probe();
+  void release_probe();
   /// The rank's memory for the case's library (cprr as its allocator: library_memory.h), made
   /// and opened for this case on first call; later cases open it as they start.
   LibraryMemory& library_memory();

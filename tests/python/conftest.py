@@ -48,6 +48,7 @@ class FakeNative:
         self.splits = []  # (send_bytes, recv_bytes, row_bytes) per enter_collective
         self.sync_after = set()  # seqs a replay's sync bisection syncs after (library_op says)
         self.syncs = []  # len(log) at each synchronize_library()
+        self.probe_holds = []  # ("hold" | "release", len(log)) of a declared block
         self.graph_calls = []  # ("begin", stream), ("end", stream), ("launch", graph, stream, native)
         self.graph_sync = False  # what graph_launch says of a replay's sync
         self.distrusted = []  # distrust_transport's reasons
@@ -117,6 +118,12 @@ class FakeNative:
 
     def synchronize_library(self):
         self.syncs.append(len(self.log))
+
+    def hold_probe(self):
+        self.probe_holds.append(("hold", len(self.log)))
+
+    def release_probe(self):
+        self.probe_holds.append(("release", len(self.log)))
 
     def distrust_transport(self, why):
         self.distrusted.append(why)

@@ -153,3 +153,24 @@ def test_a_declared_write_past_the_dispatcher_is_a_write_and_an_undeclared_one_i
     assert cases["healthy/declared_fill@2"]["as_expected"], run.stdout[-3000:]
     read = cases["bug/undeclared_fill@2"]["uninitialized_read"]
     assert read is not None and "aten.sum" in read["name"], run.stdout[-3000:]
+
+
+@pytest.mark.parametrize("capture_kind", CAPTURES, ids=lambda k: k.__name__)
+def test_a_block_handed_uses_holds_a_probe_replays_probe_until_it_ends(capture_kind):
+    """A probe replay compares what a declared call was handed once its block ends: the block's
+    own dispatcher op (logged inside it, before the call's work) must not end the probe. A block
+    with no uses holds nothing."""
+    a, b = torch.ones(4), torch.empty(4)
+
+    def body():
+        with cprr.accesses("ext_plain", reads=[a], writes=[b]):
+            b.mul_(0)
+        with cprr.accesses("ext_opaque", uses=[a, b]):
+            b.mul_(0)
+
+    native = _logged(capture_kind, body)
+    names = [o["name"].split(" at ")[0] for o in native.log]
+    opaque = names.index("ext_opaque")
+    assert names[opaque + 1].startswith("aten.mul_"), names
+    assert native.probe_holds == [("hold", opaque + 1), ("release", opaque + 2)], (
+        native.probe_holds, names)

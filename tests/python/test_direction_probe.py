@@ -1,7 +1,8 @@
 """cpreplay's probe replay on a Python case (issue 57 item 2): a call declared with tensors it is
 handed without knowing how (cprr.accesses uses=...) writes some of them past the dispatcher; one
 replay copies their bytes around the call and names what it changed as writes and the rest as
-left unchanged, and the checks read the logs with those directions."""
+left unchanged, and the checks read the logs with those directions. The comparison waits for the
+block's end: a dispatcher op inside it comes before the call's own work."""
 
 import json
 import re
@@ -20,6 +21,7 @@ CASES = textwrap.dedent('''
         src = torch.arange(64, dtype=torch.float32)
         dst = torch.zeros(64)
         with cprr.accesses("ext_fill", uses=[src, dst]):
+            src.add(0)  # a dispatcher op of the block's own, logged before the call's work
             dst.numpy()[:16] = src.numpy()[:16] + 1  # past the dispatcher, as an extension does
         ctx.output("sum", dst.sum().reshape(1))
 ''')
@@ -38,7 +40,7 @@ def test_the_probe_replay_names_what_a_declared_call_changed(tmp_path):
     assert rep["verdict"] == "reproduced", rep["log"]
     (line,) = rep["learned"]
     # dst's first 16 floats changed: bytes [0, 64); src and the rest of dst did not.
-    assert re.search(r"\(\w+ 'ext_fill at test_opaque\.py:11'\): "
+    assert re.search(r"op #\d+ \(\w+ 'ext_fill at test_opaque\.py:11'\): "
                      r"writes 'torch\.zeros\(64,\) at test_opaque\.py:10' \[0, 64\); "
                      r"leaves 'torch\.arange\(64,\) at test_opaque\.py:9' \[0, 256\), "
                      r"'torch\.zeros\(64,\) at test_opaque\.py:10' \[64, 256\) unchanged$",
