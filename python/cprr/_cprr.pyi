@@ -103,6 +103,11 @@ class CaseContext:
         """Graph `graph` is about to be launched on `stream`: its ops logged there. Returns (the
         last one's seq, whether to synchronize_library() once launched), None for no op."""
     def synchronize_library(self) -> None: ...
+    def hold_probe(self) -> None:
+        """A probe replay's probe of the op just logged lasts until release_probe (a declared
+        block's end); a no-op outside a probe replay."""
+    def release_probe(self) -> None:
+        """Ends a held probe: what the op was handed is compared now."""
     def distrust_transport(self, why: str, /) -> None:
         """A torch.distributed call raised: the world is replaced after this case."""
     def note_unseen(self, what: str, /) -> None:
