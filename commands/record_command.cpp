@@ -18,6 +18,7 @@
 #include "cli/report.h"
 #include "cli/report_table.h"
 #include "cli/trace.h"
+#include "commands/merge_command.h"
 #include "commands/record_run.h"
 #include "recorder/engine/controller.h"
 #include "recorder/engine/interrupt.h"
@@ -140,11 +141,7 @@ std::set<std::string> failed_in_latest_run(const std::string& db) {
     CPRR_THROW_AS(UsageError, "--rerun-failed: {} does not exist; record a run into it first", db);
   }
   const RecordReader reader(db);
-  const std::vector<RecordedRun> runs = reader.runs();
-  if (runs.empty()) {
-    CPRR_THROW_AS(UsageError, "--rerun-failed: {} holds no run; record one first", db);
-  }
-  const RecordedRun& latest = runs.back();
+  const RecordedRun latest = reader.latest_run("--rerun-failed");  // a merged run's shards too
   if (!latest.finished_at) {
     CPRR_THROW_AS(UsageError,
                   "--rerun-failed: run {} of {} never finished, so its cases were not judged; "
@@ -160,6 +157,20 @@ std::set<std::string> failed_in_latest_run(const std::string& db) {
   return labels;
 }
 
+// --by-time DB: each case's recorded time in the latest run of DB (a merged run's too), summed
+// over its executions.
+std::map<std::string, double> recorded_wall_ms(const std::string& db) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(db, ec)) {
+    CPRR_THROW_AS(UsageError,
+                  "--by-time {}: no such file; give the database of an earlier run of the plan "
+                  "(cprecord --merge makes one of a sharded run)",
+                  db);
+  }
+  const RecordReader reader(db);
+  return reader.case_wall_ms(reader.latest_run("--by-time").id);
+}
+
 Selection selection_of(const RecordOptions& o) {
   Selection s{compile_regex("--exclude", o.exclude), {}};
   if (!o.shard.empty()) {
@@ -171,6 +182,10 @@ Selection selection_of(const RecordOptions& o) {
                     o.shard);
     }
     s.shard = *shard;
+  } else if (!o.by_time.empty()) {
+    CPRR_THROW_AS(UsageError,
+                  "--by-time {}: it splits the plan for --shard; give --shard I/N with it",
+                  o.by_time);
   }
   return s;
 }
@@ -339,6 +354,7 @@ struct RecordSetup {
   Selection selection;
   std::optional<uint64_t> shuffle_seed;
   Placement placement = Placement::best_fit;
+  std::string plan_hash;  ///< of the plan before --shard (run.plan_hash)
 };
 
 RecordSetup resolve(const RecordOptions& o) {
@@ -394,12 +410,19 @@ std::optional<std::vector<CaseInstance>> plan_of(const RecordOptions& o, RecordS
   }
   s.code = s.worker_args.empty() ? std::vector<std::string>{s.worker} : catalog.files;
   const std::vector<CaseInstance> matched = expand(catalog, s.filter);
+  const std::vector<CaseInstance> whole = narrow(matched, s.selection);
+  s.plan_hash = plan_hash(whole, o.mode, o.repeat);
+  if (!o.by_time.empty()) {
+    s.selection.shard_of =
+        shards_by_time(whole, recorded_wall_ms(o.by_time), s.selection.shard.count);
+  }
   std::vector<CaseInstance> plan = select(matched, s.selection);
-  if (plan.empty() && !o.shard.empty() && !matched.empty()) {
-    // A small plan split over many CI jobs leaves some empty: that job has nothing to do.
+  if (plan.empty() && !o.shard.empty() && !whole.empty()) {
+    // A small plan split over many CI jobs leaves some empty: that job has nothing to do, and
+    // records so (an empty run), for a --merge of the shards to know this one ran.
     err << fmt::format("cprecord: shard {} holds none of the {} planned case(s); nothing to run\n",
-                       o.shard, matched.size());
-    return std::nullopt;
+                       o.shard, whole.size());
+    return plan;
   }
   if (plan.empty()) {
     CPRR_THROW_AS(UsageError, "no case matches --filter '{}'{}; run with --list to see the cases",
@@ -407,6 +430,27 @@ std::optional<std::vector<CaseInstance>> plan_of(const RecordOptions& o, RecordS
                   o.exclude.empty() ? "" : fmt::format(" less --exclude '{}'", o.exclude));
   }
   return plan;
+}
+
+RunMeta run_meta(const RecordOptions& o, const RecordSetup& s,
+                 const std::vector<std::string>& argv) {
+  std::string shard;
+  if (!o.shard.empty()) {
+    shard = fmt::format("{}/{}{}", s.selection.shard.index, s.selection.shard.count,
+                        o.by_time.empty() ? "" : " by time");
+  }
+  return RunMeta{s.backend,
+                 o.mode,
+                 std::string(placement_name(s.placement)),
+                 s.worker,
+                 argv,
+                 kProtocolVersion,
+                 s.shuffle_seed,
+                 o.launch,
+                 s.worker_args,
+                 fingerprint(s.code),
+                 shard,
+                 s.plan_hash};
 }
 
 ControllerConfig controller_config(const RecordOptions& o, const RecordSetup& s) {
@@ -523,6 +567,18 @@ void add_record_options(CLI::App& app, RecordOptions& o, LaunchFlags& launch) {
   app.add_option("--shard", o.shard,
                  "I/N: run only the I-th of N stable parts of the plan (a case's part depends "
                  "on its label alone; the N parts together are the plan), e.g. one per CI job");
+  app.add_option("--by-time", o.by_time,
+                 "with --shard: split the plan by the case times recorded in DB's latest run "
+                 "(longest first onto the least-loaded shard) instead of by label; give every "
+                 "job the same DB")
+      ->type_name("DB");
+  app.add_option("--merge", o.merge,
+                 "run nothing: merge the latest run of each database given (the --shard I/N "
+                 "jobs of one plan, or its runs on several hosts) into one run in --db, and "
+                 "report it (table, --json, --junit) as one run; a shard --db already holds is "
+                 "skipped, so merging again adds only what is new")
+      ->expected(1, -1)
+      ->type_name("DB...");
   app.add_flag("--rerun-failed", o.rerun_failed,
                "run only the cases the latest run in --db judged not as expected");
   app.add_flag("--fail-fast", o.fail_fast,
@@ -582,6 +638,7 @@ std::string record_footer() {
 int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, bool progress,
                bool color, const std::vector<std::string>& argv) {
   const auto t0 = std::chrono::steady_clock::now();
+  if (!o.merge.empty()) return run_merge(o, out, err, color, argv);
   RecordSetup s = resolve(o);
   const std::optional<std::vector<CaseInstance>> plan = plan_of(o, s, err);
   if (!plan) return 0;
@@ -589,12 +646,15 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
     print_plan(out, *plan, o.json);
     return 0;
   }
+  if (plan->empty()) {  // an empty shard: recorded as a run of no case, for --merge
+    RecordWriter writer(o.db, run_meta(o, s, argv));
+    writer.finish(0);
+    return 0;
+  }
   if (!o.junit.empty()) check_file_target("--junit", o.junit);  // before the run, not after
   if (s.backend == "cuda") say_gpu_sharing(*plan, o, err);
   if (!o.shared.trace.empty()) prepare_trace_dir(o.shared.trace);
-  RecordWriter writer(o.db, RunMeta{s.backend, o.mode, std::string(placement_name(s.placement)),
-                                    s.worker, argv, kProtocolVersion, s.shuffle_seed, o.launch,
-                                    s.worker_args, fingerprint(s.code)});
+  RecordWriter writer(o.db, run_meta(o, s, argv));
   const std::vector<int64_t> case_ids = writer.add_cases(*plan);
   Controller controller(controller_config(o, s));
   const PlanRun executed = run_plan(

@@ -40,6 +40,9 @@ struct RecordOptions {
   std::string filter;          ///< regex searched in "name{params}@w"; empty: all
   std::string exclude;         ///< regex: matching labels are dropped; empty: none
   std::string shard;           ///< "I/N": only the I-th of N stable parts; empty: all
+  std::string by_time;         ///< --by-time DB: --shard splits by DB's recorded case times
+  /// --merge: run nothing; merge the latest run of each of these databases into `db`.
+  std::vector<std::string> merge;
   int repeat = 1;
   std::string placement = "best_fit";  ///< allocator policy for every execution
   bool json = false;

@@ -72,11 +72,14 @@ Triage triage_run(const TriageOptions& o, ReplayProgress progress, void* user) {
   const auto runs = reader.runs();
   if (runs.empty()) CPRR_THROW_AS(UsageError, "{} holds no run to triage", o.replay.db);
   Triage t;
-  t.run_id = o.run_id.value_or(runs.back().id);
-  if (std::none_of(runs.begin(), runs.end(),
-                   [&](const RecordedRun& r) { return r.id == t.run_id; })) {
+  t.run_id = o.run_id.value_or(reader.latest_run("--all").id);
+  const auto run = std::find_if(runs.begin(), runs.end(),
+                                [&](const RecordedRun& r) { return r.id == t.run_id; });
+  if (run == runs.end()) {
     CPRR_THROW_AS(UsageError, "--run {}: {} has no such run (see --list)", t.run_id, o.replay.db);
   }
+  // A shard merged into another run (cprecord --merge): its cases are the merged run's.
+  if (run->merged_into) t.run_id = *run->merged_into;
   for (const RecordedCase& c : reader.cases()) {
     if (c.run_id != t.run_id) continue;
     ++t.cases_in_run;

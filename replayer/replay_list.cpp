@@ -87,7 +87,10 @@ nlohmann::json run_json(const RecordedRun& r) {
           {"mode", r.mode},
           {"backend", r.backend},
           {"launcher", describe(r.launch)},
-          {"worker", r.worker}};
+          {"worker", r.worker},
+          {"uid", r.uid},
+          {"shard", r.shard},
+          {"merged_into", r.merged_into ? nlohmann::json(*r.merged_into) : nlohmann::json()}};
 }
 
 nlohmann::json case_json(const CaseRow& row) {
@@ -117,8 +120,14 @@ nlohmann::json case_json(const CaseRow& row) {
 }
 
 std::string run_line(const RecordedRun& r) {
-  return fmt::format("run {}: {} mode={} backend={}{}{} {}\n", r.id, r.started_at, r.mode,
-                     r.backend,
+  // A shard merged into another run (cprecord --merge) holds that run's executions, not cases.
+  const std::string part =
+      r.merged_into
+          ? fmt::format(" shard={} of run {}", r.shard.empty() ? "1/1" : r.shard, *r.merged_into)
+      : r.shard.empty() ? ""
+                        : " shard=" + r.shard;
+  return fmt::format("run {}: {} mode={} backend={}{}{}{} {}\n", r.id, r.started_at, r.mode,
+                     r.backend, part,
                      r.launch.kind == LauncherKind::local
                          ? ""
                          : fmt::format(" launcher={}", launcher_name(r.launch.kind)),

@@ -25,6 +25,7 @@ constexpr int kLauncherVersion = 9;
 constexpr int kWorkerArgsVersion = 11;
 /// The version that added run.code.
 constexpr int kCodeVersion = 12;
+constexpr int kMergeVersion = 17;
 /// The version that added collective groups and messages (collective.position, group_id,
 /// members, peer, site; process_group).
 constexpr int kGroupsVersion = 13;
@@ -413,14 +414,17 @@ LaunchOptions launch_from_json(const std::string& text, int64_t run_id) {
 }
 
 std::vector<RecordedRun> RecordReader::runs() const {
-  Statement st(db_, fmt::format("SELECT id, started_at, finished_at, exit_code, backend, mode, "
-                                "placement, worker, environment, tool_version, host, argv, "
-                                "libraries, {}, {}, {}, {}, {} FROM run ORDER BY id",
-                                db_.schema_version() >= kStoppedVersion ? "stopped" : "NULL",
-                                db_.schema_version() >= kShuffleVersion ? "shuffle_seed" : "NULL",
-                                db_.schema_version() >= kLauncherVersion ? "launcher" : "NULL",
-                                db_.schema_version() >= kWorkerArgsVersion ? "worker_args" : "'[]'",
-                                db_.schema_version() >= kCodeVersion ? "code" : "'[]'"));
+  Statement st(
+      db_, fmt::format("SELECT id, started_at, finished_at, exit_code, backend, mode, "
+                       "placement, worker, environment, tool_version, host, argv, "
+                       "libraries, {}, {}, {}, {}, {}, {} FROM run ORDER BY id",
+                       db_.schema_version() >= kStoppedVersion ? "stopped" : "NULL",
+                       db_.schema_version() >= kShuffleVersion ? "shuffle_seed" : "NULL",
+                       db_.schema_version() >= kLauncherVersion ? "launcher" : "NULL",
+                       db_.schema_version() >= kWorkerArgsVersion ? "worker_args" : "'[]'",
+                       db_.schema_version() >= kCodeVersion ? "code" : "'[]'",
+                       db_.schema_version() >= kMergeVersion ? "uid, shard, plan_hash, merged_into"
+                                                             : "'', '', '', NULL"));
   std::vector<RecordedRun> out;
   while (st.step()) {
     RecordedRun r;
@@ -448,6 +452,10 @@ std::vector<RecordedRun> RecordReader::runs() const {
     for (const nlohmann::json& f : nlohmann::json::parse(st.text(17))) {
       r.code.push_back(CodeFile{f.at("path").get<std::string>(), f.at("xxh3").get<std::string>()});
     }
+    r.uid = st.text(18);
+    r.shard = st.text(19);
+    r.plan_hash = st.text(20);
+    if (!st.is_null(21)) r.merged_into = st.int64(21);
     out.push_back(std::move(r));
   }
   return out;
@@ -458,6 +466,24 @@ RecordedRun RecordReader::run(int64_t id) const {
     if (r.id == id) return std::move(r);
   }
   CPRR_THROW("run {} is missing from {}", id, db_.path());
+}
+
+RecordedRun RecordReader::latest_run(const char* what) const {
+  std::vector<RecordedRun> all = runs();
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    if (!it->merged_into) return std::move(*it);
+  }
+  CPRR_THROW_AS(UsageError, "{}: {} holds no run; record one first", what, db_.path());
+}
+
+std::map<std::string, double> RecordReader::case_wall_ms(int64_t run_id) const {
+  Statement st(db_,
+               "SELECT c.label, sum(e.wall_ms) FROM test_case c JOIN execution e ON e.case_id = "
+               "c.id WHERE c.run_id = ? GROUP BY c.label");
+  st.bind(1, run_id);
+  std::map<std::string, double> out;
+  while (st.step()) out[st.text(0)] = st.real(1);
+  return out;
 }
 
 std::vector<RecordedCase> RecordReader::cases() const {

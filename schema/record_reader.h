@@ -4,6 +4,7 @@
 // the run's judgement, and executions with every rank's result, exit, watchdog answer, tails,
 // captures and allocation, op and collective logs. Also finds a pooled execution's predecessors.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +31,12 @@ struct RecordedRun {
   std::string backend, mode, placement, worker;
   std::vector<std::string> worker_args;  ///< the worker's own arguments (none before version 11)
   std::vector<CodeFile> code;  ///< the case files or the worker as recorded (none before 12)
+  std::string uid;             ///< names the run in every file it is merged into ("" before 17)
+  std::string shard;           ///< cprecord --shard ("2/3"); "": the whole plan
+  std::string plan_hash;       ///< of the plan before --shard ("" before 17)
+  /// The merged run this one is a shard of (cprecord --merge): that run holds the cases, this
+  /// one the executions. nullopt: not merged.
+  std::optional<int64_t> merged_into;
   std::vector<std::pair<std::string, std::string>> environment;
   std::string tool_version, host;
   std::vector<std::string> argv;
@@ -72,7 +79,14 @@ class RecordReader {
   RecordReader& operator=(RecordReader&&) noexcept;
 
   std::vector<RecordedRun> runs() const;
+  /// The latest run that holds cases: the last run not merged into another (a merge adds its
+  /// shard runs after the merged run they belong to). Throws UsageError naming `what` (the
+  /// option that needs it) when the file holds no run.
+  RecordedRun latest_run(const char* what) const;
   RecordedRun run(int64_t id) const;
+  /// Each case of run `run_id` by label, with its executions' wall time summed (milliseconds);
+  /// a case that never ran is absent.
+  std::map<std::string, double> case_wall_ms(int64_t run_id) const;
   /// Every case of every run, in id order.
   std::vector<RecordedCase> cases() const;
   /// Throws UsageError "no case N in PATH; cpreplay --list shows the cases" for an unknown id.

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "data/text_forms.h"
 #include "runtime/backend.h"
@@ -120,6 +121,13 @@ std::string relevant_environment_json() {
   return j.dump();
 }
 
+std::string new_run_uid() {
+  std::random_device rd;  // the system's entropy: two CI jobs started at once still differ
+  std::string out;
+  for (int i = 0; i < 4; ++i) out += fmt::format("{:08x}", rd());
+  return out;
+}
+
 std::string launch_json(const LaunchOptions& o) {
   return nlohmann::json{{"kind", launcher_name(o.kind)},
                         {"program", o.program},
@@ -138,8 +146,8 @@ RecordWriter::RecordWriter(const std::string& path, const RunMeta& meta)
   Transaction tx(db_);
   Statement st(db_,
                "INSERT INTO run (started_at, tool_version, host, backend, mode, placement, worker, "
-               "argv, libraries, environment, shuffle_seed, launcher, worker_args, code) "
-               "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+               "argv, libraries, environment, shuffle_seed, launcher, worker_args, code, uid, "
+               "shard, plan_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   st.bind(1, now_iso8601()).bind(2, std::string_view(CPRR_VERSION)).bind(3, host_name());
   st.bind(4, meta.backend).bind(5, meta.mode).bind(6, meta.placement).bind(7, meta.worker);
   st.bind(8, nlohmann::json(meta.argv).dump())
@@ -150,7 +158,7 @@ RecordWriter::RecordWriter(const std::string& path, const RunMeta& meta)
   st.bind(13, nlohmann::json(meta.worker_args).dump());
   nlohmann::json code = nlohmann::json::array();
   for (const CodeFile& f : meta.code) code.push_back({{"path", f.path}, {"xxh3", f.xxh3}});
-  st.bind(14, code.dump());
+  st.bind(14, code.dump()).bind(15, new_run_uid()).bind(16, meta.shard).bind(17, meta.plan_hash);
   st.run();
   run_id_ = db_.last_insert_id();
   tx.commit();

@@ -29,7 +29,12 @@ struct RunMeta {
   LaunchOptions launch;                  ///< cprecord --launcher and its options
   std::vector<std::string> worker_args;  ///< given to the worker before the rank's own arguments
   std::vector<CodeFile> code;            ///< the case files or the worker, with content hashes
+  std::string shard;      ///< cprecord --shard as run.shard keeps it ("2/3"); "": the whole plan
+  std::string plan_hash;  ///< plan_hash() of the plan before --shard (run.plan_hash)
 };
+
+/// run.uid for a new run: 32 hex digits from the system's random source.
+std::string new_run_uid();
 
 /// run.launcher's JSON object (schema.sql) for a launcher other than local.
 std::string launch_json(const LaunchOptions& o);

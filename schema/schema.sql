@@ -6,7 +6,7 @@
 -- execution.collectives and rank_gpus; version 11 run.worker_args; version 12 run.code; version
 -- 13 the collective's position, group, members, peer, site and bytes per peer, and the
 -- process_group table; version 14 op.moves; version 15 op.touches and touch_spans; version 16
--- op.probed.
+-- op.probed; version 17 run.uid, shard, plan_hash and merged_into.
 --
 -- One database file holds any number of runs. The recorder writes the run row and the planned
 -- cases first, then every execution with all its per-rank rows in ONE transaction, committed
@@ -50,7 +50,19 @@ CREATE TABLE run (
   -- (version 12) JSON array of {"path", "xxh3"}: the code the cases came from as recorded, each
   -- case file of a Python run or the worker binary of a C++ run, with the XXH3-64 of its content
   -- (16 hex digits; "" when it could not be read). cpreplay says which changed since. [] before.
-  code          TEXT NOT NULL DEFAULT '[]'
+  code          TEXT NOT NULL DEFAULT '[]',
+  -- (version 17) what a merge of shard databases needs (cprecord --merge). uid: 32 hex digits
+  -- drawn when the run starts, naming it in every file it is merged into (a merge skips a run
+  -- whose uid the file holds); '' before version 17, until the migration draws one.
+  uid           TEXT NOT NULL DEFAULT '',
+  -- cprecord --shard: "I/N", with " by time" when --by-time split it; '' the whole plan.
+  shard         TEXT NOT NULL DEFAULT '',
+  -- XXH3-64 (16 hex digits) of the plan before --shard: its labels, expectations, --mode and
+  -- --repeat. The shards of one plan share it; a merge refuses runs that differ.
+  plan_hash     TEXT NOT NULL DEFAULT '',
+  -- A run merged into another (cprecord --merge): the merged run, which holds the cases; this
+  -- run keeps its executions (their worlds and pool positions are this run's). NULL: not merged.
+  merged_into   INTEGER REFERENCES run(id)
 );
 
 -- A case instance as planned: case x grid point x world size. `id` is what cpreplay --case takes.

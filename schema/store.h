@@ -24,7 +24,7 @@
 
 namespace cprr {
 
-inline constexpr int kSchemaVersion = 16;
+inline constexpr int kSchemaVersion = 17;
 /// The oldest version this build opens (older ones are refused, naming the cprr to use).
 inline constexpr int kOldestSchemaVersion = 1;
 

@@ -1,13 +1,16 @@
 #include "recorder/engine/plan.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <charconv>
 #include <string_view>
 
+#include "data/text_forms.h"
 #include "kernels/rng.h"
 #include "recorder/launch/process.h"
 #include "runtime/error.h"
@@ -68,15 +71,66 @@ std::optional<Shard> parse_shard(const std::string& text) {
   return s;
 }
 
-std::vector<CaseInstance> select(std::vector<CaseInstance> plan, const Selection& selection) {
+std::vector<CaseInstance> narrow(std::vector<CaseInstance> plan, const Selection& selection) {
   std::erase_if(plan, [&](const CaseInstance& inst) {
     const std::string label = inst.label();
     if (selection.exclude && std::regex_search(label, *selection.exclude)) return true;
-    if (selection.labels && !selection.labels->contains(label)) return true;
-    return inst.seed % selection.shard.count + 1 != selection.shard.index;
+    return selection.labels && !selection.labels->contains(label);
   });
   for (std::size_t i = 0; i < plan.size(); ++i) plan[i].id = static_cast<uint32_t>(i + 1);
   return plan;
+}
+
+std::vector<CaseInstance> select(std::vector<CaseInstance> plan, const Selection& selection) {
+  plan = narrow(std::move(plan), selection);
+  const Shard& shard = selection.shard;
+  std::erase_if(plan, [&](const CaseInstance& inst) {
+    if (selection.shard_of) {
+      const auto it = selection.shard_of->find(inst.label());
+      return it == selection.shard_of->end() || it->second != shard.index;
+    }
+    return inst.seed % shard.count + 1 != shard.index;
+  });
+  return plan;
+}
+
+std::map<std::string, uint32_t> shards_by_time(const std::vector<CaseInstance>& plan,
+                                               const std::map<std::string, double>& wall_ms,
+                                               uint32_t count) {
+  std::vector<double> known;
+  for (const CaseInstance& inst : plan) {
+    if (const auto it = wall_ms.find(inst.label()); it != wall_ms.end())
+      known.push_back(it->second);
+  }
+  double median = 1;
+  if (!known.empty()) {
+    std::nth_element(known.begin(), known.begin() + known.size() / 2, known.end());
+    median = known[known.size() / 2];
+  }
+  std::vector<std::pair<double, std::string>> items;
+  for (const CaseInstance& inst : plan) {
+    const auto it = wall_ms.find(inst.label());
+    items.emplace_back(it == wall_ms.end() ? median : it->second, inst.label());
+  }
+  std::sort(items.begin(), items.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  std::vector<double> load(std::max<uint32_t>(count, 1), 0.0);
+  std::map<std::string, uint32_t> out;
+  for (const auto& [ms, label] : items) {
+    const auto least = std::min_element(load.begin(), load.end());
+    *least += ms;
+    out[label] = static_cast<uint32_t>(least - load.begin()) + 1;
+  }
+  return out;
+}
+
+std::string plan_hash(const std::vector<CaseInstance>& plan, std::string_view mode, int repeat) {
+  std::string text = fmt::format("mode={};repeat={}\n", mode, repeat);
+  for (const CaseInstance& inst : plan) {
+    text += fmt::format("{} {}\n", inst.label(), expect_name(inst.info.options.expect));
+  }
+  return fmt::format("{:016x}", XXH3_64bits(text.data(), text.size()));
 }
 
 std::vector<std::size_t> shuffled_order(std::size_t n, uint64_t seed, int repeat) {

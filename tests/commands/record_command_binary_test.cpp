@@ -20,7 +20,7 @@ TEST(RecordCommand, BinaryHelpListsEveryOption) {
   EXPECT_EQ(p.status, 0) << p.out;
   for (const char* opt : {"--worker", "--backend", "--mode", "--filter", "--exclude", "--shard",
                           "--fail-fast", "--rerun-failed", "--repeat", "--timeout", "--json",
-                          "--list", "--placement", "--db", "--junit"}) {
+                          "--list", "--placement", "--db", "--junit", "--merge", "--by-time"}) {
     EXPECT_THAT(p.out, HasSubstr(opt)) << p.out;
   }
   EXPECT_THAT(p.out, HasSubstr("Exit codes"));

@@ -135,9 +135,19 @@ constexpr const char* kCollectiveTable12 =
 const std::string kCollectiveColumns12 =
     "execution_id, rank, seq, kind, stream, dtype, bytes, root, op";
 
-/// schema.sql as version 15 had it: op without probed (version 16).
+/// schema.sql as version 16 had it: run without uid, shard, plan_hash, merged_into (version 17).
+std::string without_merge(std::string sql) {
+  return without_last_columns(std::move(sql), 17, "merged_into   INTEGER REFERENCES run(id)");
+}
+/// The run table's columns before version 17.
+const std::string kRunColumns16 =
+    "id, started_at, finished_at, exit_code, tool_version, host, backend, mode, placement, "
+    "worker, argv, libraries, environment, stopped, shuffle_seed, launcher, worker_args, code";
+
+/// schema.sql as version 15 had it: op without probed (version 16), run without version 17's.
 std::string without_probed(std::string sql) {
-  return without_last_columns(std::move(sql), 16, "probed        INTEGER NOT NULL DEFAULT 0");
+  return without_last_columns(without_merge(std::move(sql)), 16,
+                              "probed        INTEGER NOT NULL DEFAULT 0");
 }
 /// The op table's columns before version 16.
 const std::string kOpColumns15 =
@@ -386,7 +396,8 @@ TEST(StoreMigration, AVersionTwelveFilesCollectivesAreTheWorldsAndSurviveTheRebu
   }
   std::string sql = without_groups(std::string(schema_sql()));
   sql += "PRAGMA user_version = 12; ATTACH '" + v13 + "' AS src;";
-  for (const char* t : {"run", "test_case", "execution", "rank_result", "capture", "alloc_event"}) {
+  sql += "INSERT INTO run SELECT " + kRunColumns16 + " FROM src.run;";
+  for (const char* t : {"test_case", "execution", "rank_result", "capture", "alloc_event"}) {
     sql += fmt::format("INSERT INTO {0} SELECT * FROM src.{0};", t);
   }
   sql += "INSERT INTO op SELECT " + kOpColumns13 + " FROM src.op;";
@@ -522,7 +533,8 @@ TEST(StoreMigration, AVersionFourteenOpReadsWithNoTouchesAndMigratesToThem) {
   EXPECT_EQ(ops_of(v15).at(0), opaque);
   std::string sql = without_touches(std::string(schema_sql()));
   sql += "PRAGMA user_version = 14; ATTACH '" + v15 + "' AS src;";
-  for (const char* t : {"run", "test_case", "execution", "rank_result", "capture", "alloc_event",
+  sql += "INSERT INTO run SELECT " + kRunColumns16 + " FROM src.run;";
+  for (const char* t : {"test_case", "execution", "rank_result", "capture", "alloc_event",
                         "collective", "process_group"}) {
     sql += fmt::format("INSERT INTO {0} SELECT * FROM src.{0};", t);
   }
@@ -563,7 +575,8 @@ TEST(StoreMigration, AVersionFifteenOpReadsAsNotProbedAndMigrates) {
   EXPECT_EQ(ops_of(v16).at(0), learned);
   std::string sql = without_probed(std::string(schema_sql()));
   sql += "PRAGMA user_version = 15; ATTACH '" + v16 + "' AS src;";
-  for (const char* t : {"run", "test_case", "execution", "rank_result", "capture", "alloc_event",
+  sql += "INSERT INTO run SELECT " + kRunColumns16 + " FROM src.run;";
+  for (const char* t : {"test_case", "execution", "rank_result", "capture", "alloc_event",
                         "collective", "process_group"}) {
     sql += fmt::format("INSERT INTO {0} SELECT * FROM src.{0};", t);
   }
@@ -575,6 +588,42 @@ TEST(StoreMigration, AVersionFifteenOpReadsAsNotProbedAndMigrates) {
   EXPECT_EQ(Database::open(v15, Database::Mode::read_write).schema_version(), kSchemaVersion);
   EXPECT_EQ(schema_of(v15), schema_of(v16));
   EXPECT_EQ(ops_of(v15).at(0), before);
+}
+
+// Version 16 -> 17: a version-16 run reads as no shard, merged into nothing, with no uid; the
+// migration draws each run a uid of its own (a merge names runs by it).
+TEST(StoreMigration, AVersionSixteenRunGainsAUidAndReadsAsUnsharded) {
+  TempDb dir;
+  const std::string v17 = dir.path("v17.db"), v16 = dir.path("v16.db");
+  RunMeta meta = kMeta;
+  meta.shard = "2/3";
+  meta.plan_hash = "0123456789abcdef";
+  for (int i = 0; i < 2; ++i) {
+    RecordWriter w(v17, meta);
+    w.add_cases({instance(1, "a/sharded", {}, 2)});
+    w.finish(0);
+  }
+  const std::vector<RecordedRun> written = RecordReader(v17).runs();
+  ASSERT_EQ(written.size(), 2u);
+  EXPECT_EQ(written[0].shard, "2/3");
+  EXPECT_EQ(written[0].plan_hash, "0123456789abcdef");
+  EXPECT_EQ(written[0].uid.size(), 32u);
+  EXPECT_NE(written[0].uid, written[1].uid);
+  std::string sql = without_merge(std::string(schema_sql()));
+  sql += "PRAGMA user_version = 16; ATTACH '" + v17 + "' AS src;";
+  sql += "INSERT INTO run SELECT " + kRunColumns16 + " FROM src.run;";
+  sql += "INSERT INTO test_case SELECT * FROM src.test_case;";
+  exec_plain(v16, sql);
+  const RecordedRun old = RecordReader(v16).runs().at(0);
+  EXPECT_EQ(old.uid, "");
+  EXPECT_EQ(old.shard, "");
+  EXPECT_FALSE(old.merged_into.has_value());
+  EXPECT_EQ(Database::open(v16, Database::Mode::read_write).schema_version(), kSchemaVersion);
+  EXPECT_EQ(schema_of(v16), schema_of(v17));
+  const std::vector<RecordedRun> migrated = RecordReader(v16).runs();
+  EXPECT_EQ(migrated.at(0).uid.size(), 32u);
+  EXPECT_NE(migrated.at(0).uid, migrated.at(1).uid);
+  EXPECT_EQ(migrated.at(0).shard, "");
 }
 
 }  // namespace

@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -112,6 +115,59 @@ TEST(Plan, ShardsAreDisjointStableAndTogetherThePlan) {
   for (const std::string& label : labels(select(narrow, Selection{{}, Shard{2, 3}}))) {
     EXPECT_TRUE(parts[1].contains(label)) << label;
   }
+}
+
+TEST(Plan, AShardKeepsThePositionsOfThePlanItIsPartOf) {
+  const std::vector<CaseInstance> plan = many(30);
+  std::set<uint32_t> ids;
+  for (uint32_t i = 1; i <= 3; ++i) {
+    for (const CaseInstance& inst : select(plan, Selection{{}, Shard{i, 3}})) {
+      EXPECT_EQ(inst.id, plan[inst.id - 1].id) << inst.label();
+      EXPECT_EQ(inst.label(), plan[inst.id - 1].label());
+      ids.insert(inst.id);
+    }
+  }
+  EXPECT_EQ(ids.size(), plan.size()) << "each position in one shard";
+  EXPECT_EQ(*ids.rbegin(), plan.size());
+}
+
+TEST(Plan, ByTimeTheLongestCasesGoFirstOntoTheLeastLoadedShard) {
+  const std::vector<CaseInstance> plan = many(6);
+  std::map<std::string, double> ms;
+  const std::vector<double> times{100, 90, 50, 40, 30};  // the sixth has none recorded: 50
+  for (std::size_t i = 0; i < times.size(); ++i) ms[plan[i].label()] = times[i];
+  const std::map<std::string, uint32_t> split = shards_by_time(plan, ms, 2);
+  ASSERT_EQ(split.size(), plan.size());
+  // Greedy longest-first keeps the two totals within the largest single step.
+  std::array<double, 2> load{};
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    load[split.at(plan[i].label()) - 1] += i < times.size() ? times[i] : 50;
+  }
+  EXPECT_EQ(split.at(plan[0].label()), 1u) << "the longest first, onto shard 1";
+  EXPECT_EQ(split.at(plan[1].label()), 2u);
+  EXPECT_LE(std::abs(load[0] - load[1]), 30.0) << load[0] << " vs " << load[1];
+  // The same record gives every job the same split; a shard of it is what select keeps.
+  EXPECT_EQ(shards_by_time(plan, ms, 2), split);
+  Selection second{{}, Shard{2, 2}};
+  second.shard_of = split;
+  for (const CaseInstance& inst : select(plan, second)) EXPECT_EQ(split.at(inst.label()), 2u);
+  // With nothing recorded the split still covers the plan, evenly.
+  const std::map<std::string, uint32_t> blind = shards_by_time(plan, {}, 3);
+  std::map<uint32_t, int> per;
+  for (const auto& [label, shard] : blind) ++per[shard];
+  EXPECT_EQ(per, (std::map<uint32_t, int>{{1, 2}, {2, 2}, {3, 2}}));
+}
+
+TEST(Plan, ThePlanHashIsOneForEveryShardOfACommandAndChangesWithThePlan) {
+  const std::vector<CaseInstance> plan = many(10);
+  const std::string h = plan_hash(plan, "pool", 1);
+  EXPECT_EQ(h.size(), 16u);
+  EXPECT_EQ(plan_hash(plan, "pool", 1), h);
+  EXPECT_NE(plan_hash(plan, "fresh", 1), h);
+  EXPECT_NE(plan_hash(plan, "pool", 2), h);
+  std::vector<CaseInstance> fewer = plan;
+  fewer.pop_back();
+  EXPECT_NE(plan_hash(fewer, "pool", 1), h);
 }
 
 TEST(Plan, ShardsParseAsIOverNAndRefuseAnythingElse) {
