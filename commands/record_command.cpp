@@ -22,6 +22,7 @@
 #include "commands/record_run.h"
 #include "recorder/engine/controller.h"
 #include "recorder/engine/interrupt.h"
+#include "recorder/engine/job_slots.h"
 #include "recorder/engine/launcher.h"
 #include "recorder/engine/transport_choice.h"
 #include "runtime/atomic_file.h"
@@ -326,10 +327,9 @@ std::size_t write_traces(const std::string& dir, const std::vector<CaseOutcome>&
 // transport every execution then records is no surprise; --collectives nccl where they would
 // share is refused here, not world by world. Only the local launcher's worlds are
 // known here (a launcher's ranks see their own node's GPUs).
-void say_gpu_sharing(const std::vector<CaseInstance>& plan, const RecordOptions& o,
+void say_gpu_sharing(const std::vector<CaseInstance>& plan, const RecordOptions& o, int gpus,
                      std::ostream& err) {
   if (o.launch.kind != LauncherKind::local) return;
-  const int gpus = visible_gpus();
   const std::string& collectives = o.shared.collectives;
   std::set<int> sizes;
   for (const CaseInstance& c : plan) sizes.insert(c.world_size);
@@ -463,6 +463,54 @@ ControllerConfig controller_config(const RecordOptions& o, const RecordSetup& s)
   return cc;
 }
 
+// --jobs: the slots the machine is split into, one per job (one with everything for one job).
+std::vector<JobSlot> slots_of(const RecordOptions& o, const RecordSetup& s,
+                              const std::vector<CaseInstance>& plan, std::ostream& err) {
+  const Machine machine = this_machine(s.backend);
+  if (o.jobs < 0) CPRR_THROW_AS(UsageError, "--jobs {}: give 1 or more", o.jobs);
+  int jobs = o.jobs;
+  if (o.launch.kind != LauncherKind::local) {
+    if (jobs > 1) {
+      CPRR_THROW_AS(UsageError,
+                    "--jobs {} with --launcher {}: a launcher's worlds run one at a time; run "
+                    "one cprecord per allocation and merge their databases (--merge)",
+                    jobs, launcher_name(o.launch.kind));
+    }
+    return job_slots(machine, 1);
+  }
+  if (jobs == 0) {
+    int largest = 1;
+    for (const CaseInstance& c : plan) largest = std::max(largest, c.world_size);
+    jobs = default_jobs(machine, largest);
+  }
+  std::vector<JobSlot> slots = job_slots(machine, jobs);
+  if (jobs > 1) {
+    err << fmt::format("cprecord: {} jobs, each on its own {}: {}\n", jobs,
+                       s.backend == "cuda" ? "GPUs" : "cores", [&] {
+                         std::vector<std::string> parts;
+                         for (const JobSlot& slot : slots) parts.push_back(devices_text(slot, s.backend));
+                         return fmt::format("{}", fmt::join(parts, "; "));
+                       }());
+  }
+  return slots;
+}
+
+int smallest_gpu_share(const std::vector<JobSlot>& slots) {
+  std::size_t least = slots.front().gpus.size();
+  for (const JobSlot& slot : slots) least = std::min(least, slot.gpus.size());
+  return static_cast<int>(least);
+}
+
+// Job `job` of `jobs`: its worlds on its slot alone, its ids its own, its placement recorded.
+void place_job(ControllerConfig& cc, const JobSlot& slot, int job, int jobs,
+               const std::string& backend) {
+  pin_this_thread(slot.cpus);  // the job's thread: every rank and template it starts inherits it
+  for (const auto& [key, value] : job_env(slot, job, backend)) set_env(cc.env, key, value);
+  cc.devices = devices_text(slot, backend);
+  cc.first_id = static_cast<uint64_t>(job) + 1;
+  cc.id_step = static_cast<uint64_t>(jobs);
+}
+
 // A run as it ended: what run_plan executed of the plan, in the store as `writer`'s run.
 struct Ran {
   const std::vector<CaseInstance>& plan;
@@ -591,6 +639,13 @@ void add_record_options(CLI::App& app, RecordOptions& o, LaunchFlags& launch) {
       ->expected(0, 1)
       ->default_str("random")
       ->type_name("[=SEED]");
+  app.add_option("-j,--jobs", o.jobs,
+                 "run up to N worlds at once, each on its own share of the cores (cpu: its ranks "
+                 "pinned to them) or GPUs (cuda: CUDA_VISIBLE_DEVICES; worlds of two jobs never "
+                 "share a GPU); each execution records where it ran; default: as many worlds of "
+                 "the largest size as the cores (cpu) or GPUs (cuda) hold, at most 8; 1: one at "
+                 "a time")
+      ->check(CLI::Range(1, 1024));
   app.add_option("--repeat", o.repeat, "run the plan N times (outputs that vary: nondeterministic)")
       ->check(positive_count_validator());
   add_timeout_option(app, o.shared.timeout_s);
@@ -652,18 +707,24 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
     return 0;
   }
   if (!o.junit.empty()) check_file_target("--junit", o.junit);  // before the run, not after
-  if (s.backend == "cuda") say_gpu_sharing(*plan, o, err);
+  const std::vector<JobSlot> slots = slots_of(o, s, *plan, err);
+  if (s.backend == "cuda") say_gpu_sharing(*plan, o, smallest_gpu_share(slots), err);
   if (!o.shared.trace.empty()) prepare_trace_dir(o.shared.trace);
   RecordWriter writer(o.db, run_meta(o, s, argv));
   const std::vector<int64_t> case_ids = writer.add_cases(*plan);
-  Controller controller(controller_config(o, s));
-  const PlanRun executed = run_plan(
+  const int jobs = static_cast<int>(slots.size());
+  const PlanRun executed = run_plan_jobs(
       RecordPlan{*plan, case_ids, s.modes, o.repeat, s.placement, o.fail_fast, s.shuffle_seed,
                  o.shared.standby},
-      controller, writer,
+      jobs,
+      [&](int job) {
+        ControllerConfig cc = controller_config(o, s);
+        if (jobs > 1) place_job(cc, slots[job], job, jobs, s.backend);
+        return std::make_unique<Controller>(std::move(cc));
+      },
+      writer,
       progress ? ProgressStyle::tty : (o.log_lines ? ProgressStyle::lines : ProgressStyle::none),
       err);
-  controller.close_pools();
   return finish_run(o, s, Ran{*plan, case_ids, executed, t0}, writer, out, err, color);
 }
 

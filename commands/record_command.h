@@ -44,6 +44,9 @@ struct RecordOptions {
   /// --merge: run nothing; merge the latest run of each of these databases into `db`.
   std::vector<std::string> merge;
   int repeat = 1;
+  /// --jobs N: up to N worlds at once, each on its own cores or GPUs (recorder/engine/job_slots.h);
+  /// 0: the machine's default (default_jobs); 1: one world at a time.
+  int jobs = 0;
   std::string placement = "best_fit";  ///< allocator policy for every execution
   bool json = false;
   bool list = false;  ///< print the plan and exit

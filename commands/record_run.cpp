@@ -3,6 +3,9 @@
 #include <chrono>
 #include <deque>
 #include <iterator>
+#include <map>
+#include <mutex>
+#include <thread>
 
 #include "analysis/judgement.h"
 #include "recorder/engine/plan.h"
@@ -14,10 +17,12 @@ namespace {
 
 // --fail-fast: case `i`'s executions so far (every mode of this repeat ran), judged as the end of
 // the run will judge them; why they end the run, or nullopt.
+template <class Results, class Get>
 std::optional<std::string> fail_fast_reason(const RecordPlan& p, std::size_t i,
-                                            const std::deque<ExecutionResult>& results) {
+                                            const Results& results, Get get) {
   std::vector<const ExecutionResult*> mine;
-  for (const ExecutionResult& e : results) {
+  for (const auto& item : results) {
+    const ExecutionResult& e = get(item);
     if (e.case_id == p.cases[i].id) mine.push_back(&e);
   }
   if (judge_case(p.cases[i], p.case_ids[i], mine).as_expected) return std::nullopt;
@@ -63,12 +68,14 @@ std::vector<int> fresh_sizes_from(const RecordPlan& p, const std::vector<Step>& 
   return sizes;
 }
 
+// Shown from several job threads at once (--jobs): every call holds the report's lock.
 class ProgressReport {
  public:
   ProgressReport(ProgressStyle style, std::ostream& err, std::size_t total)
       : style_(style), err_(err), total_(total) {}
 
   void starting(std::size_t done, Mode mode, const CaseInstance& inst) {
+    std::lock_guard lock(mu_);
     if (style_ != ProgressStyle::tty) return;
     const double elapsed = seconds_since_start();
     const std::string eta =
@@ -79,6 +86,7 @@ class ProgressReport {
   }
 
   void finished(std::size_t done, const ExecutionResult& r, const CaseInstance& inst) {
+    std::lock_guard lock(mu_);
     // Seeded bugs may fail or diverge by design; their judgement comes at the end.
     if (!r.as_expected && inst.info.options.seeded_bug.empty()) ++unexpected_;
     if (style_ != ProgressStyle::lines) return;
@@ -97,6 +105,7 @@ class ProgressReport {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   }
 
+  std::mutex mu_;
   ProgressStyle style_;
   std::ostream& err_;
   std::size_t total_;
@@ -137,7 +146,9 @@ PlanRun run_plan(const RecordPlan& p, Controller& controller, RecordWriter& writ
       const bool case_done =
           s + 1 == steps.size() || steps[s + 1].i != step.i || steps[s + 1].rep != step.rep;
       if (p.fail_fast && case_done) {
-        out.stopped = fail_fast_reason(p, step.i, results);
+        out.stopped =
+            fail_fast_reason(p, step.i, results,
+                             [](const ExecutionResult& e) -> const ExecutionResult& { return e; });
         if (out.stopped) break;
       }
     }
@@ -148,6 +159,127 @@ PlanRun run_plan(const RecordPlan& p, Controller& controller, RecordWriter& writ
   if (results.size() == total) out.stopped.reset();  // the last case: the plan was done anyway
   out.results.assign(std::make_move_iterator(results.begin()),
                      std::make_move_iterator(results.end()));
+  return out;
+}
+
+namespace {
+
+// What the job threads of run_plan_jobs share, each field under `mu`.
+struct JobsState {
+  std::mutex mu;
+  // The steps left: every pooled one belongs to one job, in order; a fresh one to whoever is
+  // free first. Each job takes the earlier of its own next pooled step and the next fresh one.
+  std::vector<std::deque<std::size_t>> pooled;
+  std::deque<std::size_t> fresh;
+  // Results stay put while the queue reads them; each with its step, to give them back in order.
+  std::deque<std::pair<std::size_t, ExecutionResult>> results;
+  std::map<std::pair<int, std::size_t>, std::size_t> modes_done;  // (repeat, case) -> modes run
+  bool stop = false;
+  std::optional<std::string> stopped;
+  std::exception_ptr error;
+};
+
+// One job: takes the next step until none is left or the run stops, in its own controller.
+void run_job(const RecordPlan& p, const std::vector<Step>& steps, int job,
+             const MakeController& make, JobsState& st, RecordQueue& store,
+             ProgressReport& progress) {
+  std::unique_ptr<Controller> controller;
+  try {
+    controller = make(job);
+    for (;;) {
+      std::size_t s = 0, done = 0;
+      std::vector<int> ahead;
+      {
+        std::lock_guard lock(st.mu);
+        std::deque<std::size_t>& mine = st.pooled[job];
+        if (st.stop || (mine.empty() && st.fresh.empty())) break;
+        std::deque<std::size_t>& from =
+            st.fresh.empty() || (!mine.empty() && mine.front() < st.fresh.front()) ? mine
+                                                                                   : st.fresh;
+        s = from.front();
+        from.pop_front();
+        done = st.results.size();
+        if (p.standby > 0) ahead = fresh_sizes_from(p, steps, s, p.standby);
+      }
+      const Step& step = steps[s];
+      if (p.standby > 0) controller->foresee(ahead, step.mode == Mode::fresh);
+      progress.starting(done, step.mode, p.cases[step.i]);
+      ExecutionResult r = controller->run(p.cases[step.i], step.mode, p.placement);
+      std::unique_lock lock(st.mu);
+      if (r.interrupted) {
+        st.stop = true;
+        break;
+      }
+      r.attempt = step.rep + 1;
+      st.results.emplace_back(s, std::move(r));
+      const ExecutionResult& kept = st.results.back().second;
+      const std::size_t count = st.results.size();
+      // --fail-fast judges a case once every mode of this repeat ran, wherever they ran.
+      if (p.fail_fast && ++st.modes_done[{step.rep, step.i}] == p.modes.size() && !st.stopped) {
+        st.stopped = fail_fast_reason(
+            p, step.i, st.results,
+            [](const auto& item) -> const ExecutionResult& { return item.second; });
+        if (st.stopped) st.stop = true;
+      }
+      lock.unlock();
+      store.submit(kept, p.case_ids[step.i]);
+      progress.finished(count, kept, p.cases[step.i]);
+    }
+    controller->close_pools();  // on this thread: its worlds' ranks die with it
+  } catch (...) {
+    std::lock_guard lock(st.mu);
+    if (!st.error) st.error = std::current_exception();
+    st.stop = true;
+  }
+  controller.reset();
+}
+
+}  // namespace
+
+PlanRun run_plan_jobs(const RecordPlan& p, int jobs, const MakeController& make,
+                      RecordWriter& writer, ProgressStyle style, std::ostream& err) {
+  if (jobs <= 1) {
+    const std::unique_ptr<Controller> controller = make(0);
+    PlanRun out = run_plan(p, *controller, writer, style, err);
+    controller->close_pools();
+    return out;
+  }
+  JobsState st;
+  const std::vector<Step> steps = steps_of(p);
+  // The pooled executions in contiguous parts, one per job: each pooled world sees the cases
+  // around it in the plan as one job would, so an earlier case's leak meets the same successors
+  // (all but where the parts meet).
+  std::vector<std::size_t> pooled;
+  for (std::size_t s = 0; s < steps.size(); ++s) {
+    if (steps[s].mode == Mode::pool) {
+      pooled.push_back(s);
+    } else {
+      st.fresh.push_back(s);
+    }
+  }
+  st.pooled.resize(jobs);
+  for (int job = 0; job < jobs; ++job) {
+    const std::size_t begin = pooled.size() * job / jobs, end = pooled.size() * (job + 1) / jobs;
+    st.pooled[job].assign(pooled.begin() + begin, pooled.begin() + end);
+  }
+  {
+    RecordQueue store(writer);  // destroyed before `st`, writing what is still queued
+    ProgressReport progress(style, err, steps.size());
+    {
+      std::vector<std::jthread> threads;
+      for (int job = 0; job < jobs; ++job) {
+        threads.emplace_back([&, job] { run_job(p, steps, job, make, st, store, progress); });
+      }
+    }  // every job joined
+    store.drain();
+  }
+  if (st.error) std::rethrow_exception(st.error);
+  PlanRun out;
+  out.stopped = st.stopped;
+  if (st.results.size() == steps.size()) out.stopped.reset();  // the plan was done anyway
+  std::sort(st.results.begin(), st.results.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [step, r] : st.results) out.results.push_back(std::move(r));
   return out;
 }
 

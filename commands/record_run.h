@@ -4,6 +4,8 @@
 // --fail-fast and --standby applied. The verb around it is record_command.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -46,5 +48,16 @@ enum class ProgressStyle { none, tty, lines };
 // nor returned.
 PlanRun run_plan(const RecordPlan& p, Controller& controller, RecordWriter& writer,
                  ProgressStyle style, std::ostream& err);
+
+/// cprecord --jobs N: makes job `job`'s controller, on that job's own thread (a rank dies with
+/// the thread that spawned it, so a job's worlds are started and shut down on its thread).
+using MakeController = std::function<std::unique_ptr<Controller>(int job)>;
+
+/// run_plan with `jobs` worlds at once: each job takes the plan's next execution as it frees up,
+/// in run_plan's order, and runs it in its own controller (its pooled worlds keep their own pool
+/// order, recorded as ever); --fail-fast and an interruption stop every job after the execution
+/// it runs. The results come back in run_plan's order. `jobs` 1 is run_plan.
+PlanRun run_plan_jobs(const RecordPlan& p, int jobs, const MakeController& make,
+                      RecordWriter& writer, ProgressStyle style, std::ostream& err);
 
 }  // namespace cprr

@@ -202,6 +202,9 @@ CLI::Option* add_replay_options(CLI::App& app, ReplayCommandOptions& o, int64_t&
                  "both: both, and delta-debug the predecessors when they differ (default)")
       ->check(CLI::IsMember({"fresh", "pool", "both"}));
   add_worker_option(app, r.shared.worker, "(default: the one recorded in the run)");
+  app.add_flag("--pin", r.pin,
+               "replay on the cores or GPUs the recorded execution ran on (cprecord --jobs "
+               "records them): a result that depends on one device shows again there");
   app.add_flag("--strict", r.strict,
                "refuse to replay (exit 2) when a case file or the worker changed since the run "
                "was recorded; without it the replay says so and goes on")

@@ -141,6 +141,10 @@ struct ExecutionResult {
   /// The GPU each rank ran on, in rank order ("0,0,0,0": four ranks sharing visible GPU 0; a
   /// launcher's ranks name their host's GPU index); empty on cpu and when no world ran it.
   std::string rank_gpus;
+  /// Where the world ran (cprecord --jobs gives each job its own): "cpus 0-3" on cpu, "gpus
+  /// GPU-<uuid>,..." (or indexes where no UUID is known) on cuda; empty when not placed (one
+  /// job with every core and GPU) or when no world ran it.
+  std::string devices;
   /// The stop descriptor ended (or prevented) this execution: its status is `error` and it
   /// says nothing about the case. Callers stop their loop and should not count it.
   bool interrupted = false;

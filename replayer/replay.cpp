@@ -14,6 +14,7 @@
 #include "cli/code_files.h"
 #include "cli/trace.h"
 #include "recorder/engine/controller.h"
+#include "recorder/engine/job_slots.h"
 #include "recorder/engine/plan.h"
 #include "recorder/engine/transport_choice.h"
 #include "recorder/engine/world.h"
@@ -62,6 +63,7 @@ class Rebuild {
                     [](const auto& kv) { return kv.first == "CUDA_MODULE_LOADING"; });
     if (run.backend == "cuda" && !loading_set)
       config_.env.emplace_back("CUDA_MODULE_LOADING", "EAGER");
+    if (!o.pinned_gpus.empty()) set_env(config_.env, "CUDA_VISIBLE_DEVICES", o.pinned_gpus);
     config_.launch = o.launch.value_or(run.launch);
     check_shared(o.shared, config_.launch.kind);  // the run's launcher, unless --launcher
     check_collectives(o.shared.collectives, run.backend);
@@ -194,9 +196,9 @@ void localize_leak(const std::vector<RecordedCase>& preds, const CaseInstance& t
 // One fresh probe replay when an op of the logs was handed buffers with no direction
 // (replayer/direction_probe.h): `all` then points at copies (kept in `learned`) that carry what
 // each such op wrote and left unchanged.
-void learn_directions(std::vector<const ExecutionResult*>& all, std::deque<ExecutionResult>& learned,
-                      const CaseInstance& target, Rebuild& rb, ReplayReport& rep,
-                      const std::function<void(const std::string&)>& say) {
+void learn_directions(std::vector<const ExecutionResult*>& all,
+                      std::deque<ExecutionResult>& learned, const CaseInstance& target, Rebuild& rb,
+                      ReplayReport& rep, const std::function<void(const std::string&)>& say) {
   if (std::none_of(all.begin(), all.end(),
                    [](const ExecutionResult* e) { return has_unknown_directions(*e); })) {
     return;
@@ -209,7 +211,8 @@ void learn_directions(std::vector<const ExecutionResult*>& all, std::deque<Execu
   const ExecutionResult probe = rb.fresh(target, 0, p);
   rep.probe_replays = 1;
   if (!completed(probe)) {
-    say(fmt::format("probe replay ended {}: what the ops handed buffers with no direction write "
+    say(
+        fmt::format("probe replay ended {}: what the ops handed buffers with no direction write "
                     "stays unknown",
                     status_name(probe.status)));
     return;
@@ -225,7 +228,8 @@ void learn_directions(std::vector<const ExecutionResult*>& all, std::deque<Execu
   }
   // Said of the run's own op numbers, and only of the ops that took the probe's directions.
   if (!learned.empty()) rep.learned = describe_learned(learned.front(), 8);
-  say(fmt::format("probe replay: learned what the ops handed buffers with no direction wrote; "
+  say(
+      fmt::format("probe replay: learned what the ops handed buffers with no direction wrote; "
                   "{} of {} execution(s) checked with it",
                   learned.size(), all.size()));
   for (const std::string& line : rep.learned) say("  learned: " + line);
@@ -550,6 +554,26 @@ void check_code(const ReplayOptions& o, const RecordedRun& run, ReplayReport& re
   }
 }
 
+// cpreplay --pin: the cores (this thread's, which every rank it starts inherits) or GPUs the
+// recorded execution ran on.
+std::optional<ScopedPin> pin_to_record(ReplayOptions& o, const RecordedExecution* recorded,
+                                       const std::function<void(const std::string&)>& say) {
+  if (!o.pin) return std::nullopt;
+  const std::string devices = recorded != nullptr ? recorded->result.devices : "";
+  if (const auto cpus = cpus_of(devices)) {
+    say(fmt::format("--pin: the replays run on {}, as the record did", devices));
+    return std::optional<ScopedPin>(std::in_place, *cpus);
+  }
+  if (const auto gpus = gpus_of(devices)) {
+    say(fmt::format("--pin: the replays' ranks see {}, as the record's did", devices));
+    o.pinned_gpus = *gpus;
+    return std::nullopt;
+  }
+  say("--pin: the record says nothing of where it ran (one job, or recorded before cprecord "
+      "--jobs placed worlds): the replays are not pinned");
+  return std::nullopt;
+}
+
 }  // namespace
 
 ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* user) {
@@ -564,6 +588,7 @@ ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* 
   };
   ReplayOptions as_asked = o;
   as_asked.shared.collectives = replay_collectives(o, record.either());
+  const std::optional<ScopedPin> pinned = pin_to_record(as_asked, record.either(), say);
   Rebuild rb(as_asked, record.run, rep);
   const CaseInstance& target = rep.recorded.instance;
   std::vector<const CaseInstance*> needed{&target};

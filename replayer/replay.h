@@ -40,6 +40,12 @@ struct ReplayOptions {
   /// --strict: refuse to replay (UsageError) when a case file or the worker changed since the
   /// record (cli/code_files.h); without it the replay goes on and says so first.
   bool strict = false;
+  /// --pin: replay on the cores or GPUs the recorded execution ran on (its `devices`, which
+  /// cprecord --jobs records): ranks pinned to those cores, or CUDA_VISIBLE_DEVICES those GPUs.
+  /// A record with no placement is replayed as without it, and said so.
+  bool pin = false;
+  /// Set by replay_case from the record with `pin`: the GPUs the replays' ranks see.
+  std::string pinned_gpus;
   /// What each replay's controller makes its worlds with; empty: real rank processes
   /// (ProcessWorlds). The seam where tests count the worlds started.
   std::function<std::unique_ptr<WorldFactory>()> worlds;

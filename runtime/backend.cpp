@@ -124,6 +124,14 @@ int visible_gpus(std::string* why) {
 #endif
 }
 
+std::vector<std::string> gpu_uuids() {
+#if CPRR_HAVE_CUDA
+  return cuda_gpu_uuids();
+#else
+  return {};
+#endif
+}
+
 std::vector<std::pair<std::string, std::string>> device_versions() {
 #if CPRR_HAVE_CUDA
   return cuda_versions();

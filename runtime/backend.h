@@ -292,6 +292,10 @@ std::unique_ptr<Backend> make_backend(const BackendConfig& config);
 /// without devices; then `why` (if given) says which.
 int visible_gpus(std::string* why = nullptr);
 
+/// The visible GPUs' names for CUDA_VISIBLE_DEVICES, in device order: their UUIDs
+/// ("GPU-8f2a..."); empty without the CUDA backend or without a GPU.
+std::vector<std::string> gpu_uuids();
+
 /// Versions a cuda run is recorded with (CUDA runtime and driver, NCCL, GPU model and count);
 /// empty without the CUDA backend or without a GPU.
 std::vector<std::pair<std::string, std::string>> device_versions();

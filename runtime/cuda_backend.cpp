@@ -77,6 +77,27 @@ int cuda_device_count(std::string* why) {
   return n;
 }
 
+std::vector<std::string> cuda_gpu_uuids() {
+  std::vector<std::string> out;
+  for (int d = 0, n = cuda_device_count(nullptr); d < n; ++d) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, d) != cudaSuccess) {
+      cudaGetLastError();
+      out.push_back(std::to_string(d));
+      continue;
+    }
+    // As nvidia-smi and CUDA_VISIBLE_DEVICES write it: GPU-8-4-4-4-12 hex digits.
+    const auto* b = reinterpret_cast<const unsigned char*>(prop.uuid.bytes);
+    std::string text = "GPU-";
+    for (int i = 0; i < 16; ++i) {
+      if (i == 4 || i == 6 || i == 8 || i == 10) text += '-';
+      text += fmt::format("{:02x}", b[i]);
+    }
+    out.push_back(std::move(text));
+  }
+  return out;
+}
+
 std::vector<std::pair<std::string, std::string>> cuda_versions() {
   const int n = cuda_device_count(nullptr);
   if (n == 0) return {};

@@ -42,6 +42,9 @@ int cuda_device_count(std::string* why);
 
 /// CUDA runtime and driver, NCCL (as loaded), GPU model and count; empty without a GPU.
 std::vector<std::pair<std::string, std::string>> cuda_versions();
+/// The visible GPUs' UUIDs in device order ("GPU-8f2a...", as CUDA_VISIBLE_DEVICES takes them),
+/// the index where a GPU's properties cannot be read.
+std::vector<std::string> cuda_gpu_uuids();
 
 /// One arena: RAII over whichever allocator made it.
 class CudaArena {

@@ -181,6 +181,7 @@ RecordedExecution read_execution(const Statement& st, int64_t case_id, std::stri
   r.symmetric_pool = st.text(13);
   r.collectives = st.text(14);
   r.rank_gpus = st.text(15);
+  r.devices = st.text(16);
   return e;
 }
 
@@ -360,11 +361,12 @@ struct RecordReader::Statements {
       : executions(db, fmt::format(
                            "SELECT e.id, e.mode, e.world_id, e.pool_position, e.attempt, e.status, "
                            "e.as_expected, e.summary, e.started_at, e.wall_ms, e.startup_ms, "
-                           "c.plan_id, c.label, {}, {} FROM execution e JOIN test_case c "
+                           "c.plan_id, c.label, {}, {}, {} FROM execution e JOIN test_case c "
                            "ON c.id = e.case_id WHERE e.case_id = ? ORDER BY e.id",
                            db.schema_version() >= kVersion5 ? "e.symmetric_pool" : "''",
                            db.schema_version() >= kTransportVersion ? "e.collectives, e.rank_gpus"
-                                                                    : kOlderCollectives)),
+                                                                    : kOlderCollectives,
+                           db.schema_version() >= kMergeVersion ? "e.devices" : "''")),
         ranks(db,
               "SELECT rank, outcome, error, signal, exit_code, protocol_error, watchdog, "
               "stdout_tail, stderr_tail, reset_ms, body_ms FROM rank_result "

@@ -6,7 +6,7 @@
 -- execution.collectives and rank_gpus; version 11 run.worker_args; version 12 run.code; version
 -- 13 the collective's position, group, members, peer, site and bytes per peer, and the
 -- process_group table; version 14 op.moves; version 15 op.touches and touch_spans; version 16
--- op.probed; version 17 run.uid, shard, plan_hash and merged_into.
+-- op.probed; version 17 run.uid, shard, plan_hash, merged_into and execution.devices.
 --
 -- One database file holds any number of runs. The recorder writes the run row and the planned
 -- cases first, then every execution with all its per-rank rows in ONE transaction, committed
@@ -118,7 +118,11 @@ CREATE TABLE execution (
   collectives   TEXT NOT NULL DEFAULT '',
   -- (version 10) the GPU each rank ran on, in rank order, e.g. "0,0,0,0" (four ranks sharing
   -- GPU 0); '' on cpu, when no world ran it or before version 10
-  rank_gpus     TEXT NOT NULL DEFAULT ''
+  rank_gpus     TEXT NOT NULL DEFAULT '',
+  -- (version 17) where the world ran when cprecord --jobs placed it: "cpus 0-3" (the cores its
+  -- ranks were pinned to) or "gpus GPU-<uuid>,..." (the GPUs its ranks saw, in order; indexes
+  -- where no UUID is known); '' when not placed, and before version 17
+  devices       TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX execution_by_world ON execution(run_id, world_id, pool_position);
 CREATE INDEX execution_by_case ON execution(case_id);

@@ -88,12 +88,14 @@ constexpr std::string_view kMigrations[] = {
     // 15 -> 16: ops whose directions a probe replay learned (schema.sql: op.probed).
     "ALTER TABLE op ADD COLUMN probed INTEGER NOT NULL DEFAULT 0;",
     // 16 -> 17: what merging shard databases needs (schema.sql: run.uid, shard, plan_hash,
-    // merged_into). Every run gets its uid, so a merge can name the runs already in a file.
+    // merged_into; every run gets its uid, so a merge can name the runs already in a file), and
+    // where an execution ran (execution.devices).
     "ALTER TABLE run ADD COLUMN uid TEXT NOT NULL DEFAULT '';"
     "ALTER TABLE run ADD COLUMN shard TEXT NOT NULL DEFAULT '';"
     "ALTER TABLE run ADD COLUMN plan_hash TEXT NOT NULL DEFAULT '';"
     "ALTER TABLE run ADD COLUMN merged_into INTEGER REFERENCES run(id);"
-    "UPDATE run SET uid = lower(hex(randomblob(16)));",
+    "UPDATE run SET uid = lower(hex(randomblob(16)));"
+    "ALTER TABLE execution ADD COLUMN devices TEXT NOT NULL DEFAULT '';",
 };
 /// The version that added the views (schema.sql's last section).
 constexpr int kViewsVersion = 6;

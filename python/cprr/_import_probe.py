@@ -19,7 +19,7 @@ import threading
 from cprr import _shim
 
 # A template serves worlds of every size as every rank: what it read of these would be wrong in
-# most ranks. MASTER_ADDR and MASTER_PORT are the same in every world (cprr._shim).
+# most ranks. MASTER_ADDR and MASTER_PORT are the same in every world of a job (cprr._shim).
 RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
                   "ROLE_RANK", "NODE_RANK")
 

@@ -21,10 +21,12 @@ import os
 
 from cprr import _running
 
-# MASTER_PORT: torchrun's default, the same in every world: a case's environment must not differ
-# between its fresh and its pooled world (a case that hashes it would differ for nothing). Only a
-# suite that opens a TCPStore there itself uses it; one left open by a case is that case's leak.
-MASTER_PORT = 29500
+# MASTER_PORT: torchrun's default, the same in every world of a job: a case's environment must not
+# differ between its fresh and its pooled world (a case that hashes it would differ for nothing).
+# Only a suite that opens a TCPStore there itself uses it; one left open by a case is that case's
+# leak. cprecord --jobs gives each further job a port of its own (CPRR_MASTER_PORT), so worlds
+# running side by side never meet on one.
+MASTER_PORT = int(os.environ.get("CPRR_MASTER_PORT", "29500"))
 
 # The environment this process started with: the user's (cprecord's, which every rank and template
 # inherits), before any case's torchrun variables were set. A forked rank keeps its template's.

@@ -59,6 +59,13 @@ struct ControllerConfig : WorldSpec {
   /// the next case need not wait for their ranks to tear down CUDA and NCCL and exit. Tests that
   /// record a fake world's calls on one thread turn it off.
   bool retire_in_background = true;
+  /// cprecord --jobs: the ids this controller gives its worlds and executions are first_id,
+  /// first_id + id_step, ...: the N controllers of one run (first ids 1..N, step N) never give
+  /// one id twice, so every world id names one process group's cases within the run.
+  uint64_t first_id = 1;
+  uint64_t id_step = 1;
+  /// Where its worlds run, recorded with each execution (ExecutionResult::devices).
+  std::string devices;
   /// The controller's clock for deadlines and wall times; tests pass a fake one. The worlds keep
   /// the steady clock for their own waits.
   std::function<Clock::time_point()> now = Clock::now;
@@ -156,8 +163,9 @@ class Controller {
   };
   std::deque<Standby> standby_;
   std::map<uint64_t, uint64_t> served_;  // world id -> cases run
-  uint64_t next_world_ = 1;
-  uint64_t next_execution_ = 1;
+  uint64_t next_world_ = 1;      // config_.first_id, then every id_step-th
+  uint64_t next_execution_ = 1;  // likewise
+  uint64_t take_world_id();
 };
 
 }  // namespace cprr

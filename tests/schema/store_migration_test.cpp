@@ -135,10 +135,16 @@ constexpr const char* kCollectiveTable12 =
 const std::string kCollectiveColumns12 =
     "execution_id, rank, seq, kind, stream, dtype, bytes, root, op";
 
-/// schema.sql as version 16 had it: run without uid, shard, plan_hash, merged_into (version 17).
+/// schema.sql as version 16 had it: run without uid, shard, plan_hash, merged_into and
+/// execution without devices (version 17).
 std::string without_merge(std::string sql) {
-  return without_last_columns(std::move(sql), 17, "merged_into   INTEGER REFERENCES run(id)");
+  sql = without_last_columns(std::move(sql), 17, "merged_into   INTEGER REFERENCES run(id)");
+  return without_last_columns(std::move(sql), 17, "devices       TEXT NOT NULL DEFAULT ''");
 }
+/// The execution table's columns before version 17.
+const std::string kExecutionColumns16 =
+    "id, run_id, case_id, mode, world_id, pool_position, attempt, status, as_expected, summary, "
+    "started_at, wall_ms, startup_ms, symmetric_pool, collectives, rank_gpus";
 /// The run table's columns before version 17.
 const std::string kRunColumns16 =
     "id, started_at, finished_at, exit_code, tool_version, host, backend, mode, placement, "
@@ -397,7 +403,8 @@ TEST(StoreMigration, AVersionTwelveFilesCollectivesAreTheWorldsAndSurviveTheRebu
   std::string sql = without_groups(std::string(schema_sql()));
   sql += "PRAGMA user_version = 12; ATTACH '" + v13 + "' AS src;";
   sql += "INSERT INTO run SELECT " + kRunColumns16 + " FROM src.run;";
-  for (const char* t : {"test_case", "execution", "rank_result", "capture", "alloc_event"}) {
+  sql += "INSERT INTO execution SELECT " + kExecutionColumns16 + " FROM src.execution;";
+  for (const char* t : {"test_case", "rank_result", "capture", "alloc_event"}) {
     sql += fmt::format("INSERT INTO {0} SELECT * FROM src.{0};", t);
   }
   sql += "INSERT INTO op SELECT " + kOpColumns13 + " FROM src.op;";
@@ -534,7 +541,8 @@ TEST(StoreMigration, AVersionFourteenOpReadsWithNoTouchesAndMigratesToThem) {
   std::string sql = without_touches(std::string(schema_sql()));
   sql += "PRAGMA user_version = 14; ATTACH '" + v15 + "' AS src;";
   sql += "INSERT INTO run SELECT " + kRunColumns16 + " FROM src.run;";
-  for (const char* t : {"test_case", "execution", "rank_result", "capture", "alloc_event",
+  sql += "INSERT INTO execution SELECT " + kExecutionColumns16 + " FROM src.execution;";
+  for (const char* t : {"test_case", "rank_result", "capture", "alloc_event",
                         "collective", "process_group"}) {
     sql += fmt::format("INSERT INTO {0} SELECT * FROM src.{0};", t);
   }
@@ -576,7 +584,8 @@ TEST(StoreMigration, AVersionFifteenOpReadsAsNotProbedAndMigrates) {
   std::string sql = without_probed(std::string(schema_sql()));
   sql += "PRAGMA user_version = 15; ATTACH '" + v16 + "' AS src;";
   sql += "INSERT INTO run SELECT " + kRunColumns16 + " FROM src.run;";
-  for (const char* t : {"test_case", "execution", "rank_result", "capture", "alloc_event",
+  sql += "INSERT INTO execution SELECT " + kExecutionColumns16 + " FROM src.execution;";
+  for (const char* t : {"test_case", "rank_result", "capture", "alloc_event",
                         "collective", "process_group"}) {
     sql += fmt::format("INSERT INTO {0} SELECT * FROM src.{0};", t);
   }

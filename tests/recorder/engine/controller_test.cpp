@@ -106,6 +106,26 @@ TEST_F(ControllerTest, EachWorldSizeHasItsOwnPool) {
   EXPECT_EQ(script_->made[1].worker, "fake-worker");
 }
 
+// cprecord --jobs: job 2 of 3 numbers its worlds and executions 2, 5, 8, ... (never one of the
+// other jobs'), and records where it ran with each execution.
+TEST_F(ControllerTest, AJobsControllerTakesEveryStepthIdFromItsFirstAndRecordsItsDevices) {
+  ControllerConfig cfg = config();
+  cfg.first_id = 2;
+  cfg.id_step = 3;
+  cfg.devices = "cpus 2-3";
+  Controller c = controller(cfg);
+  std::vector<std::pair<uint64_t, uint64_t>> got;  // (execution, world)
+  for (int size : {2, 4, 2}) {
+    const ExecutionResult r = c.run(instance(size), Mode::pool);
+    got.emplace_back(r.id, r.world_id);
+    EXPECT_EQ(r.devices, "cpus 2-3");
+  }
+  const ExecutionResult fresh = c.run(instance(2), Mode::fresh);
+  got.emplace_back(fresh.id, fresh.world_id);
+  EXPECT_THAT(got, ElementsAre(std::pair{2u, 2u}, std::pair{5u, 5u}, std::pair{8u, 2u},
+                               std::pair{11u, 8u}));
+}
+
 // A rank whose library's call into the transport raised (the case failed or not) leaves a
 // world its next case could not trust: the world is killed, said so, and replaced.
 TEST_F(ControllerTest, AWorldWhoseTransportARankDistrustsIsReplacedAfterTheCase) {
