@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "analysis/judgement.h"
 #include "data/text_forms.h"
@@ -34,6 +35,11 @@ std::string expected_verdict(const CaseInstance& inst) {
 }
 
 }  // namespace
+
+std::string Places::only_on() const {
+  if (failing.size() != 1 || failing.begin()->empty() || passing.empty()) return {};
+  return passing.contains(*failing.begin()) ? std::string() : *failing.begin();
+}
 
 bool TriageRow::as_expected() const {
   if (!report) return false;
@@ -80,17 +86,26 @@ Triage triage_run(const TriageOptions& o, ReplayProgress progress, void* user) {
   }
   // A shard merged into another run (cprecord --merge): its cases are the merged run's.
   if (run->merged_into) t.run_id = *run->merged_into;
+  Places run_places;
   for (const RecordedCase& c : reader.cases()) {
     if (c.run_id != t.run_id) continue;
     ++t.cases_in_run;
     const auto execs = reader.executions(c.id, RecordReader::Detail::logs);
     std::vector<const ExecutionResult*> results;
-    for (const RecordedExecution& e : execs) results.push_back(&e.result);
+    Places places;
+    for (const RecordedExecution& e : execs) {
+      results.push_back(&e.result);
+      places.add(e.result);
+      run_places.add(e.result);
+    }
     const CaseOutcome outcome = judge_case(c.instance, c.id, results);
     std::string why = pick_reason(outcome);
-    if (!why.empty())
-      t.rows.push_back(TriageRow{c, std::move(why), std::nullopt, expected_verdict(c.instance)});
+    if (!why.empty()) {
+      t.rows.push_back(TriageRow{c, std::move(why), std::nullopt, expected_verdict(c.instance),
+                                 places.only_on()});
+    }
   }
+  t.only_on = run_places.only_on();
   for (TriageRow& row : t.rows) {
     if (t.replays >= o.max_replays) break;
     ReplayOptions ro = o.replay;
@@ -112,6 +127,12 @@ void print_triage_text(std::ostream& out, const Triage& t) {
   for (const TriageRow& r : t.rows) width = std::max(width, r.recorded.instance.label().size());
   out << fmt::format("run {}: {} of {} case(s) failed, diverged or got a verdict\n", t.run_id,
                      t.rows.size(), t.cases_in_run);
+  if (!t.only_on.empty()) {
+    out << fmt::format(
+        "every execution not as expected ran on {}, and every one elsewhere was as expected: "
+        "suspect that device (cpreplay --case N --pin replays there)\n",
+        t.only_on);
+  }
   for (const std::string& change : t.code_changes) {
     out << fmt::format(
         "warning: {}: the replays ran the code as it is now, so their verdicts "
@@ -123,10 +144,11 @@ void print_triage_text(std::ostream& out, const Triage& t) {
   for (const TriageRow& r : t.rows) {
     const std::string verdict =
         r.report ? std::string(verdict_name(r.report->verdict)) : std::string("-");
-    out << fmt::format("{:>5}  {:<{}}  {:<19}  {:<19}  {:>7}  {}{}\n", r.recorded.id,
+    out << fmt::format("{:>5}  {:<{}}  {:<19}  {:<19}  {:>7}  {}{}{}\n", r.recorded.id,
                        r.recorded.instance.label(), width, verdict, r.expected,
                        r.report ? r.report->replays : 0,
-                       r.as_expected() ? "" : "UNEXPECTED: ", r.where().substr(0, 200));
+                       r.as_expected() ? "" : "UNEXPECTED: ", r.where().substr(0, 200),
+                       r.only_on.empty() ? "" : "; fails only on " + r.only_on);
   }
   out << fmt::format("{} replay(s); {}\n", t.replays,
                      t.exit_code() == 0 ? "every verdict as expected" : "some verdicts unexpected");
@@ -143,6 +165,7 @@ void print_triage_json(std::ostream& out, const Triage& t) {
          {"expected", r.expected},
          {"as_expected", r.as_expected()},
          {"where", r.where()},
+         {"fails_only_on", r.only_on},
          {"replays", r.report ? r.report->replays : 0}});
   }
   out << nlohmann::json{{"tool", "cpreplay"},
@@ -151,6 +174,7 @@ void print_triage_json(std::ostream& out, const Triage& t) {
                         {"cases", std::move(rows)},
                         {"replays", t.replays},
                         {"code_changes", t.code_changes},
+                        {"fails_only_on", t.only_on},
                         {"exit_code", t.exit_code()}}
              .dump(2)
       << '\n';

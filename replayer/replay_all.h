@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,16 @@ struct TriageOptions {
   int max_replays = 200;          ///< no case starts once this many replays ran
 };
 
+/// Where the executions that missed their expectation ran, against where the others ran
+/// (ExecutionResult::devices, which cprecord --jobs records).
+struct Places {
+  std::set<std::string> failing, passing;
+  void add(const ExecutionResult& r) { (r.as_expected ? passing : failing).insert(r.devices); }
+  /// The one place every failing execution ran on when no passing one ran there (a bad device);
+  /// "" when they failed in several places, where others passed too, or were not placed.
+  std::string only_on() const;
+};
+
 struct TriageRow {
   RecordedCase recorded;
   std::string why;  ///< why it was picked: "failed", "fresh and pooled differ", a verdict, ...
@@ -26,6 +37,9 @@ struct TriageRow {
   /// The verdict the case is expected to get: its seeded bug, else reproduced (or crash/hang
   /// for a fault fixture expecting that).
   std::string expected;
+  /// The place (ExecutionResult::devices) every recorded execution of the case that missed its
+  /// expectation ran on, when its executions elsewhere met it: "fails only on gpus GPU-...".
+  std::string only_on;
   bool as_expected() const;
   /// One line: where the verdict points (the race, allocation, divergence, polluters).
   std::string where() const;
@@ -38,6 +52,9 @@ struct Triage {
   int replays = 0;
   /// The run's case files or worker that changed since the record (ReplayReport::code_changes).
   std::vector<std::string> code_changes;
+  /// The one place every execution of the run that missed its expectation ran on, when
+  /// executions elsewhere met theirs (cprecord --jobs records places): "" otherwise.
+  std::string only_on;
   /// 0 every triaged case got its expected verdict; 1 otherwise (or some were not replayed).
   int exit_code() const;
 };

@@ -60,6 +60,8 @@ def record_python(folder, *args, timeout=300, tool=None, pythonpath=(), cwd=None
     env = dict(os.environ, **(env or {}), PYTHONPATH=os.pathsep.join(path))
     cmd = [os.path.join(os.path.dirname(CPRECORD), tool)] if tool else \
         [CPRECORD, "--python", str(folder), "--backend", "cpu"]
+    if not tool and "--jobs" not in map(str, args) and "--merge" not in map(str, args):
+        cmd += ["--jobs", "1"]  # one world at a time, as the tests' orders expect, on any machine
     return subprocess.run([*cmd, *map(str, args)],
                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           timeout=timeout, cwd=cwd)

@@ -10,7 +10,7 @@
 #                                  [pysymmetric] [faults] [suites] [suitesbench] [suitesplugin]
 #                                  [startbench] [capture] [launches] [diagnose] [launchcost]
 #                                  [graphs] [launchdefault] [pystandby]
-#                                  [upstream_nccl] [upstream_gloo] [upstream_bases]
+#                                  [upstream_nccl] [upstream_gloo] [upstream_bases] [jobs]
 #                                  (default: tests corpus races symmetric trace bench; bench
 #                                  includes recording: issue 14's figures from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
@@ -467,6 +467,41 @@ for step in "${steps[@]}"; do
       python3 tools/device/same_statuses.py "$out/standby_0.json" "$out/standby_2.json" "$out/standby_4.json" \
         >"$out/standby_table.txt" 2>&1
       report "$(tail -n 3 "$out/standby_table.txt")"
+      ;;
+    jobs)
+      # Issue 58 on one machine: the short corpus on cuda in both modes with --jobs as many as the
+      # GPUs allow (worlds of two jobs never share a GPU: more is refused, said below), beside
+      # --jobs 1; a merge of its two shards on cuda; the cpu backend's jobs benchmark on this
+      # machine's cores.
+      short=(--filter '@2$' --exclude 'skip_collective|collective_size_mismatch|segfault|banner_flood|recv_never')
+      "$b/tools/cprecord" --backend cuda --jobs $((gpus + 1)) --db "$out/jobs_refused.db" \
+        "${short[@]}" >/dev/null 2>"$out/jobs_refused.err"
+      report "--jobs $((gpus + 1)) on $gpus GPU(s): rc=$? $(tail -n 1 "$out/jobs_refused.err")"
+      for n in 1 "$gpus"; do
+        start=$(date +%s%N)
+        timeout 250 "$b/tools/cprecord" --backend cuda --mode both --jobs "$n" --json \
+          --db "$out/jobs_$n.db" "${short[@]}" >"$out/jobs_$n.json" 2>"$out/jobs_$n.err"
+        rc=$?
+        report "$(printf 'cuda corpus W=2 both modes --jobs %s: rc=%-3s %7d ms' "$n" $rc $((($(date +%s%N) - start) / 1000000)))"
+      done
+      python3 tools/device/same_statuses.py "$out/jobs_1.json" "$out/jobs_$gpus.json" >"$out/jobs_table.txt" 2>&1
+      report "$(tail -n 3 "$out/jobs_table.txt")" \
+        "devices recorded: $(python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("select group_concat(distinct devices) from execution").fetchone()[0])' "$out/jobs_$gpus.db" 2>&1)"
+      for i in 1 2; do
+        "$b/tools/cprecord" --backend cuda --mode both --shard $i/2 --db "$out/shard_$i.db" \
+          "${short[@]}" >/dev/null 2>"$out/shard_$i.err"
+      done
+      "$b/tools/cprecord" --db "$out/merged.db" --merge "$out/shard_1.db" "$out/shard_2.db" \
+        >"$out/merged.txt" 2>"$out/merged.err"
+      report "cuda shards 1/2 + 2/2 merged: rc=$? $(grep -E 'cases: ' "$out/merged.txt" | tail -n 1)"
+      case_id=$(python3 -c 'import sqlite3,sys; r=sqlite3.connect(sys.argv[1]).execute("select c.id from test_case c join run r on r.id = c.run_id where r.merged_into is null and c.label = ?", ("bug/cp_maxlogit_race@2",)).fetchone(); print(r[0] if r else "")' "$out/merged.db" 2>/dev/null)
+      if [ -n "$case_id" ]; then
+        timeout 200 "$b/tools/cpreplay" --db "$out/merged.db" --case "$case_id" >"$out/merged_replay.txt" 2>&1
+        report "cpreplay of merged case $case_id: rc=$? $(head -n 1 "$out/merged_replay.txt")"
+      fi
+      timeout 250 python3 tools/bench/jobs_bench.py --cprecord "$b/tools/cprecord" \
+        --jobs "${CPRR_BENCH_JOBS:-4}" --repeat 5 >"$out/jobs_bench.txt" 2>&1
+      report "jobs_bench (cpu backend) rc=$?" "$(tail -n 5 "$out/jobs_bench.txt")"
       ;;
     launcher)
       # Issue 15 on cuda: the W=2 corpus in both modes with ranks started through a launcher (the
