@@ -379,6 +379,7 @@ MergeResult merge_runs(const std::string& out, const std::vector<std::string>& i
     }
     held.reset();
   }
+  CPRR_CHECK(parent != 0, "--merge into {}: no merged run holds the shards given", out);
   result.run = parent;
   finish_merged(db, parent, result);
   return result;
