@@ -248,7 +248,7 @@ PlanRun run_plan_jobs(const RecordPlan& p, int jobs, const MakeController& make,
   const std::vector<Step> steps = steps_of(p);
   // The pooled executions in contiguous parts, one per job: each pooled world sees the cases
   // around it in the plan as one job would, so an earlier case's leak meets the same successors
-  // (all but where the parts meet).
+  // (all but where two parts meet, which is between two cases).
   std::vector<std::size_t> pooled;
   for (std::size_t s = 0; s < steps.size(); ++s) {
     if (steps[s].mode == Mode::pool) {
@@ -258,9 +258,15 @@ PlanRun run_plan_jobs(const RecordPlan& p, int jobs, const MakeController& make,
     }
   }
   st.pooled.resize(jobs);
+  std::size_t begin = 0;
   for (int job = 0; job < jobs; ++job) {
-    const std::size_t begin = pooled.size() * job / jobs, end = pooled.size() * (job + 1) / jobs;
+    std::size_t end = std::max(begin, pooled.size() * (job + 1) / jobs);
+    // A part ends between two cases, never between the grid points of one: an earlier point
+    // that leaks state meets its later ones in the same world, as with one job.
+    const auto name = [&](std::size_t k) { return p.cases[steps[pooled[k]].i].info.name; };
+    while (end > 0 && end < pooled.size() && name(end) == name(end - 1)) ++end;
     st.pooled[job].assign(pooled.begin() + begin, pooled.begin() + end);
+    begin = end;
   }
   {
     RecordQueue store(writer);  // destroyed before `st`, writing what is still queued
