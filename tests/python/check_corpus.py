@@ -63,6 +63,9 @@ def main():
     ap.add_argument("--db", required=True, help="SQLite file to record into (replaced)")
     ap.add_argument("--max-world-size", type=int, default=2,
                     help="record world sizes up to this (0: all; default 2)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="cprecord --jobs: worlds side by side (default 1); the verdicts must "
+                         "not depend on it")
     args = ap.parse_args()
 
     for suffix in ("", "-wal", "-shm"):
@@ -80,8 +83,8 @@ def main():
         sys.exit(f"check_corpus: {args.corpus} has no cases")
     pattern = "^(" + "|".join(re.escape(label) for label in labels) + ")$"
 
-    p, record_s = run(base + ["--mode", "both", "--db", args.db, "--json", "--filter", pattern],
-                      900)
+    p, record_s = run(base + ["--mode", "both", "--db", args.db, "--json", "--filter", pattern,
+                              "--jobs", str(args.jobs)], 900)
     try:
         doc = json.loads(p.stdout)
     except json.JSONDecodeError:
