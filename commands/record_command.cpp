@@ -488,7 +488,8 @@ std::vector<JobSlot> slots_of(const RecordOptions& o, const RecordSetup& s,
     err << fmt::format("cprecord: {} jobs, each on its own {}: {}\n", jobs,
                        s.backend == "cuda" ? "GPUs" : "cores", [&] {
                          std::vector<std::string> parts;
-                         for (const JobSlot& slot : slots) parts.push_back(devices_text(slot, s.backend));
+                         for (const JobSlot& slot : slots)
+                           parts.push_back(devices_text(slot, s.backend));
                          return fmt::format("{}", fmt::join(parts, "; "));
                        }());
   }
@@ -704,6 +705,12 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   if (plan->empty()) {  // an empty shard: recorded as a run of no case, for --merge
     RecordWriter writer(o.db, run_meta(o, s, argv));
     writer.finish(0);
+    // The job's reports exist as they would for any shard: a CI step may read them.
+    const RunInfo info{
+        writer.run_id(), absolute(o.db),    o.db, s.worker, s.backend, o.mode, 0, 0, std::nullopt,
+        s.shuffle_seed,  describe(o.launch)};
+    if (!o.junit.empty()) write_junit_file(o.junit, {}, {}, info);
+    if (o.json) print_json(out, {}, info);
     return 0;
   }
   if (!o.junit.empty()) check_file_target("--junit", o.junit);  // before the run, not after

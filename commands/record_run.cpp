@@ -273,8 +273,14 @@ PlanRun run_plan_jobs(const RecordPlan& p, int jobs, const MakeController& make,
     ProgressReport progress(style, err, steps.size());
     {
       std::vector<std::jthread> threads;
-      for (int job = 0; job < jobs; ++job) {
-        threads.emplace_back([&, job] { run_job(p, steps, job, make, st, store, progress); });
+      try {
+        for (int job = 0; job < jobs; ++job) {
+          threads.emplace_back([&, job] { run_job(p, steps, job, make, st, store, progress); });
+        }
+      } catch (...) {  // a thread that could not start: the others stop after their execution
+        std::lock_guard lock(st.mu);
+        if (!st.error) st.error = std::current_exception();
+        st.stop = true;
       }
     }  // every job joined
     store.drain();

@@ -33,7 +33,8 @@ std::optional<ShardOf> parse_part(const std::string& text) {
   const char* end = text.data() + text.size();
   const auto a = std::from_chars(text.data(), text.data() + slash, s.index);
   const auto b = std::from_chars(text.data() + slash + 1, end, s.count);
-  if (a.ec != std::errc() || b.ec != std::errc() || s.index == 0 || s.index > s.count) {
+  if (a.ec != std::errc() || b.ec != std::errc() || a.ptr != text.data() + slash || b.ptr != end ||
+      s.index == 0 || s.index > s.count) {
     return std::nullopt;
   }
   return s;
@@ -52,8 +53,12 @@ std::string name_of(const Source& s) {
   return fmt::format("{} run {} (shard {}/{})", s.path, s.run.id, s.part.index, s.part.count);
 }
 
+// A shard's cases: its own rows, or for a shard already merged (its cases are the merged run's)
+// those its executions ran.
 std::set<std::string> labels_of(const Database& db, int64_t run) {
-  Statement st(db, "SELECT label FROM test_case WHERE run_id = ?");
+  Statement st(db,
+               "SELECT label FROM test_case WHERE run_id = ?1 UNION SELECT c.label FROM "
+               "test_case c JOIN execution e ON e.case_id = c.id WHERE e.run_id = ?1");
   st.bind(1, run);
   std::set<std::string> out;
   while (st.step()) out.insert(st.text(0));
@@ -83,6 +88,14 @@ Source read_input(const std::string& path) {
                   path, db.schema_version(), kSchemaVersion);
   }
   RecordedRun run = RecordReader(path).latest_run("--merge");
+  Statement merged(db, "SELECT count(*) FROM run WHERE merged_into = ?");
+  merged.bind(1, run.id);
+  if (merged.step() && merged.int64(0) > 0) {
+    CPRR_THROW_AS(UsageError,
+                  "--merge {}: its latest run ({}) is itself a merge of shards: give the shard "
+                  "databases it was made of",
+                  path, run.id);
+  }
   if (!run.finished_at || !run.exit_code) {
     CPRR_THROW_AS(UsageError,
                   "--merge {}: its latest run ({}) never finished (the recorder was killed): run "
@@ -132,6 +145,11 @@ void check_together(const std::vector<Source>& sources) {
            "job the same files");
     differ("plan", a.run.plan_hash, b.run.plan_hash,
            "their plans differ (cases, --filter, --exclude, --mode or --repeat)");
+    const auto split = [](const Source& x) {
+      return std::string(x.run.shard.ends_with(" by time") ? "split by --by-time"
+                                                           : "split by label");
+    };
+    differ("shards", split(a), split(b), "merge the shards of one split");
     if (a.part.count != b.part.count) {
       CPRR_THROW_AS(UsageError,
                     "--merge: {} and {} split the plan into different numbers of shards: merge "
@@ -140,7 +158,9 @@ void check_together(const std::vector<Source>& sources) {
     }
     const auto [it, fresh] = by_index.emplace(b.part.index, &b);
     if (!fresh && it->second->run.uid != b.run.uid) {
-      CPRR_THROW_AS(UsageError, "--merge: {} and {} are two runs of shard {}/{}: give one of them",
+      CPRR_THROW_AS(UsageError,
+                    "--merge: {} and {} are two runs of shard {}/{}: give one of them (a shard "
+                    "run again goes into a new file, with the other shards)",
                     name_of(*it->second), name_of(b), b.part.index, b.part.count);
     }
     if (!fresh) continue;
@@ -185,13 +205,8 @@ int64_t scalar(const Database& db, const std::string& sql) {
   return st.step() && !st.is_null(0) ? st.int64(0) : 0;
 }
 
-// The merged run of this plan in `db`, made from the attached shard's row when there is none yet.
+// A new merged run in `db`, made from the attached shard's row.
 int64_t merged_run(Database& db, const Source& s, const std::vector<std::string>& argv) {
-  Statement find(db,
-                 "SELECT id FROM run r WHERE merged_into IS NULL AND plan_hash = ? AND EXISTS "
-                 "(SELECT 1 FROM run c WHERE c.merged_into = r.id) ORDER BY id DESC LIMIT 1");
-  find.bind(1, s.run.plan_hash);
-  if (find.step()) return find.int64(0);
   const std::map<std::string, std::string> set{
       {"id", "NULL"}, {"finished_at", "NULL"}, {"exit_code", "NULL"}, {"stopped", "NULL"},
       {"argv", "?1"}, {"uid", "?2"},           {"shard", "''"},       {"merged_into", "NULL"}};
@@ -228,7 +243,7 @@ MergedShard copy_shard(Database& db, const Source& s, const std::vector<std::str
                   static_cast<int64_t>(s.labels.size()),
                   false};
   Transaction tx(db);
-  parent = merged_run(db, s, argv);
+  if (parent == 0) parent = merged_run(db, s, argv);
   const std::string run = std::to_string(s.run.id);
   copy_rows(db, "run", {{"id", "NULL"}, {"merged_into", std::to_string(parent)}}, "id = " + run);
   out.run = db.last_insert_id();
@@ -299,16 +314,22 @@ void finish_merged(Database& db, int64_t parent, MergeResult& result) {
   tx.commit();
 }
 
-// The shards `out` already holds of the merged run that `inputs` belong to, read as sources too:
-// a later merge into the same file is checked against them and adds to that run.
-std::vector<Source> held_shards(const std::string& out, const std::vector<Source>& inputs) {
+// The merged run of `out` that holds one of `inputs` already (a merge given again, or given the
+// shards a first merge lacked), with the shards it holds, read as sources too: the merge is
+// checked against them and adds to that run. None: the merge makes a new merged run, so a file
+// can keep one merged run per night of the same plan.
+struct Held {
+  int64_t parent = 0;
+  std::vector<Source> shards;
+};
+
+Held held_shards(const std::string& out, const std::vector<Source>& inputs) {
   std::error_code ec;
   if (!std::filesystem::exists(out, ec)) return {};
   const Database db = Database::open(out, Database::Mode::read_only);
   if (db.schema_version() < kSchemaVersion) return {};  // no merge in it yet
-  const RecordReader reader(out);
-  const std::vector<RecordedRun> runs = reader.runs();
-  std::vector<Source> held;
+  const std::vector<RecordedRun> runs = RecordReader(out).runs();
+  Held held;
   for (const RecordedRun& r : runs) {
     for (const Source& in : inputs) {
       if (r.uid != in.run.uid) continue;
@@ -317,17 +338,21 @@ std::vector<Source> held_shards(const std::string& out, const std::vector<Source
                       "--db {} holds {}'s run itself (run {}), not merged: merge into a new file",
                       out, in.path, r.id);
       }
+      if (held.parent != 0 && held.parent != *r.merged_into) {
+        CPRR_THROW_AS(UsageError,
+                      "--db {}: the runs given were merged into two of its runs ({} and {}): "
+                      "give the shards of one of them",
+                      out, held.parent, *r.merged_into);
+      }
+      held.parent = *r.merged_into;
     }
   }
-  std::optional<int64_t> parent;
   for (const RecordedRun& r : runs) {
-    if (r.merged_into && r.plan_hash == inputs.front().run.plan_hash) parent = r.merged_into;
+    if (held.parent != 0 && r.merged_into == held.parent) {
+      held.shards.push_back(source_of(out, r, db));
+      held.shards.back().already = true;
+    }
   }
-  if (!parent) return {};
-  for (const RecordedRun& r : runs) {
-    if (r.merged_into == parent) held.push_back(source_of(out, r, db));
-  }
-  for (Source& s : held) s.already = true;
   return held;
 }
 
@@ -349,14 +374,15 @@ MergeResult merge_runs(const std::string& out, const std::vector<std::string>& i
     }
     given.push_back(read_input(path));
   }
-  std::vector<Source> all = held_shards(out, given);
+  Held before = held_shards(out, given);
+  std::vector<Source> all = std::move(before.shards);
   std::set<std::string> held_uids;
   for (const Source& s : all) held_uids.insert(s.run.uid);
   for (const Source& s : given) all.push_back(s);
   check_together(all);
   Database db = Database::open(out, Database::Mode::read_write);
   MergeResult result;
-  int64_t parent = 0;
+  int64_t parent = before.parent;
   std::set<std::string> copied;
   for (const Source& s : given) {
     if (held_uids.contains(s.run.uid) || copied.contains(s.run.uid)) {

@@ -10,8 +10,10 @@
 //
 // Crash-safe and idempotent: each shard is copied in one transaction, and a shard whose run.uid
 // the file already holds is skipped, so a merge cut short is finished by running it again, and a
-// merge run twice changes nothing. The merged run is incomplete (finished_at NULL) until every
-// shard given is in.
+// merge run twice changes nothing. A merge adds to the merged run that holds one of the shards
+// given (given again with the ones it lacked); else it makes a new merged run, so one file can
+// keep a merged run per night of one plan. The merged run is incomplete (finished_at NULL) until
+// every shard given is in.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -38,9 +40,10 @@ struct MergeResult {
 /// Merges the latest run (not itself a merge) of each file of `inputs` into `out` (created when
 /// missing), recording `argv` as the merged run's command line. Throws UsageError, naming the
 /// file and what to do, for: an input missing, of another schema version, holding no finished
-/// run, or merged itself; runs of different backends, modes, code (file names and content
-/// hashes) or plans (run.plan_hash); runs split into different shard counts; two runs of one
-/// shard; a case in two shards. Nothing is written to `out` before every input passed.
+/// run, or whose latest run is a merge itself; runs of different backends, modes, code (file
+/// names and content hashes) or plans (run.plan_hash); runs split differently (shard counts,
+/// by label or --by-time); two runs of one shard; a case in two shards (the merged run's shards
+/// included). Nothing is written to `out` before every input passed.
 MergeResult merge_runs(const std::string& out, const std::vector<std::string>& inputs,
                        const std::vector<std::string>& argv);
 

@@ -133,8 +133,10 @@ TEST(MergeCommand, AMergeIsIdempotentAndAddsAMissingShardLater) {
     st.step();
     return st.int64(0);
   };
-  const Recorded rest = merge(merged, {shards[1]});
+  // Given again with the shard it lacked, the merge adds that one to the same merged run.
+  const Recorded rest = merge(merged, shards);
   EXPECT_EQ(rest.code, 0) << rest.err;
+  EXPECT_THAT(rest.err, HasSubstr("was merged before"));
   const std::vector<int64_t> before{count("run"), count("test_case"), count("execution"),
                                     count("op"), count("capture")};
   const Recorded again = merge(merged, shards);
@@ -145,6 +147,16 @@ TEST(MergeCommand, AMergeIsIdempotentAndAddsAMissingShardLater) {
             before);
   EXPECT_EQ(count("run"), 4) << "one merged run and its three shards";
   EXPECT_EQ(json::parse(again.out).at("cases").size(), json::parse(rest.out).at("cases").size());
+  // Another night's shard of the same plan, merged into the same file, is a merged run of its
+  // own: the first one's cases and exit code stay as they were.
+  RecordOptions night2 = plan_opts(db_named("idem-night2"), "pool");
+  night2.shard = "2/3";
+  ASSERT_EQ(record(night2).code, 0);
+  const Recorded second = merge(merged, {night2.db});
+  EXPECT_EQ(second.code, 1) << "shards 1/3 and 3/3 of the second night are missing";
+  EXPECT_EQ(count("run"), 6) << "a second merged run and its one shard";
+  EXPECT_EQ(RecordReader(merged).run(1).exit_code, 0)
+      << "the first night's merged run is as it was";
 }
 
 TEST(MergeCommand, AMergedPooledCaseReplaysAfterThePredecessorsOfItsShard) {
@@ -258,6 +270,14 @@ TEST(MergeCommand, RefusesWhatDoesNotBelongTogetherNamingIt) {
   Database::open(killed, Database::Mode::read_write)
       .exec("UPDATE run SET finished_at = NULL, exit_code = NULL");
   expect_refused(db_named("r7"), {shards[0], killed}, "never finished");
+  RecordOptions timed = plan_opts(db_named("timed-2of3"), "fresh");
+  timed.shard = "2/3";
+  timed.by_time = shards[0];
+  record(timed);
+  expect_refused(db_named("r10"), {shards[0], timed.db}, "split by --by-time");
+  const std::string merged = db_named("r9-merged");
+  ASSERT_EQ(merge(merged, shards).code, 0);
+  expect_refused(db_named("r9"), {merged}, "is itself a merge of shards");
   RecordOptions misuse;
   misuse.db = db_named("r8");
   misuse.merge = shards;
