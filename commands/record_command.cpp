@@ -183,6 +183,7 @@ Selection selection_of(const RecordOptions& o) {
                     o.shard);
     }
     s.shard = *shard;
+    s.shard.by_time = !o.by_time.empty();
   } else if (!o.by_time.empty()) {
     CPRR_THROW_AS(UsageError,
                   "--by-time {}: it splits the plan for --shard; give --shard I/N with it",
@@ -434,11 +435,7 @@ std::optional<std::vector<CaseInstance>> plan_of(const RecordOptions& o, RecordS
 
 RunMeta run_meta(const RecordOptions& o, const RecordSetup& s,
                  const std::vector<std::string>& argv) {
-  std::string shard;
-  if (!o.shard.empty()) {
-    shard = fmt::format("{}/{}{}", s.selection.shard.index, s.selection.shard.count,
-                        o.by_time.empty() ? "" : " by time");
-  }
+  const std::string shard = o.shard.empty() ? "" : shard_text(s.selection.shard);
   return RunMeta{s.backend,
                  o.mode,
                  std::string(placement_name(s.placement)),
@@ -702,16 +699,9 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
     print_plan(out, *plan, o.json);
     return 0;
   }
-  if (plan->empty()) {  // an empty shard: recorded as a run of no case, for --merge
+  if (plan->empty()) {  // an empty shard: a run of no case, recorded and reported (for --merge)
     RecordWriter writer(o.db, run_meta(o, s, argv));
-    writer.finish(0);
-    // The job's reports exist as they would for any shard: a CI step may read them.
-    const RunInfo info{
-        writer.run_id(), absolute(o.db),    o.db, s.worker, s.backend, o.mode, 0, 0, std::nullopt,
-        s.shuffle_seed,  describe(o.launch)};
-    if (!o.junit.empty()) write_junit_file(o.junit, {}, {}, info);
-    if (o.json) print_json(out, {}, info);
-    return 0;
+    return finish_run(o, s, Ran{*plan, {}, PlanRun{}, t0}, writer, out, err, color);
   }
   if (!o.junit.empty()) check_file_target("--junit", o.junit);  // before the run, not after
   const std::vector<JobSlot> slots = slots_of(o, s, *plan, err);

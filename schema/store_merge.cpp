@@ -4,7 +4,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -12,6 +11,7 @@
 #include <optional>
 #include <set>
 
+#include "data/shard.h"
 #include "runtime/error.h"
 #include "runtime/host_info.h"
 #include "schema/record_reader.h"
@@ -21,33 +21,24 @@
 namespace cprr {
 namespace {
 
-struct ShardOf {
-  uint32_t index = 1, count = 1;
-};
-
-std::optional<ShardOf> parse_part(const std::string& text) {
-  if (text.empty()) return ShardOf{};
-  const std::size_t slash = text.find('/');
-  if (slash == std::string::npos) return std::nullopt;
-  ShardOf s;
-  const char* end = text.data() + text.size();
-  const auto a = std::from_chars(text.data(), text.data() + slash, s.index);
-  const auto b = std::from_chars(text.data() + slash + 1, end, s.count);
-  if (a.ec != std::errc() || b.ec != std::errc() || a.ptr != text.data() + slash || b.ptr != end ||
-      s.index == 0 || s.index > s.count) {
-    return std::nullopt;
-  }
-  return s;
-}
-
 // One run to be in the merged one: an input's latest run, or a shard the file already holds.
 struct Source {
   std::string path;
   RecordedRun run;
-  ShardOf part;
+  Shard part;
   std::set<std::string> labels;
   bool already = false;
 };
+
+// What merge_runs reports of a shard; its run in the merged file comes once it is known.
+MergedShard entry_of(const Source& s, bool already) {
+  return MergedShard{s.path,
+                     s.run.id,
+                     0,
+                     shard_text(Shard{s.part.index, s.part.count}),
+                     static_cast<int64_t>(s.labels.size()),
+                     already};
+}
 
 std::string name_of(const Source& s) {
   return fmt::format("{} run {} (shard {}/{})", s.path, s.run.id, s.part.index, s.part.count);
@@ -67,7 +58,7 @@ std::set<std::string> labels_of(const Database& db, int64_t run) {
 
 Source source_of(const std::string& path, RecordedRun run, const Database& db) {
   Source s{path, std::move(run), {}, {}, false};
-  const std::optional<ShardOf> part = parse_part(shard_part(s.run.shard));
+  const std::optional<Shard> part = shard_of_run(s.run.shard);
   CPRR_CHECK(part.has_value(), "{} run {}: run.shard '{}' is not I/N", path, s.run.id, s.run.shard);
   s.part = *part;
   s.labels = labels_of(db, s.run.id);
@@ -112,17 +103,11 @@ Source read_input(const std::string& path) {
 }
 
 // The code as a merge compares it: file names and content, not the folders a job checked out to.
-std::vector<std::pair<std::string, std::string>> code_of(const RecordedRun& r) {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const CodeFile& f : r.code) {
-    out.emplace_back(std::filesystem::path(f.path).filename().string(), f.xxh3);
-  }
-  return out;
-}
-
 std::string code_text(const RecordedRun& r) {
   std::vector<std::string> parts;
-  for (const auto& [name, hash] : code_of(r)) parts.push_back(name + " " + hash);
+  for (const CodeFile& f : r.code) {
+    parts.push_back(std::filesystem::path(f.path).filename().string() + " " + f.xxh3);
+  }
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
@@ -146,8 +131,7 @@ void check_together(const std::vector<Source>& sources) {
     differ("plan", a.run.plan_hash, b.run.plan_hash,
            "their plans differ (cases, --filter, --exclude, --mode or --repeat)");
     const auto split = [](const Source& x) {
-      return std::string(x.run.shard.ends_with(" by time") ? "split by --by-time"
-                                                           : "split by label");
+      return std::string(x.part.by_time ? "split by --by-time" : "split by label");
     };
     differ("shards", split(a), split(b), "merge the shards of one split");
     if (a.part.count != b.part.count) {
@@ -236,12 +220,7 @@ MergedShard copy_shard(Database& db, const Source& s, const std::vector<std::str
       }
     }
   } detach{db};
-  MergedShard out{s.path,
-                  s.run.id,
-                  0,
-                  fmt::format("{}/{}", s.part.index, s.part.count),
-                  static_cast<int64_t>(s.labels.size()),
-                  false};
+  MergedShard out = entry_of(s, false);
   Transaction tx(db);
   if (parent == 0) parent = merged_run(db, s, argv);
   const std::string run = std::to_string(s.run.id);
@@ -281,7 +260,7 @@ void finish_merged(Database& db, int64_t parent, MergeResult& result) {
   std::vector<std::string> stopped;
   int code = 0;
   while (shards.step()) {
-    const std::optional<ShardOf> part = parse_part(shard_part(shards.text(0)));
+    const std::optional<Shard> part = shard_of_run(shards.text(0));
     if (part) {
       present.insert(part->index);
       result.shard_count = part->count;
@@ -358,11 +337,6 @@ Held held_shards(const std::string& out, const std::vector<Source>& inputs) {
 
 }  // namespace
 
-std::string shard_part(const std::string& shard) {
-  if (shard.empty()) return "1/1";
-  return shard.substr(0, shard.find(' '));
-}
-
 MergeResult merge_runs(const std::string& out, const std::vector<std::string>& inputs,
                        const std::vector<std::string>& argv) {
   CPRR_CHECK(!inputs.empty(), "merge_runs: no input");
@@ -375,35 +349,22 @@ MergeResult merge_runs(const std::string& out, const std::vector<std::string>& i
     given.push_back(read_input(path));
   }
   Held before = held_shards(out, given);
+  std::map<std::string, int64_t> in_out;  // uid -> its run in `out`, for the shards held there
+  for (const Source& s : before.shards) in_out[s.run.uid] = s.run.id;
   std::vector<Source> all = std::move(before.shards);
-  std::set<std::string> held_uids;
-  for (const Source& s : all) held_uids.insert(s.run.uid);
-  for (const Source& s : given) all.push_back(s);
+  all.insert(all.end(), given.begin(), given.end());
   check_together(all);
   Database db = Database::open(out, Database::Mode::read_write);
   MergeResult result;
   int64_t parent = before.parent;
-  std::set<std::string> copied;
   for (const Source& s : given) {
-    if (held_uids.contains(s.run.uid) || copied.contains(s.run.uid)) {
-      result.shards.push_back(MergedShard{s.path, s.run.id, 0,
-                                          fmt::format("{}/{}", s.part.index, s.part.count),
-                                          static_cast<int64_t>(s.labels.size()), true});
+    if (const auto it = in_out.find(s.run.uid); it != in_out.end()) {  // held, or given twice
+      result.shards.push_back(entry_of(s, true));
+      result.shards.back().run = it->second;
       continue;
     }
     result.shards.push_back(copy_shard(db, s, argv, parent));
-    copied.insert(s.run.uid);
-  }
-  // A shard the file held already: its copy there, and the merged run it is in.
-  Statement held(db, "SELECT merged_into, id FROM run WHERE uid = ?");
-  for (std::size_t i = 0; i < given.size(); ++i) {
-    if (!result.shards[i].already) continue;
-    held.bind(1, given[i].run.uid);
-    if (held.step()) {
-      if (parent == 0) parent = held.int64(0);
-      result.shards[i].run = held.int64(1);
-    }
-    held.reset();
+    in_out[s.run.uid] = result.shards.back().run;
   }
   CPRR_CHECK(parent != 0, "--merge into {}: no merged run holds the shards given", out);
   result.run = parent;

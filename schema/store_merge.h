@@ -47,7 +47,4 @@ struct MergeResult {
 MergeResult merge_runs(const std::string& out, const std::vector<std::string>& inputs,
                        const std::vector<std::string>& argv);
 
-/// The shard of run.shard's text as "I/N" ("" -> "1/1"; " by time" dropped).
-std::string shard_part(const std::string& shard);
-
 }  // namespace cprr

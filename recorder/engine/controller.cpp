@@ -110,9 +110,9 @@ Controller::Controller(ControllerConfig config, std::unique_ptr<WorldFactory> wo
       next_world_(config_.first_id),
       next_execution_(config_.first_id) {}
 
-uint64_t Controller::take_world_id() {
-  const uint64_t id = next_world_;
-  next_world_ += config_.id_step;
+uint64_t Controller::take_id(uint64_t& next) const {
+  const uint64_t id = next;
+  next += config_.id_step;
   return id;
 }
 
@@ -159,7 +159,7 @@ void Controller::foresee(const std::vector<int>& fresh_world_sizes, bool next_is
       standby_.erase(it);
       continue;
     }
-    const uint64_t id = take_world_id();
+    const uint64_t id = take_id(next_world_);
     WorldFactory* factory = worlds_.get();
     auto start = [factory, id, wc = world_config(size)] { return factory->make(wc, id); };
     kept.push_back(Standby{size, config_.standby_policy == std::launch::deferred
@@ -214,7 +214,7 @@ WorldHandle& Controller::world_for(const CaseInstance& inst, Mode mode,
   }
   if (!*slot) {
     if (mode == Mode::fresh) *slot = take_standby(inst.world_size);
-    if (!*slot) *slot = worlds_->make(world_config(inst.world_size), take_world_id());
+    if (!*slot) *slot = worlds_->make(world_config(inst.world_size), take_id(next_world_));
     // A standby world's start overlapped earlier cases: wall_ms holds only what was left of it.
     res.startup_ms = (*slot)->startup_ms();
     res.startup_phases = (*slot)->startup_phases();
@@ -227,8 +227,7 @@ ExecutionResult Controller::run(const CaseInstance& inst, Mode mode, Placement p
   const auto t0 = config_.now();
   ExecutionResult res;
   res.started_at = std::chrono::system_clock::now();
-  res.id = next_execution_;
-  next_execution_ += config_.id_step;
+  res.id = take_id(next_execution_);
   res.devices = config_.devices;
   res.case_id = inst.id;
   res.label = inst.label();

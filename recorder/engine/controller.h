@@ -165,7 +165,8 @@ class Controller {
   std::map<uint64_t, uint64_t> served_;  // world id -> cases run
   uint64_t next_world_ = 1;      // config_.first_id, then every id_step-th
   uint64_t next_execution_ = 1;  // likewise
-  uint64_t take_world_id();
+  /// `next`, which then moves on by config_.id_step.
+  uint64_t take_id(uint64_t& next) const;
 };
 
 }  // namespace cprr

@@ -55,22 +55,6 @@ std::vector<CaseInstance> expand(const Catalog& catalog, const std::optional<std
   return out;
 }
 
-std::optional<Shard> parse_shard(const std::string& text) {
-  const std::size_t slash = text.find('/');
-  if (slash == std::string::npos) return std::nullopt;
-  Shard s;
-  const auto number = [](std::string_view digits, uint32_t& out) {
-    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), out);
-    return ec == std::errc() && end == digits.data() + digits.size() && !digits.empty();
-  };
-  const std::string_view t(text);
-  if (!number(t.substr(0, slash), s.index) || !number(t.substr(slash + 1), s.count)) {
-    return std::nullopt;
-  }
-  if (s.count == 0 || s.index == 0 || s.index > s.count) return std::nullopt;
-  return s;
-}
-
 std::vector<CaseInstance> narrow(std::vector<CaseInstance> plan, const Selection& selection) {
   std::erase_if(plan, [&](const CaseInstance& inst) {
     const std::string label = inst.label();

@@ -11,6 +11,7 @@
 
 #include "data/capture.h"
 #include "data/case_info.h"
+#include "data/shard.h"
 #include "recorder/protocol/protocol.h"
 
 namespace cprr {
@@ -19,16 +20,10 @@ namespace cprr {
 /// label matches `filter` (regex search). Ids are assigned after filtering.
 std::vector<CaseInstance> expand(const Catalog& catalog, const std::optional<std::regex>& filter);
 
-/// One of N stable parts of a plan (cprecord --shard I/N): an instance belongs to shard
-/// `1 + seed % count`, its seed being a hash of its label, so a case stays in its shard whatever
-/// else the catalog or the filters hold, and the shards of one plan are disjoint and cover it.
-struct Shard {
-  uint32_t index = 1;  ///< 1-based
-  uint32_t count = 1;
-};
-
-/// Parses "I/N" (1 <= I <= N); nullopt otherwise.
-std::optional<Shard> parse_shard(const std::string& text);
+// cprecord --shard I/N (data/shard.h): an instance belongs to shard `1 + seed % count`, its seed
+// being a hash of its label, so a case stays in its shard whatever else the catalog or the
+// filters hold, and the shards of one plan are disjoint and cover it (or, with --by-time, the
+// shard shards_by_time gives it).
 
 /// What the command line narrows a plan to, after --filter: instances whose label matches
 /// `exclude` (regex search) are dropped, then those outside `labels`; the rest are renumbered

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -40,15 +41,23 @@ RecordOptions plan_opts(const std::string& db, const std::string& mode) {
   return o;
 }
 
+// Shard `shard` of the plan (as `change` alters it) recorded into its own file, as a CI job
+// would: the file.
+std::string record_shard(const std::string& name, const std::string& mode, const std::string& shard,
+                         const std::function<void(RecordOptions&)>& change = {}) {
+  RecordOptions o = plan_opts(db_named(name), mode);
+  o.shard = shard;
+  if (change) change(o);
+  const Recorded r = record(o);
+  EXPECT_EQ(r.code, 0) << name << " " << shard << r.err;
+  return o.db;
+}
+
 // The three shards of the plan, each into its own file, as three CI jobs would.
 std::vector<std::string> record_shards(const std::string& tag, const std::string& mode) {
   std::vector<std::string> files;
   for (int i = 1; i <= 3; ++i) {
-    RecordOptions o = plan_opts(db_named(tag + std::to_string(i)), mode);
-    o.shard = std::to_string(i) + "/3";
-    const Recorded r = record(o);
-    EXPECT_EQ(r.code, 0) << o.shard << r.err;
-    files.push_back(o.db);
+    files.push_back(record_shard(tag + std::to_string(i), mode, std::to_string(i) + "/3"));
   }
   return files;
 }
@@ -149,10 +158,7 @@ TEST(MergeCommand, AMergeIsIdempotentAndAddsAMissingShardLater) {
   EXPECT_EQ(json::parse(again.out).at("cases").size(), json::parse(rest.out).at("cases").size());
   // Another night's shard of the same plan, merged into the same file, is a merged run of its
   // own: the first one's cases and exit code stay as they were.
-  RecordOptions night2 = plan_opts(db_named("idem-night2"), "pool");
-  night2.shard = "2/3";
-  ASSERT_EQ(record(night2).code, 0);
-  const Recorded second = merge(merged, {night2.db});
+  const Recorded second = merge(merged, {record_shard("idem-night2", "pool", "2/3")});
   EXPECT_EQ(second.code, 1) << "shards 1/3 and 3/3 of the second night are missing";
   EXPECT_EQ(count("run"), 6) << "a second merged run and its one shard";
   EXPECT_EQ(RecordReader(merged).run(1).exit_code, 0)
@@ -242,23 +248,15 @@ void expect_refused(const std::string& out, const std::vector<std::string>& inpu
 
 TEST(MergeCommand, RefusesWhatDoesNotBelongTogetherNamingIt) {
   const std::vector<std::string> shards = record_shards("refuse", "fresh");
-  RecordOptions other = plan_opts(db_named("other-plan"), "fresh");
-  other.filter = "^healthy/noop";
-  other.shard = "2/3";
-  record(other);
-  expect_refused(db_named("r1"), {shards[0], other.db}, "their plans differ");
-  RecordOptions two = plan_opts(db_named("two-of-one"), "fresh");
-  two.shard = "1/3";
-  record(two);
-  expect_refused(db_named("r2"), {shards[0], two.db}, "two runs of shard 1/3");
-  RecordOptions halves = plan_opts(db_named("halves"), "fresh");
-  halves.shard = "1/2";
-  record(halves);
-  expect_refused(db_named("r3"), {shards[0], halves.db}, "different numbers of shards");
-  RecordOptions pooled = plan_opts(db_named("pooled"), "pool");
-  pooled.shard = "2/3";
-  record(pooled);
-  expect_refused(db_named("r4"), {shards[0], pooled.db}, "has mode fresh");
+  const std::string other = record_shard("other-plan", "fresh", "2/3",
+                                         [](RecordOptions& o) { o.filter = "^healthy/noop"; });
+  expect_refused(db_named("r1"), {shards[0], other}, "their plans differ");
+  expect_refused(db_named("r2"), {shards[0], record_shard("two-of-one", "fresh", "1/3")},
+                 "two runs of shard 1/3");
+  expect_refused(db_named("r3"), {shards[0], record_shard("halves", "fresh", "1/2")},
+                 "different numbers of shards");
+  expect_refused(db_named("r4"), {shards[0], record_shard("pooled", "pool", "2/3")},
+                 "has mode fresh");
   expect_refused(db_named("r5"), {shards[0], db_named("no-such")}, "no such file");
   // An old file, and a run that never finished.
   const std::string old = db_named("old");
@@ -270,11 +268,9 @@ TEST(MergeCommand, RefusesWhatDoesNotBelongTogetherNamingIt) {
   Database::open(killed, Database::Mode::read_write)
       .exec("UPDATE run SET finished_at = NULL, exit_code = NULL");
   expect_refused(db_named("r7"), {shards[0], killed}, "never finished");
-  RecordOptions timed = plan_opts(db_named("timed-2of3"), "fresh");
-  timed.shard = "2/3";
-  timed.by_time = shards[0];
-  record(timed);
-  expect_refused(db_named("r10"), {shards[0], timed.db}, "split by --by-time");
+  const std::string timed =
+      record_shard("timed-2of3", "fresh", "2/3", [&](RecordOptions& o) { o.by_time = shards[0]; });
+  expect_refused(db_named("r10"), {shards[0], timed}, "split by --by-time");
   const std::string merged = db_named("r9-merged");
   ASSERT_EQ(merge(merged, shards).code, 0);
   expect_refused(db_named("r9"), {merged}, "is itself a merge of shards");
