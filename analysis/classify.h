@@ -61,10 +61,10 @@ struct LeftBehind {
 /// The first call of `log` (rank `rank`'s: its flight record or its collective log) that a failed
 /// rank of `ranks` left behind; nullopt when there is none or no rank failed.
 std::optional<LeftBehind> left_by_failure(const std::vector<RankReport>& ranks, int rank,
-                                             const std::vector<CollectiveRecord>& log);
+                                          const std::vector<CollectiveRecord>& log);
 /// The same for a rank that returned from the case without failing (`by` names it): it
-/// calls no more either, so a call of `log` it never entered can never complete (issue 57, a
-/// lone return). `flights` (index = rank; null: none), when given: calls each rank entered
+/// calls no more either, so a call of `log` it never entered can never complete (a lone
+/// return). `flights` (index = rank; null: none), when given: calls each rank entered
 /// besides its collective log, which leaves out those that raised in a case it ended clean
 /// (Context::drop_raised_collectives); its flight record keeps them.
 std::optional<LeftBehind> left_by_return(

@@ -358,9 +358,9 @@ class RankWalk {
 
   /// torch's batch_isend_irecv, logged as one op reading what it sends and writing what it
   /// receives: its k-th read is its k-th send (the rank's next send record), its k-th write its
-  /// k-th receive (cprr._collectives enters every send, then every receive), each one message.
-  /// (A send of no bytes has no read: the messages after it in the batch would pair with the
-  /// wrong records. torch's P2POp lists rarely hold one.)
+  /// k-th receive (cprr.distributed.collectives enters every send, then every receive), each one
+  /// message. (A send of no bytes has no read: the messages after it in the batch would pair with
+  /// the wrong records. torch's P2POp lists rarely hold one.)
   void batch(const OpRecord& op) {
     for (std::size_t k = 0; k < op.reads.size(); ++k) {
       OpRecord one = op;

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include "data/text_forms.h"
@@ -41,12 +42,12 @@ CLI::Validator positive_count_validator() {
 }
 
 void check_shared(const SharedOptions& o, LauncherKind launcher) {
-  if (o.timeout_s) {
-    if (const std::string why = timeout_problem(*o.timeout_s); !why.empty()) {
-      CPRR_THROW_AS(UsageError, "--timeout {}: {}", *o.timeout_s, why);
+  if (const std::optional<double> timeout_s = o.run.timeout_override_s) {
+    if (const std::string why = timeout_problem(*timeout_s); !why.empty()) {
+      CPRR_THROW_AS(UsageError, "--timeout {}: {}", *timeout_s, why);
     }
   }
-  check_standby(o.standby, launcher);
+  check_standby(o.run.standby, launcher);
 }
 
 std::string beside_self(const char* name) {
@@ -56,12 +57,9 @@ std::string beside_self(const char* name) {
 }
 
 void apply_shared(const SharedOptions& o, ControllerConfig& config) {
-  config.timeout_override_s = o.timeout_s;
+  config.run = o.run;
   config.stop_fd = o.interrupt != nullptr ? o.interrupt->fd() : -1;
   config.timeline = !o.trace.empty();
-  config.standby = o.standby;
-  config.collectives = o.collectives;
-  config.fork_from_template = o.fork_from_template;
   config.supervisor = beside_self("cpworker");
 }
 
@@ -120,17 +118,25 @@ bool python_template_from_env() {
   CPRR_THROW_AS(UsageError, "{}={}: use on (the default) or off", kPythonTemplateEnv, value);
 }
 
-void add_collectives_option(CLI::App& app, std::string& collectives, std::string_view unset) {
-  app.add_option("--collectives", collectives,
-                 fmt::format("how a cuda world's collectives travel: auto (NCCL when every rank "
-                             "has a GPU of its own; where ranks share a GPU, as W ranks on fewer "
-                             "than W GPUs do (rank r on GPU r mod G), Gloo with device buffers "
-                             "staged through pinned host memory) | nccl (refused where ranks "
-                             "share a GPU) | gloo (staged even with a GPU per rank); recorded per "
-                             "execution (collectives, rank_gpus); the cpu backend always uses "
-                             "Gloo; unset: {}",
-                             unset))
-      ->check(CLI::IsMember({"auto", "nccl", "gloo"}));
+void add_collectives_option(CLI::App& app, std::optional<CollectivesRequest>& collectives,
+                            std::string_view unset) {
+  const std::map<std::string, CollectivesRequest> words{{"auto", CollectivesRequest::automatic},
+                                                        {"nccl", CollectivesRequest::nccl},
+                                                        {"gloo", CollectivesRequest::gloo}};
+  CLI::Option* option = app.add_option_function<std::string>(
+      "--collectives",
+      // The check below runs first, so every word here is one of `words`.
+      [&collectives, words](const std::string& word) { collectives = words.at(word); },
+      fmt::format("how a cuda world's collectives travel: auto (NCCL when every rank "
+                  "has a GPU of its own; where ranks share a GPU, as W ranks on fewer "
+                  "than W GPUs do (rank r on GPU r mod G), Gloo with device buffers "
+                  "staged through pinned host memory) | nccl (refused where ranks "
+                  "share a GPU) | gloo (staged even with a GPU per rank); recorded per "
+                  "execution (collectives, rank_gpus); the cpu backend always uses "
+                  "Gloo; unset: {}",
+                  unset));
+  option->type_name("TEXT")->check(CLI::IsMember({"auto", "nccl", "gloo"}));
+  if (collectives) option->default_str(std::string(request_name(*collectives)));
 }
 
 void add_launch_options(CLI::App& app, LaunchFlags& f) {

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "data/launch_options.h"
+#include "recorder/engine/world_handle.h"
 
 namespace cprr {
 
@@ -18,16 +19,11 @@ struct ControllerConfig;
 struct SharedOptions {
   /// --worker; empty: cprecord's cpworker (cprr-pyworker) beside it, cpreplay's the recorded one.
   std::string worker;
-  std::optional<double> timeout_s;  ///< --timeout: overrides every case's deadline
   /// --trace: cprecord's directory, cpreplay's file; non-empty: ranks time every op.
   std::string trace;
-  /// --collectives: auto | nccl | gloo; empty (cpreplay's default): as the record's.
-  std::string collectives;
-  /// --standby N: fresh worlds started ahead (ControllerConfig::standby); 0: none.
-  int standby = 0;
-  /// Python ranks fork from a template process (ControllerConfig::fork_from_template); both verbs
-  /// set it from CPRR_PYTHON_TEMPLATE.
-  bool fork_from_template = true;
+  /// --timeout, --standby, --collectives (unset: cprecord's auto, cpreplay's the record's) and
+  /// CPRR_PYTHON_TEMPLATE, as the controller and its worlds take them (WorldSpec::run).
+  RunChoices run;
   /// Ctrl-C: when its signal arrives the run or replay stops (its ranks killed). Null: not
   /// interruptible (in-process callers).
   const InterruptWatch* interrupt = nullptr;
@@ -37,8 +33,8 @@ struct SharedOptions {
 /// --standby in range and only with `launcher` local. Throws UsageError naming the option.
 void check_shared(const SharedOptions& o, LauncherKind launcher);
 
-/// Sets what `o` says of the controller: the deadline override, the stop descriptor, timing (a
-/// trace), standby, collectives and the template. The worker is each verb's to resolve.
+/// Sets what `o` says of the controller: its run choices (whole), the stop descriptor and timing
+/// (a trace). The worker is each verb's to resolve.
 /// Also names the supervisor a launcher's Python ranks run (cpworker beside this executable).
 void apply_shared(const SharedOptions& o, ControllerConfig& config);
 
@@ -66,16 +62,17 @@ CLI::Validator positive_count_validator();
 inline constexpr int kMaxStandby = 64;
 
 /// --standby N, cprecord's and cpreplay's: start the worlds of the next N fresh executions while
-/// earlier ones run (ControllerConfig::standby, Controller::foresee); 0, the default, is off.
+/// earlier ones run (RunChoices::standby, Controller::foresee); 0, the default, is off.
 /// `which` says which executions come next: each tool knows different ones in advance.
 void add_standby_option(CLI::App& app, int& standby, std::string_view which);
 /// Throws UsageError naming --standby when N is out of [0, kMaxStandby], or when N > 0 and the
 /// worlds start through a launcher (its ranks connect back one world at a time).
 void check_standby(int standby, LauncherKind launcher);
 
-/// --collectives auto|nccl|gloo, cprecord's and cpreplay's (ControllerConfig::collectives);
-/// `unset` says what leaving it out means.
-void add_collectives_option(CLI::App& app, std::string& collectives, std::string_view unset);
+/// --collectives auto|nccl|gloo, cprecord's and cpreplay's (RunChoices::collectives), parsed into
+/// the request once; `unset` says what leaving it out means.
+void add_collectives_option(CLI::App& app, std::optional<CollectivesRequest>& collectives,
+                            std::string_view unset);
 
 /// The launcher options as parsed; finish_launch_options checks them together.
 struct LaunchFlags {
@@ -95,7 +92,7 @@ LaunchOptions finish_launch_options(const LaunchFlags& flags);
 /// The environment variable that turns the Python worker's template process off.
 inline constexpr std::string_view kPythonTemplateEnv = "CPRR_PYTHON_TEMPLATE";
 /// Whether a Python worker's ranks are forked from a template process that imported torch and
-/// the case files once (ControllerConfig::fork_from_template): CPRR_PYTHON_TEMPLATE unset, empty
+/// the case files once (RunChoices::fork_from_template): CPRR_PYTHON_TEMPLATE unset, empty
 /// or "on" says yes, "off" starts every rank afresh. Throws UsageError for any other value.
 bool python_template_from_env();
 

@@ -72,7 +72,7 @@ std::string python_sources(const RecordOptions& o) {
   return fmt::format("{}", fmt::join(parts, " "));
 }
 
-// The Python worker's --script for --torchrun / --torchrun-module (cprr._scripts.from_spec).
+// The Python worker's --script for --torchrun / --torchrun-module (cprr.suites.scripts.from_spec).
 std::vector<std::string> script_worker_args(const RecordOptions& o) {
   const bool script = !o.torchrun.empty() || !o.torchrun_module.empty();
   if (!o.script_args.empty() && script == !o.pytest.empty()) {
@@ -103,7 +103,7 @@ std::vector<std::string> script_worker_args(const RecordOptions& o) {
   return {"--script", spec.dump()};
 }
 
-// The Python worker's --pytest for --pytest's paths (cprr._pytest_items.within_session): each
+// The Python worker's --pytest for --pytest's paths (cprr.suites.pytest_items.within_session): each
 // a file, a directory or a node id (FILE::Class::test), made absolute.
 std::vector<std::string> pytest_worker_args(const RecordOptions& o) {
   if (o.pytest.empty()) return {};
@@ -331,7 +331,7 @@ std::size_t write_traces(const std::string& dir, const std::vector<CaseOutcome>&
 void say_gpu_sharing(const std::vector<CaseInstance>& plan, const RecordOptions& o, int gpus,
                      std::ostream& err) {
   if (o.launch.kind != LauncherKind::local) return;
-  const std::string& collectives = o.shared.collectives;
+  const CollectivesRequest collectives = o.shared.run.requested();
   std::set<int> sizes;
   for (const CaseInstance& c : plan) sizes.insert(c.world_size);
   for (int w : sizes) check_nccl_fits(collectives, w, gpus);  // before any line is said
@@ -369,7 +369,7 @@ RecordSetup resolve(const RecordOptions& o) {
                                         : beside_self(python ? "cprr-pyworker" : "cpworker"));
   check_worker(s.worker, python);
   s.backend = resolve_backend(o.backend);
-  check_collectives(o.shared.collectives, s.backend);
+  check_collectives(o.shared.run.requested(), s.backend);
   s.modes = modes_of(o.mode);
   check_counts(o);
   s.filter = compile_regex("--filter", o.filter);
@@ -599,7 +599,7 @@ void add_record_options(CLI::App& app, RecordOptions& o, LaunchFlags& launch) {
                  "pytest's with --pytest");
   app.add_option("--backend", o.backend, "device backend: auto | cpu | cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  add_collectives_option(app, o.shared.collectives, "auto");
+  add_collectives_option(app, o.shared.run.collectives, "auto");
   app.add_option("--db", o.db, "SQLite file to record into (created when missing)");
   app.add_option("--mode", o.mode,
                  "pool: one reused world per world size; fresh: a world per case; both: each case "
@@ -646,7 +646,7 @@ void add_record_options(CLI::App& app, RecordOptions& o, LaunchFlags& launch) {
       ->check(CLI::Range(1, 1024));
   app.add_option("--repeat", o.repeat, "run the plan N times (outputs that vary: nondeterministic)")
       ->check(positive_count_validator());
-  add_timeout_option(app, o.shared.timeout_s);
+  add_timeout_option(app, o.shared.run.timeout_override_s);
   app.add_option("--placement", o.placement,
                  "allocator placement policy: best_fit (address-ordered) | counter "
                  "(allocation-order) | never_reuse | shuffled (reuse order drawn from the case "
@@ -658,7 +658,7 @@ void add_record_options(CLI::App& app, RecordOptions& o, LaunchFlags& launch) {
   app.add_flag("--list", o.list,
                "print the planned cases (plan positions, not case ids) and exit; with --json as "
                "one JSON document");
-  add_standby_option(app, o.shared.standby, "fresh executions (--mode fresh or both)");
+  add_standby_option(app, o.shared.run.standby, "fresh executions (--mode fresh or both)");
   add_launch_options(app, launch);
 }
 
@@ -711,8 +711,7 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   const std::vector<int64_t> case_ids = writer.add_cases(*plan);
   const int jobs = static_cast<int>(slots.size());
   const PlanRun executed = run_plan_jobs(
-      RecordPlan{*plan, case_ids, s.modes, o.repeat, s.placement, o.fail_fast, s.shuffle_seed,
-                 o.shared.standby},
+      RecordPlan{*plan, case_ids, s.modes, o.repeat, s.placement, o.fail_fast, s.shuffle_seed},
       jobs,
       [&](int job) {
         ControllerConfig cc = controller_config(o, s);
@@ -746,7 +745,7 @@ int record_main(int argc, char** argv) {
     o.shared.interrupt = &*interrupt;
     o.log_lines = !tty_err;  // a CI log gets a line per execution as it finishes
     o.launch = finish_launch_options(launch);
-    o.shared.fork_from_template = python_template_from_env();
+    o.shared.run.fork_from_template = python_template_from_env();
     return run_record(o, std::cout, std::cerr, tty_err, color,
                       std::vector<std::string>(argv, argv + argc));
   } catch (const std::exception& e) {

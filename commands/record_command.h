@@ -18,7 +18,7 @@ struct RecordOptions {
   /// (cli/trace.h) of every execution of each case with a verdict or not as expected into this
   /// directory. Ctrl-C: the run stops, is recorded and reported with what ran, and run_record
   /// returns 128 + the signal.
-  SharedOptions shared{.collectives = "auto"};
+  SharedOptions shared{.run{.collectives = CollectivesRequest::automatic}};
   /// --python: Python case files, directories of test_*.py / *_test.py, or module names; the
   /// worker is then cprr-pyworker (next to this executable unless --worker says otherwise).
   std::vector<std::string> python;

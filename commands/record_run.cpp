@@ -132,8 +132,8 @@ PlanRun run_plan(const RecordPlan& p, Controller& controller, RecordWriter& writ
     const std::vector<Step> steps = steps_of(p);
     for (std::size_t s = 0; s < steps.size(); ++s) {
       const Step& step = steps[s];
-      if (p.standby > 0) {
-        controller.foresee(fresh_sizes_from(p, steps, s, p.standby), step.mode == Mode::fresh);
+      if (const int standby = controller.config().run.standby; standby > 0) {
+        controller.foresee(fresh_sizes_from(p, steps, s, standby), step.mode == Mode::fresh);
       }
       progress.starting(results.size(), step.mode, p.cases[step.i]);
       ExecutionResult r = controller.run(p.cases[step.i], step.mode, p.placement);
@@ -186,6 +186,7 @@ void run_job(const RecordPlan& p, const std::vector<Step>& steps, int job,
   std::unique_ptr<Controller> controller;
   try {
     controller = make(job);
+    const int standby = controller->config().run.standby;
     for (;;) {
       std::size_t s = 0, done = 0;
       std::vector<int> ahead;
@@ -199,10 +200,10 @@ void run_job(const RecordPlan& p, const std::vector<Step>& steps, int job,
         s = from.front();
         from.pop_front();
         done = st.results.size();
-        if (p.standby > 0) ahead = fresh_sizes_from(p, steps, s, p.standby);
+        if (standby > 0) ahead = fresh_sizes_from(p, steps, s, standby);
       }
       const Step& step = steps[s];
-      if (p.standby > 0) controller->foresee(ahead, step.mode == Mode::fresh);
+      if (standby > 0) controller->foresee(ahead, step.mode == Mode::fresh);
       progress.starting(done, step.mode, p.cases[step.i]);
       ExecutionResult r = controller->run(p.cases[step.i], step.mode, p.placement);
       std::unique_lock lock(st.mu);

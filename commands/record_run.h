@@ -28,7 +28,6 @@ struct RecordPlan {
   Placement placement = Placement::best_fit;
   bool fail_fast = false;                ///< stop after the first case judged not as expected
   std::optional<uint64_t> shuffle_seed;  ///< nullopt: every repeat in plan order
-  int standby = 0;                       ///< --standby: fresh worlds started ahead
 };
 
 // What run_plan() ran, and why it ended early (--fail-fast) if it did.

@@ -142,7 +142,7 @@ void print_replay_text(std::ostream& out, const ReplayReport& r) {
   if (r.race) {
     out << "  race: " << describe_race(*r.race) << '\n';
     out << "  fix: " << describe_fix(r.race->race) << '\n';
-    // Every race of the execution, as the record-time table lists them (issue 57 item 4).
+    // Every race of the execution, as the record-time table lists them.
     for (const RaceFinding& other : r.race->others) {
       out << "  also: " << describe_other_race(other) << '\n';
     }
@@ -209,15 +209,15 @@ CLI::Option* add_replay_options(CLI::App& app, ReplayCommandOptions& o, int64_t&
                "refuse to replay (exit 2) when a case file or the worker changed since the run "
                "was recorded; without it the replay says so and goes on")
       ->excludes(list);
-  add_timeout_option(app, r.shared.timeout_s);
+  add_timeout_option(app, r.shared.run.timeout_override_s);
   add_trace_option(app, r.shared.trace, "FILE",
                    "the first replay (fresh, else pooled) of --case to FILE")
       ->needs(cas);
   app.add_flag("--json", o.json, "print one JSON document on stdout and nothing else there");
-  add_standby_option(app, r.shared.standby,
+  add_standby_option(app, r.shared.run.standby,
                      "fresh replays known to come (a race's confirmation, the poison and "
                      "placement replays; within one case)");
-  add_collectives_option(app, r.shared.collectives,
+  add_collectives_option(app, r.shared.run.collectives,
                          "as the record's (a record staged through Gloo is replayed staged, "
                          "else auto)");
   add_launch_options(app, launch);
@@ -264,7 +264,7 @@ int run_replay(const ReplayCommandOptions& o, std::ostream& out, std::ostream& e
   }
   ReplayOptions ro = o.replay;
   ro.case_id = o.case_id.value_or(0);
-  ro.shared.fork_from_template = python_template_from_env();
+  ro.shared.run.fork_from_template = python_template_from_env();
   auto echo = [](const std::string& line, void* user) {
     *static_cast<std::ostream*>(user) << "cpreplay: " << line << '\n' << std::flush;
   };

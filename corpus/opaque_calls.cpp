@@ -13,7 +13,7 @@
 //   work, as behind a queue) fills `out` on a side stream, which the default stream consumes at
 //   once. The consumer wins every time: every recorded run has the same wrong outputs, and the
 //   replays' delays only keep that order. Holding the consumer until the call completed (the fix
-//   applied) shows the race and the order the recorded runs took (issue 57).
+//   applied) shows the race and the order the recorded runs took.
 // The bug case checks nothing the race can break; the others check their results against host
 // references, the same on every run and backend.
 #include <chrono>

@@ -1,7 +1,7 @@
 #pragma once
 // What one rank captures while running one case: hashed probes and outputs, and the three logs
 // (allocation, op, collective). These records travel over the control protocol (serialize()
-// members are cereal-compatible) and, from the recorder issue on, into SQLite.
+// members are cereal-compatible) and, through the recorder, into SQLite.
 #include <cstdint>
 #include <map>
 #include <string>

@@ -43,7 +43,7 @@ struct Perturbation {
   /// for the device and copies the bytes it is handed right before it and again once it ran
   /// (before anything the case does next). The bytes that changed become its writes; the others
   /// stay touches, known unwritten (OpRecord::probed). The probe orders everything around the
-  /// op, so this replay's outputs confirm nothing: it only learns directions (issue 57).
+  /// op, so this replay's outputs confirm nothing: it only learns directions.
   bool probe_touches = false;
 
   bool operator==(const Perturbation&) const = default;

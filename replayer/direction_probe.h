@@ -1,5 +1,5 @@
 #pragma once
-// What ops handed buffers with no direction really write (issue 57): a Triton kernel's pointers,
+// What ops handed buffers with no direction really write: a Triton kernel's pointers,
 // an extension's, Access::uses. One fresh replay probes them (Perturbation::probe_touches: the
 // bytes each is handed, copied right before it and once it ran); its op logs carry what each
 // changed (OpRecord::probed). Those directions are put into the unperturbed logs the checks read,

@@ -8,8 +8,8 @@
 //   Delays only make the recorded order likelier, and serializing misses a stream the case
 //   never named (a Triton kernel's own); this forces the other order. Outputs that differ from
 //   unperturbed runs which agree with each other confirm the race and say that the recorded
-//   runs took the second op before the first had completed (issue 57: a race whose recorded
-//   order is always the lost one). Runs that disagree already are nondeterminism: skipped. When
+//   runs took the second op before the first had completed (a race whose recorded order
+//   is always the lost one). Runs that disagree already are nondeterminism: skipped. When
 //   it confirms, the delays and the bisection are not needed;
 // - amplification: seeded random delays before stream ops, and a long one before the race's
 //   first op, so an op not ordered after it overtakes it; outputs that differ from the
@@ -49,7 +49,7 @@ struct RaceConfirmation {
   std::optional<uint64_t> amplifying_seed;  ///< the seed whose outputs differed
   /// The boundary the bisection found: the host must synchronize after this op of this rank.
   std::optional<OpSite> sync_edge;
-  bool sync_agrees = false;      ///< sync_edge lies in [first op, second op) of the race's rank
+  bool sync_agrees = false;  ///< sync_edge lies in [first op, second op) of the race's rank
   /// Which order the recorded runs took, when the fix applied showed it; empty otherwise.
   std::string recorded_order;
   std::vector<std::string> log;  ///< one line per step, for humans

@@ -66,7 +66,7 @@ class Rebuild {
     if (!o.pinned_gpus.empty()) set_env(config_.env, "CUDA_VISIBLE_DEVICES", o.pinned_gpus);
     config_.launch = o.launch.value_or(run.launch);
     check_shared(o.shared, config_.launch.kind);  // the run's launcher, unless --launcher
-    check_collectives(o.shared.collectives, run.backend);
+    check_collectives(o.shared.run.requested(), run.backend);
     apply_shared(o.shared, config_);
   }
 
@@ -111,7 +111,8 @@ class Rebuild {
                         std::optional<Placement> placement = std::nullopt) {
     // One controller for every fresh replay, so that their worlds can stand by in it.
     if (!fresh_) fresh_.emplace(config_, make_worlds());
-    if (config_.standby > 0) fresh_->foresee(std::vector<int>(then + 1, target.world_size), true);
+    if (config_.run.standby > 0)
+      fresh_->foresee(std::vector<int>(then + 1, target.world_size), true);
     ++report_.replays;
     return ran(fresh_->run(target, Mode::fresh, placement.value_or(placement_), perturbation));
   }
@@ -380,10 +381,10 @@ void replay_placements(const CaseInstance& target, const ExecutionResult& refere
 // --collectives, or the record's transport where this machine can take it: a record staged
 // through Gloo is replayed staged even on a GPU per rank; one through NCCL takes NCCL where
 // every rank has a GPU here, else it is staged (say_transport says so).
-std::string replay_collectives(const ReplayOptions& o, const RecordedExecution* recorded) {
-  if (!o.shared.collectives.empty()) return o.shared.collectives;
+CollectivesRequest replay_collectives(const ReplayOptions& o, const RecordedExecution* recorded) {
+  if (o.shared.run.collectives) return *o.shared.run.collectives;
   const bool staged = recorded && recorded->result.collectives == kCollectivesGlooStaged;
-  return staged ? "gloo" : "auto";
+  return staged ? CollectivesRequest::gloo : CollectivesRequest::automatic;
 }
 
 // Before the replays: where this machine's ranks share a GPU, and when the record's collectives
@@ -395,11 +396,12 @@ void say_transport(const ReplayOptions& o, const RecordedRun& run, int world_siz
   const LauncherKind launcher = o.launch ? o.launch->kind : run.launch.kind;
   if (run.backend != "cuda" || launcher != LauncherKind::local) return;
   const int gpus = visible_gpus();
-  if (const std::string line = sharing_line(world_size, gpus, o.shared.collectives);
+  if (const std::string line = sharing_line(world_size, gpus, o.shared.run.requested());
       !line.empty()) {
     say(line);
   }
-  const std::string now(transport_name(local_transport(world_size, gpus, o.shared.collectives)));
+  const std::string now(
+      transport_name(local_transport(world_size, gpus, o.shared.run.requested())));
   const std::string then = recorded ? recorded->result.collectives : std::string();
   if (!then.empty() && then != now) {
     say(
@@ -587,7 +589,7 @@ ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* 
     if (progress != nullptr) progress(line, user);
   };
   ReplayOptions as_asked = o;
-  as_asked.shared.collectives = replay_collectives(o, record.either());
+  as_asked.shared.run.collectives = replay_collectives(o, record.either());
   const std::optional<ScopedPin> pinned = pin_to_record(as_asked, record.either(), say);
   Rebuild rb(as_asked, record.run, rep);
   const CaseInstance& target = rep.recorded.instance;

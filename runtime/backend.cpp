@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <chrono>
+#include <cstring>
 #include <exception>
 #include <map>
 
@@ -30,14 +30,6 @@ void wait_each_stream(std::size_t n, const std::function<void(int)>& wait_one) {
     }
   }
   if (first) std::rethrow_exception(first);
-}
-
-std::optional<CollectiveTransport> parse_transport(std::string_view s) {
-  for (auto t :
-       {CollectiveTransport::nccl, CollectiveTransport::gloo_staged, CollectiveTransport::gloo}) {
-    if (transport_name(t) == s) return t;
-  }
-  return std::nullopt;
 }
 
 std::vector<std::pair<int32_t, std::vector<int>>> split_groups(

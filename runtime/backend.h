@@ -14,6 +14,7 @@
 
 #include "runtime/dtype.h"
 #include "runtime/startup_phases.h"
+#include "runtime/transport.h"
 
 namespace cprr {
 
@@ -67,24 +68,6 @@ int group_rank(const std::vector<int>& members, int rank);
 /// Semaphores a case may use for one-sided signalling (Context::signal). A rank's semaphore table
 /// has kMaxSemaphores * world_size slots: slot sem * world_size + src is written only by rank src.
 inline constexpr uint32_t kMaxSemaphores = 64;
-
-/// How a world's collectives travel: NCCL (cuda, a GPU per rank), Gloo with device buffers
-/// staged through pinned host memory (cuda, ranks sharing a GPU: runtime/cuda_staged.h), or Gloo
-/// on host memory (the cpu backend).
-enum class CollectiveTransport : uint8_t { nccl, gloo_staged, gloo };
-/// "nccl" | "gloo_staged" | "gloo": what the store, --json and cpreplay --list say.
-constexpr std::string_view transport_name(CollectiveTransport t) {
-  switch (t) {
-    case CollectiveTransport::nccl:
-      return "nccl";
-    case CollectiveTransport::gloo_staged:
-      return "gloo_staged";
-    case CollectiveTransport::gloo:
-      return "gloo";
-  }
-  return "?";
-}
-std::optional<CollectiveTransport> parse_transport(std::string_view s);
 
 /// What a rank joins its world's communicator with (the controller's Bootstrap).
 struct ConnectSpec {

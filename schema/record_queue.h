@@ -1,6 +1,6 @@
 #pragma once
 // Commits executions on a writer thread, so that dispatching the next case never waits for the
-// disk (issue 14: the store was most of what recording cost per execution). Each execution is
+// disk (the store is most of what recording costs per execution). Each execution is
 // still its own transaction (RecordWriter::write), committed in the order submitted.
 //
 // What is in the store, and when:
@@ -9,7 +9,7 @@
 //    SIGHUP), so the summary, the judgement rows and the run's exit code come after every result.
 //  - A recorder killed outright (SIGKILL, a second Ctrl-C, a crash) leaves every execution whose
 //    transaction committed. Lost are at most the max_queued executions that had finished running
-//    but were still queued; the run stays marked incomplete, as before.
+//    but were still queued; the run stays marked incomplete.
 //  - A write that fails stops the queue: nothing later is written, and the next submit() or
 //    drain() rethrows that error (the store is unusable, which cprecord reports as exit 2).
 #include <condition_variable>

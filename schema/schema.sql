@@ -1,4 +1,4 @@
--- cprr store: the SQLite schema. Version 16 (schema/store.h: kSchemaVersion and its bump rule;
+-- cprr store: the SQLite schema. Version 17 (schema/store.h: kSchemaVersion and its bump rule;
 -- store_open.cpp: kMigrations). Version 2 added test_case.verdict, as_expected and fresh_vs_pool;
 -- version 3 op.read_spans and write_spans; version 4 op.peer and op.epoch; version 5
 -- collective.op and execution.symmetric_pool; version 6 the views at the end of this file;

@@ -84,7 +84,7 @@ class Statement {
   Statement& bind_blob(int index, const void* data, std::size_t bytes);
   /// Bind without copying (SQLITE_STATIC): the bytes must stay valid and unchanged until run()
   /// or reset(), which unbind them. For rows built from records that outlive the insert: the
-  /// recorder binds thousands of names and chunk-hash blobs per execution (issue 14).
+  /// recorder binds thousands of names and chunk-hash blobs per execution.
   Statement& bind_view(int index, std::string_view text);
   Statement& bind_blob_view(int index, const void* data, std::size_t bytes);
   Statement& bind_null(int index);

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Records Python cases twice, with the C++ op capture (cprr._native_capture) and with the Python
-dispatch mode (CPRR_OP_CAPTURE=python), and compares what the two stored: per execution (case,
-mode, attempt) and rank, every op of the op log (stream, kind, name, reads, writes and their
+"""Records Python cases twice, with the C++ op capture (cprr.capture.native_capture) and with the
+Python dispatch mode (CPRR_OP_CAPTURE=python), and compares what the two stored: per execution
+(case, mode, attempt) and rank, every op of the op log (stream, kind, name, reads, writes and their
 spans, event, moves) and every allocation event (a tensor's address, its offset, left out: where
-the allocator puts it differs from run to run); per case, the verdict. Issue 41 item 2: the
-capture's results identical to the Python mode's.
+the allocator puts it differs from run to run); per case, the verdict. The
+two captures must record the same.
 
-    capture_compare.py CPRECORD [--captures A,B] -- CPRECORD_ARGS...
+    capture_compare.py CPRECORD [--captures A,B] [--b-cprecord CPRECORD_B] -- CPRECORD_ARGS...
         e.g. build/tools/cprecord -- --python corpus/python --mode both
+
+--b-cprecord records B with another build's cprecord (and so its cprr-pyworker and package):
+the same capture before and after a change that must not change what is recorded.
 
 --captures python,python compares the Python mode with itself: what differs between two
 recordings of a case whatever the capture (a case whose ranks fail in another order each run).
@@ -144,17 +147,21 @@ def main():
         return 2
     cut = sys.argv.index("--")
     cprecord, options, args = sys.argv[1], sys.argv[2:cut], sys.argv[cut + 1:]
-    captures = ["native", "python"]
-    if options[:1] == ["--captures"] and len(options) == 2:
-        captures = options[1].split(",")
-    elif options:
-        print(__doc__, file=sys.stderr)
-        return 2
+    captures, cprecords = ["native", "python"], [cprecord, cprecord]
+    while options:
+        if options[0] == "--captures" and len(options) >= 2:
+            captures = options[1].split(",")
+        elif options[0] == "--b-cprecord" and len(options) >= 2:
+            cprecords[1] = options[1]
+        else:
+            print(__doc__, file=sys.stderr)
+            return 2
+        options = options[2:]
     backend = args[args.index("--backend") + 1] if "--backend" in args else "cpu"
     with tempfile.TemporaryDirectory() as tmp:
         dbs = [os.path.join(tmp, f"{i}.db") for i in range(2)]
-        for db, capture in zip(dbs, captures):
-            record(cprecord, args, db, capture)
+        for db, capture, which in zip(dbs, captures, cprecords):
+            record(which, args, db, capture)
         differences, compared, left = compare(*dbs, backend)
     for line in differences[:20]:
         print(line)

@@ -1,11 +1,12 @@
-"""CUDA graphs in a case, on the GPU (issue 40 item 6): a graph captured with torch.cuda.graph
+"""CUDA graphs in a case, on the GPU: a graph captured with torch.cuda.graph
 and replayed, whose kernels run at each replay and not when their ops were captured. A correct
 use (replays on the current stream, outputs read after them) beside a replay on a side stream
 read by the default stream with no wait, and its fixed twin.
 
 cprr logs a graph's ops at each replay, on the replay's stream, not where they were captured
-(cprr._graphs, recorder/api/library_graphs.h). Run with ``cprecord --python corpus/python_graphs
---backend cuda`` (tools/device/run_gpu_checks.sh graphs). Listing them needs no GPU.
+(cprr.capture.graphs, recorder/api/library_graphs.h). Run with
+``cprecord --python corpus/python_graphs --backend cuda`` (tools/device/run_gpu_checks.sh
+graphs). Listing them needs no GPU.
 """
 
 import torch

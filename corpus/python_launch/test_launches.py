@@ -1,11 +1,11 @@
-"""Kernels the dispatcher does not see, on the GPU (issue 40): a Triton kernel, a CUDA
+"""Kernels the dispatcher does not see, on the GPU: a Triton kernel, a CUDA
 extension's kernel called through pybind and a raw cuLaunchKernel through ctypes (NVRTC-compiled),
 each racing with the default stream beside its fixed twin, a raw cuMemcpyDtoDAsync through
 ctypes racing the same way (a copy: exact bytes, not a candidate), two Triton kernels that
 only read one weight (a candidate until cpreplay's probe replay sees neither change it), and a
 Triton kernel whose output the default stream reads right after the launch: with no sleep (on an
 H200 the kernel's write lands first every run), and with the side stream busy first (the read
-wins every run, which the fix applied shows: issue 57).
+wins every run, which only the fix applied shows).
 
 Run on cuda: ``cprecord --python corpus/python_launch --backend cuda``
 (tools/device/run_gpu_checks.sh launches). With the launch capture off (CPRR_LAUNCH_CAPTURE=0)
@@ -79,7 +79,7 @@ def _read_at_once(ctx, wait, side_busy):
     launch, after a wait_stream only when `wait`. `side_busy`: the side stream sleeps before the
     kernel, so the sum wins every run. The kernel and the sum run once first, as in a training
     step after warm-up: in a fresh process the first sum after the side stream's work waits for
-    it (docs/PERFORMANCE.md, issue 57), which would order the sum after the write."""
+    it (docs/PERFORMANCE.md), which would order the sum after the write."""
     scale = _triton_scale()
     src = torch.arange(N, dtype=torch.float32, device=ctx.device)
     dst = torch.zeros(N, device=ctx.device)
@@ -114,7 +114,7 @@ def triton_read_at_once_fixed(ctx):
 
 @cprr.case(name="bug/py_triton_read_wins", world_sizes=[1], seeded_bug="stream_race",
            description="a Triton kernel writes dst on a busy side stream; the default stream "
-           "sums it with no wait_stream and wins every run: the fix applied shows it (issue 57)")
+           "sums it with no wait_stream and wins every run: the fix applied shows it")
 def triton_read_wins(ctx):
     _read_at_once(ctx, wait=False, side_busy=True)
 

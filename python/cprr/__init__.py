@@ -20,10 +20,10 @@ declares what a call the dispatcher does not see (an extension's kernel) reads a
 this package imports neither torch nor the compiled module: the controller never needs them.
 """
 
-from cprr._case import CaseDefinition, case, registered_cases
-from cprr._context import Context
-from cprr._declared import accesses, declared
-from cprr._scripts import script
+from cprr.api.case import CaseDefinition, case, registered_cases
+from cprr.api.context import Context
+from cprr.api.declared import accesses, declared
+from cprr.suites.scripts import script
 
 __all__ = ["accesses", "case", "CaseDefinition", "Context", "declared", "registered_cases",
            "script"]

@@ -27,6 +27,14 @@ class Allocation:
     def device(self) -> bool:
         """Device memory (cuda backend, not the host pool)."""
 
+class Transport:
+    """How a world's collectives travel: the controller's choice (runtime/transport.h)."""
+    nccl: "Transport"  # a GPU per rank
+    gloo_staged: "Transport"  # cuda, ranks sharing a GPU: device buffers staged through the host
+    gloo: "Transport"  # the cpu backend
+    name: str
+    value: int
+
 class CaseContext:
     """The running case's Context, for the Python Context. Valid only during the body's call."""
 
@@ -50,8 +58,8 @@ class CaseContext:
     def backend(self) -> str:
         """'cpu' | 'cuda'."""
     @property
-    def nccl(self) -> bool:
-        """The world's collectives go through NCCL (a GPU per rank)."""
+    def transport(self) -> Transport:
+        """How the world's collectives travel."""
     @property
     def address(self) -> int:
         """The object's address, for the C++ op capture (_cprr_torch) to log into it directly."""
@@ -127,8 +135,8 @@ def add_case(name: str, world_sizes: Sequence[int], grid: Sequence[Tuple[str, Se
 def add_error(message: str, /) -> None:
     """A problem found while loading cases: the worker reports it and exits before serving."""
 
-def on_connected(hook: Callable[[bool, int], str], /) -> None:
-    """Runs hook(native_comm, device_index) once the rank's world joined its communicator, before
+def on_connected(hook: Callable[[Transport, int], str], /) -> None:
+    """Runs hook(transport, device_index) once the rank's world joined its communicator, before
     its first case; it returns the start-up phase it names ('' for none), and what it raises
     fails the world's start."""
 

@@ -1,4 +1,4 @@
-"""The C++ op capture (python/native/capture/bindings.cpp), as cprr._native_capture uses it."""
+"""The C++ op capture (python/native/capture/bindings.cpp), as cprr.capture.native_capture uses it."""
 
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 

@@ -3,11 +3,11 @@
 Enable it with ``pytest -p cprr.pytest_plugin`` (the package on PYTHONPATH: build/python, or the
 installed lib/cprr/python). Every ``@cprr.case`` in the collected test files becomes one item per
 case instance (grid point x world size), named by its label ``name{k=v}@w``; so does every test
-method of a class of PyTorch's multi-process TestCase family (``Class.test_method@w``, cprr._suites)
-instead of the unittest item that would spawn its own processes, and every ``cprr.script``
-declaration (``name{argv=ARGS}@w``). With ``--cprr-nproc-per-node N``, every other test item
-becomes a per-rank case too (``NODEID@w``, as ``cprecord --pytest`` runs it: in every rank of a
-world, for suites written for ``torchrun -m pytest`` or DeepSpeed's DistributedTest). The first
+method of a class of PyTorch's multi-process TestCase family (``Class.test_method@w``,
+cprr.suites.testcase) instead of the unittest item that would spawn its own processes, and every
+``cprr.script`` declaration (``name{argv=ARGS}@w``). With ``--cprr-nproc-per-node N``, every other
+test item becomes a per-rank case too (``NODEID@w``, as ``cprecord --pytest`` runs it: in every rank
+of a world, for suites written for ``torchrun -m pytest`` or DeepSpeed's DistributedTest). The first
 item to run records every selected instance in one ``cprecord --python`` run (and one
 ``cprecord --pytest`` run for per-rank items; pooled by default,
 ``--cprr-mode both`` for the fresh-vs-pooled differential); each item then passes when cprr judged
@@ -16,9 +16,9 @@ that replays it. pytest's own ``--junitxml`` reports them.
 
 Options: --cprr-mode pool|fresh|both, --cprr-db PATH (default: a file in pytest's temporary
 directory, which pytest prunes after three runs; without pytest's tmpdir plugin, a folder removed
-when the session ends), --cprr-backend auto|cpu|cuda, --cprr-cprecord PATH (default: $CPRR_CPRECORD, then
-the cprecord of the build tree or prefix this package is in, then cprecord next to cprr-pyworker
-or on PATH), --cprr-arg ARG (repeatable: passed to cprecord), --cprr-nproc-per-node N
+when the session ends), --cprr-backend auto|cpu|cuda, --cprr-cprecord PATH (default: $CPRR_CPRECORD,
+then the cprecord of the build tree or prefix this package is in, then cprecord next to
+cprr-pyworker or on PATH), --cprr-arg ARG (repeatable: passed to cprecord), --cprr-nproc-per-node N
 (repeatable: the world sizes of a per-rank item that names none by a world_size marker or class
 attribute; without it, plain test items run as pytest runs them).
 """
@@ -33,7 +33,9 @@ import tempfile
 
 import pytest
 
-from cprr import _case, _pytest_items, _suites
+from cprr.api import case as _case
+from cprr.suites import pytest_items as _pytest_items
+from cprr.suites import testcase as _suites
 
 _STATE = {}
 

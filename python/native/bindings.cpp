@@ -44,6 +44,13 @@ PYBIND11_MODULE(_cprr, m) {
       .def_readonly("device", &Allocation::device);
   m.attr("NO_NATIVE_STREAM") = CaseContext::kNoNativeStream;
 
+  // How a world's collectives travel: the controller's choice, handed to the Python side as
+  // this enum (cprr.distributed.process_group decides torch's backend and staging from it).
+  py::enum_<cprr::CollectiveTransport>(m, "Transport")
+      .value("nccl", cprr::CollectiveTransport::nccl)
+      .value("gloo_staged", cprr::CollectiveTransport::gloo_staged)
+      .value("gloo", cprr::CollectiveTransport::gloo);
+
   py::class_<CaseContext>(m, "CaseContext")
       .def_property_readonly("rank", &CaseContext::rank)
       .def_property_readonly("world_size", &CaseContext::world_size)
@@ -53,7 +60,7 @@ PYBIND11_MODULE(_cprr, m) {
       .def_property_readonly("params", &CaseContext::params)
       .def_property_readonly("device_index", &CaseContext::device_index)
       .def_property_readonly("backend", &CaseContext::backend)
-      .def_property_readonly("nccl", &CaseContext::nccl)
+      .def_property_readonly("transport", &CaseContext::transport)
       // The object's address, for the C++ op capture (_cprr_torch) to log into it directly.
       .def_property_readonly("address",
                              [](CaseContext& c) { return reinterpret_cast<uintptr_t>(&c); })
@@ -117,16 +124,17 @@ PYBIND11_MODULE(_cprr, m) {
       "on_connected",
       [](py::function hook) {
         auto fn = held(std::move(hook));
-        cprr::python::add_connected_hook([fn](bool native_comm, int device_index) {
-          py::gil_scoped_acquire gil;
-          try {
-            return (*fn)(native_comm, device_index).cast<std::string>();
-          } catch (py::error_already_set& e) {  // as text: the GIL is released past here
-            throw std::runtime_error(e.what());
-          }
-        });
+        cprr::python::add_connected_hook(
+            [fn](cprr::CollectiveTransport transport, int device_index) {
+              py::gil_scoped_acquire gil;
+              try {
+                return (*fn)(transport, device_index).cast<std::string>();
+              } catch (py::error_already_set& e) {  // as text: the GIL is released past here
+                throw std::runtime_error(e.what());
+              }
+            });
       },
-      "Runs hook(native_comm, device_index) once the rank's world joined its communicator, "
+      "Runs hook(transport, device_index) once the rank's world joined its communicator, "
       "before its first case; it returns the start-up phase it names ('' for none), and what it "
       "raises fails the world's start.");
   m.def("add_error", &cprr::python::add_error);

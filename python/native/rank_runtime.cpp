@@ -55,7 +55,7 @@ const std::string& CaseContext::case_name() const { return ctx_.case_name(); }
 std::map<std::string, std::string> CaseContext::params() const { return ctx_.params(); }
 int CaseContext::device_index() const { return ctx_.device_index(); }
 std::string CaseContext::backend() const { return std::string(ctx_.backend_name()); }
-bool CaseContext::nccl() const { return ctx_.has_native_comm(); }
+CollectiveTransport CaseContext::transport() const { return ctx_.transport(); }
 
 void CaseContext::capture(bool is_output, const std::string& name, uint64_t address, uint64_t bytes,
                           const std::string& dtype, std::vector<int64_t> shape,
@@ -259,7 +259,7 @@ void add_case(CaseSpec spec, Body body) {
 
 void add_connected_hook(Connected hook) {
   registry().add_connected_hook([hook = std::move(hook)](const WorldJoined& joined) {
-    return hook(joined.native_comm, joined.device_index);
+    return hook(joined.transport, joined.device_index);
   });
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "python/native/unseen_work.h"
+#include "runtime/transport.h"
 
 namespace cprr {
 class Context;
@@ -60,9 +61,9 @@ class CaseContext {
   int device_index() const;
   /// "cpu" | "cuda".
   std::string backend() const;
-  /// True when the world's collectives go through NCCL (a GPU per rank), so the case's own
-  /// NCCL process group can too; false on cpu and where ranks share a GPU.
-  bool nccl() const;
+  /// How the world's collectives travel: NCCL (a GPU per rank, so the case's own NCCL process
+  /// group can too), Gloo staged through host memory (cuda, ranks sharing a GPU) or Gloo (cpu).
+  CollectiveTransport transport() const;
 
   /// Hashes `bytes` at `address` as an output or probe (LibraryHooks::capture_memory). `dtype` is a
   /// cprr dtype name (u8, i8, i16, i32, i64, f16, bf16, f32, f64); `native_stream` a
@@ -198,10 +199,10 @@ using Body = std::function<std::string(CaseContext&)>;
 /// Registers a case in the process's registry (the one cpworker's cases use).
 void add_case(CaseSpec spec, Body body);
 /// Set-up for every case of a world, run once the world joined its communicator and before its
-/// first case (a standby world's while earlier cases run): gets whether collectives go through
-/// NCCL and the rank's GPU (-1: none); returns the start-up phase it names ("" for none);
+/// first case (a standby world's while earlier cases run): gets how the world's collectives
+/// travel and the rank's GPU (-1: none); returns the start-up phase it names ("" for none);
 /// throwing fails the world's start (recorder/api/case.h, ConnectedHook).
-using Connected = std::function<std::string(bool native_comm, int device_index)>;
+using Connected = std::function<std::string(CollectiveTransport transport, int device_index)>;
 void add_connected_hook(Connected hook);
 /// A problem found while loading cases (an import that failed): the worker reports it and exits
 /// before serving, as it does for a C++ registration error.

@@ -20,6 +20,7 @@
 
 #include "data/case_info.h"
 #include "recorder/api/context.h"
+#include "runtime/transport.h"
 
 namespace cprr {
 
@@ -29,8 +30,9 @@ using Hook = void (*)();
 
 /// What a rank's world is once it joined its communicator, for a ConnectedHook.
 struct WorldJoined {
-  bool native_comm = false;  ///< collectives through NCCL (a GPU per rank)
-  int device_index = -1;     ///< the rank's GPU, or -1 on the cpu backend
+  /// How the world's collectives travel (the controller's choice, Bootstrap::transport).
+  CollectiveTransport transport = CollectiveTransport::gloo;
+  int device_index = -1;  ///< the rank's GPU, or -1 on the cpu backend
 };
 /// Runs once a rank's world is connected, before its first case (a standby world's while
 /// earlier cases run): the case-independent set-up a language binding makes for every case

@@ -333,6 +333,8 @@ class Context {
   /// Whether the world's collectives go through NCCL (native_comm() would not be null); a query,
   /// not logged.
   bool has_native_comm() const { return state_.backend->has_native_comm(); }
+  /// How the world's collectives travel; a query, not logged.
+  CollectiveTransport transport() const { return state_.backend->transport(); }
 
   // ---- captures ----
   /// Hashes `b` when stream `s` reaches this point: an intermediate that replay compares in order.

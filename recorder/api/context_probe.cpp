@@ -1,4 +1,4 @@
-// A probe replay (Perturbation::probe_touches, issue 57): what an op handed buffers with no
+// A probe replay (Perturbation::probe_touches): what an op handed buffers with no
 // direction (a Triton kernel's pointers, an extension's, Access::uses) really writes. Right before
 // the op the host waits for the device and copies those bytes; once it ran (at whatever the case
 // does next, the device idle again; for a declared block, at its end: hold_probe) it compares

@@ -1,5 +1,5 @@
 #pragma once
-// Which tracked memory a kernel launch's parameters point into (issue 40 item 2). A kernel cprr
+// Which tracked memory a kernel launch's parameters point into. A kernel cprr
 // sees only as a launch (a Triton kernel, an extension's, a raw cuLaunchKernel: CUPTI hands over
 // its parameter buffer, cuFuncGetParamInfo each parameter's offset and size) says nothing of
 // what it reads or writes; its pointers say where it may. Each 8-byte-aligned word of a

@@ -138,16 +138,13 @@ void Controller::close_pools() {
 }
 
 WorldConfig Controller::world_config(int world_size) const {
-  return WorldConfig{{static_cast<const WorldSpec&>(config_)},
-                     world_size,
-                     config_.startup_timeout,
-                     config_.log_tail_bytes};
+  return WorldConfig{{static_cast<const WorldSpec&>(config_)}, world_size};
 }
 
 void Controller::foresee(const std::vector<int>& fresh_world_sizes, bool next_is_fresh) {
   // The next run's own world counts besides the standby ones: matched by size alone, it would
   // otherwise be taken from those meant for later cases, leaving one fewer starting ahead.
-  const int ahead = config_.standby > 0 ? config_.standby + (next_is_fresh ? 1 : 0) : 0;
+  const int ahead = config_.run.standby > 0 ? config_.run.standby + (next_is_fresh ? 1 : 0) : 0;
   const std::size_t wanted = std::min<std::size_t>(ahead, fresh_world_sizes.size());
   std::deque<Standby> kept;
   for (std::size_t k = 0; k < wanted; ++k) {
@@ -164,7 +161,7 @@ void Controller::foresee(const std::vector<int>& fresh_world_sizes, bool next_is
     auto start = [factory, id, wc = world_config(size)] { return factory->make(wc, id); };
     kept.push_back(Standby{size, config_.standby_policy == std::launch::deferred
                                      ? std::async(std::launch::deferred, start)
-                                     : starters_.submit(start, config_.standby)});
+                                     : starters_.submit(start, config_.run.standby)});
   }
   standby_ = std::move(kept);  // the ones no longer needed are shut down here
 }
@@ -188,8 +185,8 @@ std::string timeout_problem(double seconds) {
 
 std::chrono::milliseconds Controller::deadline_for(const CaseInstance& inst) const {
   double s = config_.default_timeout_s;
-  if (config_.timeout_override_s) {
-    s = *config_.timeout_override_s;
+  if (config_.run.timeout_override_s) {
+    s = *config_.run.timeout_override_s;
   } else if (inst.info.options.timeout_s > 0) {
     s = inst.info.options.timeout_s;
   }
@@ -241,7 +238,7 @@ ExecutionResult Controller::run(const CaseInstance& inst, Mode mode, Placement p
     WorldHandle& world = world_for(inst, mode, fresh, res);
     res.world_id = world.id();
     res.symmetric_pool = world.symmetric_pool();
-    res.collectives = world.collectives();
+    res.collectives = transport_name(world.transport());
     res.rank_gpus = world.rank_gpus();
     res.pool_position = ++served_[world.id()];
     world.start(RunCase{res.id, inst.info.name, inst.params, inst.seed, placement, perturbation,

@@ -39,19 +39,14 @@ std::string timeout_problem(double seconds);
 struct ControllerConfig : WorldSpec {
   /// The deadline per case: a case's own timeout_s unless this override is set.
   double default_timeout_s = 60;
-  std::optional<double> timeout_override_s;
-  std::chrono::milliseconds startup_timeout{60000};
   std::chrono::milliseconds kill_grace{500};     ///< TERM -> KILL
   std::chrono::milliseconds after_death{2000};   ///< what survivors of a crash or failure get
   std::chrono::milliseconds status_grace{1000};  ///< how long watchdogs get to answer
-  std::size_t log_tail_bytes = 16 * 1024;
   /// Ranks time every op and allocation (CaseCapture::timeline) for a trace (--trace).
   bool timeline = false;
-  /// Fresh mode: how many fresh worlds start ahead while a case runs (--standby N; 0: none),
-  /// for the executions foresee() names. A standby world stays fresh: it runs nothing
-  /// before its own case. Only with the local launcher (a launcher's ranks connect to the one
-  /// listener one world at a time).
-  int standby = 0;
+  // Fresh mode: run.standby fresh worlds start ahead while a case runs, for the executions
+  // foresee() names. A standby world stays fresh: it runs nothing before its own case. Only
+  // with the local launcher (a launcher's ranks connect to the one listener one world at a time).
   /// How standby worlds start: on the controller's starter threads (the default), or deferred
   /// until its case takes it (tests that want one thread).
   std::launch standby_policy = std::launch::async;
@@ -129,11 +124,13 @@ class Controller {
                       Placement placement = Placement::best_fit,
                       const Perturbation& perturbation = {});
   /// The fresh executions from the next run() on, as their world sizes in order: the next run's
-  /// own first when `next_is_fresh`. Its world and those of the config.standby after it start
+  /// own first when `next_is_fresh`. Its world and those of the config.run.standby after it start
   /// now (worlds already standing by for them are kept; ones no longer needed are shut down), so
-  /// config.standby worlds start while each fresh case runs. A fresh run() takes the first world
-  /// standing by for its size: its own.
+  /// config.run.standby worlds start while each fresh case runs. A fresh run() takes the first
+  /// world standing by for its size: its own.
   void foresee(const std::vector<int>& fresh_world_sizes, bool next_is_fresh);
+  /// What it was made with.
+  const ControllerConfig& config() const { return config_; }
   /// Shuts every pooled and standby world down.
   void close_pools();
 
@@ -163,8 +160,8 @@ class Controller {
   };
   std::deque<Standby> standby_;
   std::map<uint64_t, uint64_t> served_;  // world id -> cases run
-  uint64_t next_world_ = 1;      // config_.first_id, then every id_step-th
-  uint64_t next_execution_ = 1;  // likewise
+  uint64_t next_world_ = 1;              // config_.first_id, then every id_step-th
+  uint64_t next_execution_ = 1;          // likewise
   /// `next`, which then moves on by config_.id_step.
   uint64_t take_id(uint64_t& next) const;
 };

@@ -53,7 +53,7 @@ struct TemplateCommand {
   auto operator<=>(const TemplateCommand&) const = default;
 };
 
-/// Forks ranks from a template process (python/cprr/_template.py), started with the first
+/// Forks ranks from a template process (python/cprr/rank/template.py), started with the first
 /// rank it is asked for and kept for every later one; its requests and replies are
 /// launch/fork_request.h's, one at a time. The template double-forks, so each rank is reparented
 /// to this process, which becomes a child subreaper (become_subreaper) to take it: the rank is

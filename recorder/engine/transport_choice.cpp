@@ -22,18 +22,15 @@ std::size_t rank_on_another_host(const std::vector<RankDevice>& ranks) {
 
 }  // namespace
 
-void check_collectives(const std::string& requested, const std::string& backend) {
-  if (requested != "auto" && requested != "nccl" && requested != "gloo") {
-    CPRR_THROW_AS(UsageError, "--collectives '{}': use auto, nccl or gloo", requested);
-  }
-  if (requested == "nccl" && backend == "cpu") {
+void check_collectives(CollectivesRequest requested, const std::string& backend) {
+  if (requested == CollectivesRequest::nccl && backend == "cpu") {
     CPRR_THROW_AS(UsageError,
                   "--collectives nccl needs the cuda backend (the cpu backend's collectives go "
                   "through Gloo): use --backend cuda, or --collectives auto");
   }
 }
 
-TransportChoice choose_transport(const std::string& backend, const std::string& requested,
+TransportChoice choose_transport(const std::string& backend, CollectivesRequest requested,
                                  const std::vector<RankDevice>& ranks) {
   check_collectives(requested, backend);
   if (backend != "cuda") {
@@ -60,14 +57,15 @@ TransportChoice choose_transport(const std::string& backend, const std::string& 
                            ranks[r].gpu);
     }
   }
-  if (requested == "nccl" && !shared.empty()) {
+  if (requested == CollectivesRequest::nccl && !shared.empty()) {
     CPRR_THROW_AS(UsageError,
                   "--collectives nccl: {}, and NCCL refuses two ranks of one communicator on "
                   "one GPU: use --collectives auto (Gloo where ranks share a GPU) or expose a "
                   "GPU per rank (CUDA_VISIBLE_DEVICES)",
                   shared);
   }
-  if (requested == "gloo" || !shared.empty()) choice.transport = CollectiveTransport::gloo_staged;
+  if (requested == CollectivesRequest::gloo || !shared.empty())
+    choice.transport = CollectiveTransport::gloo_staged;
   // Gloo's staged path connects the ranks over loopback: one host only.
   if (const std::size_t r = rank_on_another_host(ranks);
       choice.transport == CollectiveTransport::gloo_staged && r != 0) {
@@ -76,13 +74,14 @@ TransportChoice choose_transport(const std::string& backend, const std::string& 
                   "the ranks of one host only, but rank 0 runs on {} and rank {} on {}: give "
                   "every rank a GPU of its own (fewer ranks per node) so that NCCL carries them{}",
                   shared.empty() ? "--collectives gloo" : shared, host_of(ranks[0].gpu), r,
-                  host_of(ranks[r].gpu), requested == "gloo" ? ", or use --collectives auto" : "");
+                  host_of(ranks[r].gpu),
+                  requested == CollectivesRequest::gloo ? ", or use --collectives auto" : "");
   }
   return choice;
 }
 
-void check_nccl_fits(const std::string& requested, int world_size, int gpus) {
-  if (requested != "nccl" || gpus <= 0 || world_size <= gpus) return;
+void check_nccl_fits(CollectivesRequest requested, int world_size, int gpus) {
+  if (requested != CollectivesRequest::nccl || gpus <= 0 || world_size <= gpus) return;
   CPRR_THROW_AS(UsageError,
                 "--collectives nccl: worlds of {} ranks on {} GPU{} would share them, and NCCL "
                 "refuses two ranks of one communicator on one GPU: use --collectives auto (Gloo "
@@ -91,13 +90,14 @@ void check_nccl_fits(const std::string& requested, int world_size, int gpus) {
                 world_size, gpus, gpus == 1 ? "" : "s", world_size);
 }
 
-CollectiveTransport local_transport(int world_size, int gpus, const std::string& requested) {
+CollectiveTransport local_transport(int world_size, int gpus, CollectivesRequest requested) {
   if (gpus <= 0) return CollectiveTransport::gloo;
-  return world_size > gpus || requested == "gloo" ? CollectiveTransport::gloo_staged
-                                                  : CollectiveTransport::nccl;
+  return world_size > gpus || requested == CollectivesRequest::gloo
+             ? CollectiveTransport::gloo_staged
+             : CollectiveTransport::nccl;
 }
 
-std::string sharing_line(int world_size, int gpus, const std::string& requested) {
+std::string sharing_line(int world_size, int gpus, CollectivesRequest requested) {
   if (local_transport(world_size, gpus, requested) != CollectiveTransport::gloo_staged) return {};
   const bool shared = world_size > gpus;
   const int used = std::min(world_size, gpus);

@@ -22,27 +22,27 @@ struct TransportChoice {
 };
 
 /// `requested` is --collectives: auto (NCCL when every rank has a GPU of its own), nccl or gloo.
-/// Throws UsageError for an unknown value, for nccl where ranks share a GPU (naming them), and
+/// Throws UsageError for nccl on the cpu backend or where ranks share a GPU (naming them), and
 /// for the staged path or the cpu backend across hosts (their Gloo connects over loopback).
-TransportChoice choose_transport(const std::string& backend, const std::string& requested,
+TransportChoice choose_transport(const std::string& backend, CollectivesRequest requested,
                                  const std::vector<RankDevice>& ranks);
 
-/// Checks --collectives before anything starts: auto | nccl | gloo, and not nccl on the cpu
-/// backend. Throws UsageError naming the option and what to pass.
-void check_collectives(const std::string& requested, const std::string& backend);
+/// Checks --collectives before anything starts: not nccl on the cpu backend. Throws UsageError
+/// naming the option and what to pass.
+void check_collectives(CollectivesRequest requested, const std::string& backend);
 
 /// Local ranks only: throws UsageError when --collectives nccl cannot run a world of
 /// `world_size` ranks on `gpus` GPUs (they would share), before any world starts.
-void check_nccl_fits(const std::string& requested, int world_size, int gpus);
+void check_nccl_fits(CollectivesRequest requested, int world_size, int gpus);
 
 /// The transport a cuda world of `world_size` local ranks takes on `gpus` GPUs under `requested`
 /// (what choose_transport decides from the hellos when every rank runs on this host); gloo
 /// without a GPU (the cpu backend).
-CollectiveTransport local_transport(int world_size, int gpus, const std::string& requested);
+CollectiveTransport local_transport(int world_size, int gpus, CollectivesRequest requested);
 
 /// The line a run prints at its start for worlds of `world_size` ranks on `gpus` GPUs of one
 /// host ("4 ranks on 1 GPU: collectives through Gloo, staged through host memory"); empty when
 /// every rank has a GPU of its own and NCCL carries the collectives.
-std::string sharing_line(int world_size, int gpus, const std::string& requested);
+std::string sharing_line(int world_size, int gpus, CollectivesRequest requested);
 
 }  // namespace cprr

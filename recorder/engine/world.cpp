@@ -180,7 +180,7 @@ std::unique_ptr<WorldHandle> ProcessWorlds::make(const WorldConfig& config, uint
 
 RankSpawner& ProcessWorlds::spawner_for(const WorldConfig& config) {
   // A launcher's ranks start on their hosts (launch_ranks): no template here.
-  if (config.worker_args.empty() || !config.fork_from_template || config.launch.over_tcp()) {
+  if (config.worker_args.empty() || !config.run.fork_from_template || config.launch.over_tcp()) {
     return direct_;
   }
   TemplateCommand command{config.worker, config.worker_args, world_env(config)};
@@ -363,15 +363,15 @@ void World::await_ready(const WorldConfig& config, Clock::time_point begin) {
   });
   // Every rank joins the communicator with rank 0's id (NCCL) and says when it has; ranks that
   // rendezvous by themselves (Gloo) answer at once.
-  const TransportChoice choice = choose_transport(config.backend, config.collectives, devices);
-  collectives_ = transport_name(choice.transport);
+  const TransportChoice choice = choose_transport(config.backend, config.run.requested(), devices);
+  transport_ = choice.transport;
   rank_gpus_ = choice.rank_gpus;
   if (choice.transport == CollectiveTransport::nccl && comm_id.empty()) {
     CPRR_THROW("{}", startup_failure(0,
                                      "it sent no NCCL id, and every rank has a GPU of its own "
                                      "(a launcher that sets no local rank?)"));
   }
-  const std::string boot = encode(ToRank{Bootstrap{comm_id, collectives_}});
+  const std::string boot = encode(ToRank{Bootstrap{comm_id, transport_}});
   std::vector<std::string> pools(ranks_.size());
   for (Rank& r : ranks_) write_frame(r.control.get(), boot);
   await_each(deadline, "it did not join the communicator " + limit,

@@ -65,7 +65,7 @@ class World : public WorldHandle {
   /// Where that time went (world_startup_phases).
   std::vector<StartupPhase> startup_phases() const override { return startup_phases_; }
   const std::string& symmetric_pool() const override { return symmetric_pool_; }
-  const std::string& collectives() const override { return collectives_; }
+  CollectiveTransport transport() const override { return transport_; }
   const std::string& rank_gpus() const override { return rank_gpus_; }
 
   /// Sends the case to every rank and marks the log positions for its tails.
@@ -79,8 +79,8 @@ class World : public WorldHandle {
   /// Also returns early when every rank is stuck in the same collective and their calls of it
   /// conflict (blocked_mismatch over the flight records, read every kLiveCheckInterval): the
   /// mismatch is named at once instead of after the deadline; and when a rank failed or returned
-  /// and another waits in a collective the departed one never entered. stopped_early() says so, and why
-  /// ranks were still running at the `after_death` past a failure.
+  /// and another waits in a collective the departed one never entered. stopped_early() says so, and
+  /// why ranks were still running at the `after_death` past a failure.
   std::string stopped_early() const override { return stopped_early_; }
   /// Asks ranks without a result for their watchdog status and waits for all of them together, at
   /// most `grace`: a rank that cannot answer (stopped, stuck with its watchdog) costs the others
@@ -163,9 +163,9 @@ class World : public WorldHandle {
   std::optional<pid_t> swept_at_;
   Clock::time_point failed_at_{};  ///< when collect() read the first failed rank's report
   std::vector<Clock::time_point> returned_at_;  ///< when collect() read each rank's return
-  std::string symmetric_pool_;     ///< the ranks' Connected::symmetric_pool, summarized at start
-  std::string collectives_;        ///< the transport chosen at start (transport_choice.h)
-  std::string rank_gpus_;          ///< each rank's GPU, from the hellos
+  std::string symmetric_pool_;  ///< the ranks' Connected::symmetric_pool, summarized at start
+  CollectiveTransport transport_ = CollectiveTransport::gloo;  ///< chosen at start
+  std::string rank_gpus_;                                      ///< each rank's GPU, from the hellos
   LogDrain logs_;
   bool reusable_ = true;
   double startup_ms_ = 0;

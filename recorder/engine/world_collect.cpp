@@ -186,11 +186,11 @@ bool World::blocked_on_departure(uint64_t execution, const std::vector<RankRepor
       stopped_early_ = fmt::format(
           "stopped {:.1f} ms after rank {} failed, not at the deadline: rank {} had entered {}, "
           "which rank {} never did",
-          std::chrono::duration<double, std::milli>(Clock::now() - failed_at_).count(), left->by,
-          r, call_phrase(left->call), left->by);
+          std::chrono::duration<double, std::milli>(Clock::now() - failed_at_).count(), left->by, r,
+          call_phrase(left->call), left->by);
       return true;
     }
-    // A lone return (issue 57), decided when it happens, not at the deadline: only the call the
+    // A lone return, decided when it happens, not at the deadline: only the call the
     // rank entered last, the one it can be waiting in. An earlier one it entered may have ended
     // without the peer (it raised, as a test of timeouts expects, or a send was buffered): the
     // rank went on, and may be finishing the case as well.
@@ -206,8 +206,7 @@ bool World::blocked_on_departure(uint64_t execution, const std::vector<RankRepor
       stopped_early_ = fmt::format(
           "stopped {:.1f} ms after rank {} returned from the case, not at the deadline: rank {} "
           "had entered {}, which rank {} never did",
-          std::chrono::duration<double, std::milli>(Clock::now() - returned_at_[left->by])
-              .count(),
+          std::chrono::duration<double, std::milli>(Clock::now() - returned_at_[left->by]).count(),
           left->by, r, call_phrase(left->call, true), left->by);
       return true;
     }

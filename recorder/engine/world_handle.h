@@ -13,12 +13,35 @@
 #include "data/execution.h"
 #include "recorder/engine/launcher.h"
 #include "recorder/protocol/protocol.h"
+#include "runtime/backend.h"
 #include "runtime/error.h"
 #include "runtime/startup_phases.h"
 
 namespace cprr {
 
 using Clock = std::chrono::steady_clock;
+
+/// What cprecord and cpreplay let the user choose of how cases run (cli/cli_options.h
+/// SharedOptions::run): parsed once into this value, which the options, the controller and each
+/// world hold whole, so no field is copied on the way.
+struct RunChoices {
+  std::optional<double> timeout_override_s;  ///< --timeout: overrides every case's deadline
+  /// --standby N: fresh worlds started ahead (ControllerConfig); 0: none.
+  int standby = 0;
+  /// --collectives: auto (NCCL on cuda when every rank has a GPU of its own, else Gloo staged
+  /// through host memory), nccl or gloo (engine/transport_choice.h). Unset: auto (cpreplay sets
+  /// the record's before it replays).
+  std::optional<CollectivesRequest> collectives;
+  /// With worker_args (the Python worker), local ranks are forked from a template process that
+  /// loaded the worker once (engine/rank_spawner.h) instead of each starting it afresh; false
+  /// posix_spawns every rank (`CPRR_PYTHON_TEMPLATE=off`). A worker without arguments is always
+  /// spawned.
+  bool fork_from_template = true;
+
+  CollectivesRequest requested() const {
+    return collectives.value_or(CollectivesRequest::automatic);
+  }
+};
 
 /// What every world of a controller starts its ranks with: ControllerConfig is one and hands it
 /// to each WorldConfig whole, so no field is copied by hand on the way.
@@ -27,19 +50,16 @@ struct WorldSpec {
   /// Given to the worker before the rank's own arguments: `cprecord --python`'s `--cases
   /// FILE...` for the Python worker (python/cprr/worker.py).
   std::vector<std::string> worker_args;
-  /// With worker_args (the Python worker), local ranks are forked from a template process that
-  /// loaded the worker once (engine/rank_spawner.h) instead of each starting it afresh; false
-  /// posix_spawns every rank (`CPRR_PYTHON_TEMPLATE=off`). A worker without arguments is always
-  /// spawned.
-  bool fork_from_template = true;
+  RunChoices run;
+  /// How long a world's ranks may take to start (hello, then the communicator).
+  std::chrono::milliseconds startup_timeout{60000};
+  /// How much of each rank's stdout and stderr a world keeps for its reports.
+  std::size_t log_tail_bytes = 16 * 1024;
   /// With worker_args, through a launcher: what each launched process runs (cpworker
   /// --connect, the supervisor) before it starts the worker with its arguments and the rank's
   /// own. A worker without arguments supervises its own rank.
   std::string supervisor;
   std::string backend = "cpu";
-  /// --collectives: auto (NCCL on cuda when every rank has a GPU of its own, else Gloo staged
-  /// through host memory), nccl or gloo (engine/transport_choice.h).
-  std::string collectives = "auto";
   /// How the ranks are started: local children (default) or through mpirun/srun over TCP.
   LaunchOptions launch;
   /// Set in every rank's environment (replay re-applies a run's recorded variables).
@@ -51,12 +71,9 @@ struct WorldSpec {
   int stop_fd = -1;
 };
 
-/// What a world is made of: the spec every world of its controller shares, its size, and how
-/// long its ranks may take to start.
+/// What a world is made of: the spec every world of its controller shares, and its size.
 struct WorldConfig : WorldSpec {
   int world_size = 2;
-  std::chrono::milliseconds startup_timeout{60000};
-  std::size_t log_tail_bytes = 64 * 1024;
 };
 
 /// Thrown when the stop descriptor fired while a world was starting; its ranks are already
@@ -88,9 +105,9 @@ class WorldHandle {
   /// What the ranks said their symmetric pool is (Backend::symmetric_pool): one line when they
   /// agree, else "rank 0: ...; rank 1: ...".
   virtual const std::string& symmetric_pool() const = 0;
-  /// How its collectives travel (transport_name) and each rank's GPU ("0,0": ranks sharing GPU
-  /// 0; empty on cpu): ExecutionResult::collectives and rank_gpus.
-  virtual const std::string& collectives() const = 0;
+  /// How its collectives travel and each rank's GPU ("0,0": ranks sharing GPU 0; empty on cpu):
+  /// ExecutionResult::collectives (the transport's name) and rank_gpus.
+  virtual CollectiveTransport transport() const = 0;
   virtual const std::string& rank_gpus() const = 0;
 
   /// Sends the case to every rank and marks the log positions for its tails.

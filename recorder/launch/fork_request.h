@@ -3,7 +3,7 @@
 // controller asks a process that loaded the worker once (a Python worker: torch and the case
 // files imported) to fork one rank process, and the template answers with the rank's pid. One
 // request, then its reply, on a SOCK_STREAM socketpair; the rank's descriptors travel with the
-// request as SCM_RIGHTS. The template's side is python/cprr/_fork_request.py: change the two
+// request as SCM_RIGHTS. The template's side is python/cprr/rank/fork_request.py: change the two
 // together, with kForkWire.
 //
 // Both are frames as the control protocol frames its messages (a little-endian uint32 length,

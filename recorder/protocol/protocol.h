@@ -27,7 +27,7 @@ namespace cprr {
 inline constexpr uint32_t kProtocolMagic = 0x52525043;  // "CPRR" read as little-endian bytes
 /// Bump when any message below changes layout or meaning. Controller and worker of different
 /// versions refuse each other at the hello with a message naming both versions.
-inline constexpr uint32_t kProtocolVersion = 20;  // 2: Hello.comm_id, Bootstrap, Connected, Abort;
+inline constexpr uint32_t kProtocolVersion = 21;  // 2: Hello.comm_id, Bootstrap, Connected, Abort;
                                                   // 3: OpRecord read_spans/write_spans;
                                                   // 4: OpRecord peer/epoch, RunCase.perturbation;
                                                   // 5: Perturbation.poison;
@@ -51,6 +51,7 @@ inline constexpr uint32_t kProtocolVersion = 20;  // 2: Hello.comm_id, Bootstrap
                                                   // 19: RankResult distrusted
                                                   // 20: Perturbation.probe_touches,
                                                   //     OpRecord.probed
+                                                  // 21: Bootstrap.transport as the enum
 inline constexpr uint32_t kMaxFrameBytes = 256u << 20;
 
 /// First message of every rank: who it is.
@@ -119,7 +120,7 @@ struct Shutdown {
 /// how the world's collectives travel (transport_name: nccl | gloo_staged | gloo).
 struct Bootstrap {
   std::string comm_id;
-  std::string transport;
+  CollectiveTransport transport = CollectiveTransport::gloo;
   bool operator==(const Bootstrap&) const = default;
   template <class A>
   void serialize(A& a) {
@@ -270,7 +271,7 @@ FromRank decode_from_rank(std::string_view payload);
 void write_frame(int fd, std::string_view payload);
 /// Encodes `msg` as one whole frame (length and payload) into `frame`, replacing its contents but
 /// keeping its capacity: a rank reusing one buffer sends a CaseDone of any size without growing a
-/// new buffer or copying the payload again (issue 14). Throws cprr::Error above kMaxFrameBytes.
+/// new buffer or copying the payload again. Throws cprr::Error above kMaxFrameBytes.
 void encode_frame(const FromRank& msg, std::string& frame);
 /// Writes a frame made by encode_frame, as write_frame writes one (throws the same errors).
 void write_encoded_frame(int fd, std::string_view frame);

@@ -87,7 +87,7 @@ int run_supervisor(const WorkerArgs& a) {
 }
 
 // Ranks must never outlive their controller: a killed cprecord takes its worlds with it. A rank
-// forked by a template process (python/cprr/_template.py) gets here only once it has been
+// forked by a template process (python/cprr/rank/template.py) gets here only once it has been
 // reparented to its controller: set while its parent was the template's intermediate child, the
 // signal would have fired when that child exited, a moment after the fork.
 void die_with_parent() {
@@ -176,7 +176,7 @@ int send_catalog(const WorkerArgs& a, UniqueFd control) {
 /// The registry's connected hooks, once the world joined its communicator; each named step
 /// timed as a start-up phase.
 std::vector<StartupPhase> run_connected_hooks(const Registry& reg, Backend& backend) {
-  const WorldJoined joined{backend.has_native_comm(), backend.device_index()};
+  const WorldJoined joined{backend.transport(), backend.device_index()};
   PhaseClock clock;
   for (const ConnectedHook& hook : reg.connected_hooks()) {
     std::string phase;
@@ -235,10 +235,7 @@ int serve(const WorkerArgs& a, UniqueFd control) {
     if (const auto* boot = std::get_if<Bootstrap>(&msg)) {
       std::vector<StartupPhase> connected;
       try {
-        const auto transport = parse_transport(boot->transport);
-        CPRR_CHECK(transport.has_value(), "the controller named an unknown transport '{}'",
-                   boot->transport);
-        backend.connect(ConnectSpec{boot->comm_id, *transport});
+        backend.connect(ConnectSpec{boot->comm_id, boot->transport});
         connected = run_connected_hooks(reg, backend);
       } catch (const std::exception& e) {
         channel.send(FromRank{Connected{e.what()}});  // the controller reports it as start-up

@@ -9,7 +9,7 @@ namespace {
 TEST(FailureHeadline, APythonTracebackGivesItsExceptionAndTheCaseFileLine) {
   const char* tb =
       "Traceback (most recent call last):\n"
-      "  File \"/opt/cprr/lib/cprr/python/cprr/_case_body.py\", line 56, in run\n"
+      "  File \"/opt/cprr/lib/cprr/python/cprr/rank/case_body.py\", line 56, in run\n"
       "    definition.body(ctx)\n"
       "  File \"/home/u/tests/test_model.py\", line 12, in pipeline\n"
       "    loss = head(x)[labels]\n"

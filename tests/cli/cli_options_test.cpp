@@ -24,10 +24,10 @@ SharedOptions parse_shared(std::vector<std::string> args) {
   CLI::App app;
   SharedOptions o;
   add_worker_option(app, o.worker, "(default: somewhere)");
-  add_timeout_option(app, o.timeout_s);
+  add_timeout_option(app, o.run.timeout_override_s);
   add_trace_option(app, o.trace, "DIR", "every execution");
-  add_standby_option(app, o.standby, "fresh executions");
-  add_collectives_option(app, o.collectives, "auto");
+  add_standby_option(app, o.run.standby, "fresh executions");
+  add_collectives_option(app, o.run.collectives, "auto");
   std::reverse(args.begin(), args.end());  // CLI11 takes the arguments in reverse
   app.parse(args);
   return o;
@@ -46,10 +46,14 @@ TEST(SharedOptions, EachIsDeclaredOnceAndParsedIntoItsField) {
   const SharedOptions o = parse_shared({"--worker", "/w", "--timeout", "2.5", "--trace", "/t",
                                         "--standby", "3", "--collectives", "gloo"});
   EXPECT_EQ(o.worker, "/w");
-  EXPECT_EQ(o.timeout_s, 2.5);
+  EXPECT_EQ(o.run.timeout_override_s, 2.5);
   EXPECT_EQ(o.trace, "/t");
-  EXPECT_EQ(o.standby, 3);
-  EXPECT_EQ(o.collectives, "gloo");
+  EXPECT_EQ(o.run.standby, 3);
+  EXPECT_EQ(o.run.collectives, CollectivesRequest::gloo);
+  EXPECT_EQ(parse_shared({"--collectives", "auto"}).run.collectives, CollectivesRequest::automatic);
+  EXPECT_EQ(parse_shared({"--collectives", "nccl"}).run.collectives, CollectivesRequest::nccl);
+  EXPECT_FALSE(parse_shared({}).run.collectives.has_value())
+      << "unset stays unset (cpreplay: the record's)";
   for (const char* bad : {"0", "-1", "nan", "inf", "x"}) {
     EXPECT_THROW(parse_shared({"--timeout", bad}), CLI::ValidationError) << bad;
   }
@@ -60,14 +64,14 @@ TEST(SharedOptions, EachIsDeclaredOnceAndParsedIntoItsField) {
 TEST(SharedOptions, InProcessCallersGetTheValidatorsWordsAsUsageErrors) {
   EXPECT_EQ(shared_usage_error(SharedOptions{}, LauncherKind::local), "");
   SharedOptions o;
-  o.timeout_s = std::nan("");
+  o.run.timeout_override_s = std::nan("");
   EXPECT_NE(shared_usage_error(o, LauncherKind::local).find("--timeout"), std::string::npos);
-  o.timeout_s = 1e10;
+  o.run.timeout_override_s = 1e10;
   EXPECT_NE(shared_usage_error(o, LauncherKind::local).find("--timeout"), std::string::npos);
-  o.timeout_s = 5;
-  o.standby = kMaxStandby + 1;
+  o.run.timeout_override_s = 5;
+  o.run.standby = kMaxStandby + 1;
   EXPECT_NE(shared_usage_error(o, LauncherKind::local).find("--standby"), std::string::npos);
-  o.standby = 1;
+  o.run.standby = 1;
   EXPECT_EQ(shared_usage_error(o, LauncherKind::local), "");
   EXPECT_NE(shared_usage_error(o, LauncherKind::mpirun).find("--standby needs --launcher local"),
             std::string::npos);
@@ -77,26 +81,26 @@ TEST(SharedOptions, ApplySetsWhatTheControllerTakesFromThem) {
   InterruptWatch watch;
   SharedOptions o;
   o.worker = "/not/copied";  // each verb resolves its own worker
-  o.timeout_s = 7;
+  o.run.timeout_override_s = 7;
   o.trace = "/t";
-  o.standby = 2;
-  o.collectives = "nccl";
-  o.fork_from_template = false;
+  o.run.standby = 2;
+  o.run.collectives = CollectivesRequest::nccl;
+  o.run.fork_from_template = false;
   o.interrupt = &watch;
   ControllerConfig cc;
   cc.worker = "/resolved";
   apply_shared(o, cc);
   EXPECT_EQ(cc.worker, "/resolved");
-  EXPECT_EQ(cc.timeout_override_s, 7.0);
+  EXPECT_EQ(cc.run.timeout_override_s, 7.0);
   EXPECT_TRUE(cc.timeline) << "a trace times every op";
-  EXPECT_EQ(cc.standby, 2);
-  EXPECT_EQ(cc.collectives, "nccl");
-  EXPECT_FALSE(cc.fork_from_template);
+  EXPECT_EQ(cc.run.standby, 2);
+  EXPECT_EQ(cc.run.collectives, CollectivesRequest::nccl);
+  EXPECT_FALSE(cc.run.fork_from_template);
   EXPECT_EQ(cc.stop_fd, watch.fd());
   apply_shared(SharedOptions{}, cc);
   EXPECT_EQ(cc.stop_fd, -1) << "not interruptible";
   EXPECT_FALSE(cc.timeline);
-  EXPECT_FALSE(cc.timeout_override_s.has_value());
+  EXPECT_FALSE(cc.run.timeout_override_s.has_value());
 }
 
 // ---- the launcher options ----

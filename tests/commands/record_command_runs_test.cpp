@@ -114,7 +114,7 @@ TEST(RecordCommand, ACppSkipOnEveryRankIsASkipAndOnOneRankAFailNamingIt) {
   RecordOptions o = opts(kFixture, "^test/skip_(everywhere|alone)@2$");
   o.db = test_db() + ".skips";
   o.mode = "both";
-  o.shared.timeout_s = 60;
+  o.shared.run.timeout_override_s = 60;
   o.junit = test_db() + ".skips.xml";
   const Recorded r = record(o);
   EXPECT_EQ(r.code, 0) << r.out << r.err;  // a skip is no failure; the lone skip is expected
@@ -275,10 +275,10 @@ std::map<std::string, std::string> statuses(const std::string& doc_text) {
 TEST(RecordCommand, StandbyWorldsGiveTheSameResultsInFreshWorldsOfTheirOwn) {
   RecordOptions o = opts(kWorker, "noop|all_reduce|segfault|skip_collective");
   o.mode = "fresh";
-  o.shared.timeout_s = 2;
+  o.shared.run.timeout_override_s = 2;
   o.db = test_db() + ".standby0";
   const Recorded plain = record(o);
-  o.shared.standby = 3;
+  o.shared.run.standby = 3;
   o.db = test_db() + ".standby3";
   const Recorded ahead = record(o);
   EXPECT_EQ(plain.code, 0) << plain.err;

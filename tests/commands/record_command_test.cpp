@@ -247,9 +247,9 @@ TEST(RecordCommand, BadTimeoutsAndRepeatsAreRefusedInWordsBeforeAnythingRuns) {
   }
   // In-process callers get the same words as a UsageError.
   RecordOptions o = opts(kFixture, "^test/ok@");
-  o.shared.timeout_s = std::nan("");
+  o.shared.run.timeout_override_s = std::nan("");
   EXPECT_THROW(record(o), UsageError);
-  o.shared.timeout_s = 1e10;
+  o.shared.run.timeout_override_s = 1e10;
   EXPECT_THROW(record(o), UsageError);
 }
 
@@ -259,7 +259,7 @@ TEST(RecordCommand, HugeDeadlinesSaturateInsteadOfExpiringAtOnce) {
   ControllerConfig cc;
   cc.worker = kFixture;
   for (double s : {1e10, 1e300}) {
-    cc.timeout_override_s = s;
+    cc.run.timeout_override_s = s;
     Controller c(cc);
     const CaseInstance ok = expand(fetch_catalog(kFixture), std::regex("^test/ok@2$")).at(0);
     const ExecutionResult r = c.run(ok, Mode::pool);

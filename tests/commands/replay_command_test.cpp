@@ -86,10 +86,10 @@ TEST(ReplayCommand, TraceGoesWithCaseAndSharedOptionsAreCheckedAsCprecordChecksT
   all.replay.shared.trace = test_db() + ".trace.json";
   EXPECT_THAT(usage_error(all), HasSubstr("--trace FILE goes with --case ID"));
   ReplayCommandOptions o = of_case(1);
-  o.replay.shared.timeout_s = std::nan("");
+  o.replay.shared.run.timeout_override_s = std::nan("");
   EXPECT_THAT(usage_error(o), HasSubstr("--timeout"));
-  o.replay.shared.timeout_s = 5;
-  o.replay.shared.standby = 1;
+  o.replay.shared.run.timeout_override_s = 5;
+  o.replay.shared.run.standby = 1;
   o.replay.launch = LaunchOptions{.kind = LauncherKind::mpirun};
   EXPECT_THAT(usage_error(o), HasSubstr("--standby needs --launcher local"));
 }

@@ -1,4 +1,5 @@
-"""What the Python unit tests share: one fake of the running case's native context.
+"""What the Python unit tests share: fakes of the native side, and the one way to start the
+build's tools.
 
 FakeNative stands for the _cprr module's CaseContext (python/native/bindings.cpp: the same
 methods, arguments and defaults) and does with each call what the rank's Context does with it
@@ -6,11 +7,25 @@ that a test can see: track() returns increasing buffer ids (1, 2, ...) and adds 
 and written by an op to that op's writes; library_op() returns the op's seq (its index in `log`);
 enter_collective() returns sequence numbers of its own. Tests import it (``from conftest import
 FakeNative``) and subclass it for special behaviour.
+
+run_tool starts a tool of the build (cprecord, cpreplay) or this interpreter with this build's
+package first on PYTHONPATH, so that every end-to-end test runs the cprr under test and fails
+plainly when the build lacks the tool; record_python (cprecord --python) and run_pytest (pytest
+with cprr's plugin) are its common forms.
 """
 
 import collections
+import os
+import subprocess
+import sys
 
-import torch  # noqa: F401  before the compiled module, as a rank imports them (cprr._rank_setup)
+import pytest
+
+# torch before the compiled module, as a rank imports them (cprr.rank.worker_loop)
+import torch  # noqa: F401
+
+import cprr
+from cprr import _cprr
 
 # A track() call: what the capture told the native side of a tensor's memory.
 Track = collections.namedtuple(
@@ -24,6 +39,47 @@ class FakeAllocation:
         self.id, self.address, self.bytes, self.device = id, address, bytes, device
 
 
+class FakeCprr:
+    """The compiled module's own calls (the _cprr module, not a case's CaseContext), recorded: the
+    CUPTI count of work outside the op log (python/native/unseen_work.h) and cprr's byte counts as
+    torch's allocator. `calls`: "enter", "leave", "forgive", ("start", libraries),
+    ("watch", on), "take", "reset" in order; `why`: what unseen_start answers ("" : counting)."""
+
+    def __init__(self, why=""):
+        self.calls = []
+        self.why = why
+        self.unseen = {}  # what unseen_take hands out next
+        self.allocated, self.peak = 0, 0
+
+    def seen_enter(self):
+        self.calls.append("enter")
+
+    def seen_leave(self):
+        self.calls.append("leave")
+
+    def unseen_forgive(self):
+        self.calls.append("forgive")
+
+    def unseen_start(self, libraries):
+        self.calls.append(("start", list(libraries)))
+        return self.why
+
+    def unseen_watch(self, on):
+        self.calls.append(("watch", on))
+
+    def unseen_take(self):
+        self.calls.append("take")
+        taken, self.unseen = self.unseen, {}
+        return taken
+
+    def torch_memory(self):
+        return self.allocated, self.peak
+
+    def reset_torch_peak(self):
+        self.calls.append("reset")
+        self.peak = self.allocated
+
+
 class FakeNative:
     """The binding's CaseContext, recording. `log`: every op and ordering, as dicts (kind, name,
     stream, native_stream, reads, writes, event), collectives too (kind "collective");
@@ -31,12 +87,13 @@ class FakeNative:
     ("enter", seq, fingerprint), ("complete", seq), ("p2p", kind, peer, dtype, bytes)."""
 
     def __init__(self, rank=0, world_size=1, seed=0, case_name="test/case", params=None,
-                 backend="cpu", device_index=-1, nccl=False, first_collective=100, execution=1):
+                 backend="cpu", device_index=-1, transport=None, first_collective=100, execution=1):
         self.rank, self.world_size, self.seed = rank, world_size, seed
         self.execution = execution
         self.case_name = case_name
         self.params = dict(params or {})
-        self.backend, self.device_index, self.nccl = backend, device_index, nccl
+        self.backend, self.device_index = backend, device_index
+        self.transport = transport if transport is not None else _cprr.Transport.gloo
         self.address = 0  # no CaseContext: the C++ op capture calls these methods instead
         self.log, self.tracks, self.freed, self.collectives = [], [], [], []
         self.captures, self.unseen, self.allocations = [], [], []
@@ -162,3 +219,69 @@ class FakeNative:
     def fingerprints(self):
         """The collectives entered, as (kind, dtype, bytes, root, op)."""
         return [e[2] for e in self.collectives if e[0] == "enter"]
+
+
+# ---- the build's tools ---------------------------------------------------------------------------
+
+# The directory holding the cprr package the tests import (build/python), and the cprecord beside
+# it in the build tree unless CPRR_CPRECORD names one (ctest sets it). The other tools (cpreplay)
+# are cprecord's siblings.
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(cprr.__file__)))
+CPRECORD = os.environ.get("CPRR_CPRECORD") or os.path.join(
+    os.path.dirname(PACKAGE_ROOT), "tools", "cprecord")
+
+
+def tool_path(tool="cprecord"):
+    """The build's `tool`: CPRECORD, or its sibling of that name (cpreplay). Fails the test,
+    saying where it looked, when nothing executable is there: a build without its tools is named
+    as such, not as a FileNotFoundError or a tool's odd output."""
+    path = CPRECORD if tool == "cprecord" else os.path.join(os.path.dirname(CPRECORD), tool)
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"no {tool} at {path}: set CPRR_CPRECORD")
+    return path
+
+
+def tool_env(pythonpath=(), env=None):
+    """The environment a tool runs in: this process's, with PYTHONPATH this build's package
+    first (its ranks import the cprr under test, not another one), then `pythonpath`, then what
+    PYTHONPATH was; the variables of `env` go over those (a PYTHONPATH there replaces the one
+    made)."""
+    made = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [PACKAGE_ROOT, *map(str, pythonpath), os.environ.get("PYTHONPATH", "")]))
+    made.update(env or {})
+    return made
+
+
+def run_tool(*args, tool="cprecord", pythonpath=(), env=None, cwd=None, timeout=300,
+             stderr_into_stdout=False):
+    """`tool ARGS...` run to its end in folder `cwd` (None: this one) with tool_env(pythonpath,
+    env), killed after `timeout` s: the completed process, its output as text. stdout and stderr
+    apart (stdout is what --json printed), or with `stderr_into_stdout` in one, in the order the
+    console shows them. `tool`: one of the build's tools by name (tool_path), or a program's
+    absolute path (sys.executable, for pytest). Every test starts its processes of cprr here."""
+    program = tool if os.path.isabs(tool) else tool_path(tool)
+    return subprocess.run([program, *map(str, args)], env=tool_env(pythonpath, env), cwd=cwd,
+                          stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT if stderr_into_stdout else subprocess.PIPE,
+                          text=True, timeout=timeout)
+
+
+def record_python(folder, *args, timeout=300, pythonpath=(), cwd=None, env=None):
+    """`cprecord --python FOLDER --backend cpu ARGS...` by run_tool, its stdout and stderr apart.
+    One world at a time (--jobs 1), the order the tests' expectations assume on any machine,
+    unless ARGS give --jobs or --merge themselves."""
+    given = [str(a) for a in args]
+    jobs = [] if "--jobs" in given or "--merge" in given else ["--jobs", "1"]
+    return run_tool("--python", folder, "--backend", "cpu", *jobs, *args, pythonpath=pythonpath,
+                    env=env, cwd=cwd, timeout=timeout)
+
+
+def run_pytest(cwd, *args, pythonpath=()):
+    """pytest with cprr's plugin on cpu (-v) in folder `cwd`, by run_tool: this interpreter, with
+    the build's cprecord as CPRR_CPRECORD (the plugin records its items with it) and `pythonpath`
+    after the package; stderr in stdout, as a user reads pytest's report. (Not pytest_*: pytest
+    takes a conftest's pytest_* functions for hooks.)"""
+    return run_tool("-m", "pytest", "-p", "cprr.pytest_plugin", "-p", "no:cacheprovider",
+                    "--cprr-backend", "cpu", "-v", *args, tool=sys.executable,
+                    pythonpath=pythonpath, env={"CPRR_CPRECORD": tool_path("cprecord")}, cwd=cwd,
+                    stderr_into_stdout=True)

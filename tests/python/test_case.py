@@ -1,11 +1,12 @@
-"""@cprr.case: validation, default names, ctx.param's typed values, and the plugin's labels."""
+"""@cprr.case (cprr.api.case): validation, default names, ctx.param's typed values and a CPU
+tensor's capture (cprr.api.context, cprr.api.tensors), and the plugin's labels."""
 
 import pytest
 
 import cprr
 from conftest import FakeNative
 from cprr import pytest_plugin
-from cprr._context import Context
+from cprr.api.context import Context
 
 
 def _define(**options):

@@ -3,14 +3,12 @@ one name, fail the run at once (exit 2) naming the file and line or both definit
 database behind; the rank process exits as soon as it said so (it used to wait forever at
 interpreter exit, and cprecord 30 s for a frame). Files without a case say so."""
 
-import os
 import shutil
-import subprocess
 import textwrap
 
 import pytest
 
-from test_plugin import CPRECORD, PACKAGE_ROOT
+from conftest import run_tool
 
 GOOD = textwrap.dedent('''
     import cprr
@@ -24,8 +22,6 @@ GOOD = textwrap.dedent('''
 
 @pytest.fixture
 def cases(tmp_path):
-    if not os.access(CPRECORD, os.X_OK):
-        pytest.fail(f"no cprecord at {CPRECORD}: set CPRR_CPRECORD")
     folder = tmp_path / "cases"
     folder.mkdir()
     (folder / "test_good.py").write_text(GOOD)
@@ -33,12 +29,10 @@ def cases(tmp_path):
 
 
 def _record(folder, db):
-    env = dict(os.environ, PYTHONPATH=PACKAGE_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     # Well under the 30 s cprecord once waited for a catalog the rank never sent: a rank that
     # hangs at exit fails here instead of passing late.
-    return subprocess.run([CPRECORD, "--python", str(folder), "--backend", "cpu", "--db", str(db)],
-                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=20)
+    return run_tool("--python", folder, "--backend", "cpu", "--db", db, stderr_into_stdout=True,
+                    timeout=20)
 
 
 def test_a_file_that_does_not_import_fails_the_run_naming_it(cases, tmp_path):

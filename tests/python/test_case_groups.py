@@ -6,24 +6,16 @@ is no member of costs nothing. Without the ending, the count after differs ("got
 
 import json
 import os
-import subprocess
 
-import pytest
-
-from test_plugin import CPRECORD, PACKAGE_ROOT
+from conftest import run_tool
 
 CASES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "corpus", "python",
                      "test_groups.py")
 
 
 def test_the_groups_a_case_left_are_ended_so_fresh_and_pooled_agree(tmp_path):
-    if not os.access(CPRECORD, os.X_OK):
-        pytest.fail(f"no cprecord at {CPRECORD}: set CPRR_CPRECORD")
-    env = dict(os.environ, PYTHONPATH=PACKAGE_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    run = subprocess.run([CPRECORD, "--python", CASES, "--backend", "cpu", "--mode", "both",
-                          "--db", str(tmp_path / "run.db"), "--json", "--timeout", "60"],
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         timeout=300)
+    run = run_tool("--python", CASES, "--backend", "cpu", "--mode", "both", "--db",
+                   tmp_path / "run.db", "--json", "--timeout", "60", timeout=300)
     report = json.loads(run.stdout)
     assert len(report["cases"]) == 3, report
     for case in report["cases"]:

@@ -1,4 +1,6 @@
-"""cprr._collectives: torch.distributed calls fingerprinted into the running case's native context.
+"""cprr.distributed.collectives: torch.distributed calls fingerprinted into the running case's
+native context (cprr.distributed.fingerprint), issued on their stream with their Work
+(cprr.distributed.work), in the groups cprr.distributed.groups numbers.
 
 A real gloo process group of world size 1; the native context is conftest's FakeNative, whose
 enter_collective returns sequence numbers of its own.
@@ -9,7 +11,9 @@ import torch
 import torch.distributed as dist
 
 from conftest import FakeNative
-from cprr import _collectives, _op_capture, _running
+from cprr.api import running as _running
+from cprr.capture import op_capture as _op_capture
+from cprr.distributed import collectives as _collectives
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +146,7 @@ def test_a_subgroup_call_is_recorded_in_its_group_which_is_noted_once(group):
 
 
 def test_the_groups_of_one_split_are_numbered_in_the_order_the_call_lists_them(group):
-    from cprr import _groups
+    from cprr.distributed import groups as _groups
 
     first = _groups.case_started()
     marker = object()
@@ -156,7 +160,7 @@ def test_the_groups_of_one_split_are_numbered_in_the_order_the_call_lists_them(g
 
 
 def test_a_group_made_in_a_case_is_numbered_from_where_the_case_began(group):
-    from cprr import _groups
+    from cprr.distributed import groups as _groups
 
     first = _groups.case_started()
     native = FakeNative()

@@ -11,9 +11,10 @@ import pytest
 import torch
 
 import cprr
-from conftest import FakeNative
-from cprr import _native_capture, _op_capture, _running
-from test_plugin import record_python
+from conftest import FakeNative, record_python
+from cprr.api import running as _running
+from cprr.capture import native_capture as _native_capture
+from cprr.capture import op_capture as _op_capture
 
 CAPTURES = [_op_capture.OpCapture]
 if _native_capture.available():

@@ -1,4 +1,4 @@
-"""cpreplay's probe replay on a Python case (issue 57 item 2): a call declared with tensors it is
+"""cpreplay's probe replay on a Python case: a call declared with tensors it is
 handed without knowing how (cprr.accesses uses=...) writes some of them past the dispatcher; one
 replay copies their bytes around the call and names what it changed as writes and the rest as
 left unchanged, and the checks read the logs with those directions. The comparison waits for the
@@ -8,7 +8,7 @@ import json
 import re
 import textwrap
 
-from test_plugin import record_python
+from conftest import record_python, run_tool
 
 CASES = textwrap.dedent('''
     import torch
@@ -35,7 +35,7 @@ def test_the_probe_replay_names_what_a_declared_call_changed(tmp_path):
     run = record_python(folder, "--db", db, "--json", "--mode", "both")
     (case,) = json.loads(run.stdout)["cases"]
     assert case["as_expected"], case
-    replay = record_python(None, "--db", db, "--json", "--case", case["id"], tool="cpreplay")
+    replay = run_tool("--db", db, "--json", "--case", case["id"], tool="cpreplay")
     rep = json.loads(replay.stdout)
     assert rep["verdict"] == "reproduced", rep["log"]
     (line,) = rep["learned"]

@@ -1,11 +1,12 @@
-"""cprr._gpu_hooks.Forwarder: torch's CUDA trace callbacks as ordering ops of the running case's
-op log, driven by hand (CI has no GPU to fire them)."""
+"""cprr.capture.gpu_hooks.Forwarder: torch's CUDA trace callbacks as ordering ops of the running
+case's op log, driven by hand (CI has no GPU to fire them)."""
 
 import pytest
 import torch
 
 from conftest import FakeNative
-from cprr import _gpu_hooks, _op_capture
+from cprr.capture import gpu_hooks as _gpu_hooks
+from cprr.capture import op_capture as _op_capture
 
 
 def forwarder():

@@ -1,4 +1,4 @@
-"""cprr._graphs: torch.cuda.CUDAGraph's capture and replay forwarded to the running case's
+"""cprr.capture.graphs: torch.cuda.CUDAGraph's capture and replay forwarded to the running case's
 native context (recorder/api/library_graphs.h holds the captured ops and logs them at each
 launch), driven by hand with a stand-in graph class (CI has no GPU to capture on). Both op
 captures (the Python mode and the C++ one, where built) forward alike."""
@@ -6,7 +6,9 @@ captures (the Python mode and the C++ one, where built) forward alike."""
 import pytest
 
 from conftest import FakeNative
-from cprr import _graphs, _native_capture, _op_capture
+from cprr.capture import graphs as _graphs
+from cprr.capture import native_capture as _native_capture
+from cprr.capture import op_capture as _op_capture
 
 CAPTURES = [_op_capture.OpCapture]
 if _native_capture.available():

@@ -1,4 +1,4 @@
-"""The harness's parent side run once per execution (cprr._harness_parent), in process.
+"""The harness's parent side run once per execution (cprr.suites.harness_parent), in process.
 
 What the helper does for a set-up (processes recorded, not started; the environment's changes;
 skips, errors and the exit checks), that it runs in another process than the rank (the class
@@ -20,7 +20,9 @@ sys.path.insert(0, os.path.join(HERE, "stand_ins"))  # torch 1.13's harness impo
 
 from torch.testing._internal.common_distributed import TEST_SKIPS  # noqa: E402
 
-from cprr import _harness_parent, _shim, _suites  # noqa: E402
+from cprr.distributed import shim as _shim
+from cprr.suites import harness_parent as _harness_parent  # noqa: E402
+from cprr.suites import testcase as _suites
 
 
 def _module(name, source):

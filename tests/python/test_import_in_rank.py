@@ -1,4 +1,4 @@
-"""Case files a template leaves to its ranks (cprr._import_probe): a file that reads a rank's
+"""Case files a template leaves to its ranks (cprr.rank.import_probe): a file that reads a rank's
 variables at import (Megatron's Utils) or starts a thread is imported by each forked rank with
 that rank's torchrun variables, while the other files stay imported once in the template; a
 pytest collection that reads them is done by each rank. Through cprecord on cpu, pooled and fresh,
@@ -7,8 +7,9 @@ at two world sizes; in-process, what the probe says of a file."""
 import json
 import textwrap
 
-from cprr import _case_files, _import_probe
-from test_plugin import record_python
+from cprr.rank import import_probe as _import_probe
+from cprr.suites import case_files as _case_files
+from conftest import record_python, run_tool
 
 READER = textwrap.dedent('''
     import os
@@ -79,8 +80,8 @@ def test_a_pytest_collection_that_reads_a_rank_is_done_by_each_rank(tmp_path):
         def test_env():
             assert (RANK, WORLD) == (dist.get_rank(), dist.get_world_size())
     '''))
-    run = record_python(None, "--backend", "cpu", "--pytest", tmp_path, "--mode", "both",
-                        "--db", tmp_path / "b.db", "--json", tool="cprecord", cwd=tmp_path)
+    run = run_tool("--backend", "cpu", "--pytest", tmp_path, "--mode", "both", "--db",
+                   tmp_path / "b.db", "--json", cwd=tmp_path)
     (case,) = json.loads(run.stdout)["cases"]
     assert case["label"] == "test_env.py::test_env@3" and case["status"] == "pass", case
     assert not case["fresh_vs_pool"], case

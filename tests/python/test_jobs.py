@@ -5,7 +5,7 @@ two such cases at once both pass; each execution records the cores its job ran o
 import json
 import textwrap
 
-from test_plugin import record_python
+from conftest import record_python
 
 CASES = textwrap.dedent('''
     import os

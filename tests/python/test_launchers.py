@@ -14,7 +14,7 @@ import shutil
 
 import pytest
 
-from test_plugin import record_python
+from conftest import record_python, run_tool
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "corpus", "python")
@@ -80,8 +80,8 @@ def test_python_cases_through_mpirun_match_local_and_replay_through_it(tmp_path)
     assert "cprr-pyworker --cases" in first and "test_seeds.py" in first, first
     log.unlink()
     victim = next(c for c in launched["cases"] if c.get("fresh_vs_pool"))
-    replay = record_python(None, "--db", tmp_path / "mpirun.db", "--case", victim["id"],
-                           "--json", tool="cpreplay", env=env, timeout=300)
+    replay = run_tool("--db", tmp_path / "mpirun.db", "--case", victim["id"], "--json",
+                      tool="cpreplay", env=env, timeout=300)
     doc = json.loads(replay.stdout)
     assert doc["verdict"] == "state_leak", replay.stdout[-3000:] + replay.stderr[-3000:]
     assert "cprr-pyworker --cases" in log.read_text()  # the replay's worlds: the same launcher

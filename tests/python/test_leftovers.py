@@ -2,14 +2,10 @@
 names it in the execution's note, and leaves no descendant when it exits."""
 
 import json
-import os
-import subprocess
 import textwrap
 import time
 
-import pytest
-
-from test_plugin import CPRECORD, PACKAGE_ROOT
+from conftest import run_tool
 
 CASES = textwrap.dedent('''
     import os
@@ -53,14 +49,10 @@ def _runs(pid):
 
 
 def test_a_forked_child_is_killed_after_the_case_and_named(tmp_path):
-    if not os.access(CPRECORD, os.X_OK):
-        pytest.fail(f"no cprecord at {CPRECORD}: set CPRR_CPRECORD")
     pid_file = tmp_path / "child.pid"
     (tmp_path / "test_leaves.py").write_text(CASES.format(pid_file=str(pid_file)))
-    env = dict(os.environ, PYTHONPATH=PACKAGE_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    run = subprocess.run([CPRECORD, "--python", str(tmp_path / "test_leaves.py"), "--backend",
-                          "cpu", "--db", str(tmp_path / "run.db"), "--json"], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    run = run_tool("--python", tmp_path / "test_leaves.py", "--backend", "cpu", "--db",
+                   tmp_path / "run.db", "--json", timeout=120)
     assert run.returncode == 0, run.stderr
     child = int(pid_file.read_text())
     execution = json.loads(run.stdout)["cases"][0]["executions"][0]

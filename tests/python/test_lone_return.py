@@ -1,4 +1,4 @@
-"""A rank that returns from the case while a peer waits in a call it never entered (issue 57, a
+"""A rank that returns from the case while a peer waits in a call it never entered (a
 lone return): the execution is decided when the peer is seen waiting, not at the deadline, and
 the note names the rank that returned, the call and its line. Over a `@cprr.case`, a torchrun
 script, a MultiProcessTestCase test and a per-rank pytest item, both modes; a rank that returns
@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from test_plugin import record_python
+from conftest import record_python, run_tool
 
 STAND_INS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stand_ins")
 
@@ -172,9 +172,9 @@ def test_a_case_whose_rank_returns_early_is_decided_at_once(tmp_path):
 def test_a_torchrun_script_whose_rank_exits_early_is_decided_at_once(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
-    run = record_python(None, "--backend", "cpu", "--torchrun", script, "--nproc-per-node", "2",
-                        "--db", tmp_path / "t.db", "--json", "--mode", "both", "--timeout",
-                        DEADLINE_S, tool="cprecord", timeout=DEADLINE_S * 4)
+    run = run_tool("--backend", "cpu", "--torchrun", script, "--nproc-per-node", "2", "--db",
+                   tmp_path / "t.db", "--json", "--mode", "both", "--timeout", DEADLINE_S,
+                   timeout=DEADLINE_S * 4)
     (case,) = json.loads(run.stdout)["cases"]
     assert len(case["executions"]) == 2, case
     for e in case["executions"]:
@@ -196,9 +196,9 @@ def test_a_testcase_family_test_whose_rank_returns_early_is_decided_at_once(tmp_
 
 def test_a_per_rank_pytest_item_whose_rank_returns_early_is_decided_at_once(tmp_path):
     (tmp_path / "test_lone_items.py").write_text(PER_RANK)
-    run = record_python(None, "--backend", "cpu", "--pytest", tmp_path, "--mode", "both",
-                        "--db", tmp_path / "p.db", "--json", "--timeout", DEADLINE_S,
-                        tool="cprecord", cwd=tmp_path, timeout=DEADLINE_S * 4)
+    run = run_tool("--backend", "cpu", "--pytest", tmp_path, "--mode", "both", "--db",
+                   tmp_path / "p.db", "--json", "--timeout", DEADLINE_S, cwd=tmp_path,
+                   timeout=DEADLINE_S * 4)
     (case,) = json.loads(run.stdout)["cases"]
     assert len(case["executions"]) == 2, case
     for e in case["executions"]:

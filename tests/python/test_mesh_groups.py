@@ -6,13 +6,10 @@ the trace."""
 import json
 import os
 import sqlite3
-import subprocess
 
 import pytest
 
-from test_plugin import CPRECORD, PACKAGE_ROOT
-
-CPREPLAY = os.path.join(os.path.dirname(CPRECORD), "cpreplay")
+from conftest import run_tool
 
 CASES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "corpus", "python",
                      "test_mesh.py")
@@ -20,15 +17,10 @@ CASES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "co
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    if not os.access(CPRECORD, os.X_OK):
-        pytest.fail(f"no cprecord at {CPRECORD}: set CPRR_CPRECORD")
     tmp = tmp_path_factory.mktemp("mesh")
-    env = dict(os.environ, PYTHONPATH=PACKAGE_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     db = tmp / "run.db"
-    run = subprocess.run([CPRECORD, "--python", CASES, "--backend", "cpu", "--mode", "fresh",
-                          "--db", str(db), "--json", "--trace", str(tmp / "traces")],
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         timeout=600)
+    run = run_tool("--python", CASES, "--backend", "cpu", "--mode", "fresh", "--db", db, "--json",
+                   "--trace", tmp / "traces", timeout=600)
     report = json.loads(run.stdout)
     return {c["name"]: c for c in report["cases"]}, db, tmp / "traces"
 
@@ -107,10 +99,9 @@ def test_the_groups_are_in_the_json_the_store_and_the_trace(recorded):
         assert calls[:2] == [(0, 1, 0, "all_gather", 0b0011), (0, 3, 0, "all_reduce", 0b0101)]
     # The healthy case's trace, from its replay: an arrow per group's collective.
     trace_file = traces / "healthy.json"
-    env = dict(os.environ, PYTHONPATH=PACKAGE_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    subprocess.run([CPREPLAY, "--db", str(db), "--case", str(cases["healthy/py_mesh_tp_dp"]["id"]),
-                    "--mode", "fresh", "--trace", str(trace_file)], env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=300)
+    replay = run_tool("--db", db, "--case", cases["healthy/py_mesh_tp_dp"]["id"], "--mode",
+                      "fresh", "--trace", trace_file, tool="cpreplay", timeout=300)
+    assert replay.returncode == 0, replay.stderr
     with open(trace_file) as f:
         trace = json.load(f)
     assert trace["otherData"]["groups"] == want

@@ -1,12 +1,12 @@
 """The compiled module's API as the package and its tests see it: the type stub (_cprr.pyi) and
-conftest's FakeNative agree with the built module (pybind11's signatures, bindings.cpp)."""
+conftest's FakeNative and FakeCprr agree with the built module (pybind11's signatures, bindings.cpp)."""
 
 import ast
 import inspect
 import os
 import re
 
-from conftest import FakeNative
+from conftest import FakeCprr, FakeNative
 from cprr import _cprr
 
 _STUB = os.path.join(os.path.dirname(_cprr.__file__), "_cprr.pyi")
@@ -88,3 +88,14 @@ def test_the_fake_native_has_the_case_contexts_calls_with_its_parameters():
         if not all(re.fullmatch(r"arg\d+", n) for n, _ in binding):
             assert [p.name for p in params] == [n for n, _ in binding], name
         assert [p.default is not p.empty for p in params] == [d for _, d in binding], name
+
+
+def test_the_module_fake_takes_what_the_module_takes():
+    """FakeCprr stands in for the module's own calls: each is one of the module's, with as many
+    parameters."""
+    for name in _public(FakeCprr()) - {"calls", "why", "unseen", "allocated", "peak"}:
+        binding = getattr(_cprr, name, None)
+        assert callable(binding), f"_cprr has no {name}"
+        params = inspect.signature(getattr(FakeCprr(), name)).parameters
+        assert len(params) == len(_binding_parameters(binding)), name
+

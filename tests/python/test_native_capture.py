@@ -1,7 +1,7 @@
-"""The C++ op capture (cprr._native_capture, python/native/capture) against the Python dispatch
-mode (cprr._op_capture): the same case bodies under each log the same calls, call for call, into
-conftest's FakeNative (addresses aside: two runs place their tensors apart); and the Python
-mode's black-box tests (test_op_capture.py) pass with it.
+"""The C++ op capture (cprr.capture.native_capture, python/native/capture) against the Python
+dispatch mode (cprr.capture.op_capture): the same case bodies under each log the same calls, call
+for call, into conftest's FakeNative (addresses aside: two runs place their tensors apart); and
+the Python mode's black-box tests (test_op_capture.py) pass with it.
 
 Skipped where the module was not built (no torch headers at build time: Debian libtorch-dev).
 """
@@ -11,7 +11,8 @@ import torch
 
 import test_op_capture as base
 from conftest import FakeNative
-from cprr import _native_capture, _op_capture
+from cprr.capture import native_capture as _native_capture
+from cprr.capture import op_capture as _op_capture
 
 pytestmark = pytest.mark.skipif(_native_capture._cprr_torch is None,
                                 reason="_cprr_torch was not built (no torch headers)")

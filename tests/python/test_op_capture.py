@@ -1,8 +1,11 @@
-"""cprr._op_capture.OpCapture on CPU tensors (torch 1.13 in CI): which tensors it tracks, in
+"""cprr.capture.op_capture.OpCapture on CPU tensors (torch 1.13 in CI): which tensors it tracks, in
 which order, which byte spans each aten op reads and writes (views as their spans), on which
 stream, and how frees and record_stream order the reuse of memory.
 
-The native side is conftest's FakeNative. Spans are (buffer id, byte offset, byte length).
+The native side is conftest's FakeNative. Spans are (buffer id, byte offset, byte length). With
+the capture's parts: what an op reads and writes (cprr.capture.op_schema), the memory it names
+(cprr.capture.tensor_table), where in the case's code (cprr.capture.where) and what it does
+outside the op log (cprr.capture.outside).
 """
 
 import sys
@@ -10,9 +13,10 @@ import sys
 import pytest
 import torch
 
-from conftest import FakeNative
-from cprr import _op_capture, _tensor_table
-from cprr._tensor_table import Entry, key_of
+from conftest import FakeCprr, FakeNative
+from cprr.capture import op_capture as _op_capture
+from cprr.capture import tensor_table as _tensor_table
+from cprr.capture.tensor_table import Entry, key_of
 
 F32 = 4  # bytes of a float32
 
@@ -203,7 +207,8 @@ def test_metadata_queries_read_no_bytes():
 
 
 def test_cprrs_own_work_is_no_op_of_the_case():
-    # cprr._staging's host copies of a message: the op log has the message, not its copies.
+    # cprr.distributed.staging's host copies of a message: the op log has the message, not its
+    # copies.
     native, capture = make()
     with capture:
         target = torch.empty(4)
@@ -502,25 +507,9 @@ def test_an_op_returning_its_input_memory_makes_nothing():
     assert native.log[-1]["writes"] == []
 
 
-class FakeCounter:
-    """The CUPTI counter's calls, recorded."""
-
-    def __init__(self):
-        self.calls = []
-
-    def seen_enter(self):
-        self.calls.append("enter")
-
-    def seen_leave(self):
-        self.calls.append("leave")
-
-    def unseen_forgive(self):
-        self.calls.append("forgive")
-
-
 def test_work_before_torch_tensors_lift_is_the_constructors_and_other_work_is_outside():
     native = FakeNative()
-    counter = FakeCounter()
+    counter = FakeCprr()
     capture = _op_capture.OpCapture(native, device_backend=True, counter=counter)
     with capture:
         capture.count_outside("allocation")  # as torch.tensor(data, device=cuda) allocates...
@@ -539,7 +528,7 @@ def test_work_before_torch_tensors_lift_is_the_constructors_and_other_work_is_ou
 def test_an_op_is_named_at_the_case_line_that_called_an_installed_package_not_inside_it():
     """A Triton kernel is launched by Triton's own launcher: the op's file:line is the case's
     call into the package, the first frame outside torch, cprr and installed packages."""
-    from cprr._where import caller
+    from cprr.capture.where import caller
 
     namespace = {}
     for where in ("site-packages", "dist-packages"):
@@ -556,7 +545,7 @@ def test_a_gpu_ops_0_dim_cpu_tensors_are_read_by_the_host_as_it_is_issued(monkey
     torch.tensor(), it would race with that tensor's host write). A copy between host and device
     reads it on its stream; an op of the host reads it as ever. (CI has no GPU: the op's device
     is stood in for.)"""
-    from cprr import _op_schema
+    from cprr.capture import op_schema as _op_schema
 
     fill = _op_schema.plan(torch.ops.aten.fill_.Tensor)
     copy = _op_schema.plan(torch.ops.aten.copy_.default)

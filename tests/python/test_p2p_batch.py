@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from test_plugin import record_python
+from conftest import record_python
 
 CASES = textwrap.dedent('''
     import torch

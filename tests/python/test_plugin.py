@@ -2,21 +2,12 @@
 (cpu backend, world size 1, so it takes seconds)."""
 
 import json
-import os
 import re
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
-import cprr
-
-# The directory holding the cprr package this test imports (build/python), and the cprecord
-# beside it in the build tree unless CPRR_CPRECORD names one (ctest sets it).
-PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(cprr.__file__)))
-CPRECORD = os.environ.get("CPRR_CPRECORD") or os.path.join(
-    os.path.dirname(PACKAGE_ROOT), "tools", "cprecord")
+from conftest import CPRECORD, run_pytest, run_tool, tool_path
 
 CASES = textwrap.dedent('''
     import torch
@@ -49,52 +40,16 @@ CASES = textwrap.dedent('''
 ''')
 
 
-def record_python(folder, *args, timeout=300, tool=None, pythonpath=(), cwd=None, env=None):
-    """`cprecord --python FOLDER --backend cpu ARGS...` (`tool`: one of the build's tools with
-    ARGS only, cpreplay) with this build's package and `pythonpath` on PYTHONPATH, in folder
-    `cwd`, with the variables of `env` added: the completed process (its stdout is what --json
-    printed)."""
-    if not os.access(CPRECORD, os.X_OK):
-        pytest.fail(f"no cprecord at {CPRECORD}: set CPRR_CPRECORD")
-    path = [PACKAGE_ROOT, *map(str, pythonpath), os.environ.get("PYTHONPATH", "")]
-    env = dict(os.environ, **(env or {}), PYTHONPATH=os.pathsep.join(path))
-    cmd = [os.path.join(os.path.dirname(CPRECORD), tool)] if tool else \
-        [CPRECORD, "--python", str(folder), "--backend", "cpu"]
-    if not tool and "--jobs" not in map(str, args) and "--merge" not in map(str, args):
-        cmd += ["--jobs", "1"]  # one world at a time, as the tests' orders expect, on any machine
-    return subprocess.run([*cmd, *map(str, args)],
-                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          timeout=timeout, cwd=cwd)
-
-
-def _env(pythonpath=()):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, *map(str, pythonpath),
-                                         env.get("PYTHONPATH", "")])
-    env["CPRR_CPRECORD"] = CPRECORD
-    return env
-
-
 @pytest.fixture(scope="module")
 def cprecord():
-    if not os.access(CPRECORD, os.X_OK):
-        pytest.fail(f"no cprecord at {CPRECORD}: set CPRR_CPRECORD")
-    return CPRECORD
-
-
-def pytest_with_plugin(cwd, *args, pythonpath=()):
-    """pytest with cprr's plugin on cpu (-v) in folder `cwd`, this build's package and
-    `pythonpath` on PYTHONPATH: the completed process, stderr in its stdout."""
-    cmd = [sys.executable, "-m", "pytest", "-p", "cprr.pytest_plugin", "-p", "no:cacheprovider",
-           "--cprr-backend", "cpu", "-v", *map(str, args)]
-    return subprocess.run(cmd, cwd=cwd, env=_env(pythonpath), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=300)
+    """The build's cprecord, which the plugin runs: the tests fail at once without it."""
+    return tool_path("cprecord")
 
 
 def test_cases_become_items_judged_by_cprecord(tmp_path, cprecord):
     (tmp_path / "test_demo.py").write_text(CASES)
     db = tmp_path / "run.db"
-    run = pytest_with_plugin(tmp_path, "--cprr-db", str(db), "test_demo.py")
+    run = run_pytest(tmp_path, "--cprr-db", str(db), "test_demo.py")
     out = run.stdout
     assert run.returncode == 1, out  # 1: some tests failed
     assert re.search(r"^test_demo\.py::demo/passes@1 PASSED", out, re.M), out
@@ -116,12 +71,10 @@ def test_cases_become_items_judged_by_cprecord(tmp_path, cprecord):
 def test_only_the_selected_cases_are_recorded(tmp_path, cprecord):
     (tmp_path / "test_demo.py").write_text(CASES)
     db = tmp_path / "run.db"
-    run = pytest_with_plugin(tmp_path, "--cprr-db", str(db), "-k", "passes or plain", "test_demo.py")
+    run = run_pytest(tmp_path, "--cprr-db", str(db), "-k", "passes or plain", "test_demo.py")
     assert run.returncode == 0, run.stdout
     assert re.search(r"\b2 passed, 2 deselected\b", run.stdout), run.stdout
-    listed = subprocess.run(
-        [os.path.join(os.path.dirname(CPRECORD), "cpreplay"), "--db", str(db), "--list",
-         "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    listed = run_tool("--db", db, "--list", "--json", tool="cpreplay", timeout=60)
     if listed.returncode != 0:
         pytest.fail(f"cpreplay --list failed: {listed.stderr}")
     assert "demo/passes@1" in listed.stdout
@@ -142,10 +95,8 @@ def test_labels_of_agrees_with_cprecords_plan(tmp_path, cprecord):
         def default_named(ctx):
             pass
     '''))
-    listed = subprocess.run(
-        [CPRECORD, "--python", str(tmp_path / "test_grid.py"), "--backend", "cpu", "--list",
-         "--json"], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        timeout=120)
+    listed = run_tool("--python", tmp_path / "test_grid.py", "--backend", "cpu", "--list", "--json",
+                      env={"CPRR_CPRECORD": CPRECORD}, timeout=120)
     assert listed.returncode == 0, listed.stderr
     planned = sorted(c["label"] for c in json.loads(listed.stdout)["plan"])
 

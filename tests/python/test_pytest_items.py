@@ -1,4 +1,4 @@
-"""Per-rank pytest items as cprr cases (cprr._pytest_items, ``cprecord --pytest``).
+"""Per-rank pytest items as cprr cases (cprr.suites.pytest_items, ``cprecord --pytest``).
 
 End to end on corpus/suites/per_rank (DeepSpeed-style classes with a world_size, a world_size
 marker, parametrized items, a shared tmp_path, a skip, and a ZeRO config cached at module level
@@ -15,8 +15,8 @@ import unittest
 
 import pytest
 
-from cprr import _pytest_items
-from test_plugin import pytest_with_plugin, record_python
+from cprr.suites import pytest_items as _pytest_items
+from conftest import run_pytest, run_tool
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PER_RANK = os.path.join(os.path.dirname(os.path.dirname(HERE)), "corpus", "suites", "per_rank")
@@ -26,7 +26,7 @@ POLLUTER = PREFIX + "TestZeroBuckets::test_a_small_buckets@2"
 
 
 def cprecord(*args, cwd=None):
-    return record_python(None, "--backend", "cpu", *args, tool="cprecord", cwd=cwd)
+    return run_tool("--backend", "cpu", *args, cwd=cwd)
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,7 @@ def test_the_leak_diverges_and_replays_as_a_state_leak(recorded):
     assert statuses == {"fresh": "pass", "pool": "fail"} and cases[VICTIM]["fresh_vs_pool"]
     pooled = next(e for e in cases[VICTIM]["executions"] if e["mode"] == "pool")
     assert "bucket 3: the cache was edited" in pooled["summary"], pooled
-    replay = record_python(None, "--db", db, "--case", cases[VICTIM]["id"], tool="cpreplay")
+    replay = run_tool("--db", db, "--case", cases[VICTIM]["id"], tool="cpreplay")
     assert replay.stdout.splitlines()[0].endswith(f"{VICTIM} (run 1): state_leak"), replay.stdout
     assert f"case {cases[POLLUTER]['id']} {POLLUTER}" in replay.stdout, replay.stdout
 
@@ -87,9 +87,9 @@ def test_a_rank_that_collected_other_items_is_named(tmp_path):
         "import os, pytest\n"
         "@pytest.mark.parametrize('r', [os.environ.get('CPRR_RANK', '0')])\n"
         "def test_r(r):\n    pass\n")
-    run = record_python(None, "--backend", "cpu", "--pytest", tmp_path, "--nproc-per-node", "2",
-                        "--db", tmp_path / "b.db", "--json", "--timeout", "20", tool="cprecord",
-                        cwd=tmp_path, env={"CPRR_PYTHON_TEMPLATE": "off"})
+    run = run_tool("--backend", "cpu", "--pytest", tmp_path, "--nproc-per-node", "2", "--db",
+                   tmp_path / "b.db", "--json", "--timeout", "20", cwd=tmp_path,
+                   env={"CPRR_PYTHON_TEMPLATE": "off"})
     (case,) = json.loads(run.stdout)["cases"]
     assert case["status"] == "error", case
     assert "rank 1: this worker has no case named 'test_by_rank.py::test_r[0]'" in \
@@ -139,8 +139,8 @@ def test_reports_judged_as_pytest_reports_them():
 def test_pytest_plugin_runs_plain_items_in_every_rank(tmp_path):
     """Run from another folder with -k: the plugin's items are the ranks' (same node ids, the
     suite's own forking harness never runs), the leak fails pooled, the skip skips."""
-    run = pytest_with_plugin(tmp_path, "--cprr-nproc-per-node", "2", "-rs", "-k",
-                             "not save_then_load", PER_RANK)
+    run = run_pytest(tmp_path, "--cprr-nproc-per-node", "2", "-rs", "-k", "not save_then_load",
+                     PER_RANK)
     out = run.stdout
     assert "test_items.py::TestZeroBuckets::test_b_default_buckets@2 FAILED" in out, out
     assert "bucket 3: the cache was edited" in out, out

@@ -2,14 +2,15 @@
 torch.distributed call waits for the call itself (its Work: gloo's thread, which no device sync
 covers), so the serialized replay is a true reference, the fix applied (a sync right after the
 call) forces the order the recorded runs did not take, and the sync bisection puts the cause
-right after the call (issue 57 item 1's edge, applied to an async collective). Which of the two
+right after the call (the edge a race confirmed by its fix gets, applied to an async
+collective). Which of the two
 confirms depends on whether the unperturbed runs agree on this machine."""
 
 import json
 import re
 import textwrap
 
-from test_plugin import record_python
+from conftest import record_python, run_tool
 
 CASES = textwrap.dedent('''
     import torch
@@ -36,7 +37,7 @@ def test_a_sync_after_an_async_collective_waits_for_it(tmp_path):
     run = record_python(folder, "--db", db, "--json", "--mode", "both")
     (case,) = json.loads(run.stdout)["cases"]
     assert case["verdict"] == "stream_race", case
-    replay = record_python(None, "--db", db, "--json", "--case", case["id"], tool="cpreplay")
+    replay = run_tool("--db", db, "--json", "--case", case["id"], tool="cpreplay")
     rep = json.loads(replay.stdout)
     assert rep["verdict"] == "stream_race", rep["log"]
     first = rep["race"]["first"]

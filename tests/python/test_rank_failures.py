@@ -1,4 +1,5 @@
-"""A rank whose case raises while the others go on: the execution is that rank's fail with the
+"""A rank whose case raises while the others go on (cprr.rank.case_body turns the exception into
+the report): the execution is that rank's fail with the
 exception's last line where a report has one line (the console table, --json's summary, JUnit's
 message, cpreplay, the pytest item) and its whole traceback where there is room (the console
 below the table, the store, --json's ranks, cpreplay, the pytest item); never a hang, and never
@@ -7,14 +8,13 @@ after the deadline: the ranks left waiting are released and their world replaced
 import json
 import os
 import re
-import subprocess
 import sys
 import textwrap
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from test_plugin import CPRECORD, PACKAGE_ROOT, pytest_with_plugin, record_python
+from conftest import PACKAGE_ROOT, record_python, run_pytest, run_tool
 
 CASES = textwrap.dedent('''
     import sys
@@ -143,7 +143,7 @@ def test_the_raising_rank_fails_the_execution_with_its_exception(recorded, label
         assert errors[rank].startswith("Traceback (most recent call last):\n"), errors
         assert f'test_raises.py", line {lineno}, in ' in errors[rank], errors
         assert errors[rank].rstrip().endswith(line), errors
-        assert "_case_body.py" not in errors[rank], "cprr's own frame in the user's traceback"
+        assert "cprr/rank/case_body.py" not in errors[rank], "cprr's own frame in the user's traceback"
         if waited:
             assert "after rank %d failed, not at the deadline" % rank in e["note"], e
             assert f"entered collective {waited}, which rank {rank} never did" in e["note"], e
@@ -187,10 +187,8 @@ def test_a_collective_a_finished_rank_left_pending_replaces_the_world(recorded):
 
 def test_the_console_shows_the_exception_line_and_the_traceback(recorded):
     folder, db, _, _, _ = recorded
-    replay = subprocess.run([CPRECORD.replace("cprecord", "cpreplay"), "--db", str(db), "--case",
-                             "1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            timeout=DEADLINE_S,
-                            env=dict(os.environ, PYTHONPATH=PACKAGE_ROOT))
+    replay = run_tool("--db", db, "--case", "1", tool="cpreplay", env={"PYTHONPATH": PACKAGE_ROOT},
+                      stderr_into_stdout=True, timeout=DEADLINE_S)
     out = replay.stdout
     assert ("fresh replay: fail (rank 1: ValueError: rank 1 saw a bad shape (test_raises.py:%d))"
             % _line_of("raise ValueError")) in out, out
@@ -208,7 +206,7 @@ def test_junit_messages_carry_the_exception_line(recorded):
 
 def test_the_pytest_item_shows_the_exception_line_and_the_traceback(tmp_path):
     (tmp_path / "test_raises.py").write_text(CASES)
-    run = pytest_with_plugin(tmp_path, "test_raises.py", "-k", "before_all_reduce and 2")
+    run = run_pytest(tmp_path, "test_raises.py", "-k", "before_all_reduce and 2")
     out = run.stdout
     assert run.returncode == 1, out
     failure = out[out.index("= FAILURES ="):]
@@ -223,7 +221,7 @@ def test_the_pytest_item_shows_the_exception_line_and_the_traceback(tmp_path):
 
 def test_without_pytests_tmpdir_the_default_database_is_removed_at_the_end(tmp_path):
     (tmp_path / "test_raises.py").write_text(CASES)
-    run = pytest_with_plugin(tmp_path, "-p", "no:tmpdir", "test_raises.py", "-k", "before_all_reduce and 2")
+    run = run_pytest(tmp_path, "-p", "no:tmpdir", "test_raises.py", "-k", "before_all_reduce and 2")
     out = run.stdout
     assert run.returncode == 1, out
     said = re.search(r"replay: the database \((\S+)\) is removed when the session ends: pass "

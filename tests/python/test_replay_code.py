@@ -2,16 +2,12 @@
 record and goes on (or refuses with --strict); a case renamed or a folder removed since gets a
 message about the case files, never advice about --worker."""
 
-import os
 import shutil
-import subprocess
 import textwrap
 
 import pytest
 
-from test_plugin import CPRECORD, PACKAGE_ROOT
-
-CPREPLAY = os.path.join(os.path.dirname(CPRECORD), "cpreplay")
+from conftest import run_tool
 
 CASE = textwrap.dedent('''
     import torch
@@ -28,30 +24,21 @@ CASE = textwrap.dedent('''
 ''')
 
 
-def _env():
-    return dict(os.environ, PYTHONPATH=PACKAGE_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-
-
-def _run(*cmd):
-    return subprocess.run(list(cmd), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, timeout=120)
-
-
 @pytest.fixture
 def recorded(tmp_path):
-    if not os.access(CPRECORD, os.X_OK):
-        pytest.fail(f"no cprecord at {CPRECORD}: set CPRR_CPRECORD")
     folder = tmp_path / "cases"
     folder.mkdir()
     (folder / "test_sums.py").write_text(CASE)
     db = tmp_path / "run.db"
-    run = _run(CPRECORD, "--python", str(folder), "--backend", "cpu", "--db", str(db))
+    run = run_tool("--python", folder, "--backend", "cpu", "--db", db, stderr_into_stdout=True,
+                   timeout=120)
     assert run.returncode == 0, run.stdout
     return folder, db
 
 
 def _replay(db, *extra):
-    return _run(CPREPLAY, "--db", str(db), "--case", "1", "--mode", "fresh", *extra)
+    return run_tool("--db", db, "--case", "1", "--mode", "fresh", *extra, tool="cpreplay",
+                    stderr_into_stdout=True, timeout=120)
 
 
 def test_an_unchanged_file_replays_without_a_word_about_it(recorded):

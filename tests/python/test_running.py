@@ -1,11 +1,11 @@
-"""cprr._running: the case running on this thread, set for a block and cleared after it."""
+"""cprr.api.running: the case running on this thread, set for a block and cleared after it."""
 
 import threading
 
 import pytest
 
 from conftest import FakeNative
-from cprr import _running
+from cprr.api import running as _running
 
 
 def test_running_sets_and_clears_the_current_context_even_on_error():

@@ -1,8 +1,8 @@
-"""torchrun scripts as cprr cases, unchanged (cprr._scripts): ``cprr.script`` in a case file over
-a grid of command lines, and ``cprecord --torchrun SCRIPT -- ARGS`` / ``--torchrun-module``.
+"""torchrun scripts as cprr cases, unchanged (cprr.suites.scripts): ``cprr.script`` in a case file
+over a grid of command lines, and ``cprecord --torchrun SCRIPT -- ARGS`` / ``--torchrun-module``.
 
-End to end on corpus/suites/torchrun/test_scripts.py (seed 001's config rewrite in a sibling module: a
-state leak pooled, named by cpreplay with its polluter; its twin clean) and on scripts written
+End to end on corpus/suites/torchrun/test_scripts.py (seed 001's config rewrite in a sibling module:
+a state leak pooled, named by cpreplay with its polluter; its twin clean) and on scripts written
 here: what a rank gives the script (argv, sys.path[0], __main__, torchrun's environment, its
 init_process_group), exit statuses, a script's prints beside the control channel, skips and
 usage errors; the pytest plugin's items for the declarations. In-process: run() restores argv
@@ -11,14 +11,13 @@ and sys.path and keeps imported modules.
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 
 import pytest
 
-from cprr import _scripts
-from test_plugin import CPRECORD, PACKAGE_ROOT, record_python
+from cprr.suites import scripts as _scripts
+from conftest import record_python, run_pytest, run_tool
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "corpus", "suites", "torchrun")
@@ -27,7 +26,7 @@ POLLUTER = "cp_attention{argv=--format thd --config cp_1_0}@2"
 
 
 def cprecord(*args, cwd=None):
-    return record_python(None, "--backend", "cpu", *args, tool="cprecord", cwd=cwd)
+    return run_tool("--backend", "cpu", *args, cwd=cwd)
 
 
 def test_a_grid_of_command_lines_and_seed_001s_leak(tmp_path):
@@ -46,7 +45,7 @@ def test_a_grid_of_command_lines_and_seed_001s_leak(tmp_path):
     for label, case in cases.items():
         if label != VICTIM:
             assert case["as_expected"] and not case["fresh_vs_pool"], case
-    replay = record_python(None, "--db", db, "--case", cases[VICTIM]["id"], tool="cpreplay")
+    replay = run_tool("--db", db, "--case", cases[VICTIM]["id"], tool="cpreplay")
     assert replay.stdout.splitlines()[0].endswith(f"{VICTIM} (run 1): state_leak"), replay.stdout
     assert f"case {cases[POLLUTER]['id']} {POLLUTER}" in replay.stdout, replay.stdout
 
@@ -155,20 +154,14 @@ def test_script_declarations_are_checked(tmp_path):
 
 
 def test_the_pytest_plugin_runs_declared_scripts(tmp_path):
-    env = dict(os.environ, CPRR_CPRECORD=CPRECORD, PYTHONPATH=os.pathsep.join(
-        [PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")]))
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "cprr.pytest_plugin", "-p", "no:cacheprovider",
-         "--cprr-backend", "cpu", "-v", os.path.join(SCRIPTS, "test_scripts.py")],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        timeout=300)
+    run = run_pytest(tmp_path, os.path.join(SCRIPTS, "test_scripts.py"))
     assert f"test_scripts.py::{VICTIM} FAILED" in run.stdout, run.stdout  # pooled, after thd
     assert f"test_scripts.py::{POLLUTER} PASSED" in run.stdout, run.stdout
     assert "1 failed, 3 passed" in run.stdout, run.stdout
 
 
 def test_a_reported_exit_shows_no_cprr_frames_and_a_cprr_error_keeps_them(tmp_path):
-    from cprr import _case_body
+    from cprr.rank import case_body as _case_body
 
     path = tmp_path / "quits.py"
     path.write_text("import sys\nsys.exit(4)\n")
@@ -181,4 +174,4 @@ def test_a_reported_exit_shows_no_cprr_frames_and_a_cprr_error_keeps_them(tmp_pa
     with pytest.raises(ValueError) as broken:
         _scripts.add("a.py", module="b", source="here:1")
     frames = _case_body._users_frames(from_cprr(broken.value))
-    assert frames is not None and frames.tb_frame.f_code.co_filename.endswith("_scripts.py")
+    assert frames is not None and frames.tb_frame.f_code.co_filename.endswith("/cprr/suites/scripts.py")

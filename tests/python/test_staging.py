@@ -1,6 +1,6 @@
-"""Point-to-point messages staged through host memory (cprr._staging): the transport sees a host
-copy of what is sent, and what it receives into a host tensor reaches the case's tensor at once
-for recv and only once its Work is done for irecv and batches. CPU tensors stand in for CUDA
+"""Point-to-point messages staged through host memory (cprr.distributed.staging), where the
+world's transport says so (cprr.distributed.process_group): the transport sees a host copy of what is sent, and what it receives into a host tensor reaches the case's tensor at
+once for recv and only once its Work is done for irecv and batches. CPU tensors stand in for CUDA
 ones here (the staging's decision, `wanted`, needs a GPU: it is checked on the GPU machine by
 corpus/python's healthy/py_collectives_into_empty on ranks sharing a GPU)."""
 
@@ -9,7 +9,9 @@ import types
 
 import torch
 
-from cprr import _staging
+from cprr import _cprr
+from cprr.distributed import process_group
+from cprr.distributed import staging as _staging
 
 
 def send(tensor, dst=None, group=None, tag=0):
@@ -110,10 +112,16 @@ def test_a_batch_stages_only_its_staged_ops_and_copies_each_recv_at_its_work():
     assert torch.equal(into, torch.full((2,), 9.0)) and torch.equal(plain, torch.full((2,), 9.0))
 
 
+def test_the_transport_decides_torchs_backend_and_staging_in_one_place():
+    assert process_group.plan(_cprr.Transport.nccl) == ("nccl", False)
+    assert process_group.plan(_cprr.Transport.gloo_staged) == ("gloo", True)
+    assert process_group.plan(_cprr.Transport.gloo) == ("gloo", False)
+
+
 def test_only_a_cuda_world_that_cprr_gave_gloo_is_staged():
     cpu = torch.zeros(1)
-    shared_gpu = types.SimpleNamespace(backend="cuda", nccl=False)
+    shared_gpu = types.SimpleNamespace(backend="cuda", transport=_cprr.Transport.gloo_staged)
     assert not _staging.wanted(None, None, cpu)
     assert not _staging.wanted(shared_gpu, None, cpu)  # a host tensor goes as it is
-    assert not _staging.wanted(types.SimpleNamespace(backend="cuda", nccl=True), None, cpu)
-    assert not _staging.wanted(types.SimpleNamespace(backend="cpu", nccl=False), None, cpu)
+    for transport in (_cprr.Transport.nccl, _cprr.Transport.gloo):
+        assert not _staging.wanted(types.SimpleNamespace(transport=transport), None, cpu)

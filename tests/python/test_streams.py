@@ -1,9 +1,10 @@
-"""cprr._streams: a case's streams and events as op-log numbers, and the orderings the
+"""cprr.capture.stream_order: a case's streams and events as op-log numbers, and the orderings the
 allocators make around memory (driven by hand: CI has no GPU)."""
 
 from conftest import FakeNative
-from cprr import _cprr, _streams
-from cprr._tensor_table import Entry
+from cprr import _cprr
+from cprr.capture import stream_order as _streams
+from cprr.capture.tensor_table import Entry
 
 
 def test_streams_and_events_are_numbered_as_they_appear():

@@ -1,8 +1,8 @@
-"""A suite's own process-group set-up inside a case (cprr._shim), recorded through cprecord on
-cpu, pooled and fresh: init_process_group by env://, by a FileStore of the suite's or with
-explicit arguments returns the case's default group; destroy_process_group() of it is nothing
+"""A suite's own process-group set-up inside a case (cprr.distributed.shim), recorded through
+cprecord on cpu, pooled and fresh: init_process_group by env://, by a FileStore of the suite's or
+with explicit arguments returns the case's default group; destroy_process_group() of it is nothing
 to the next pooled case; torchrun's variables are set; a rank or world size that disagrees with
-the case fails it, naming both. Skips (unittest.SkipTest, pytest.skip, a SystemExit with a code
+the case fails it, naming both. Skips (cprr.api.skips: unittest.SkipTest, pytest.skip, a SystemExit with a code
 of torch's TEST_SKIPS) are the status `skip` in the JSON and JUnit, never a pass or a failure;
 a rank that skips alone fails the execution, named."""
 
@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from test_plugin import record_python
+from conftest import record_python
 
 CASES = textwrap.dedent('''
     import os

@@ -1,4 +1,4 @@
-"""PyTorch's multi-process TestCase family run unchanged as cprr cases (cprr._suites).
+"""PyTorch's multi-process TestCase family run unchanged as cprr cases (cprr.suites.testcase).
 
 End to end on corpus/suites/testcase (a MultiProcessTestCase suite with parametrized and device-type
 generated classes, a MultiProcContinuousTest suite), through cprecord on cpu in both modes and
@@ -21,7 +21,7 @@ import unittest
 
 import pytest
 
-from test_plugin import pytest_with_plugin, record_python
+from conftest import record_python, run_pytest, run_tool
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STAND_INS = os.path.join(HERE, "stand_ins")
@@ -30,7 +30,7 @@ sys.path.insert(0, STAND_INS)  # this process imports the harness too (the in-pr
 
 from torch.testing._internal.common_distributed import MultiProcessTestCase  # noqa: E402
 
-from cprr import _suites  # noqa: E402
+from cprr.suites import testcase as _suites  # noqa: E402
 
 LEAK = {"ReduceSuiteTest.test_scaled_sum@2": "ReduceSuiteTest.test_amax_updates_scales@2",
         "ContinuousSuiteTest.test_b_gather_hidden@2": "ContinuousSuiteTest.test_a_gather_tokens@2"}
@@ -85,16 +85,16 @@ def test_twins_are_clean_and_a_skip_is_a_skip(recorded):
 def test_replay_names_each_leaks_polluter(recorded):
     db, cases, _ = recorded
     for victim, polluter in LEAK.items():
-        run = record_python(None, "--db", db, "--case", cases[victim]["id"], tool="cpreplay",
-                            pythonpath=[STAND_INS])
+        run = run_tool("--db", db, "--case", cases[victim]["id"], tool="cpreplay",
+                       pythonpath=[STAND_INS])
         lines = run.stdout.splitlines()
         assert lines and lines[0].endswith(f"{victim} (run 1): state_leak"), run.stdout + run.stderr
         assert f"case {cases[polluter]['id']} {polluter}" in run.stdout, run.stdout
 
 
 def test_pytest_plugin_runs_the_classes_as_cprr_items(tmp_path):
-    run = pytest_with_plugin(tmp_path, "--cprr-arg=--timeout=20", "-rs",
-                             os.path.join(SUITES, "test_process_suite.py"), pythonpath=[STAND_INS])
+    run = run_pytest(tmp_path, "--cprr-arg=--timeout=20", "-rs",
+                     os.path.join(SUITES, "test_process_suite.py"), pythonpath=[STAND_INS])
     out = run.stdout
     assert "ReduceSuiteTest.test_broadcast_float32@2 PASSED" in out, out
     assert "GatherDeviceTestCPU.test_all_gather_cpu@2 PASSED" in out, out

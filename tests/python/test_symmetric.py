@@ -1,5 +1,5 @@
-"""cprr._symmetric: torch's symmetric windows as the layout check sees them, on CPU (torch 1.13 in
-CI has no torch.distributed._symmetric_memory, so its calls are stand-ins here; on the GPU,
+"""cprr.capture.symmetric: torch's symmetric windows as the layout check sees them, on CPU (torch
+1.13 in CI has no torch.distributed._symmetric_memory, so its calls are stand-ins here; on the GPU,
 tools/device/run_gpu_checks.sh pysymmetric drives torch's own with corpus/python_nccl).
 
 A window's start is the sum of the sizes of the windows registered before it; a tensor's place
@@ -13,7 +13,8 @@ import contextlib
 import torch
 
 from conftest import FakeNative
-from cprr import _op_capture, _symmetric
+from cprr.capture import op_capture as _op_capture
+from cprr.capture import symmetric as _symmetric
 
 MiB = 1 << 20
 

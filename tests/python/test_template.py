@@ -1,5 +1,5 @@
-"""cprr._template's refusal to fork an unsafe template, and _op_capture.warm_up (what the template
-runs once so that no rank pays torch's lazy imports in its first case)."""
+"""cprr.rank.template's refusal to fork an unsafe template, and _op_capture.warm_up (what the
+template runs once so that no rank pays torch's lazy imports in its first case)."""
 
 import _thread
 import threading
@@ -8,7 +8,8 @@ import time
 import pytest
 import torch
 
-from cprr import _op_capture, _template
+from cprr.capture import op_capture as _op_capture
+from cprr.rank import template as _template
 
 
 def test_a_template_without_other_threads_may_fork():

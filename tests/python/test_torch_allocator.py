@@ -1,24 +1,16 @@
-"""cprr as torch's CUDA allocator, the Python side (cprr._rank_setup): when a rank swaps torch's
-allocator, and torch.cuda's byte counts answered from cprr's. CI has no GPU: torch stand-ins."""
+"""cprr as torch's CUDA allocator, the Python side (cprr.rank.torch_allocator): when a rank swaps
+torch's allocator (cprr.rank.case_setup's Rank says where), and torch.cuda's byte counts
+answered from cprr's. CI has no GPU: torch stand-ins."""
 
 import types
 
 import pytest
 
-from cprr import _rank_setup
+from conftest import FakeCprr
 
-
-class CountingNative:
-    """The _cprr module's counters: (allocated, peak) and a reset."""
-
-    def __init__(self):
-        self.allocated, self.peak = 0, 0
-
-    def torch_memory(self):
-        return self.allocated, self.peak
-
-    def reset_torch_peak(self):
-        self.peak = self.allocated
+from cprr import _cprr
+from cprr.rank import torch_allocator
+from cprr.rank.case_setup import Rank
 
 
 def fake_torch():
@@ -30,8 +22,8 @@ def fake_torch():
 
 
 def test_memory_counts_come_from_cprrs_allocator_under_both_names():
-    torch, native = fake_torch(), CountingNative()
-    _rank_setup.memory_statistics(torch, native)
+    torch, native = fake_torch(), FakeCprr()
+    torch_allocator.memory_statistics(torch, native)
     native.allocated, native.peak = 4096, 8192
     for module in (torch.cuda, torch.cuda.memory):
         assert module.memory_allocated() == 4096
@@ -45,7 +37,7 @@ def test_memory_counts_come_from_cprrs_allocator_under_both_names():
 
 
 def rank(backend):
-    r = _rank_setup.Rank([])
+    r = Rank([])
     r.backend = backend
     return r
 
@@ -59,7 +51,7 @@ def test_a_cpu_rank_or_an_allocator_switched_off_keeps_torchs(monkeypatch, env):
                         raising=False)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    _rank_setup.use_cprr_allocator(rank("cpu" if not env else "cuda"))
+    torch_allocator.use_cprr_allocator(rank("cpu" if not env else "cuda"), _cprr)
     assert swapped == []
 
 
@@ -69,5 +61,5 @@ def test_cuda_without_pluggable_allocators_says_so_and_keeps_torchs(monkeypatch,
     monkeypatch.delenv("CPRR_TORCH_ALLOCATOR", raising=False)
     monkeypatch.delenv("CPRR_OP_CAPTURE", raising=False)
     monkeypatch.delattr(torch.cuda.memory, "CUDAPluggableAllocator", raising=False)
-    _rank_setup.use_cprr_allocator(rank("cuda"))
+    torch_allocator.use_cprr_allocator(rank("cuda"), _cprr)
     assert "has no CUDAPluggableAllocator" in capsys.readouterr().err

@@ -6,7 +6,7 @@ a scatter and a gather carry the sender's never-written bytes to the receiver's 
 import json
 import textwrap
 
-from test_plugin import record_python
+from conftest import record_python
 
 CASES = textwrap.dedent('''
     import torch

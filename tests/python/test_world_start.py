@@ -1,12 +1,13 @@
 """A Python world makes torch's default process group once it is connected, before its first
-case (cprr._rank_setup._world_connected through _cprr.on_connected): a fresh world says so in its
-start-up phases, standby worlds too (made while earlier cases ran), and a connected hook that
+case (cprr.worker, whose cprr.rank.worker_loop makes it in _world_connected
+through _cprr.on_connected): a fresh world says so in
+its start-up phases, standby worlds too (made while earlier cases ran), and a connected hook that
 raises fails the world's start with its error rather than the case."""
 
 import json
 import textwrap
 
-from test_plugin import record_python
+from conftest import record_python
 
 CASES = textwrap.dedent('''
     import torch
@@ -47,7 +48,7 @@ def test_a_connected_hook_that_raises_fails_the_worlds_start(tmp_path):
         from cprr import _cprr
 
 
-        def _broken(native_comm, device_index):
+        def _broken(transport, device_index):
             raise RuntimeError("no process group today")
 
 

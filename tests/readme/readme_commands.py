@@ -36,7 +36,7 @@ RULES = [
     # The set-up commands: CI runs the test command (.ci/run); the main job's build is this
     # build, and its run (what follows the build) runs here.
     Rule(r"^tools/setup\.sh && cmake -S \. -B build && cmake --build build -j\"\$\(nproc\)\" && "
-         r"ctest --test-dir build --output-on-failure$", None,
+         r"ctest --test-dir build --output-on-failure -j\"\$\(nproc\)\"$", None,
          why="the test command: CI runs it (.ci/run holds this line)"),
     Rule(r"^tools/setup\.sh && cmake -S \. -B build && cmake --build build .*--target cprecord "
          r"cpreplay cpworker && (build/tools/cprecord .*)$", (0,),

@@ -1,6 +1,6 @@
 // End-to-end on the CPU backend: race candidates (accesses of unknown direction, from opaque
 // library calls: corpus/opaque_calls.cpp) through the two CLIs. cprecord names a candidate as
-// such and counts nothing. cpreplay's probe replay learns what each call wrote (issue 57): the
+// such and counts nothing. cpreplay's probe replay learns what each call wrote: the
 // planted pair is then a race of known directions, confirmed (stream_race); the pair two readers
 // make is no candidate at all (reproduced, in three replays), also where it came first in the
 // record; a race every recorded run loses the same way is confirmed by applying its fix, which
@@ -139,7 +139,7 @@ TEST_F(RaceCandidateCli, TheReadersCandidateFirstInTheRecordIsGoneOnceTheProbeSe
 // The consumer wins every recorded run (the library call starts 100 ms late): delays only keep
 // that order. Holding the consumer until the call completed changes the outputs of runs that
 // agree with each other: the race is confirmed, with the order the recorded runs took, in a few
-// replays (issue 57).
+// replays.
 TEST_F(RaceCandidateCli, ARaceTheRecordedRunsAlwaysLoseIsConfirmedByItsFixWithThatOrder) {
   const auto& rec = cases_->at("bug/opaque_call_lost_race");
   ASSERT_FALSE(rec["race"].is_null()) << rec.dump(1);
@@ -154,9 +154,9 @@ TEST_F(RaceCandidateCli, ARaceTheRecordedRunsAlwaysLoseIsConfirmedByItsFixWithTh
   EXPECT_EQ(bug["race"]["second"]["name"], "consume");
   const auto& by = bug["race"]["confirmed_by"];
   EXPECT_NE(std::find(by.begin(), by.end(), "fix_applied"), by.end()) << bug["log"].dump(1);
-  EXPECT_NE(bug["race_order"].get<std::string>().find(
-                "the recorded runs took rank 0 stream 0 op #"),
-            std::string::npos)
+  EXPECT_NE(
+      bug["race_order"].get<std::string>().find("the recorded runs took rank 0 stream 0 op #"),
+      std::string::npos)
       << bug["race_order"];
   EXPECT_NE(bug["race_order"].get<std::string>().find("(kernel 'consume') before rank 0 stream"),
             std::string::npos)

@@ -96,7 +96,7 @@ TEST(RaceConfirmation, ARaceAcrossRanksIsConfirmedByAmplificationAndNotBisected)
   EXPECT_EQ(c.replays, 2);
 }
 
-// A race whose recorded order is always the lost one (issue 57): a write on a stream that
+// A race whose recorded order is always the lost one: a write on a stream that
 // serializing does not reach (a Triton kernel's own), read at once on another; delaying either
 // op only keeps the read first. Only holding the read until the write completed (the fix applied)
 // changes the outputs.
@@ -123,8 +123,8 @@ TEST(RaceConfirmation, ARaceAlwaysLostTheSameWayIsConfirmedByApplyingTheFix) {
       test::execution(1, Mode::fresh, ExecStatus::pass, {"stale", "right"});
   const RaceConfirmation c = confirm_race(script.finding, {&recorded}, 20,
                                           [&](const Perturbation& p, int) { return script(p); });
-  EXPECT_EQ(c.confirmed_by, (std::vector<std::string>{"fix_applied"})) << fmt::format(
-      "{}", fmt::join(c.log, "\n"));
+  EXPECT_EQ(c.confirmed_by, (std::vector<std::string>{"fix_applied"}))
+      << fmt::format("{}", fmt::join(c.log, "\n"));
   EXPECT_TRUE(c.shows(script.finding.race));
   EXPECT_EQ(c.recorded_order,
             "the recorded runs took rank 0 stream 0 op #9 (kernel 'reader') before rank 0 stream "
@@ -170,7 +170,7 @@ TEST(RaceConfirmation, ASerializedRunThatFailsWhereTheRecordedRunsPassedIsNoRefe
   const RaceConfirmation c = confirm_race(finding, {&passed}, 10, broken);
   EXPECT_TRUE(c.confirmed_by.empty());
   EXPECT_EQ(c.replays, 3) << "no amplification against a broken reference: the serialized "
-                              "run, one more unperturbed run and the fix applied";
+                             "run, one more unperturbed run and the fix applied";
   ASSERT_FALSE(c.log.empty());
   EXPECT_NE(c.log[0].find("broke the case itself"), std::string::npos) << c.log[0];
 
@@ -192,7 +192,7 @@ TEST(RaceConfirmation, OpsThatNeverMisbehaveConfirmNothingAfterKSeeds) {
   EXPECT_TRUE(c.confirmed_by.empty());
   EXPECT_EQ(c.seeds_run, 5);
   EXPECT_EQ(c.replays, 6 + 2) << "the serialized run and five seeds; no bisection without a "
-                                  "seed; one more unperturbed run and the fix applied";
+                                 "seed; one more unperturbed run and the fix applied";
   EXPECT_TRUE(c.recorded_order.empty());
 }
 

@@ -160,7 +160,7 @@ Counted replay_counting(const std::string& db, int64_t case_id, int standby) {
   auto started = std::make_shared<Started>();
   const std::thread::id me = std::this_thread::get_id();
   ReplayOptions o{.db = db, .case_id = case_id, .mode = "fresh"};
-  o.shared.standby = standby;
+  o.shared.run.standby = standby;
   o.worlds = [=] { return std::make_unique<CountingWorlds>(started, me); };
   Counted out{replay_case(o)};
   out.worlds = started->worlds;

@@ -288,8 +288,8 @@ TEST(RecordLogsRoundTrip, RowsNoCprrWritesAreRefusedNotMisread) {
 namespace cprr {
 namespace {
 
-// The text the writer puts in its joined columns, byte for byte as before the writer bound them
-// without copying (issue 14): readers of older files and ad-hoc SQL depend on the form.
+// The text the writer puts in its joined columns keeps its form byte for byte, although the writer
+// binds it without copying: readers of older files and ad-hoc SQL depend on the form.
 TEST(RecordLogsRoundTrip, JoinedColumnsKeepTheirTextForm) {
   const TempDb tmp;
   ExecutionResult r = execution(Mode::pool, 1, 1);

@@ -7,12 +7,13 @@
 //   cprr_bench_dispatch [--backend auto|cpu|cuda] [--worker PATH] [--pool-runs N] [--fresh-runs N]
 //                       [--collectives auto|nccl|gloo]
 //
-// Target (issue 2): pooled round trip at W=4 <= 1 ms median on the 2-core development machine.
+// Target: pooled round trip at W=4 <= 1 ms median on the 2-core development machine.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <vector>
 
+#include "cli/cli_options.h"
 #include "recorder/engine/controller.h"
 #include "runtime/backend.h"
 
@@ -48,13 +49,13 @@ std::vector<double> measure(cprr::Controller& c, const cprr::CaseInstance& inst,
 }
 
 // Measures every world size of healthy/noop on `backend` (already resolved) and prints them.
-int run(const std::string& worker, const std::string& backend, const std::string& collectives,
-        int pool_runs, int fresh_runs) {
+int run(const std::string& worker, const std::string& backend,
+        std::optional<cprr::CollectivesRequest> collectives, int pool_runs, int fresh_runs) {
   const auto plan = cprr::expand(cprr::fetch_catalog(worker), std::regex("^healthy/noop@"));
   cprr::ControllerConfig cc;
   cc.worker = worker;
   cc.backend = backend;
-  cc.collectives = collectives;
+  cc.run.collectives = collectives;
   const int gpus = cc.backend == "cuda" ? cprr::visible_gpus() : 0;
   std::printf("backend: %s, %d GPU(s) (ranks share them where a world has more ranks)\n",
               cc.backend.c_str(), gpus);
@@ -92,10 +93,8 @@ int main(int argc, char** argv) {
   app.add_option("--worker", worker, "worker binary");
   app.add_option("--pool-runs", pool_runs, "pooled executions per world size");
   app.add_option("--fresh-runs", fresh_runs, "fresh executions per world size");
-  std::string collectives = "auto";
-  app.add_option("--collectives", collectives,
-                 "auto | nccl | gloo (cuda: gloo stages through host)")
-      ->check(CLI::IsMember({"auto", "nccl", "gloo"}));
+  std::optional<cprr::CollectivesRequest> collectives;
+  cprr::add_collectives_option(app, collectives, "auto (cuda: gloo stages through host)");
   CLI11_PARSE(app, argc, argv);
 
   try {

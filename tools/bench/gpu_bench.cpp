@@ -8,14 +8,14 @@
 //     arenas, NCCL communicator, symmetric window...), the median of each step over the suite's
 //     fresh worlds (the steps add up to the world's start: engine/world_startup.h);
 //  3. fresh only: the same N cases in fresh mode only, back to back: each world's shutdown on the
-//     path (as before issue 14), then off it (retired on the controller's thread), then with each
+//     path, then off it (retired on the controller's thread), then with each
 //     count in --standby (fresh worlds for the next cases started while one runs): total and per
 //     case, what `cprecord --mode fresh --standby K` would cost, and the median world start
 //     (worlds started side by side slow each other down: the bound of fresh mode with standby);
 // With fewer GPUs than ranks the ranks share them (their collectives through Gloo, staged through
 // host memory) and every figure says which transport it ran with; --collectives gloo times the
 // staged path on a GPU per rank, next to NCCL.
-//  3b. goals (issue 41): a case with no collective (healthy/noop) and one with one all-reduce
+//  3b. goals: a case with no collective (healthy/noop) and one with one all-reduce
 //     (healthy/all_reduce, count 1), fresh only, each run --goal-runs times: median wall,
 //     world start and start-up paid inside the case at first use (NCCL's wait, the symmetric
 //     arena and window: runtime/cuda_backend.h);
@@ -40,6 +40,7 @@
 #include <numeric>
 #include <vector>
 
+#include "cli/cli_options.h"
 #include "recorder/engine/controller.h"
 #include "recorder/engine/plan.h"
 #include "runtime/backend.h"
@@ -80,15 +81,15 @@ std::vector<cprr::CaseInstance> short_cases(const std::string& worker, int w) {
 // What every controller of the run is made with.
 struct Setup {
   std::string worker;
-  std::string collectives = "auto";  ///< --collectives
+  std::optional<cprr::CollectivesRequest> collectives;  ///< --collectives (unset: auto)
 };
 
 cprr::ControllerConfig cuda_config(const Setup& setup, int standby) {
   cprr::ControllerConfig cc;
   cc.worker = setup.worker;
   cc.backend = "cuda";
-  cc.standby = standby;
-  cc.collectives = setup.collectives;
+  cc.run.standby = standby;
+  cc.run.collectives = setup.collectives;
   return cc;
 }
 
@@ -119,7 +120,7 @@ struct FreshSuite {
 };
 
 // The cases in fresh mode only, back to back, with `standby` worlds started ahead and healthy
-// worlds shut down off the path (`retire`) or on it (as before issue 14).
+// worlds shut down off the path (`retire`) or on it.
 FreshSuite fresh_suite(const Setup& setup, const std::vector<cprr::CaseInstance>& picked, int cases,
                        int standby, bool retire) {
   FreshSuite out;
@@ -243,9 +244,8 @@ int main(int argc, char** argv) {
                  "them (collectives through Gloo, staged through host memory)")
       ->expected(1, -1)
       ->check(CLI::PositiveNumber);
-  app.add_option("--collectives", setup.collectives,
-                 "auto | nccl | gloo: gloo times the staged path on a GPU per rank")
-      ->check(CLI::IsMember({"auto", "nccl", "gloo"}));
+  cprr::add_collectives_option(app, setup.collectives,
+                               "auto (gloo times the staged path on a GPU per rank)");
   app.add_option("--torch-runs", torch_runs, "torchrun launches to time (0: skip)");
   app.add_option("--goal-runs", goal_runs,
                  "fresh runs of each goal case (no collective, one all_reduce; 0: skip)")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """cprecord --jobs: the same plan of short W=2 cases recorded with --jobs 1 and with --jobs N, side
 by side in one run, in each mode asked for. Prints each run's wall time, the ratio to the serial
-run, and how far it is from the ideal (serial / N); the goal (issue 58) is within 1.3x of it.
+run, and how far it is from the ideal (serial / N); the goal is within 1.3x of it.
 Asserts nothing.
 
     tools/bench/jobs_bench.py --cprecord build/tools/cprecord [--jobs N] [--repeat R]

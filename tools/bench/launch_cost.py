@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""What cprr's capture costs per launch past the dispatcher (issue 40: the per-launch cost beside
-CSAN and compute-sanitizer), side by side in one run on the GPU machine: loops of raw
+"""What cprr's capture costs per launch past the dispatcher, beside CSAN's and
+compute-sanitizer's, side by side in one run on the GPU machine: loops of raw
 cuLaunchKernel launches (ctypes, NVRTC), Triton launches and raw cuMemcpyDtoDAsync copies, each
 timed per call, under
 

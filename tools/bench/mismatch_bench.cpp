@@ -1,4 +1,4 @@
-// Live collective mismatch (issue 25 item 2): how soon a world stuck in a collective its ranks
+// Live collective mismatch: how soon a world stuck in a collective its ranks
 // called differently is named, against the deadline it would otherwise wait out. Runs
 // bench/schedule_mismatch (recording_cases.cpp: the last rank calls barrier where the others
 // call all_reduce) and its matching order side by side, pooled and fresh, W=2 and W=4, and

@@ -5,10 +5,11 @@
 
 For each package folder (e.g. this checkout's python/ and an older one, `git archive REV python`
 unpacked, to compare two versions side by side in one run) it runs one body of 802 host ops
-(torch.add, add_, mul, sum on 256 floats) plain and under cprr._op_capture.OpCapture with a native
-side that records nothing (Idle), and, where the folder has the compiled C++ capture (a build
+(torch.add, add_, mul, sum on 256 floats) plain and under cprr.capture.op_capture.OpCapture with a
+native side that records nothing (Idle), and, where the folder has the compiled C++ capture (a build
 tree's python/, with _cprr_torch), under it with its own side that records nothing: 15 times each
-after 3 warm-ups, printing the medians and each capture's cost per op. Each folder runs in a process of its own (the package is imported once).
+after 3 warm-ups, printing the medians and each capture's cost per op. Each folder runs in a process
+of its own (the package is imported once).
 """
 import os
 import subprocess
@@ -20,7 +21,8 @@ MEASURE = r"""
 import statistics, sys, time
 sys.path.insert(0, sys.argv[1])
 import torch
-from cprr import _op_capture, _native_capture
+from cprr.capture import native_capture as _native_capture
+from cprr.capture import op_capture as _op_capture
 
 def body():
     a, b = torch.ones(256), torch.zeros(256)

@@ -1,4 +1,4 @@
-// Python world start (issue item 6): the per-case cost of a trivial Python case
+// Python world start: the per-case cost of a trivial Python case
 // (python_bench_cases.py: one checked all-reduce of 1024 floats at W=2, on --backend: cpu, or cuda
 // with the ranks on the GPUs there are, sharing one when there is one), each
 // configuration in its own controller, back to back in one run (prints figures and ratios side by
@@ -77,8 +77,8 @@ cprr::ControllerConfig python_config(const Setup& s, bool fork, int standby) {
   cc.worker = s.pyworker;
   cc.worker_args = {"--cases", s.cases_file};
   cc.backend = s.backend;
-  cc.fork_from_template = fork;
-  cc.standby = standby;
+  cc.run.fork_from_template = fork;
+  cc.run.standby = standby;
   cc.env = {{"PYTHONDONTWRITEBYTECODE", "1"}};
   return cc;
 }

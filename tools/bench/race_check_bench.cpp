@@ -4,7 +4,7 @@
 //
 //   cprr_bench_race_check [--worker PATH] [--filter REGEX] [--reps N]
 //
-// Target (issue 11): the check costs at most 5% of the case's own time over the corpus.
+// Target: the check costs at most 5% of the case's own time over the corpus.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -33,7 +33,8 @@ Row measure(const cprr::ExecutionResult& e, int reps) {
   const std::vector<const cprr::CaseCapture*> caps = cprr::captures_of(e);
   for (const cprr::CaseCapture* c : caps) row.ops += c != nullptr ? c->ops.size() : 0;
   row.check_ms = 1000 * cprr::bench::best_seconds(reps, [&] {
-                   const cprr::HbResult r = cprr::check_happens_before(cprr::ops_from_captures(caps));
+                   const cprr::HbResult r =
+                       cprr::check_happens_before(cprr::ops_from_captures(caps));
                    row.races = r.race_count;
                  });
   return row;
@@ -64,16 +65,17 @@ int main(int argc, char** argv) {
   std::printf("%-48s %6s %10s %10s %8s\n", "case (pooled)", "ops", "case_ms", "check_ms", "ratio");
   for (const Row& r : rows) {
     const double ratio = r.case_ms > 0 ? r.check_ms / r.case_ms : 0;
-    std::printf("%-48s %6zu %10.3f %10.4f %7.2f%%\n", r.label.c_str(), r.ops, r.case_ms,
-                r.check_ms, 100 * ratio);
+    std::printf("%-48s %6zu %10.3f %10.4f %7.2f%%\n", r.label.c_str(), r.ops, r.case_ms, r.check_ms,
+                100 * ratio);
     case_total += r.case_ms;
     check_total += r.check_ms;
     worst = std::max(worst, ratio);
     races += r.races;
   }
-  std::printf("\n%zu executions: check %.3f ms of %.3f ms case time = %.3f%% overall, worst case "
-              "%.2f%%; %zu racing op pairs found\n",
-              rows.size(), check_total, case_total, case_total > 0 ? 100 * check_total / case_total : 0,
-              100 * worst, races);
+  std::printf(
+      "\n%zu executions: check %.3f ms of %.3f ms case time = %.3f%% overall, worst case "
+      "%.2f%%; %zu racing op pairs found\n",
+      rows.size(), check_total, case_total, case_total > 0 ? 100 * check_total / case_total : 0,
+      100 * worst, races);
   return 0;
 }

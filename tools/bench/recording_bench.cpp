@@ -1,4 +1,4 @@
-// Recording-overhead benchmark (issue 14): each case runs recorded (captures hashed in the ranks,
+// Recording-overhead benchmark: each case runs recorded (captures hashed in the ranks,
 // shipped in CaseDone, decoded, stored in SQLite as cprecord stores them) and not recorded
 // (CPRR_CAPTURE=off in the ranks, nothing stored), each in its own pooled world, interleaved in
 // one run (the order alternates every run, so drift hits both alike). Prints figures; asserts
@@ -21,13 +21,13 @@
 //             still ships its op and allocation logs);
 //   store     what dispatch waits for the store (--store thread, the default: handing the
 //             result to cprecord's writer thread, RecordQueue; --store inline: the commit itself,
-//             as before issue 14), and apart from that the commit of one execution
+//             on the dispatch path), and apart from that the commit of one execution
 //             (RecordWriter::write, timed where it runs);
 //   rest      what the parts do not explain (scheduling, the rest of the controller's path).
 // Then the same back to back, as cprecord runs a plan: when commits take longer than the case,
 // the writer thread's queue fills and dispatch waits for the store after all, which the
 // interleaved figures (with time between recorded runs) do not show.
-// Targets (GPU, issue 14): <= 3% on cp_ring with 256 MiB captures, <= 10 us per small capture.
+// Targets (GPU): <= 3% on cp_ring with 256 MiB captures, <= 10 us per small capture.
 #include <sys/socket.h>
 
 #include <CLI/CLI.hpp>
@@ -328,7 +328,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--store", store_mode,
                  "thread: commit on cprecord's writer thread (RecordQueue); inline: commit before "
-                 "the next case, as cprecord did before issue 14")
+                 "the next case, on the dispatch path")
       ->check(CLI::IsMember({"thread", "inline"}));
   app.add_option("--world-size", world_size,
                  "ranks per case (default 2; 1 on cuda with one GPU visible, where cp_ring runs "

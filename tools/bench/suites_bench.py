@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Real suites through their own harness against cprecord, time per test side by side in one run
-(issue 39's benchmark; prints figures and ratios, asserts nothing).
+(prints figures and ratios, asserts nothing).
 
 Three suites of 20 short tests at W=2 (tools/bench/suites: each test an all-reduce and a matmul,
 checked), each in the style its harness expects and run unchanged by both:

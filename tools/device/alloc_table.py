@@ -1,9 +1,8 @@
 #!/usr/bin/env python3
-"""How torch's tensors were placed in each recording (issue 27: cprr's arena as torch's CUDA
-allocator): per case and database, the tensors made (pool "tensor" allocations of rank 0's first
-execution, host tensors included), how many distinct addresses they got and how many were made
-at an address an earlier tensor of the execution had (memory freed and reused).
-
+"""How torch's tensors were placed in each recording (cprr's arena as torch's CUDA allocator, or
+torch's own): per case and database, the tensors made (pool "tensor" allocations of rank 0's first
+execution, host tensors included), how many distinct addresses they got and how many were made at an
+address an earlier tensor of the execution had (memory freed and reused).
     alloc_table.py NAME=DB [NAME=DB ...]
 """
 import sqlite3

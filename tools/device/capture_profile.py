@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""What the op capture costs per aten op (issue 27's figure, issue 41 item 2's goal), side by
-side in one process: a case's body and a loop of small ops, plain, under the Python dispatch mode
-(cprr._op_capture), under the C++ capture (cprr._native_capture) and under PyTorch's CUDA
-sanitizer (CSAN, last: it cannot be turned off).
+"""What the op capture costs per aten op, side by side in one process: a case's body and a loop of
+small ops, plain, under the Python dispatch mode (cprr.capture.op_capture), under the C++ capture
+(cprr.capture.native_capture) and under PyTorch's CUDA sanitizer (CSAN, last: it cannot be turned
+off).
 
     capture_profile.py CASES CASE [--repeat N] [--device cuda|cpu] [--profile]
 
 The captures log into a native side that records nothing (Idle; the C++ capture's, in C++), with
-torch's CUDA trace hooks on as in a rank. Prints one row per body: aten ops, plain ms, and per capture its ms and its cost per
-op in us ((captured - plain) / ops). --profile adds the Python mode's top functions by own time.
+torch's CUDA trace hooks on as in a rank. Prints one row per body: aten ops, plain ms, and per
+capture its ms and its cost per op in us ((captured - plain) / ops). --profile adds the Python
+mode's top functions by own time.
 """
 
 import argparse
@@ -55,8 +56,13 @@ def main():
     import torch
     import torch.distributed as dist
 
-    from cprr import _case, _case_files, _collectives, _gpu_hooks, _native_capture, _op_capture
-    from cprr import _running
+    from cprr.api import case as _case
+    from cprr.api import running as _running
+    from cprr.capture import gpu_hooks as _gpu_hooks
+    from cprr.capture import native_capture as _native_capture
+    from cprr.capture import op_capture as _op_capture
+    from cprr.distributed import collectives as _collectives
+    from cprr.suites import case_files as _case_files
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from csan_compare import StandIn

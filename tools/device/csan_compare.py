@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch's CUDA sanitizer (CSAN) on cprr's Python cases, beside cprr's verdicts (issue 27).
+"""PyTorch's CUDA sanitizer (CSAN) on cprr's Python cases, beside cprr's verdicts.
 
     csan_compare.py CASES --cprr RECORD.json [--cprr-off RECORD_OFF.json] [--world-size 2]
 
@@ -49,7 +49,8 @@ def child(args):
     import torch.distributed as dist
 
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-    from cprr import _case, _case_files
+    from cprr.api import case as _case
+    from cprr.suites import case_files as _case_files
 
     torch.cuda.set_device(args.rank % torch.cuda.device_count())
     dist.init_process_group("gloo", init_method=f"file://{args.store}", rank=args.rank,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Issue 57 diagnostic: a Triton write and a torch fill on a sleeping side stream, read at once on
-# the default stream, under cprecord with the launch capture on and off, and without cprr.
+# Diagnostic of a race the recorded runs always lose: a Triton write and a torch fill on a sleeping
+# side stream, read at once on the default stream, under cprecord with the launch capture on and
+# off, and without cprr.
 cd "$(dirname "$0")/../.."
 b=$(cat .device/stage/build_path)
 [ -e "$b" ] || { mkdir -p "$(dirname "$b")"; ln -s "$PWD/.device/stage/build" "$b"; }

@@ -1,5 +1,5 @@
 // Which of the driver's parameter queries answer for a kernel launched through the runtime
-// (issue 40: `<<<>>>` launches stayed outside the op log, their layout unreadable). Prints, for a
+// (without one, a `<<<>>>` launch stays outside the op log, its layout unreadable). Prints, for a
 // kernel of three parameters, what each way of naming it gives: cudaGetKernel's cudaKernel_t
 // cast to a CUkernel (cuKernelGetParamInfo), that CUkernel's CUfunction in the current context
 // (cuKernelGetFunction + cuFuncGetParamInfo), cudaGetFuncBySymbol's CUfunction, each call found

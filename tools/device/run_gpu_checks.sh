@@ -12,7 +12,7 @@
 #                                  [graphs] [launchdefault] [pystandby]
 #                                  [upstream_nccl] [upstream_gloo] [upstream_bases] [jobs]
 #                                  (default: tests corpus races symmetric trace bench; bench
-#                                  includes recording: issue 14's figures from one step)
+#                                  includes recording: every figure from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
 # Each step takes about 5 minutes on 4 H200s; a device call has 10, so give each step its own call.
 # Every summary line is printed as soon as its step ends, so a run cut short still says something.
@@ -92,7 +92,7 @@ for step in "${steps[@]}"; do
       done
       ;;
     mismatch)
-      # Issue 25: the live collective check on cuda (ranks sharing the GPU): its GPU tests, then
+      # The live collective check on cuda (ranks sharing the GPU): its GPU tests, then
       # how soon a stuck mismatch is named (cprr_bench_mismatch).
       t="$b/tests/cprr_recorder_gpu_tests"
       timeout 200 "$t" --gtest_filter='LiveMismatchGpu.*' >"$out/live_mismatch.log" 2>&1
@@ -101,7 +101,7 @@ for step in "${steps[@]}"; do
       bench mismatch 300 --backend cuda --runs "${CPRR_BENCH_RUNS:-5}"
       ;;
     descriptors)
-      # Issue 25: what CUDA and NCCL leave inheritable during a case (each first execution prints
+      # What CUDA and NCCL leave inheritable during a case (each first execution prints
       # it) is close-on-exec before the next case; one rank alone (NCCL) and two sharing the GPU.
       t="$b/tests/cprr_recorder_gpu_tests"
       timeout 200 "$t" --gtest_filter='DescriptorsGpu.*' >"$out/descriptors.log" 2>&1
@@ -127,7 +127,7 @@ for step in "${steps[@]}"; do
       done
       ;;
     suites)
-      # Issue 39: corpus/suites run unchanged (TestCase family, torchrun scripts, per-rank pytest
+      # corpus/suites run unchanged (TestCase family, torchrun scripts, per-rank pytest
       # items) on cuda in both modes, every planted bug's verdict and replay checked, and the
       # continuous class under torch's own harness (check_suites.py).
       python_module || continue
@@ -136,7 +136,7 @@ for step in "${steps[@]}"; do
       report "suites rc=$?" "$(tail -n 12 "$out/suites.txt")"
       ;;
     upstream_nccl | upstream_gloo | upstream_bases)
-      # Issue 56: PyTorch's own DistributedTest (tests/python/upstream) under its own harness and
+      # PyTorch's own DistributedTest (tests/python/upstream) under its own harness and
       # under cprecord --mode both, side by side (compare_harness.py): with NCCL at W=2 on two
       # GPUs, or without GPUs on gloo (CUDA_VISIBLE_DEVICES=, as the suite skips its NCCL tests
       # when GPUs are fewer than ranks); then the other bases torch 2.x ships. Every K-th test:
@@ -166,14 +166,14 @@ for step in "${steps[@]}"; do
       report "$step rc=$?" "$(grep -v ' yes$' "$out/$step.txt" | tail -n 14)"
       ;;
     suitesbench)
-      # Issue 39's benchmark on cuda: each suite through its own harness against cprecord.
+      # The suites benchmark on cuda: each suite through its own harness against cprecord.
       python_module || continue
       timeout 550 python3 tools/bench/suites_bench.py --build "$b" --backend cuda \
         --torchrun-tests "${CPRR_TORCHRUN_TESTS:-4}" >"$out/suites_bench.txt" 2>&1
       report "suites bench rc=$?" "$(tail -n 6 "$out/suites_bench.txt")"
       ;;
     suitesplugin)
-      # Issue 39 on cuda by the two other ways in: the pytest plugin over the TestCase and
+      # corpus/suites on cuda by the two other ways in: the pytest plugin over the TestCase and
       # per-rank suites (both modes; the planted leaks and mismatch fail pooled, nothing else
       # fails), and cprecord --torchrun on the context-parallel script, each command line
       # alone (each passes: the leak needs both in one pooled world).
@@ -198,7 +198,7 @@ for step in "${steps[@]}"; do
       done
       ;;
     graphs)
-      # Issue 40 item 6: corpus/python_graphs (a graph replayed on the current stream, and on a
+      # corpus/python_graphs (a graph replayed on the current stream, and on a
       # side stream with and without a wait) recorded on cuda, launch capture off and on, then
       # each case replayed (the bug's race confirmed, the others reproduced).
       python_module || continue
@@ -222,7 +222,7 @@ for step in "${steps[@]}"; do
       done
       ;;
     launchcost)
-      # Issue 40: the capture's cost per launch past the dispatcher (raw, Triton, raw copy)
+      # The capture's cost per launch past the dispatcher (raw, Triton, raw copy)
       # beside CSAN and compute-sanitizer (tools/bench/launch_cost.py; a few minutes).
       python_module || continue
       PYTHONPATH=$b/python timeout 500 python3 tools/bench/launch_cost.py "$b/tools/cprecord" \
@@ -261,7 +261,7 @@ for step in "${steps[@]}"; do
       done
       ;;
     launches)
-      # Issue 40: kernels the dispatcher does not see (corpus/python_launch: Triton, an extension
+      # Kernels the dispatcher does not see (corpus/python_launch: Triton, an extension
       # through pybind, declared and not) with CPRR_LAUNCH_CAPTURE=1 (cpreplay re-applies it):
       # verdicts at record time, then every case replayed (each bug's race confirmed, the
       # shared-weight candidate dropped, the twins reproduced). The extension is built first, in
@@ -290,13 +290,13 @@ for step in "${steps[@]}"; do
         rc=$?
         secs=$(python3 -c "import time; print(round(time.time() - $t0, 1))")
         cat "$work/r.txt" >>"$out/launch_replays.txt"
-        # Issue 57: what the probe replay learned, and the order a fix applied showed.
+        # What the probe replay learned, and the order a fix applied showed.
         report "replay $id rc=$rc in ${secs}s: $(grep -E '^case [0-9]+ ' "$work/r.txt" | head -1)" \
           "$(grep -E '^  (confirmed by|race note|order|learned)' "$work/r.txt" | head -4)"
       done
       ;;
     launchdefault)
-      # Issue 40: whether the launch capture can be on by default. corpus/python and
+      # Whether the launch capture can be on by default. corpus/python and
       # corpus/python_gpu on cuda, --mode both, with CPRR_LAUNCH_CAPTURE off and on: each run's
       # unexpected cases and totals (the full tables in $out/launch_{0,1}_*.txt).
       # CPRR_LAUNCH_CORPORA="python" runs one of them (each pair takes minutes).
@@ -308,7 +308,7 @@ for step in "${steps[@]}"; do
       done
       ;;
     pystandby)
-      # Issue 41 item 1: the Python corpus fresh without and with standby worlds against pooled
+      # The Python corpus fresh without and with standby worlds against pooled
       # (wall time of the whole run; a GPU per rank where there are enough).
       python_module || continue
       pyrun pystandby_pool corpus/python --mode pool
@@ -316,7 +316,7 @@ for step in "${steps[@]}"; do
       pyrun pystandby_fresh_standby4 corpus/python --mode fresh --standby 4
       ;;
     pyraces)
-      # Issue 27: the stream seeds as PyTorch code (corpus/python_gpu) on cuda, ranks sharing the
+      # The stream seeds as PyTorch code (corpus/python_gpu) on cuda, ranks sharing the
       # GPU(s): verdicts at record time, each bug replayed (its race confirmed or not), then the
       # same cases in plain torch under PyTorch's CUDA sanitizer, with the time per case of each.
       # Databases stay on the machine; $out gets the reports and one file of replays.
@@ -344,7 +344,7 @@ for step in "${steps[@]}"; do
       rm -rf "$work"
       ;;
     capture)
-      # Issue 41 item 2: the C++ op capture (_cprr_torch, built by build_python.sh for this
+      # The C++ op capture (_cprr_torch, built by build_python.sh for this
       # torch) against the Python dispatch mode: its unit tests, both captures over the Python
       # corpora on cuda compared op for op (tools/capture_compare.py), and its cost per aten op
       # beside the Python mode's and CSAN's (capture_profile.py).
@@ -365,7 +365,7 @@ for step in "${steps[@]}"; do
       report "profile rc=$?" "$(tail -n 4 "$out/capture_profile.txt")"
       ;;
     pyalloc)
-      # Issue 27: cprr's device arena as torch's CUDA allocator. corpus/python_gpu recorded with
+      # cprr's device arena as torch's CUDA allocator. corpus/python_gpu recorded with
       # it under two placement policies and with torch's own (CPRR_TORCH_ALLOCATOR=off): the
       # verdicts of each, how each placed the tensors, and the record_stream bug replayed.
       python_module || continue
@@ -389,7 +389,7 @@ for step in "${steps[@]}"; do
       rm -rf "$work"
       ;;
     pysymmetric)
-      # Issue 27: torch's symmetric memory (corpus/python_nccl) on NCCL's symmetric kernels, a GPU
+      # Torch's symmetric memory (corpus/python_nccl) on NCCL's symmetric kernels, a GPU
       # per rank: the verdicts with torch's allocator (its symmetric pool is a MemPool), the bug
       # replayed, the wrong sums the bug case's ranks computed, and what cprr's allocator says.
       if [ "$gpus" -lt 2 ]; then
@@ -452,7 +452,7 @@ for step in "${steps[@]}"; do
       report "$(tail -n 2 "$out/corpus_table.txt")"
       ;;
     standby)
-      # Issue 14, item 2: the short W=2 cases (no faults, no 100 MiB banner) in fresh mode on
+      # The short W=2 cases (no faults, no 100 MiB banner) in fresh mode on
       # cuda, without standby worlds and with them; the same statuses are expected.
       short=(--filter '@2$' --exclude 'skip_collective|collective_size_mismatch|segfault|banner_flood')
       for n in 0 2 4; do
@@ -469,7 +469,7 @@ for step in "${steps[@]}"; do
       report "$(tail -n 3 "$out/standby_table.txt")"
       ;;
     jobs)
-      # Issue 58 on one machine: the short corpus on cuda in both modes with --jobs as many as the
+      # On one machine: the short corpus on cuda in both modes with --jobs as many as the
       # GPUs allow (worlds of two jobs never share a GPU: more is refused, said below), beside
       # --jobs 1; a merge of its two shards on cuda; the cpu backend's jobs benchmark on this
       # machine's cores.
@@ -504,7 +504,7 @@ for step in "${steps[@]}"; do
       report "jobs_bench (cpu backend) rc=$?" "$(tail -n 5 "$out/jobs_bench.txt")"
       ;;
     launcher)
-      # Issue 15 on cuda: the W=2 corpus in both modes with ranks started through a launcher (the
+      # On cuda: the W=2 corpus in both modes with ranks started through a launcher (the
       # stand-in mpirun: this machine has no MPI) connecting back over TCP, next to local ranks.
       for how in local launched; do
         args=()
@@ -521,7 +521,7 @@ for step in "${steps[@]}"; do
       report "$(tail -n 3 "$out/launcher_table.txt")"
       ;;
     faults)
-      # Issue 37: a rank that throws (C++) or raises (Python) before a collective on cuda: its
+      # A rank that throws (C++) or raises (Python) before a collective on cuda: its
       # fail at once, the others released from NCCL (or the staged Gloo) and the world replaced;
       # a case's leftover process killed and named (fault/leave_process in the fixture worker).
       timeout 300 "$b/tools/cprecord" --backend cuda --mode both --json \
@@ -582,7 +582,7 @@ for step in "${steps[@]}"; do
       done
       ;;
     symmetric)
-      # Issue 12 on real NCCL windows (W=2): the allocator-order, uninitialized-read and
+      # On real NCCL windows (W=2): the allocator-order, uninitialized-read and
       # collective-mismatch bugs with their twins, recorded with NCCL's tuning log on (rank 0 logs
       # the kernel of each collective) and triaged; once as NCCL chooses, once forcing the
       # symmetric load/store kernel, which reads peers' windows at this rank's offset.
@@ -606,7 +606,7 @@ for step in "${steps[@]}"; do
       done
       ;;
     trace)
-      # Issue 13's timeline on CUDA events: a race case (streams, an all-reduce, a race) and a
+      # The --trace timeline on CUDA events: a race case (streams, an all-reduce, a race) and a
       # healthy collective case recorded with --trace, the race case replayed with --trace; every
       # file checked against the trace-event format.
       tdir="$out/trace"
@@ -633,12 +633,12 @@ for step in "${steps[@]}"; do
         --torch-script tools/bench/torch_allreduce.py --torch-runs "${CPRR_TORCH_RUNS:-3}"
       bench dispatch 200 --backend cuda --pool-runs 500 --fresh-runs 10 \
         --collectives "${CPRR_BENCH_COLLECTIVES:-auto}"
-      # Issue 14's figures from one step: the world start breakdown and the fresh suite with and
+      # Every figure from one step: the world start breakdown and the fresh suite with and
       # without standby worlds come from bench_gpu above, recording overhead from here.
       bench recording 300 --backend cuda --runs 20
       ;;
     startbench)
-      # Issue 41: what a fresh world pays at W=2 and W=4 (a GPU per rank where there are enough),
+      # What a fresh world pays at W=2 and W=4 (a GPU per rank where there are enough),
       # step by step, fresh against pooled and standby (cprr_bench_gpu); a Python case's cost on
       # cuda with the empty case pooled (cprr_bench_python); the start-up steps' GPU test.
       timeout 120 "$b/tests/cprr_recorder_gpu_tests" --gtest_filter='CudaContext.*' \
@@ -652,7 +652,7 @@ for step in "${steps[@]}"; do
         --case-file tools/bench/python_bench_cases.py
       ;;
     pybench)
-      # Issue 26: a Python case's cost fresh (forked from the template / spawned / standby),
+      # A Python case's cost fresh (forked from the template / spawned / standby),
       # pooled, and one torchrun per case, ranks sharing the GPUs there are.
       python_module || continue
       bench python 560 --backend cuda --cases "${CPRR_BENCH_CASES:-10}" \
@@ -660,7 +660,7 @@ for step in "${steps[@]}"; do
         --torch-script tools/bench/torch_allreduce.py --torch-runs "${CPRR_TORCH_RUNS:-3}"
       ;;
     recording)
-      # Issue 14: recording overhead on cuda, cp_ring with 256 MiB captures and 1000 small ones,
+      # Recording overhead on cuda, cp_ring with 256 MiB captures and 1000 small ones,
       # with its breakdown (hash, transfer, decode, store).
       bench recording 400 --backend cuda --runs 20
       ;;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What fresh worlds standing by hold on the GPUs (issue 14): runs cprr_bench_gpu's fresh-only
+# What fresh worlds standing by hold on the GPUs: runs cprr_bench_gpu's fresh-only
 # suites (W=1 on one GPU, W=2 on two) with --standby K while sampling the GPUs' used memory
 # (nvidia-smi, every 50 ms), and prints, per staged tree, the peak next to the per-case figures
 # and whether every case passed; exits with the bench's status on this commit's tree. Trees:

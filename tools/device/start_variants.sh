@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where a fresh world's start goes under environment variants that might cut it (issue 14): runs
+# Where a fresh world's start goes under environment variants that might cut it: runs
 # cprr_bench_gpu's world-start breakdown (W=1 on one GPU, W=2 on two) once per variant, with
 # NCCL's own init timings (NCCL_DEBUG=INFO into files). Run on the GPU machine with .device/stage
 # carried:  tools/device/start_variants.sh [worlds per variant]

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Prints what issue 12's bugs did on real NCCL windows: one line per case of a `symmetric` step
-run (cprecord --json as record.json, cpreplay --all --json as all.json, the store as run.db in
-DIR): record verdict, triage verdict, what the ranks said their symmetric pool is, rank 0's first
-output hash (a bug whose hash equals its twin's got the right sums), and the kernel NCCL's tuning
-log (NCCL_DEBUG_SUBSYS=TUNING, rank 0's stdout) says ran each all-reduce. Used by
+"""Prints what the symmetric-memory bugs did on real NCCL windows: one line per case of a
+`symmetric` step run (cprecord --json as record.json, cpreplay --all --json as all.json, the store
+as run.db in DIR): record verdict, triage verdict, what the ranks said their symmetric pool is,
+rank 0's first output hash (a bug whose hash equals its twin's got the right sums), and the kernel
+NCCL's tuning log (NCCL_DEBUG_SUBSYS=TUNING, rank 0's stdout) says ran each all-reduce. Used by
 run_gpu_checks.sh's `symmetric` step.
 
   symmetric_table.py DIR

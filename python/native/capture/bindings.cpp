@@ -1,5 +1,5 @@
 // The `_cprr_torch` extension module: the op capture in C++ (op_capture.h) for cprr's Python
-// side (python/cprr/_native_capture.py). Built against the installed torch's headers and
+// side (python/cprr/capture/native_capture.py). Built against the installed torch's headers and
 // libraries (Debian's libtorch-dev in CI; the GPU machine's torch by tools/device/build_python.sh)
 // and logging into the case's CaseContext directly, through the calls `_cprr` hands out
 // (rank_runtime.h's CaptureCalls): this module does not link libcprr_pyrank.so.
@@ -173,7 +173,7 @@ class NullSink final : public OpSink {
 };
 
 /// file:line of the case code that made the current call: the first Python frame outside
-/// torch and cprr, as python/cprr/_where.py's caller() says (its `_inside` decides, once per
+/// torch and cprr, as python/cprr/capture/where.py's caller() says (its `_inside` decides, once per
 /// code object: each is kept alive here, so its address names it for as long as this lives).
 class Caller {
  public:
@@ -438,9 +438,9 @@ py::object kernel_args_for_test(std::optional<std::vector<py::bytes>> params,
                                                 args->values.size()));
 }
 
-// Kernels, copies and memsets issued past the dispatcher are ops (issue 40), unless
-// CPRR_LAUNCH_CAPTURE=0: then they are only counted as outside the op log. On by default since
-// the GPU corpora (python, python_gpu, python_launch, python_graphs) gave the same verdicts with
+// Kernels, copies and memsets issued past the dispatcher are ops, unless
+// CPRR_LAUNCH_CAPTURE=0: then they are only counted as outside the op log. On by default: the
+// GPU corpora (python, python_gpu, python_launch, python_graphs) give the same verdicts with
 // it as without, at about the cost of counting them (docs/PERFORMANCE.md).
 bool launch_capture_on() {
   const char* v = std::getenv("CPRR_LAUNCH_CAPTURE");
@@ -594,8 +594,8 @@ PYBIND11_MODULE(_cprr_torch, m) {
            [](Capture& c, const std::string& what) { c.capture().outside().count(what); })
       .def("enter_op", [](Capture& c) { c.capture().outside().enter(); })
       .def("leave_op", [](Capture& c) { c.capture().outside().leave(); })
-      // cprr's own aten work on this thread (cprr._staging's host copies): no op of the case,
-      // and its CUDA work is not outside the op log.
+      // cprr's own aten work on this thread (cprr.distributed.staging's host copies): no op of the
+      // case, and its CUDA work is not outside the op log.
       .def("enter_own",
            [](Capture& c) {
              ++t_depth;

@@ -98,8 +98,8 @@ std::unique_ptr<OpInFlight> OpCapture::start(const at::RecordFunction& fn) {
   auto op = std::make_unique<OpInFlight>();
   op->plan = found.plan;
   op_begins(found.plan->aten ? found.plan : nullptr);
-  // Not aten (c10d's: python/cprr/_collectives.py logs it), or an op the log needs no entry
-  // for: its CUDA work and memory are still not work outside the op log.
+  // Not aten (c10d's: python/cprr/distributed/collectives.py logs it), or an op the log needs no
+  // entry for: its CUDA work and memory are still not work outside the op log.
   if (found.plan->aten) begin(fn, *op);
   outside_.enter();
   return op;

@@ -1,7 +1,7 @@
 #pragma once
 // A case's torch ops in cprr's op log, captured in C++ from the dispatcher's RecordFunction
-// callbacks: python/cprr/_op_capture.py's OpCapture, rule for rule, without a Python call per
-// op (issue 41 item 2). The Python dispatch mode sees each op that reaches torch's Python key,
+// callbacks: python/cprr/capture/op_capture.py's OpCapture, rule for rule, without a Python call
+// per op. The Python dispatch mode sees each op that reaches torch's Python key,
 // after autograd decomposed the composite ones, and none of the ops its kernel calls; so this
 // capture takes the outermost op on the thread that is not CompositeImplicitAutograd, and
 // ignores the ops nested in it. What each op reads, writes and makes comes from op_schema.h,

@@ -7,7 +7,7 @@
 namespace cprr::python::capture {
 namespace {
 
-// The sets of python/cprr/_op_schema.py, which says why each op is in its set.
+// The sets of python/cprr/capture/op_schema.py, which says why each op is in its set.
 const std::set<std::string_view> kEmpty = {"empty", "empty_like", "new_empty", "empty_strided",
                                            "new_empty_strided"};
 const std::set<std::string_view> kMetadata = {

@@ -1,7 +1,7 @@
 #pragma once
 // What an aten op reads and writes, from its schema's alias info, worked out once per op
-// overload: python/cprr/_op_schema.py in C++, rule for rule (the two are compared op for op by
-// tests/python/test_native_capture.py). Every tensor argument that does not alias is read, every
+// overload: python/cprr/capture/op_schema.py in C++, rule for rule (the two are compared op for op
+// by tests/python/test_native_capture.py). Every tensor argument that does not alias is read, every
 // mutable one is written (and read too when the op is arithmetic), a return that aliases no
 // argument is a tensor the op makes; the empty family, *_like / new_* and metadata queries read
 // nothing.

@@ -1,7 +1,7 @@
 #pragma once
 // What a case does that its op log cannot see, counted so the report names it:
-// python/cprr/_outside.py in C++ (which says why). As a scope: torch's own work for something
-// cprr logged, which neither the trace hooks nor CUPTI may count.
+// python/cprr/capture/outside.py in C++ (which says why). As a scope: torch's own work for
+// something cprr logged, which neither the trace hooks nor CUPTI may count.
 #include <cstdint>
 #include <map>
 #include <string>

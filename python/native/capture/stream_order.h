@@ -1,8 +1,8 @@
 #pragma once
 // Where a case's work runs (its CUDA streams and the host, as op-log numbers) and the orderings
-// torch's allocators make around memory: python/cprr/_streams.py in C++ (which says why each
-// ordering is there). Handles are cudaStream_t / cudaEvent_t values, as torch's trace hooks give
-// them, so the Python hooks and this capture number a stream alike.
+// torch's allocators make around memory: python/cprr/capture/stream_order.py in C++ (which says why
+// each ordering is there). Handles are cudaStream_t / cudaEvent_t values, as torch's trace hooks
+// give them, so the Python hooks and this capture number a stream alike.
 #include <cstdint>
 #include <optional>
 #include <set>

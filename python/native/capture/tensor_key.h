@@ -1,6 +1,6 @@
 #pragma once
 // The key of a tensor's memory in the capture's tables: its storage's device and address
-// (python/cprr/_tensor_table.py's key_of).
+// (python/cprr/capture/tensor_table.py's key_of).
 #include <ATen/core/Tensor.h>
 
 #include <algorithm>
@@ -44,12 +44,12 @@ inline uint64_t extent(const at::Tensor& t) {
 inline uint64_t storage_bytes(const at::Tensor& t) { return t.storage().nbytes(); }
 
 /// A view with more contiguous runs than this is logged as its whole extent
-/// (python/cprr/_tensor_table.py's MAX_RUNS).
+/// (python/cprr/capture/tensor_table.py's MAX_RUNS).
 constexpr int64_t kMaxRuns = 64;
 
 /// (byte offset in its storage, bytes) of each contiguous run of the tensor's elements, in
 /// address order, runs that touch or overlap merged; its whole extent past kMaxRuns runs
-/// (python/cprr/_tensor_table.py's runs, which says why).
+/// (python/cprr/capture/tensor_table.py's runs, which says why).
 inline std::vector<std::pair<uint64_t, uint64_t>> runs(const at::Tensor& t) {
   const int64_t item = t.element_size();
   const int64_t start = t.storage_offset();

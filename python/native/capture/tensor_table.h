@@ -1,8 +1,8 @@
 #pragma once
-// The case's tensor memory as its op log knows it: python/cprr/_tensor_table.py (and
-// _symmetric.py's CaseMarks) in C++, which say why. Every tensor storage the case makes or
-// touches is one entry, a buffer of the allocation log keyed by its device and address, so the
-// race check sees memory freed and reused as the same bytes.
+// The case's tensor memory as its op log knows it: python/cprr/capture/tensor_table.py (and
+// python/cprr/capture/symmetric.py's CaseMarks) in C++, which say why. Every tensor storage the
+// case makes or touches is one entry, a buffer of the allocation log keyed by its device and
+// address, so the race check sees memory freed and reused as the same bytes.
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -20,7 +20,7 @@ namespace cprr::python::capture {
 /// Where in the case's code the current call was made ("file.py:12"); asked only when a name
 /// needs it.
 using Where = std::function<std::string()>;
-/// The place of an address in the rank's symmetric windows (python/cprr/_symmetric.py's
+/// The place of an address in the rank's symmetric windows (python/cprr/capture/symmetric.py's
 /// SymmetricSpace.place), or nullopt.
 using Place = std::function<std::optional<int64_t>(uint64_t address)>;
 
@@ -36,7 +36,8 @@ struct Entry {
   }
 };
 
-/// One case's memory in the rank's symmetric windows (see _symmetric.py's CaseMarks).
+/// One case's memory in the rank's symmetric windows (see python/cprr/capture/symmetric.py's
+/// CaseMarks).
 class CaseMarks {
  public:
   CaseMarks(OpSink& sink, Place place) : sink_(sink), place_(std::move(place)) {}

@@ -350,7 +350,7 @@ class StandbyTest : public ControllerTest {
   // (engine_faults_test.cpp runs real standby worlds on the starter threads).
   ControllerConfig standby_config(int n) {
     ControllerConfig c = config();
-    c.standby = n;
+    c.run.standby = n;
     c.standby_policy = std::launch::deferred;
     return c;
   }
@@ -454,7 +454,7 @@ TEST_F(ControllerTest, TheDeadlineIsNowPlusTheCasesTimeoutOrTheDefault) {
 
 TEST_F(ControllerTest, TheTimeoutOverrideWinsOverTheCasesOwn) {
   ControllerConfig cfg = config();
-  cfg.timeout_override_s = 3;
+  cfg.run.timeout_override_s = 3;
   EXPECT_THAT(deadlines(cfg, {7, 0}), ElementsAre(now_ + seconds(3), now_ + seconds(3)));
 }
 
@@ -462,7 +462,7 @@ TEST_F(ControllerTest, AnAbsurdTimeoutSaturatesAtTheMaximum) {
   const auto max = now_ + seconds(static_cast<int64_t>(kMaxTimeoutS));
   EXPECT_THAT(deadlines(config(), {1e300, INFINITY}), ElementsAre(max, max));
   ControllerConfig cfg = config();
-  cfg.timeout_override_s = 1e18;
+  cfg.run.timeout_override_s = 1e18;
   EXPECT_THAT(deadlines(cfg, {7}), ElementsAre(max));
 }
 

@@ -57,7 +57,7 @@ struct Script {
   std::map<int, std::vector<CollectiveRecord>> flight_records;
   double startup_ms = 5;
   std::string symmetric_pool = "fake window";
-  std::string collectives = "gloo";
+  CollectiveTransport transport = CollectiveTransport::gloo;
   std::string rank_gpus;
   /// When valid, a world's destructor waits for it (10 s at most) before it notes "destroy": a
   /// test holds a world's shutdown to see who waits for it.
@@ -103,7 +103,7 @@ class FakeWorld : public WorldHandle {
   bool stop_requested() const override { return script_->stop; }
   double startup_ms() const override { return script_->startup_ms; }
   const std::string& symmetric_pool() const override { return script_->symmetric_pool; }
-  const std::string& collectives() const override { return script_->collectives; }
+  CollectiveTransport transport() const override { return script_->transport; }
   const std::string& rank_gpus() const override { return script_->rank_gpus; }
 
   void start(const RunCase& msg) override {

@@ -1,4 +1,4 @@
-// The live collective check on the cuda backend (issue 25 item 2): ranks stuck in a collective
+// The live collective check on the cuda backend: ranks stuck in a collective
 // they called differently are stopped at once and named, and a rank that enters the same
 // collective late is left alone. The ranks see one GPU (CUDA_VISIBLE_DEVICES=0) and share it, so
 // this runs on any GPU machine. Skips without a GPU.

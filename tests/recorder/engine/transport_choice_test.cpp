@@ -16,33 +16,36 @@ std::vector<RankDevice> on(std::initializer_list<int> devices) {
 }
 
 TEST(TransportChoice, AGpuPerRankIsNcclUnlessGlooIsAskedFor) {
-  const TransportChoice c = choose_transport("cuda", "auto", on({0, 1, 2, 3}));
+  const TransportChoice c =
+      choose_transport("cuda", CollectivesRequest::automatic, on({0, 1, 2, 3}));
   EXPECT_EQ(c.transport, CollectiveTransport::nccl);
   EXPECT_EQ(c.rank_gpus, "0,1,2,3");
-  EXPECT_EQ(choose_transport("cuda", "nccl", on({0, 1})).transport, CollectiveTransport::nccl);
-  EXPECT_EQ(choose_transport("cuda", "gloo", on({0, 1})).transport,
+  EXPECT_EQ(choose_transport("cuda", CollectivesRequest::nccl, on({0, 1})).transport,
+            CollectiveTransport::nccl);
+  EXPECT_EQ(choose_transport("cuda", CollectivesRequest::gloo, on({0, 1})).transport,
             CollectiveTransport::gloo_staged);
 }
 
 TEST(TransportChoice, RanksSharingAGpuGoThroughGlooStaged) {
-  const TransportChoice c = choose_transport("cuda", "auto", on({0, 0, 0, 0}));
+  const TransportChoice c =
+      choose_transport("cuda", CollectivesRequest::automatic, on({0, 0, 0, 0}));
   EXPECT_EQ(c.transport, CollectiveTransport::gloo_staged);
   EXPECT_EQ(c.rank_gpus, "0,0,0,0");
   // Two of three on one GPU is sharing too.
-  EXPECT_EQ(choose_transport("cuda", "auto", on({0, 1, 0})).transport,
+  EXPECT_EQ(choose_transport("cuda", CollectivesRequest::automatic, on({0, 1, 0})).transport,
             CollectiveTransport::gloo_staged);
 }
 
 TEST(TransportChoice, TheSameIndexOnTwoHostsIsNoSharing) {
   const std::vector<RankDevice> two_hosts{{0, "a/GPU-x"}, {0, "b/GPU-y"}};
-  const TransportChoice c = choose_transport("cuda", "auto", two_hosts);
+  const TransportChoice c = choose_transport("cuda", CollectivesRequest::automatic, two_hosts);
   EXPECT_EQ(c.transport, CollectiveTransport::nccl);
   EXPECT_EQ(c.rank_gpus, "0,0");
 }
 
 TEST(TransportChoice, NcclWhereRanksShareAGpuIsRefusedNamingThem) {
   try {
-    choose_transport("cuda", "nccl", on({0, 1, 1}));
+    choose_transport("cuda", CollectivesRequest::nccl, on({0, 1, 1}));
     FAIL() << "no error";
   } catch (const UsageError& e) {
     const std::string what = e.what();
@@ -55,71 +58,76 @@ TEST(TransportChoice, NcclWhereRanksShareAGpuIsRefusedNamingThem) {
 TEST(TransportChoice, TheStagedPathAcrossHostsIsRefused) {
   const std::vector<RankDevice> two_hosts{{0, "a/GPU-x"}, {0, "a/GPU-x"}, {0, "b/GPU-y"}};
   try {
-    choose_transport("cuda", "auto", two_hosts);
+    choose_transport("cuda", CollectivesRequest::automatic, two_hosts);
     FAIL() << "no error";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("rank 0 runs on a and rank 2 on b"), std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(choose_transport("cuda", "gloo", {{0, "a/GPU-x"}, {0, "b/GPU-y"}}), UsageError);
+  EXPECT_THROW(choose_transport("cuda", CollectivesRequest::gloo, {{0, "a/GPU-x"}, {0, "b/GPU-y"}}),
+               UsageError);
 }
 
 // The cpu backend's Gloo binds loopback and its window is files every rank maps: its ranks name
 // their host, and a world spread over two hosts is refused, naming both.
 TEST(TransportChoice, TheCpuBackendAcrossHostsIsRefused) {
   try {
-    choose_transport("cpu", "auto", {{-1, "a"}, {-1, "a"}, {-1, "b"}});
+    choose_transport("cpu", CollectivesRequest::automatic, {{-1, "a"}, {-1, "a"}, {-1, "b"}});
     FAIL() << "no error";
   } catch (const UsageError& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("--backend cpu"), std::string::npos) << what;
     EXPECT_NE(what.find("rank 0 runs on a and rank 2 on b"), std::string::npos) << what;
   }
-  EXPECT_EQ(choose_transport("cpu", "auto", {{-1, "a"}, {-1, "a"}}).transport,
-            CollectiveTransport::gloo);
+  EXPECT_EQ(
+      choose_transport("cpu", CollectivesRequest::automatic, {{-1, "a"}, {-1, "a"}}).transport,
+      CollectiveTransport::gloo);
 }
 
 // --collectives nccl is refused before the run when the local worlds would share GPUs.
 TEST(TransportChoice, NcclThatCannotFitIsRefusedBeforeTheRun) {
-  EXPECT_THROW(check_nccl_fits("nccl", 4, 2), UsageError);
-  EXPECT_NO_THROW(check_nccl_fits("nccl", 2, 2));
-  EXPECT_NO_THROW(check_nccl_fits("auto", 4, 1));
-  EXPECT_NO_THROW(check_nccl_fits("nccl", 4, 0));  // no GPU: the cpu backend's check says it
+  EXPECT_THROW(check_nccl_fits(CollectivesRequest::nccl, 4, 2), UsageError);
+  EXPECT_NO_THROW(check_nccl_fits(CollectivesRequest::nccl, 2, 2));
+  EXPECT_NO_THROW(check_nccl_fits(CollectivesRequest::automatic, 4, 1));
+  EXPECT_NO_THROW(
+      check_nccl_fits(CollectivesRequest::nccl, 4, 0));  // no GPU: the cpu backend's check says it
 }
 
 TEST(TransportChoice, TheCpuBackendIsGlooWithNoGpus) {
-  const TransportChoice c = choose_transport("cpu", "auto", {{}, {}});
+  const TransportChoice c = choose_transport("cpu", CollectivesRequest::automatic, {{}, {}});
   EXPECT_EQ(c.transport, CollectiveTransport::gloo);
   EXPECT_EQ(c.rank_gpus, "");
-  EXPECT_THROW(check_collectives("nccl", "cpu"), UsageError);
-  EXPECT_THROW(check_collectives("mpi", "cuda"), UsageError);
-  EXPECT_NO_THROW(check_collectives("gloo", "cpu"));
+  EXPECT_THROW(check_collectives(CollectivesRequest::nccl, "cpu"), UsageError);
+  EXPECT_NO_THROW(check_collectives(CollectivesRequest::gloo, "cpu"));
 }
 
 TEST(TransportChoice, TheStartLineSaysWhenRanksShareGpus) {
-  EXPECT_EQ(sharing_line(4, 1, "auto"),
+  EXPECT_EQ(sharing_line(4, 1, CollectivesRequest::automatic),
             "4 ranks on 1 GPU: collectives through Gloo, staged through host memory");
-  EXPECT_EQ(sharing_line(4, 2, "auto"),
+  EXPECT_EQ(sharing_line(4, 2, CollectivesRequest::automatic),
             "4 ranks on 2 GPUs: collectives through Gloo, staged through host memory");
-  EXPECT_EQ(sharing_line(2, 2, "auto"), "");
-  EXPECT_EQ(sharing_line(1, 1, "auto"), "");
-  EXPECT_NE(sharing_line(2, 2, "gloo").find("(--collectives gloo)"), std::string::npos);
-  EXPECT_EQ(sharing_line(4, 0, "auto"), "");  // no GPU: the cpu backend
+  EXPECT_EQ(sharing_line(2, 2, CollectivesRequest::automatic), "");
+  EXPECT_EQ(sharing_line(1, 1, CollectivesRequest::automatic), "");
+  EXPECT_NE(sharing_line(2, 2, CollectivesRequest::gloo).find("(--collectives gloo)"),
+            std::string::npos);
+  EXPECT_EQ(sharing_line(4, 0, CollectivesRequest::automatic), "");  // no GPU: the cpu backend
 }
 
 TEST(TransportChoice, TheLocalTransportFollowsTheGpuCountAndTheRequest) {
-  EXPECT_EQ(local_transport(4, 1, "auto"), CollectiveTransport::gloo_staged);
-  EXPECT_EQ(local_transport(2, 2, "auto"), CollectiveTransport::nccl);
-  EXPECT_EQ(local_transport(2, 2, "gloo"), CollectiveTransport::gloo_staged);
-  EXPECT_EQ(local_transport(2, 0, "auto"), CollectiveTransport::gloo);
+  EXPECT_EQ(local_transport(4, 1, CollectivesRequest::automatic), CollectiveTransport::gloo_staged);
+  EXPECT_EQ(local_transport(2, 2, CollectivesRequest::automatic), CollectiveTransport::nccl);
+  EXPECT_EQ(local_transport(2, 2, CollectivesRequest::gloo), CollectiveTransport::gloo_staged);
+  EXPECT_EQ(local_transport(2, 0, CollectivesRequest::automatic), CollectiveTransport::gloo);
 }
 
-TEST(TransportChoice, NamesRoundTrip) {
-  for (auto t :
-       {CollectiveTransport::nccl, CollectiveTransport::gloo_staged, CollectiveTransport::gloo}) {
-    EXPECT_EQ(parse_transport(transport_name(t)), t);
-  }
-  EXPECT_FALSE(parse_transport("mpi").has_value());
+// The store, --json and cpreplay --list say the transport's name; messages say the option's word.
+TEST(TransportChoice, NamesAreTheStoresAndTheOptionsWords) {
+  EXPECT_EQ(transport_name(CollectiveTransport::nccl), "nccl");
+  EXPECT_EQ(transport_name(CollectiveTransport::gloo_staged), "gloo_staged");
+  EXPECT_EQ(transport_name(CollectiveTransport::gloo), "gloo");
+  EXPECT_EQ(request_name(CollectivesRequest::automatic), "auto");
+  EXPECT_EQ(request_name(CollectivesRequest::nccl), "nccl");
+  EXPECT_EQ(request_name(CollectivesRequest::gloo), "gloo");
 }
 
 // Real cpu worlds record their transport and no GPU map, fresh and pooled alike.
@@ -137,7 +145,7 @@ TEST(TransportChoice, ACpuWorldRecordsGlooAndNoGpus) {
 // --collectives nccl on the cpu backend is refused at the start of the world, naming the option.
 TEST(TransportChoice, ACpuWorldAskedForNcclDoesNotStart) {
   ControllerConfig cc = engine_test::config(engine_test::kWorker);
-  cc.collectives = "nccl";
+  cc.run.collectives = CollectivesRequest::nccl;
   Controller c(cc);
   const ExecutionResult r =
       c.run(engine_test::inst(engine_test::kWorker, "healthy/noop@2"), Mode::fresh);

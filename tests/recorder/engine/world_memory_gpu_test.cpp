@@ -37,7 +37,7 @@ ControllerConfig cuda_config(int standby) {
   ControllerConfig c;
   c.worker = CPRR_WORKER_PATH;
   c.backend = "cuda";
-  c.standby = standby;
+  c.run.standby = standby;
   // One world at a time besides the standby ones: the one that ran is shut down before the next
   // run returns, so what the GPU must hold at once is known.
   c.retire_in_background = false;
@@ -128,7 +128,7 @@ TEST_F(WorldMemory, AnArenaThatFitsOnOneRankOnlyIsTheCasesErrorAndItsPeerIsRelea
   {
     const ScopedEnv arena("CPRR_CUDA_DEVICE_MIB", "16384");  // fits on GPU 1 only
     ControllerConfig cc = cuda_config(0);
-    cc.timeout_override_s = 30;  // a hang, if it comes, ends here
+    cc.run.timeout_override_s = 30;  // a hang, if it comes, ends here
     Controller c(cc);
     const ExecutionResult r =
         c.run(corpus_case("^healthy/all_reduce\\{count=1,dtype=f32\\}@2$", 2), Mode::fresh);

@@ -55,7 +55,10 @@ TEST(ProtocolRoundTrip, BootstrapCarriesBinaryIdsAndAbortIsItsOwnMessage) {
   for (std::size_t i = 0; i < id.size(); ++i) id[i] = static_cast<char>(i * 37);
   EXPECT_EQ(round_trip_to_rank(Bootstrap{id}).comm_id, id);
   EXPECT_EQ(round_trip_to_rank(Bootstrap{}).comm_id, "");
-  EXPECT_EQ(round_trip_to_rank(Bootstrap{id, "gloo_staged"}).transport, "gloo_staged");
+  for (const CollectiveTransport t :
+       {CollectiveTransport::nccl, CollectiveTransport::gloo_staged, CollectiveTransport::gloo}) {
+    EXPECT_EQ(round_trip_to_rank(Bootstrap{id, t}).transport, t);
+  }
   round_trip_to_rank(Abort{});
   EXPECT_EQ(round_trip_from_rank(Connected{"ncclCommInitRankConfig: unhandled system error"}).error,
             "ncclCommInitRankConfig: unhandled system error");

@@ -1,4 +1,4 @@
-// Descriptors on the cuda backend (issue 25 item 4): whatever CUDA and NCCL opened during a case
+// Descriptors on the cuda backend: whatever CUDA and NCCL opened during a case
 // (NCCL opens its sockets at the collective that first needs one) is close-on-exec before the
 // next case, so a program a case execs holds none of the rank's sockets. One rank alone (NCCL)
 // and two ranks (NCCL with two GPUs, Gloo staged on one); each first execution prints what its

@@ -1,4 +1,4 @@
-"""Diagnostic (issue 57): does a default-stream read overtake a delayed Triton write under cprr?"""
+"""Diagnostic: does a default-stream read overtake a delayed Triton write under cprr?"""
 import os
 import time
 

@@ -22,8 +22,9 @@ namespace fs = std::filesystem;
 inline const std::string kPyWorker = CPRR_PYWORKER_PATH;
 inline const fs::path kCaseSources = CPRR_TEMPLATE_CASES;
 
-/// A copy of one folder of tests/recorder/engine/python in a new temp directory, removed at the end. A
-/// copy, so that Python's bytecode stays out of the source tree and the path is this test's own.
+/// A copy of one folder of tests/recorder/engine/python in a new temp directory, removed at the
+/// end. A copy, so that Python's bytecode stays out of the source tree and the path is this test's
+/// own.
 class CaseDir {
  public:
   explicit CaseDir(const std::string& folder) {
@@ -51,7 +52,7 @@ inline ControllerConfig python_config(const fs::path& dir, bool fork) {
   c.worker = kPyWorker;
   c.worker_args = {"--cases", dir.string()};
   c.backend = "cpu";
-  c.fork_from_template = fork;
+  c.run.fork_from_template = fork;
   c.retire_in_background = false;
   c.env = {{"CPRR_TEST_CONTROLLER", std::to_string(::getpid())}, {"PYTHONDONTWRITEBYTECODE", "1"}};
   return c;

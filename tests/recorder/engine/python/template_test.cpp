@@ -86,7 +86,7 @@ TEST(TemplateWorld, RunsCasesWithTheOutputsAndStartOfASpawnedWorld) {
 TEST(TemplateWorld, PooledAndStandbyWorldsForkFromOneTemplate) {
   CaseDir dir("cases");
   ControllerConfig cc = python_config(dir.path(), true);
-  cc.standby = 2;
+  cc.run.standby = 2;
   Controller c(cc);
   const CaseInstance inst = instance(cc, "tmpl/all_reduce@2");
   const std::vector<int> sizes(4, 2);

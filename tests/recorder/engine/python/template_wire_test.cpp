@@ -1,6 +1,6 @@
 // The template process's wire end to end: requests encoded here (recorder/launch/fork_request.h)
-// read by the template (python/cprr/_fork_request.py). One it cannot read is refused with what is
-// wrong with it, and it serves the next; a good one forks a rank that becomes this process's
+// read by the template (python/cprr/rank/fork_request.py). One it cannot read is refused with what
+// is wrong with it, and it serves the next; a good one forks a rank that becomes this process's
 // child (a subreaper) and runs the worker loop; the template ends when its socket closes.
 #include <fcntl.h>
 #include <gmock/gmock.h>

@@ -1,6 +1,6 @@
 """A case file that starts a thread when imported: a template process must not hold it (a lock
 the thread holds would stay held in every rank forked from it), so the template leaves the file to
-its ranks, each of which imports it after the fork (cprr._import_probe)."""
+its ranks, each of which imports it after the fork (cprr.rank.import_probe)."""
 
 import threading
 import time
