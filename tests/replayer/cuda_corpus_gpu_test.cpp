@@ -61,8 +61,11 @@ TEST_P(CudaCorpus, RecordBothMeetsEveryExpectationAndReplayNamesThePolluters) {
     // memory held.
     const bool pinned = c["seeded_bug"] == "" || c["seeded_bug"] == "state_leak";
     if (!c["fresh_vs_pool"].is_null() && pinned) flagged.insert(label);
-    if (!c["race"].is_null()) races.insert(label);
-    if (seeded_race) seeded_races.insert(label);
+    // A race candidate (accesses of unknown direction, corpus/opaque_calls.cpp) is no race of
+    // the record: cpreplay's probe decides it.
+    const bool candidate = !c["race"].is_null() && c["race"].value("candidate", false);
+    if (!c["race"].is_null() && !candidate) races.insert(label);
+    if (seeded_race && !candidate) seeded_races.insert(label);
     if (!c["as_expected"].get<bool>()) unexpected.insert(label + ": " + c["status"].dump());
   }
   EXPECT_EQ(rec.code, 0);
@@ -133,8 +136,12 @@ TEST_P(CudaCorpus, RecordBothMeetsEveryExpectationAndReplayNamesThePolluters) {
     ASSERT_FALSE(race.out.empty()) << label;
     const auto rr = nlohmann::json::parse(race.out);
     EXPECT_EQ(rr["verdict"], "stream_race") << label;
-    EXPECT_EQ(rr["race"]["first"], c["race"]["first"]) << label;
-    EXPECT_EQ(rr["race"]["second"], c["race"]["second"]) << label;
+    // The pair the record named; a candidate's pair is the probe's to find (the call that
+    // really writes, and its reader).
+    if (!(c["race"].is_object() && c["race"].value("candidate", false))) {
+      EXPECT_EQ(rr["race"]["first"], c["race"]["first"]) << label;
+      EXPECT_EQ(rr["race"]["second"], c["race"]["second"]) << label;
+    }
     EXPECT_FALSE(rr["race"]["confirmed_by"].empty()) << label << "\n" << rr["log"].dump(1);
     EXPECT_LE(rr["replays"].get<int>(), 20) << label;
   }

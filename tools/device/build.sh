@@ -38,8 +38,11 @@ done
 # Python there (tools/device/build_python.sh).
 libs=()
 if [ -f build/python/cprr/libcprr_pyrank.so ]; then
-  mkdir -p "$stage/build/python/cprr"
-  cp build/python/cprr/*.py build/python/cprr/*.pyi "$stage/build/python/cprr/"
+  # Every room of the package, each file at its place.
+  (cd build/python && find cprr -name '*.py' -o -name '*.pyi') | while read -r f; do
+    mkdir -p "$stage/build/python/$(dirname "$f")"
+    cp "build/python/$f" "$stage/build/python/$f"
+  done
   strip --strip-debug -o "$stage/build/python/cprr/libcprr_pyrank.so" build/python/cprr/libcprr_pyrank.so
   libs+=(build/python/cprr/libcprr_pyrank.so)
 fi
