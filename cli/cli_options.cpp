@@ -3,8 +3,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
-#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "data/text_forms.h"
 #include "recorder/engine/controller.h"
@@ -120,13 +121,20 @@ bool python_template_from_env() {
 
 void add_collectives_option(CLI::App& app, std::optional<CollectivesRequest>& collectives,
                             std::string_view unset) {
-  const std::map<std::string, CollectivesRequest> words{{"auto", CollectivesRequest::automatic},
-                                                        {"nccl", CollectivesRequest::nccl},
-                                                        {"gloo", CollectivesRequest::gloo}};
+  // The option's words are request_name's, in the enum's order.
+  std::vector<std::pair<std::string, CollectivesRequest>> words;
+  for (const CollectivesRequest r :
+       {CollectivesRequest::automatic, CollectivesRequest::nccl, CollectivesRequest::gloo}) {
+    words.emplace_back(request_name(r), r);
+  }
   CLI::Option* option = app.add_option_function<std::string>(
       "--collectives",
       // The check below runs first, so every word here is one of `words`.
-      [&collectives, words](const std::string& word) { collectives = words.at(word); },
+      [&collectives, words](const std::string& word) {
+        for (const auto& [name, r] : words) {
+          if (name == word) collectives = r;
+        }
+      },
       fmt::format("how a cuda world's collectives travel: auto (NCCL when every rank "
                   "has a GPU of its own; where ranks share a GPU, as W ranks on fewer "
                   "than W GPUs do (rank r on GPU r mod G), Gloo with device buffers "
@@ -135,7 +143,7 @@ void add_collectives_option(CLI::App& app, std::optional<CollectivesRequest>& co
                   "execution (collectives, rank_gpus); the cpu backend always uses "
                   "Gloo; unset: {}",
                   unset));
-  option->type_name("TEXT")->check(CLI::IsMember({"auto", "nccl", "gloo"}));
+  option->type_name("TEXT")->check(CLI::IsMember(words));
   if (collectives) option->default_str(std::string(request_name(*collectives)));
 }
 

@@ -87,13 +87,14 @@ class FakeNative:
     ("enter", seq, fingerprint), ("complete", seq), ("p2p", kind, peer, dtype, bytes)."""
 
     def __init__(self, rank=0, world_size=1, seed=0, case_name="test/case", params=None,
-                 backend="cpu", device_index=-1, transport=None, first_collective=100, execution=1):
+                 backend="cpu", device_index=-1, transport=_cprr.Transport.gloo,
+                 first_collective=100, execution=1):
         self.rank, self.world_size, self.seed = rank, world_size, seed
         self.execution = execution
         self.case_name = case_name
         self.params = dict(params or {})
         self.backend, self.device_index = backend, device_index
-        self.transport = transport if transport is not None else _cprr.Transport.gloo
+        self.transport = transport
         self.address = 0  # no CaseContext: the C++ op capture calls these methods instead
         self.log, self.tracks, self.freed, self.collectives = [], [], [], []
         self.captures, self.unseen, self.allocations = [], [], []
