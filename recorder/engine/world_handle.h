@@ -13,9 +13,9 @@
 #include "data/execution.h"
 #include "recorder/engine/launcher.h"
 #include "recorder/protocol/protocol.h"
-#include "runtime/backend.h"
 #include "runtime/error.h"
 #include "runtime/startup_phases.h"
+#include "runtime/transport.h"
 
 namespace cprr {
 
