@@ -128,13 +128,23 @@ class Confirmer {
     // rank (every rank: the ranks run the same code and their races feed collectives). A suffix,
     // so the races the fix would expose after this one stay fixed while the search moves.
     const uint64_t last = ops_on_rank - 2;  // no op follows a sync after the last op
-    const auto right = [&](uint64_t i, int then) {
+    // Only "right" can be luck: a sync that orders the pair forces the right outputs every time,
+    // but a host stalled past the delay may also let the race's ops land in order unsynced. So
+    // a step that reads right is run `tries` times and must read right each time; one wrong
+    // reading settles it.
+    const auto right = [&](uint64_t i, int then, int tries) {
       Perturbation p = base;
       for (uint64_t k = i; k <= last; ++k) p.sync_after.push_back(OpSite{-1, k});
-      const ExecutionResult r = replay(p, then);
-      return !differs(serial, r, fmt::format("host sync after ops #{}..#{}", i, last));
+      for (int t = 1; t <= tries; ++t) {
+        const ExecutionResult r = replay(p, then);
+        const std::string what =
+            fmt::format("host sync after ops #{}..#{}{}", i, last,
+                        t > 1 ? fmt::format(" (again, {} of {})", t, tries) : std::string{});
+        if (differs(serial, r, what)) return false;
+      }
+      return true;
     };
-    if (!right(0, 0)) {  // the bisection follows only when this one is right
+    if (!right(0, 0, 1)) {  // the bisection follows only when this one is right
       say(
           fmt::format("sync bisection: even a sync after every op of every rank leaves the "
                       "outputs wrong"));
@@ -148,7 +158,7 @@ class Confirmer {
       // Either half left is at least floor((hi - lo) / 2) long, which takes at least
       // floor(log2) more steps: floor(log2(hi - lo)) - 1.
       const int then = static_cast<int>(std::bit_width(hi - lo)) - 2;
-      (right(mid, then) ? lo : hi) = mid;
+      (right(mid, then, options_.right_tries) ? lo : hi) = mid;
     }
     const OpSite edge{race_.second.rank, lo};
     out_.sync_edge = edge;
@@ -187,7 +197,8 @@ class Confirmer {
     }
     for (std::size_t k = 1; k < runs.size(); ++k) {
       if (const auto d = compare(*runs.front(), *runs[k])) {
-        say(fmt::format("fix applied: skipped, as the unperturbed runs already disagree with "
+        say(
+            fmt::format("fix applied: skipped, as the unperturbed runs already disagree with "
                         "each other ({}): that is nondeterminism, which no perturbation of this "
                         "pair may be credited with",
                         d->describe()));
@@ -219,7 +230,8 @@ class Confirmer {
         "the recorded runs took {} before {} had completed: {} unperturbed runs agree, and "
         "holding it until then changes the outputs",
         race_.second.describe(), race_.first.describe(), runs.size());
-    say(fmt::format("{}: differs from the {} unperturbed runs, which agree with each other: {}; "
+    say(
+        fmt::format("{}: differs from the {} unperturbed runs, which agree with each other: {}; "
                     "{}",
                     what, runs.size(), d->describe(), out_.recorded_order));
     return true;

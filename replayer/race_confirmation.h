@@ -38,6 +38,7 @@ struct ConfirmOptions {
   int seeds = 8;  ///< amplification seeds at most (it stops at the first that confirms)
   uint32_t max_delay_us = 2000;      ///< random delays before stream ops
   uint32_t target_delay_us = 20000;  ///< the delay before the race's first op
+  int right_tries = 2;  ///< runs a sync bisection step must read right in to count as right
 };
 
 struct RaceConfirmation {
