@@ -62,3 +62,45 @@ def test_a_sync_after_an_async_collective_waits_for_it(tmp_path):
     # The reference is right: a host sync after the all-reduce gives the serialized outputs.
     assert any(re.match(rf"host sync after ops #{first['op']}\.\.#\d+ .*: the serialized outputs",
                         line) for line in rep["log"]), rep["log"]
+
+
+P2P_CASES = textwrap.dedent('''
+    import torch
+    import torch.distributed as dist
+
+    import cprr
+
+
+    @cprr.case(name="bug/sum_before_recv", world_sizes=[2], seeded_bug="stream_race")
+    def sum_before_recv(ctx):
+        acts = torch.arange(4096, dtype=torch.float32) * (ctx.rank + 1)
+        recv = torch.zeros(4096)
+        peer = 1 - ctx.rank
+        works = dist.batch_isend_irecv([dist.P2POp(dist.isend, acts, peer),
+                                        dist.P2POp(dist.irecv, recv, peer)])
+        total = recv.sum()  # the bug: the receive may still be writing recv
+        for w in works:
+            w.wait()
+        ctx.output("total", total.reshape(1))
+''')
+
+
+def test_a_sync_after_a_send_does_not_leave_the_cases_own_wait_waiting(tmp_path):
+    # A Gloo send's Work waits for one more send at each wait(): the replay's sync after the
+    # batch waited for it once, so the case's own wait() must not wait again, or the serialized
+    # replay and the fix applied hang until the deadline and confirm nothing.
+    folder = tmp_path / "cases"
+    folder.mkdir()
+    (folder / "test_p2p.py").write_text(P2P_CASES)
+    db = tmp_path / "p2p.db"
+    run = record_python(folder, "--db", db, "--json", "--mode", "fresh")
+    (case,) = json.loads(run.stdout)["cases"]
+    assert case["verdict"] == "stream_race", case
+    replay = run_tool("--db", db, "--json", "--case", case["id"], "--timeout", "20",
+                      tool="cpreplay")
+    rep = json.loads(replay.stdout)
+    assert rep["verdict"] == "stream_race", rep["log"]
+    serial = [line for line in rep["log"] if line.startswith("serialized replay")]
+    assert serial and "the reference outputs" in serial[0], rep["log"]
+    fix = [line for line in rep["log"] if line.startswith("fix applied")]
+    assert fix and "): hang (" not in fix[0], rep["log"]  # the status a hung replay names

@@ -27,13 +27,21 @@ class Work:
     """The Work of an async call: its wait() is where the case's stream (the host, for CPU
     tensors) is ordered after the call, so that is logged; everything else is the Work's."""
 
-    def __init__(self, work, capture, name, event, device):
+    def __init__(self, work, capture, name, event, device, waited=False):
         self._work = work
         self._capture = capture
         self._name = name
         self._event = event
         self._device = device
+        # A replay's sync after the call waited for it already (_complete_now). Not again: a Gloo
+        # send's Work waits for one more send at each wait(), which never comes.
+        self._waited = waited
         self.when_done = None  # called once with the torch Work when it is known done
+
+    def _wait_once(self, *args, **kwargs):
+        if self._waited:
+            return True  # what torch's wait() returns
+        return self._work.wait(*args, **kwargs)
 
     def _done(self):
         if self.when_done is not None:
@@ -43,9 +51,9 @@ class Work:
     def wait(self, *args, **kwargs):
         c = _running.capture()
         if c is not self._capture:  # waited for after its case ended: nothing to order
-            return self._work.wait(*args, **kwargs)
+            return self._wait_once(*args, **kwargs)
         with c.in_op(), distrusted_on_raise(_running.current(), f"{self._name} Work.wait()"):
-            result = self._work.wait(*args, **kwargs)
+            result = self._wait_once(*args, **kwargs)
         c.order("wait", f"dist.{self._name} Work.wait()", c.stream_of(self._device)[0],
                 self._event)
         self._done()
@@ -104,16 +112,18 @@ def issue(name, bound, call, native, what):
     done = c.streams.new_event()
     c.order("record", f"dist.{name} done", stream, done)
     c.used_by(reads + writes, stream)
+    waited = bool(sync_after)
     if isinstance(work, list):  # batch_isend_irecv: a Work per op (or one for the batch)
-        return [Work(w, c, name, done, device) for w in work]
-    return Work(work, c, name, done, device)
+        return [Work(w, c, name, done, device, waited) for w in work]
+    return Work(work, c, name, done, device, waited)
 
 
 def _complete_now(work):
     """A replay syncs after this call (serialized, a sync bisection's prefix, the fix applied):
     the host waits for the call itself, whose work a device sync does not cover (gloo's thread,
     NCCL's stream), so what the case issues next runs after it. Its Work stays the case's to wait
-    for (waiting again returns at once); nothing is logged, so the op log stays the record's."""
+    for (Work, told so, does not wait again: a Gloo send's would wait for one more send); nothing
+    is logged, so the op log stays the record's."""
     for w in work if isinstance(work, list) else [work]:
         if w is not None and hasattr(w, "wait"):
             w.wait()
