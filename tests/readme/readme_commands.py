@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 
 class Rule:
@@ -115,12 +116,14 @@ def workspace(source, build, work):
 
 
 def run(line, work, env, log):
-    """Runs `line` through bash in `work`; returns its exit code and output."""
+    """Runs `line` through bash in `work`; returns its exit code, output and seconds taken."""
+    started = time.monotonic()
     p = subprocess.run(["bash", "-c", line], cwd=work, env=env, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True)
+    seconds = time.monotonic() - started
     with open(log, "a") as f:
-        f.write(f"$ {line}\n{p.stdout}\n[exit {p.returncode}]\n")
-    return p.returncode, p.stdout
+        f.write(f"$ {line}\n{p.stdout}\n[exit {p.returncode}, {seconds:.1f} s]\n")
+    return p.returncode, p.stdout, seconds
 
 
 def main():
@@ -153,10 +156,10 @@ def main():
         command = rule.pattern.search(line).group(1) if rule.pattern.groups else line
         for name, value in placeholders.items():
             command = re.sub(rf"\b{name}\b", value, command)
-        code, out = run(command, work, env, log)
+        code, out, seconds = run(command, work, env, log)
         missing = [m for m in rule.makes if not os.path.exists(os.path.join(work, m))]
         ok = code in rule.codes and not missing
-        print(f"{'ok' if ok else 'FAILED'} (exit {code}): {command}")
+        print(f"{'ok' if ok else 'FAILED'} (exit {code}, {seconds:.0f} s): {command}")
         if not ok:
             problems.append(f"{command}: exit {code} (want {' or '.join(map(str, rule.codes))})"
                             + (f", left no {', '.join(missing)}" if missing else "")
@@ -167,8 +170,9 @@ def main():
             placeholders["N"] = found.group(1)
         again = from_prefix(command, os.path.join(env["HOME"], "cprr"))
         if again:
-            code, out = run(again, work, env, log)
-            print(f"{'ok' if code in rule.codes else 'FAILED'} (exit {code}): {again}")
+            code, out, seconds = run(again, work, env, log)
+            print(f"{'ok' if code in rule.codes else 'FAILED'} (exit {code}, {seconds:.0f} s): "
+                  f"{again}")
             if code not in rule.codes:
                 problems.append(f"{again}: exit {code} (want {' or '.join(map(str, rule.codes))})"
                                 f"; the last of its output:\n{out[-1500:]}")
