@@ -120,10 +120,14 @@ for step in "${steps[@]}"; do
       ms=$((($(date +%s%N) - start) / 1000000))
       report "$(printf 'python cuda rc=%-3s %6d ms' "$rc" "$ms")" \
         "$(python3 tools/device/python_table.py "$out/python_cuda.json" 2>&1)"
+      # One file for every replay: the device tool brings back only so many files.
       for id in $(python3 tools/device/python_table.py --bug-ids "$out/python_cuda.json"); do
-        timeout 200 "$b/tools/cpreplay" --db "$out/python_cuda.db" --case "$id" \
-          >"$out/python_replay_$id.txt" 2>&1
-        report "replay $id rc=$?: $(grep -E '^case [0-9]+ ' "$out/python_replay_$id.txt" | head -1)"
+        one=$(mktemp)
+        timeout 200 "$b/tools/cpreplay" --db "$out/python_cuda.db" --case "$id" >"$one" 2>&1
+        rc=$?
+        { echo "=== cpreplay --case $id: exit $rc"; cat "$one"; } >>"$out/python_replays.txt"
+        report "replay $id rc=$rc: $(grep -E '^case [0-9]+ ' "$one" | head -1)"
+        rm -f "$one"
       done
       ;;
     suites)
