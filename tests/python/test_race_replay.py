@@ -29,17 +29,24 @@ CASES = textwrap.dedent('''
 ''')
 
 
-def test_a_sync_after_an_async_collective_waits_for_it(tmp_path):
+def record_and_replay(tmp_path, file_name, source, mode, *replay_args):
+    """Records `source` (one seeded stream race) as FILE_NAME with --mode MODE, checks the
+    record names the race, and returns cpreplay --json's report of it, whose verdict it checks."""
     folder = tmp_path / "cases"
     folder.mkdir()
-    (folder / "test_norm.py").write_text(CASES)
+    (folder / file_name).write_text(source)
     db = tmp_path / "race.db"
-    run = record_python(folder, "--db", db, "--json", "--mode", "both")
+    run = record_python(folder, "--db", db, "--json", "--mode", mode)
     (case,) = json.loads(run.stdout)["cases"]
     assert case["verdict"] == "stream_race", case
-    replay = run_tool("--db", db, "--json", "--case", case["id"], tool="cpreplay")
+    replay = run_tool("--db", db, "--json", "--case", case["id"], *replay_args, tool="cpreplay")
     rep = json.loads(replay.stdout)
     assert rep["verdict"] == "stream_race", rep["log"]
+    return rep
+
+
+def test_a_sync_after_an_async_collective_waits_for_it(tmp_path):
+    rep = record_and_replay(tmp_path, "test_norm.py", CASES, "both")
     first = rep["race"]["first"]
     assert first["name"].startswith("dist.all_reduce(async_op=True) at test_norm.py:"), first
     # Serialized, the norm is of the reduced gradient: 3 x rank 0's (1 + 2), never a mix.
@@ -89,17 +96,7 @@ def test_a_sync_after_a_send_does_not_leave_the_cases_own_wait_waiting(tmp_path)
     # A Gloo send's Work waits for one more send at each wait(): the replay's sync after the
     # batch waited for it once, so the case's own wait() must not wait again, or the serialized
     # replay and the fix applied hang until the deadline and confirm nothing.
-    folder = tmp_path / "cases"
-    folder.mkdir()
-    (folder / "test_p2p.py").write_text(P2P_CASES)
-    db = tmp_path / "p2p.db"
-    run = record_python(folder, "--db", db, "--json", "--mode", "fresh")
-    (case,) = json.loads(run.stdout)["cases"]
-    assert case["verdict"] == "stream_race", case
-    replay = run_tool("--db", db, "--json", "--case", case["id"], "--timeout", "20",
-                      tool="cpreplay")
-    rep = json.loads(replay.stdout)
-    assert rep["verdict"] == "stream_race", rep["log"]
+    rep = record_and_replay(tmp_path, "test_p2p.py", P2P_CASES, "fresh", "--timeout", "20")
     serial = [line for line in rep["log"] if line.startswith("serialized replay")]
     assert serial and "the reference outputs" in serial[0], rep["log"]
     fix = [line for line in rep["log"] if line.startswith("fix applied")]

@@ -41,6 +41,13 @@ class CudaCorpus : public ::testing::TestWithParam<int> {
   int gpus_ = 0;
 };
 
+// A race candidate (accesses of unknown direction, corpus/opaque_calls.cpp) is no race of the
+// record: cpreplay's probe decides it, and finds its pair (the call that really writes, and its
+// reader).
+bool is_candidate(const nlohmann::json& c) {
+  return c["race"].is_object() && c["race"].value("candidate", false);
+}
+
 TEST_P(CudaCorpus, RecordBothMeetsEveryExpectationAndReplayNamesThePolluters) {
   const int w = GetParam();
   const std::string at = "@" + std::to_string(w);
@@ -61,11 +68,8 @@ TEST_P(CudaCorpus, RecordBothMeetsEveryExpectationAndReplayNamesThePolluters) {
     // memory held.
     const bool pinned = c["seeded_bug"] == "" || c["seeded_bug"] == "state_leak";
     if (!c["fresh_vs_pool"].is_null() && pinned) flagged.insert(label);
-    // A race candidate (accesses of unknown direction, corpus/opaque_calls.cpp) is no race of
-    // the record: cpreplay's probe decides it.
-    const bool candidate = !c["race"].is_null() && c["race"].value("candidate", false);
-    if (!c["race"].is_null() && !candidate) races.insert(label);
-    if (seeded_race && !candidate) seeded_races.insert(label);
+    if (!c["race"].is_null() && !is_candidate(c)) races.insert(label);
+    if (seeded_race && !is_candidate(c)) seeded_races.insert(label);
     if (!c["as_expected"].get<bool>()) unexpected.insert(label + ": " + c["status"].dump());
   }
   EXPECT_EQ(rec.code, 0);
@@ -136,9 +140,8 @@ TEST_P(CudaCorpus, RecordBothMeetsEveryExpectationAndReplayNamesThePolluters) {
     ASSERT_FALSE(race.out.empty()) << label;
     const auto rr = nlohmann::json::parse(race.out);
     EXPECT_EQ(rr["verdict"], "stream_race") << label;
-    // The pair the record named; a candidate's pair is the probe's to find (the call that
-    // really writes, and its reader).
-    if (!(c["race"].is_object() && c["race"].value("candidate", false))) {
+    // The pair the record named (a candidate's is the probe's to find).
+    if (!is_candidate(c)) {
       EXPECT_EQ(rr["race"]["first"], c["race"]["first"]) << label;
       EXPECT_EQ(rr["race"]["second"], c["race"]["second"]) << label;
     }
