@@ -1,5 +1,6 @@
 #include "cli/cli_options.h"
 
+#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>

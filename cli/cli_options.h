@@ -1,13 +1,20 @@
 #pragma once
 // Command-line pieces cprecord and cpreplay (commands/) share, so both tools declare an option
 // once, reject bad values with the same words and answer --version.
-#include <CLI/CLI.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "data/launch_options.h"
 #include "recorder/engine/world_handle.h"
+
+// CLI11 is declared, not included: it is costly to compile (its validators are objects every
+// file that includes it builds), and most files that include this one parse no command line.
+namespace CLI {
+class App;
+class Option;
+class Validator;
+}  // namespace CLI
 
 namespace cprr {
 

@@ -35,14 +35,14 @@ CollectiveRecord message(const char* kind, int peer, uint64_t seq, uint64_t byte
   return c;
 }
 
-using Log = std::vector<CollectiveRecord>;
+using Calls = std::vector<CollectiveRecord>;
 
 TEST(Channels, EachGroupAndDirectionNumbersItsOwn) {
   EXPECT_EQ(channel_of(in_group(2, kTp2, 5, "all_reduce", 4), 3), (CallChannel{2, -1, -1, kTp2}));
   EXPECT_EQ(channel_of(message("send", 2, 0, 4), 1), (CallChannel{0, 1, 2}));
   EXPECT_EQ(channel_of(message("recv", 1, 0, 4), 2), (CallChannel{0, 1, 2}));
-  const Log log{in_group(1, kTp1, 0, "all_reduce", 4), message("send", 1, 0, 4),
-                in_group(1, kTp1, 1, "all_reduce", 4), message("send", 1, 1, 4)};
+  const Calls log{in_group(1, kTp1, 0, "all_reduce", 4), message("send", 1, 0, 4),
+                  in_group(1, kTp1, 1, "all_reduce", 4), message("send", 1, 1, 4)};
   EXPECT_EQ(reached(log, 0, CallChannel{1, -1, -1, kTp1}), 2u);
   EXPECT_EQ(reached(log, 0, CallChannel{0, 0, 1}), 2u);
   EXPECT_EQ(reached(log, 0, CallChannel{0, 1, 0}), 0u) << "what it received is another direction";
@@ -53,7 +53,7 @@ TEST(Channels, MembersComeFromTheRecordOrFromTheLogs) {
   EXPECT_EQ(members_of(in_group(3, kDp3, 0, "x", 0), 4, {}), (std::vector<int>{0, 2}));
   EXPECT_EQ(members_of(in_group(0, 0, 0, "x", 0), 3, {}), (std::vector<int>{0, 1, 2}));
   // Unrecorded members (a world of over 64 ranks): the ranks whose logs use the group.
-  const Log a{in_group(7, 0, 0, "x", 0)}, b{in_group(0, 0, 0, "x", 0)};
+  const Calls a{in_group(7, 0, 0, "x", 0)}, b{in_group(0, 0, 0, "x", 0)};
   EXPECT_EQ(members_of(a.front(), 3, {&a, &b, &a}), (std::vector<int>{0, 2}));
 }
 
@@ -70,8 +70,8 @@ TEST(Channels, PhrasesNameTheGroupTheChannelAndTheLine) {
 }
 
 // Each rank's log of a healthy mesh step: tp all-gather, dp all-reduce, each #0 of its group.
-std::vector<Log> mesh_logs() {
-  std::vector<Log> logs(4);
+std::vector<Calls> mesh_logs() {
+  std::vector<Calls> logs(4);
   for (int r = 0; r < 4; ++r) {
     const bool low = r < 2;
     logs[r] = {in_group(low ? 1 : 2, low ? kTp1 : kTp2, 0, "all_gather", 256),
@@ -80,20 +80,20 @@ std::vector<Log> mesh_logs() {
   return logs;
 }
 
-std::vector<const Log*> ptrs(const std::vector<Log>& logs) {
-  std::vector<const Log*> out;
-  for (const Log& l : logs) out.push_back(&l);
+std::vector<const Calls*> ptrs(const std::vector<Calls>& logs) {
+  std::vector<const Calls*> out;
+  for (const Calls& l : logs) out.push_back(&l);
   return out;
 }
 
 TEST(GroupChecks, GroupsNumberingFromZeroEachAreNoMismatch) {
-  const std::vector<Log> logs = mesh_logs();
+  const std::vector<Calls> logs = mesh_logs();
   EXPECT_FALSE(check_collective_logs(ptrs(logs), true).has_value());
 }
 
 TEST(GroupChecks, GroupsOneCallMadeUnderOneNumberAreToldApartByTheirMembers) {
   // A library that numbers the groups of one split alike: tp {0,1} and {2,3} both "group 1".
-  std::vector<Log> logs(4);
+  std::vector<Calls> logs(4);
   for (int r = 0; r < 4; ++r) {
     logs[r] = {in_group(1, r < 2 ? kTp1 : kTp2, 0, "all_reduce", r < 2 ? 64 : 128)};
   }
@@ -105,7 +105,7 @@ TEST(GroupChecks, GroupsOneCallMadeUnderOneNumberAreToldApartByTheirMembers) {
 }
 
 TEST(GroupChecks, AMismatchInsideOneGroupNamesItsNumberAndRanks) {
-  std::vector<Log> logs = mesh_logs();
+  std::vector<Calls> logs = mesh_logs();
   logs[3][0].bytes = 192;
   logs[3][0].where = "tp.py:12";
   logs[2][0].where = "tp.py:12";
@@ -124,7 +124,7 @@ TEST(GroupChecks, AMismatchInsideOneGroupNamesItsNumberAndRanks) {
 }
 
 TEST(GroupChecks, AMemberThatSkippedItsGroupsCollectiveIsACountMismatch) {
-  std::vector<Log> logs = mesh_logs();
+  std::vector<Calls> logs = mesh_logs();
   logs[3].pop_back();  // rank 3 never called dp group 4's all_reduce
   const auto m = check_collective_logs(ptrs(logs), true);
   ASSERT_TRUE(m.has_value());
@@ -135,7 +135,7 @@ TEST(GroupChecks, AMemberThatSkippedItsGroupsCollectiveIsACountMismatch) {
 }
 
 TEST(GroupChecks, ASendIsMatchedWithItsRecvBySize) {
-  std::vector<Log> logs(2);
+  std::vector<Calls> logs(2);
   logs[0] = {message("send", 1, 0, 64), message("send", 1, 1, 64, "stage.py:10")};
   logs[1] = {message("recv", 0, 0, 64), message("recv", 0, 1, 32, "stage.py:20")};
   const auto m = check_collective_logs(ptrs(logs), true);
@@ -154,17 +154,17 @@ TEST(GroupChecks, ASendIsMatchedWithItsRecvBySize) {
 
 TEST(GroupChecks, ALiveMismatchNeedsOnlyTheGroupsMembersBlockedInIt) {
   // Ranks 2 and 3 are blocked in tp group 2's #0 with other sizes; ranks 0 and 1 finished.
-  const Log r2{in_group(2, kTp2, 0, "all_reduce", 512)},
+  const Calls r2{in_group(2, kTp2, 0, "all_reduce", 512)},
       r3{in_group(2, kTp2, 0, "all_reduce", 384)};
   const auto m = blocked_mismatch({nullptr, nullptr, &r2, &r3});
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->group, 2u);
   EXPECT_EQ(m->field, "bytes");
   // One member still on its way: no decision.
-  const Log before{in_group(3, kDp3, 0, "all_reduce", 8)};
+  const Calls before{in_group(3, kDp3, 0, "all_reduce", 8)};
   EXPECT_FALSE(blocked_mismatch({nullptr, nullptr, &r2, &before}).has_value());
   // The world's collectives still need every rank.
-  const Log w0{in_group(0, 0, 4, "all_reduce", 8)}, w1{in_group(0, 0, 4, "all_reduce", 4)};
+  const Calls w0{in_group(0, 0, 4, "all_reduce", 8)}, w1{in_group(0, 0, 4, "all_reduce", 4)};
   EXPECT_FALSE(blocked_mismatch({&w0, &w1, nullptr}).has_value());
   EXPECT_TRUE(blocked_mismatch({&w0, &w1}).has_value());
 }
@@ -181,8 +181,8 @@ CollectiveRecord all_to_all(uint64_t seq, std::vector<uint64_t> sends,
 
 TEST(GroupChecks, AnUnevenAllToAllIsComparedPerPeer) {
   // Rank 0 sends 14 rows to rank 1, which expects 6; sizes may differ freely otherwise.
-  std::vector<Log> logs{{all_to_all(0, {1024, 14 * 512}, {1024, 2048})},
-                        {all_to_all(0, {2048, 512}, {6 * 512, 512})}};
+  std::vector<Calls> logs{{all_to_all(0, {1024, 14 * 512}, {1024, 2048})},
+                          {all_to_all(0, {2048, 512}, {6 * 512, 512})}};
   auto m = check_collective_logs(ptrs(logs), true);
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->describe(),
@@ -201,21 +201,21 @@ TEST(GroupChecks, AnUnevenAllToAllIsComparedPerPeer) {
                                        "bytes"));
 }
 
-RankReport stuck_in(Log entered) {
+RankReport stuck_in(Calls entered) {
   RankReport rep = waiting("body", 0, "x", -1);
   rep.entered = std::move(entered);
   return rep;
 }
 
-RankReport finished_with(Log log) {
+RankReport finished_with(Calls log) {
   RankReport rep = passed();
   rep.done->capture.collectives = std::move(log);
   return rep;
 }
 
 TEST(GroupHang, NamesTheGroupAndTheMemberThatNeverJoined) {
-  std::vector<Log> logs = mesh_logs();
-  Log r1 = logs[1];
+  std::vector<Calls> logs = mesh_logs();
+  Calls r1 = logs[1];
   r1.push_back(in_group(4, kDp4, 1, "all_reduce", 512, "dp.py:7"));
   const std::string d = diagnose_hang(
       {finished_with(logs[0]), stuck_in(r1), finished_with(logs[2]), finished_with(logs[3])});
@@ -227,9 +227,9 @@ TEST(GroupHang, NamesTheGroupAndTheMemberThatNeverJoined) {
 }
 
 TEST(GroupHang, ARecvNeverSentNamesBothRanksTheNumberAndTheLine) {
-  const Log sender{message("send", 1, 0, 8), message("send", 1, 1, 8)};
-  const Log receiver{message("recv", 0, 0, 8), message("recv", 0, 1, 8),
-                     message("recv", 0, 2, 8, "stage.py:41")};
+  const Calls sender{message("send", 1, 0, 8), message("send", 1, 1, 8)};
+  const Calls receiver{message("recv", 0, 0, 8), message("recv", 0, 1, 8),
+                       message("recv", 0, 2, 8, "stage.py:41")};
   const std::string d = diagnose_hang({finished_with(sender), stuck_in(receiver)});
   EXPECT_THAT(d, HasSubstr("rank 1 blocked in recv #2 from rank 0 at stage.py:41; rank 0 sent 2"));
   EXPECT_THAT(d, Not(HasSubstr("never joined")));
@@ -238,10 +238,10 @@ TEST(GroupHang, ARecvNeverSentNamesBothRanksTheNumberAndTheLine) {
 TEST(GroupHang, AStreamOrderedRecvIsFoundBehindWhatWasIssuedAfterIt) {
   // A C++ case issues on its stream: rank 1's recv #1 from 0 is followed in its flight record by
   // its send #1 to rank 2, which rank 2 is waiting for; only the recv never sent is the cause.
-  const Log r0{message("send", 1, 0, 8)};
-  const Log r1{message("recv", 0, 0, 8), message("send", 2, 0, 8), message("recv", 0, 1, 8),
-               message("send", 2, 1, 8)};
-  const Log r2{message("recv", 1, 0, 8), message("recv", 1, 1, 8)};
+  const Calls r0{message("send", 1, 0, 8)};
+  const Calls r1{message("recv", 0, 0, 8), message("send", 2, 0, 8), message("recv", 0, 1, 8),
+                 message("send", 2, 1, 8)};
+  const Calls r2{message("recv", 1, 0, 8), message("recv", 1, 1, 8)};
   const std::string d = diagnose_hang({finished_with(r0), stuck_in(r1), stuck_in(r2)});
   EXPECT_THAT(d, HasSubstr("rank 1 blocked in recv #1 from rank 0; rank 0 sent 1"));
   EXPECT_THAT(d, Not(HasSubstr("rank 2 blocked"))) << "rank 1 did issue its send #1";
@@ -284,11 +284,11 @@ TEST(LoneReturn, WhatARankThatReturnedNeverEnteredIsLeftByIt) {
   EXPECT_TRUE(left_by_failure(ranks, 0, {message("recv", 2, 0, 8)}).has_value());
   // A call rank 3 entered and that raised is out of its collective log (a case it ended clean)
   // but in its flight record: not left by it.
-  const Log flight3{in_group(2, kTp2, 0, "all_gather", 8), in_group(4, kDp4, 0, "all_reduce", 8)};
-  const std::vector<const Log*> flights{nullptr, nullptr, nullptr, &flight3};
+  const Calls flight3{in_group(2, kTp2, 0, "all_gather", 8), in_group(4, kDp4, 0, "all_reduce", 8)};
+  const std::vector<const Calls*> flights{nullptr, nullptr, nullptr, &flight3};
   EXPECT_FALSE(
       left_by_return(ranks, 1, {in_group(4, kDp4, 0, "all_reduce", 8)}, &flights).has_value());
-  const std::vector<const Log*> no_flight3{nullptr, nullptr, nullptr, nullptr};
+  const std::vector<const Calls*> no_flight3{nullptr, nullptr, nullptr, nullptr};
   EXPECT_TRUE(
       left_by_return(ranks, 1, {in_group(4, kDp4, 0, "all_reduce", 8)}, &no_flight3).has_value());
 }

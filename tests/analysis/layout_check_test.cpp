@@ -9,8 +9,8 @@
 namespace cprr {
 namespace {
 
-AllocRecord alloc(uint64_t seq, uint32_t buffer, const char* name, const char* pool,
-                  uint64_t offset, uint64_t bytes, bool is_free = false) {
+AllocRecord placed(uint64_t seq, uint32_t buffer, const char* name, const char* pool,
+                   uint64_t offset, uint64_t bytes, bool is_free = false) {
   return AllocRecord{seq, is_free, buffer, name, pool, bytes, offset, 0};
 }
 
@@ -21,21 +21,21 @@ CollectiveRecord coll(uint64_t seq, const char* kind, uint64_t bytes, DType dtyp
 
 TEST(LayoutCheck, SameSymmetricLayoutEverywhereIsFineAndOtherPoolsMayDiffer) {
   CaseCapture r0, r1;
-  r0.allocs = {alloc(0, 1, "scratch", "device", 0, 100), alloc(1, 2, "win", "symmetric", 0, 64),
-               alloc(2, 2, "win", "symmetric", 0, 64, true),
-               alloc(3, 3, "acc", "symmetric", 0, 32)};
+  r0.allocs = {placed(0, 1, "scratch", "device", 0, 100), placed(1, 2, "win", "symmetric", 0, 64),
+               placed(2, 2, "win", "symmetric", 0, 64, true),
+               placed(3, 3, "acc", "symmetric", 0, 32)};
   // Rank 1 has a rank-dependent device allocation and frees at other points: only the symmetric
   // allocations' places count.
-  r1.allocs = {alloc(0, 1, "scratch", "device", 0, 300), alloc(1, 9, "extra", "device", 512, 8),
-               alloc(2, 2, "win", "symmetric", 0, 64), alloc(3, 3, "acc", "symmetric", 0, 32)};
+  r1.allocs = {placed(0, 1, "scratch", "device", 0, 300), placed(1, 9, "extra", "device", 512, 8),
+               placed(2, 2, "win", "symmetric", 0, 64), placed(3, 3, "acc", "symmetric", 0, 32)};
   EXPECT_FALSE(check_symmetric_layout({&r0, &r1, nullptr}).has_value());
 }
 
 TEST(LayoutCheck, TheFirstSymmetricAllocationPlacedElsewhereIsReported) {
   CaseCapture r0, r1, r2;
-  r0.allocs = {alloc(0, 1, "a", "symmetric", 0, 64), alloc(1, 2, "acc", "symmetric", 64, 32)};
+  r0.allocs = {placed(0, 1, "a", "symmetric", 0, 64), placed(1, 2, "acc", "symmetric", 64, 32)};
   r1.allocs = r0.allocs;
-  r2.allocs = {alloc(0, 1, "a", "symmetric", 0, 64), alloc(1, 2, "acc", "symmetric", 128, 32)};
+  r2.allocs = {placed(0, 1, "a", "symmetric", 0, 64), placed(1, 2, "acc", "symmetric", 128, 32)};
   const auto m = check_symmetric_layout({&r0, &r1, &r2});
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->ordinal, 1u);
@@ -50,7 +50,7 @@ TEST(LayoutCheck, TheFirstSymmetricAllocationPlacedElsewhereIsReported) {
 
 TEST(LayoutCheck, ARankWithFewerSymmetricAllocationsIsReported) {
   CaseCapture r0, r1;
-  r0.allocs = {alloc(0, 1, "a", "symmetric", 0, 64)};
+  r0.allocs = {placed(0, 1, "a", "symmetric", 0, 64)};
   const auto m = check_symmetric_layout({&r0, &r1});
   ASSERT_TRUE(m.has_value());
   EXPECT_FALSE(m->present_b);
@@ -61,10 +61,10 @@ TEST(LayoutCheck, TorchSymmetricMemoryIsComparedByItsOwnOrdinalsAfterCprrsPool) 
   CaseCapture r0, r1;
   // cprr's window agrees; torch's symmetric memory has one allocation more on rank 1 before the
   // shared one, which is compared by its place among torch's allocations only.
-  r0.allocs = {alloc(0, 1, "win", "symmetric", 0, 64), alloc(1, 2, "x", "torch_symmetric", 0, 32),
-               alloc(2, 3, "z", "torch_symmetric", 2097152, 32)};
-  r1.allocs = {alloc(0, 1, "win", "symmetric", 0, 64), alloc(1, 2, "x", "torch_symmetric", 0, 32),
-               alloc(2, 3, "z", "torch_symmetric", 4194304, 32)};
+  r0.allocs = {placed(0, 1, "win", "symmetric", 0, 64), placed(1, 2, "x", "torch_symmetric", 0, 32),
+               placed(2, 3, "z", "torch_symmetric", 2097152, 32)};
+  r1.allocs = {placed(0, 1, "win", "symmetric", 0, 64), placed(1, 2, "x", "torch_symmetric", 0, 32),
+               placed(2, 3, "z", "torch_symmetric", 4194304, 32)};
   auto m = check_symmetric_layout({&r0, &r1});
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->pool, "torch_symmetric");
@@ -115,12 +115,12 @@ TEST(CollectiveCheck, ADifferentSizeDtypeRootKindOrCountIsReported) {
   EXPECT_EQ(m->describe(), "rank 0 made 2 collective(s), rank 1 made 1");
 }
 
-using Log = std::vector<CollectiveRecord>;
+using Calls = std::vector<CollectiveRecord>;
 
 TEST(BlockedMismatch, EveryRankInTheSameCollectiveCalledDifferentlyIsNamed) {
-  const Log r0{coll(0, "all_reduce", 64), coll(1, "all_reduce", 128)};
-  const Log r1{coll(0, "all_reduce", 64), coll(1, "all_reduce", 96)};
-  const Log r2{coll(0, "all_reduce", 64), coll(1, "all_reduce", 128)};
+  const Calls r0{coll(0, "all_reduce", 64), coll(1, "all_reduce", 128)};
+  const Calls r1{coll(0, "all_reduce", 64), coll(1, "all_reduce", 96)};
+  const Calls r2{coll(0, "all_reduce", 64), coll(1, "all_reduce", 128)};
   const auto m = blocked_mismatch({&r0, &r1, &r2});
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->seq, 1u);
@@ -128,20 +128,20 @@ TEST(BlockedMismatch, EveryRankInTheSameCollectiveCalledDifferentlyIsNamed) {
 }
 
 TEST(BlockedMismatch, ARankNotYetThereOrAlreadyPastMakesNoDecision) {
-  const Log r0{coll(0, "all_reduce", 64), coll(1, "barrier", 0)};
-  const Log behind{coll(0, "all_reduce", 64)};  // slow: it may still call barrier
+  const Calls r0{coll(0, "all_reduce", 64), coll(1, "barrier", 0)};
+  const Calls behind{coll(0, "all_reduce", 64)};  // slow: it may still call barrier
   EXPECT_FALSE(blocked_mismatch({&r0, &behind}).has_value());
-  const Log none;  // it has entered nothing yet
+  const Calls none;  // it has entered nothing yet
   EXPECT_FALSE(blocked_mismatch({&r0, &none}).has_value());
   EXPECT_FALSE(blocked_mismatch({&r0, nullptr}).has_value());
-  const Log ahead{coll(0, "all_reduce", 64), coll(1, "barrier", 0), coll(2, "broadcast", 8)};
+  const Calls ahead{coll(0, "all_reduce", 64), coll(1, "barrier", 0), coll(2, "broadcast", 8)};
   EXPECT_FALSE(blocked_mismatch({&r0, &ahead}).has_value());
   EXPECT_FALSE(blocked_mismatch({&r0}).has_value()) << "one rank waits for no one";
 }
 
 TEST(BlockedMismatch, ADifferentDtypeOrReductionAloneCompletesAndIsLeftToThePostMortem) {
-  const Log r0{coll(0, "all_reduce", 64, DType::f32)};
-  Log r1{coll(0, "all_reduce", 64, DType::i32)};
+  const Calls r0{coll(0, "all_reduce", 64, DType::f32)};
+  Calls r1{coll(0, "all_reduce", 64, DType::i32)};
   EXPECT_FALSE(blocked_mismatch({&r0, &r1}).has_value()) << "same size, other dtype: it completes";
   r1 = r0;
   r1[0].op = ReduceOp::max;
@@ -154,10 +154,10 @@ TEST(BlockedMismatch, ADifferentDtypeOrReductionAloneCompletesAndIsLeftToThePost
 
 TEST(BlockedMismatch, TheSameCallEverywhereIsNoFindingWhateverCameBefore) {
   // An earlier difference is the post-mortem check's to report; the ranks are not stuck on it.
-  const Log r0{coll(0, "all_reduce", 64), coll(1, "barrier", 0)};
-  const Log r1{coll(0, "all_reduce", 32), coll(1, "barrier", 0)};
+  const Calls r0{coll(0, "all_reduce", 64), coll(1, "barrier", 0)};
+  const Calls r1{coll(0, "all_reduce", 32), coll(1, "barrier", 0)};
   EXPECT_FALSE(blocked_mismatch({&r0, &r1}).has_value());
-  const Log k0{coll(3, "all_to_all_v", 100)}, k1{coll(3, "all_to_all_v", 300)};
+  const Calls k0{coll(3, "all_to_all_v", 100)}, k1{coll(3, "all_to_all_v", 300)};
   EXPECT_FALSE(blocked_mismatch({&k0, &k1}).has_value()) << "all-to-all-v sizes differ by design";
 }
 

@@ -243,8 +243,8 @@ TEST(OpAccesses, ASkippedWaitLetsTheNextCallReadBeforeThePeersPutLands) {
 }
 
 // A message as Context::message logs it: a stream op naming its peer, group and number.
-void message(std::vector<OpRecord>& ops, const char* kind, int32_t peer, uint64_t number,
-             std::vector<uint32_t> reads, std::vector<uint32_t> writes, int64_t group = 0) {
+void log_message(std::vector<OpRecord>& ops, const char* kind, int32_t peer, uint64_t number,
+                 std::vector<uint32_t> reads, std::vector<uint32_t> writes, int64_t group = 0) {
   log(ops, 0, "kernel",
       fmt::format("{} #{} {} rank {}", kind, number,
                   std::string_view(kind) == "send" ? "to" : "from", peer),
@@ -260,8 +260,8 @@ TEST(OpAccesses, AMessageOrdersWhatItsSenderDidBeforeAfterItsRecv) {
   OneSided w;
   log(w.rank0.ops, 0, "put", "put", {3}, {1});
   w.rank0.ops.back().peer = 1;
-  message(w.rank0.ops, "send", 1, 0, {3}, {});
-  message(w.rank1.ops, "recv", 0, 0, {}, {3});
+  log_message(w.rank0.ops, "send", 1, 0, {3}, {});
+  log_message(w.rank1.ops, "recv", 0, 0, {}, {3});
   w.read(1);
   const std::vector<RankOps> ranks = ops_from_captures({&w.rank0, &w.rank1});
   EXPECT_EQ(ranks[0][1].role, SyncRole::collective);
@@ -273,8 +273,8 @@ TEST(OpAccesses, AMessageOrdersWhatItsSenderDidBeforeAfterItsRecv) {
   OneSided early;
   log(early.rank0.ops, 0, "put", "put", {3}, {1});
   early.rank0.ops.back().peer = 1;
-  message(early.rank0.ops, "send", 1, 0, {3}, {}, /*group=*/2);
-  message(early.rank1.ops, "recv", 0, 0, {}, {3}, /*group=*/3);
+  log_message(early.rank0.ops, "send", 1, 0, {3}, {}, /*group=*/2);
+  log_message(early.rank1.ops, "recv", 0, 0, {}, {3}, /*group=*/3);
   early.read(1);
   EXPECT_EQ(early.check().race_count, 1u);
 }

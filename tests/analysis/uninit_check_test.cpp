@@ -15,8 +15,8 @@
 namespace cprr {
 namespace {
 
-AllocRecord alloc(uint32_t buffer, const char* name, const char* pool, uint64_t offset,
-                  uint64_t bytes) {
+AllocRecord alloc_at(uint32_t buffer, const char* name, const char* pool, uint64_t offset,
+                     uint64_t bytes) {
   return AllocRecord{buffer, false, buffer, name, pool, bytes, offset, 0};
 }
 
@@ -27,7 +27,7 @@ OpRecord op(uint64_t seq, const char* kind, const char* name, std::vector<uint32
 
 TEST(UninitCheck, ABufferWrittenBeforeItIsReadIsFine) {
   CaseCapture c;
-  c.allocs = {alloc(1, "x", "device", 0, 64), alloc(2, "y", "device", 64, 64)};
+  c.allocs = {alloc_at(1, "x", "device", 0, 64), alloc_at(2, "y", "device", 64, 64)};
   c.ops = {op(0, "kernel", "fill x", {}, {1}), op(1, "kernel", "x to y", {1}, {2}),
            op(2, "output", "y", {2}, {})};
   EXPECT_FALSE(check_uninitialized_reads({&c}).has_value());
@@ -35,7 +35,7 @@ TEST(UninitCheck, ABufferWrittenBeforeItIsReadIsFine) {
 
 TEST(UninitCheck, AReadOfBytesNothingWroteIsReportedWithTheFirstGap) {
   CaseCapture c;
-  c.allocs = {alloc(1, "acc", "device", 128, 64), alloc(2, "g", "device", 0, 64)};
+  c.allocs = {alloc_at(1, "acc", "device", 128, 64), alloc_at(2, "g", "device", 0, 64)};
   c.ops = {op(0, "kernel", "fill g", {}, {2}), op(1, "kernel", "acc += g", {2, 1}, {1})};
   const auto u = check_uninitialized_reads({nullptr, &c});
   ASSERT_TRUE(u.has_value());
@@ -50,7 +50,7 @@ TEST(UninitCheck, AReadOfBytesNothingWroteIsReportedWithTheFirstGap) {
 // read of its bytes is no finding; nor is the call a read of never-written bytes itself.
 TEST(UninitCheck, BytesAnOpaqueCallWasHandedCountAsWrittenAndItsUseIsNoRead) {
   CaseCapture c;
-  c.allocs = {alloc(1, "out", "device", 0, 64), alloc(2, "y", "device", 64, 64)};
+  c.allocs = {alloc_at(1, "out", "device", 0, 64), alloc_at(2, "y", "device", 64, 64)};
   OpRecord call = op(0, "native", "lib_fill", {}, {});
   call.touches = {1};
   call.touch_spans = {{0, 32}};
@@ -68,7 +68,7 @@ TEST(UninitCheck, BytesAnOpaqueCallWasHandedCountAsWrittenAndItsUseIsNoRead) {
 // later read of either is no finding.
 TEST(UninitCheck, BytesAProbedCallLeftUnchangedStillCountAsWritten) {
   CaseCapture c;
-  c.allocs = {alloc(1, "out", "device", 0, 64), alloc(2, "y", "device", 64, 64)};
+  c.allocs = {alloc_at(1, "out", "device", 0, 64), alloc_at(2, "y", "device", 64, 64)};
   OpRecord call = op(0, "kernel", "relu", {}, {1});
   call.write_spans = {{0, 32}};
   call.touches = {1};
@@ -84,7 +84,7 @@ TEST(UninitCheck, BytesAProbedCallLeftUnchangedStillCountAsWritten) {
 
 TEST(UninitCheck, ARankWithWorkOutsideTheOpLogIsNotChecked) {
   CaseCapture c;
-  c.allocs = {alloc(1, "y", "tensor", 0, 64)};
+  c.allocs = {alloc_at(1, "y", "tensor", 0, 64)};
   c.ops = {op(0, "kernel", "read y", {1}, {})};
   ASSERT_TRUE(check_uninitialized_reads({&c}).has_value());
   // A raw copy the dispatcher never saw may have written y.
@@ -94,7 +94,7 @@ TEST(UninitCheck, ARankWithWorkOutsideTheOpLogIsNotChecked) {
 
 TEST(UninitCheck, APartialWriteThenAReadOfOnlyTheWrittenBytesIsFineAndOfMoreIsNot) {
   CaseCapture c;
-  c.allocs = {alloc(1, "x", "device", 0, 64)};
+  c.allocs = {alloc_at(1, "x", "device", 0, 64)};
   c.ops = {op(0, "kernel", "fill half", {}, {1}), op(1, "kernel", "read half", {1}, {})};
   c.ops[0].write_spans = {{0, 32}};
   c.ops[1].read_spans = {{8, 24}};
@@ -109,8 +109,9 @@ TEST(UninitCheck, APartialWriteThenAReadOfOnlyTheWrittenBytesIsFineAndOfMoreIsNo
 TEST(UninitCheck, BytesReusedFromAnEarlierBufferAreUnwrittenForTheNewOne) {
   CaseCapture c;
   // `old` and `fresh` share bytes [0, 64): `old` wrote them, `fresh` never did.
-  c.allocs = {alloc(1, "old", "device", 0, 64), AllocRecord{1, true, 1, "old", "device", 64, 0, 0},
-              alloc(2, "fresh", "device", 0, 64)};
+  c.allocs = {alloc_at(1, "old", "device", 0, 64),
+              AllocRecord{1, true, 1, "old", "device", 64, 0, 0},
+              alloc_at(2, "fresh", "device", 0, 64)};
   c.allocs[2].seq = 2;
   c.ops = {op(0, "kernel", "fill old", {}, {1}), op(1, "kernel", "read fresh", {2}, {})};
   const auto u = check_uninitialized_reads({&c});
@@ -120,14 +121,15 @@ TEST(UninitCheck, BytesReusedFromAnEarlierBufferAreUnwrittenForTheNewOne) {
 
 TEST(UninitCheck, HostMemoryIsNotCheckedForItIsWrittenByPlainStores) {
   CaseCapture c;
-  c.allocs = {alloc(1, "staging", "host", 0, 64), alloc(2, "dev", "device", 0, 64)};
+  c.allocs = {alloc_at(1, "staging", "host", 0, 64), alloc_at(2, "dev", "device", 0, 64)};
   c.ops = {op(0, "copy", "copy", {1}, {2}), op(1, "output", "dev", {2}, {})};
   EXPECT_FALSE(check_uninitialized_reads({&c}).has_value()) << "the host filled it undeclared";
 }
 
 TEST(UninitCheck, AWindowAPeerPutIntoCountsAsWritten) {
   CaseCapture r0, r1;
-  r0.allocs = r1.allocs = {alloc(1, "win", "symmetric", 0, 64), alloc(2, "src", "device", 0, 64)};
+  r0.allocs =
+      r1.allocs = {alloc_at(1, "win", "symmetric", 0, 64), alloc_at(2, "src", "device", 0, 64)};
   r0.ops = {op(0, "kernel", "fill src", {}, {2}), op(1, "put", "put", {2}, {1})};
   r0.ops[1].peer = 1;
   r1.ops = {op(0, "kernel", "unpack", {1}, {2})};
@@ -150,8 +152,8 @@ OpRecord copy(uint64_t seq, const char* name, std::vector<uint32_t> reads,
 // never-written bytes, and are no finding: the copy_ that overwrites them all leaves nothing.
 TEST(UninitCheck, ACopyOfNeverWrittenBytesIsNoReadAndAFullOverwriteCleansThem) {
   CaseCapture c;
-  c.allocs = {alloc(1, "empty", "tensor", 0, 64), alloc(2, "pinned", "tensor", 64, 64),
-              alloc(3, "src", "tensor", 128, 64)};
+  c.allocs = {alloc_at(1, "empty", "tensor", 0, 64), alloc_at(2, "pinned", "tensor", 64, 64),
+              alloc_at(3, "src", "tensor", 128, 64)};
   c.ops = {copy(0, "aten._pin_memory", {1}, {2}), op(1, "kernel", "fill src", {}, {3}),
            copy(2, "aten.copy_", {3}, {2}), op(3, "kernel", "aten.sum", {2}, {})};
   EXPECT_FALSE(check_uninitialized_reads({&c}).has_value());
@@ -161,8 +163,8 @@ TEST(UninitCheck, ACopyOfNeverWrittenBytesIsNoReadAndAFullOverwriteCleansThem) {
 // from, latest copy first. The same log without moves names the first copy instead.
 TEST(UninitCheck, NeverWrittenBytesCopiedTwiceAreNamedAtTheUseWithTheirCopies) {
   CaseCapture c;
-  c.allocs = {alloc(1, "torch.empty at x.py:1", "tensor", 0, 64), alloc(2, "b", "tensor", 64, 64),
-              alloc(3, "c", "tensor", 128, 64)};
+  c.allocs = {alloc_at(1, "torch.empty at x.py:1", "tensor", 0, 64),
+              alloc_at(2, "b", "tensor", 64, 64), alloc_at(3, "c", "tensor", 128, 64)};
   c.ops = {copy(0, "aten.clone at x.py:2", {1}, {2}), copy(1, "aten.clone at x.py:3", {2}, {3}),
            op(2, "kernel", "aten.add_ at x.py:4", {3}, {3})};
   const auto u = check_uninitialized_reads({&c});
@@ -187,8 +189,8 @@ TEST(UninitCheck, NeverWrittenBytesCopiedTwiceAreNamedAtTheUseWithTheirCopies) {
 // the cast's scale: f32 into f64 doubles every offset), and a read of the first part is fine.
 TEST(UninitCheck, ACopyLandsNeverWrittenBytesAtTheirPlaceScaledToTheWrites) {
   CaseCapture c;
-  c.allocs = {alloc(1, "a", "tensor", 0, 32), alloc(2, "b", "tensor", 32, 32),
-              alloc(3, "out", "tensor", 64, 128)};
+  c.allocs = {alloc_at(1, "a", "tensor", 0, 32), alloc_at(2, "b", "tensor", 32, 32),
+              alloc_at(3, "out", "tensor", 64, 128)};
   c.ops = {op(0, "kernel", "fill a", {}, {1}), copy(1, "cat as f64", {1, 2}, {3}),
            op(2, "kernel", "read out's first half", {3}, {})};
   c.ops[2].read_spans = {{0, 64}};
@@ -204,7 +206,7 @@ TEST(UninitCheck, ACopyLandsNeverWrittenBytesAtTheirPlaceScaledToTheWrites) {
 // A copy of never-written bytes over written ones makes them never-written again.
 TEST(UninitCheck, ACopyOfNeverWrittenBytesOverWrittenOnesUnwritesThem) {
   CaseCapture c;
-  c.allocs = {alloc(1, "fresh", "tensor", 0, 64), alloc(2, "weights", "tensor", 64, 64)};
+  c.allocs = {alloc_at(1, "fresh", "tensor", 0, 64), alloc_at(2, "weights", "tensor", 64, 64)};
   c.ops = {op(0, "kernel", "init weights", {}, {2}), copy(1, "aten.copy_", {1}, {2}),
            op(2, "kernel", "use weights", {2}, {})};
   c.ops[1].write_spans = {{16, 16}};
@@ -236,7 +238,7 @@ OpRecord collective(CaseCapture& c, uint64_t seq, const char* kind, uint64_t num
 TEST(UninitCheck, AnAllGatherCarriesAPeersNeverWrittenBytesToTheReadThatUsesThem) {
   CaseCapture r0, r1;
   for (CaseCapture* c : {&r0, &r1}) {
-    c->allocs = {alloc(1, "part", "tensor", 0, 32), alloc(2, "all", "tensor", 32, 64)};
+    c->allocs = {alloc_at(1, "part", "tensor", 0, 32), alloc_at(2, "all", "tensor", 32, 64)};
   }
   r0.ops = {op(0, "kernel", "fill part", {}, {1}), collective(r0, 1, "all_gather", 0, {1}, {2}),
             op(2, "kernel", "sum all", {2}, {})};
@@ -261,7 +263,7 @@ TEST(UninitCheck, AnAllGatherCarriesAPeersNeverWrittenBytesToTheReadThatUsesThem
 TEST(UninitCheck, ABroadcastCarriesTheRootsBytesAndChainsOfCollectivesAreFollowed) {
   CaseCapture r0, r1;
   for (CaseCapture* c : {&r0, &r1}) {
-    c->allocs = {alloc(1, "part", "tensor", 0, 32), alloc(2, "all", "tensor", 32, 64)};
+    c->allocs = {alloc_at(1, "part", "tensor", 0, 32), alloc_at(2, "all", "tensor", 32, 64)};
   }
   r0.ops = {op(0, "kernel", "fill part", {}, {1}), collective(r0, 1, "all_gather", 0, {1}, {2}),
             collective(r0, 2, "broadcast", 1, {2}, {2})};
@@ -285,7 +287,7 @@ TEST(UninitCheck, ABroadcastCarriesTheRootsBytesAndChainsOfCollectivesAreFollowe
 TEST(UninitCheck, PythonCollectiveCallsAreMatchedWithTheirRecordsInOrder) {
   CaseCapture r0, r1;
   for (CaseCapture* c : {&r0, &r1}) {
-    c->allocs = {alloc(1, "counts", "tensor", 0, 32), alloc(2, "gathered", "tensor", 32, 64)};
+    c->allocs = {alloc_at(1, "counts", "tensor", 0, 32), alloc_at(2, "gathered", "tensor", 32, 64)};
     for (const char* kind : {"barrier", "all_gather"}) {
       CollectiveRecord record;
       record.kind = kind;
@@ -310,8 +312,9 @@ TEST(UninitCheck, PythonCollectiveCallsAreMatchedWithTheirRecordsInOrder) {
 TEST(UninitCheck, AScatterCarriesTheRootsChunkToEachMemberAndAGatherEachPartToTheRoot) {
   CaseCapture r0, r1;
   for (CaseCapture* c : {&r0, &r1}) {
-    c->allocs = {alloc(1, "scatter_list", "tensor", 0, 64), alloc(2, "mine", "tensor", 64, 32),
-                 alloc(3, "gather_list", "tensor", 96, 64)};
+    c->allocs = {alloc_at(1, "scatter_list", "tensor", 0, 64),
+                 alloc_at(2, "mine", "tensor", 64, 32),
+                 alloc_at(3, "gather_list", "tensor", 96, 64)};
     for (const char* kind : {"scatter", "gather"}) {
       CollectiveRecord record;
       record.kind = kind;
@@ -349,7 +352,7 @@ TEST(UninitCheck, AScatterCarriesTheRootsChunkToEachMemberAndAGatherEachPartToTh
 TEST(UninitCheck, EveryBufferReadUnwrittenIsReportedOnceInRankAndIssueOrder) {
   CaseCapture r0, r1;
   for (CaseCapture* c : {&r0, &r1}) {
-    c->allocs = {alloc(1, "grad", "tensor", 0, 32), alloc(2, "stats", "tensor", 32, 32)};
+    c->allocs = {alloc_at(1, "grad", "tensor", 0, 32), alloc_at(2, "stats", "tensor", 32, 32)};
   }
   r0.ops = {op(0, "kernel", "sum grad", {1}, {}), op(1, "kernel", "sum grad again", {1}, {}),
             op(2, "kernel", "read stats", {2}, {})};
@@ -371,7 +374,7 @@ TEST(UninitCheck, EveryBufferReadUnwrittenIsReportedOnceInRankAndIssueOrder) {
 TEST(UninitCheck, AnAllToAllCarriesEachChunkToItsMember) {
   CaseCapture r0, r1;
   for (CaseCapture* c : {&r0, &r1}) {
-    c->allocs = {alloc(1, "send", "tensor", 0, 64), alloc(2, "recv", "tensor", 64, 64)};
+    c->allocs = {alloc_at(1, "send", "tensor", 0, 64), alloc_at(2, "recv", "tensor", 64, 64)};
   }
   r0.ops = {op(0, "kernel", "fill first half", {}, {1}),
             collective(r0, 1, "all_to_all_v", 0, {1}, {2}), op(2, "kernel", "read recv", {2}, {})};
@@ -392,7 +395,7 @@ TEST(UninitCheck, AMessageCarriesTheSendersNeverWrittenBytes) {
     SCOPED_TRACE(python ? "python" : "case api");
     CaseCapture r0, r1;
     for (CaseCapture* c : {&r0, &r1}) {
-      c->allocs = {alloc(1, "buf", "tensor", 0, 32)};
+      c->allocs = {alloc_at(1, "buf", "tensor", 0, 32)};
       CollectiveRecord m;
       m.kind = c == &r0 ? "send" : "recv";
       m.peer = c == &r0 ? 1 : 0;
@@ -423,7 +426,7 @@ TEST(UninitCheck, ABatchOfMessagesCarriesEachSendToItsReceiver) {
   CaseCapture r0, r1;
   for (CaseCapture* c : {&r0, &r1}) {
     const int32_t peer = c == &r0 ? 1 : 0;
-    c->allocs = {alloc(1, "out", "tensor", 0, 32), alloc(2, "in", "tensor", 32, 32)};
+    c->allocs = {alloc_at(1, "out", "tensor", 0, 32), alloc_at(2, "in", "tensor", 32, 32)};
     for (const char* kind : {"send", "recv"}) {
       CollectiveRecord m;
       m.kind = kind;
@@ -447,7 +450,7 @@ TEST(UninitCheck, ABatchOfMessagesCarriesEachSendToItsReceiver) {
 TEST(UninitCheck, AnAllGatherKeepsTheUncheckedMembersPlace) {
   CaseCapture r0, r1, r2;
   for (CaseCapture* c : {&r0, &r1, &r2}) {
-    c->allocs = {alloc(1, "part", "tensor", 0, 32), alloc(2, "all", "tensor", 32, 96)};
+    c->allocs = {alloc_at(1, "part", "tensor", 0, 32), alloc_at(2, "all", "tensor", 32, 96)};
   }
   r0.ops = {op(0, "unseen", "1 outside the op log", {}, {}),
             collective(r0, 1, "all_gather", 0, {1}, {2})};

@@ -27,7 +27,7 @@ using namespace record_test;  // NOLINT(google-build-using-namespace): this file
 
 // Passing, failing, crashing, leaking and reading-uninitialized cases, at W=2 and 4: each with
 // outputs a rerun repeats (a seeded race's are not).
-const char* const kPlan =
+const char* const kMergePlan =
     "^(healthy/(noop|broadcast|all_reduce\\{count=1,dtype=f32|two_stream_pipeline\\{n=4096)|"
     "bug/(segfault_rank|uninitialized_read|global_rng\\{n=256)|fixed/cp_maxlogit_race|"
     "fault/throw_before_collective|fixed/global_rng\\{n=256)";
@@ -35,7 +35,7 @@ const char* const kPlan =
 std::string db_named(const std::string& name) { return test_db() + "." + name; }
 
 RecordOptions plan_opts(const std::string& db, const std::string& mode) {
-  RecordOptions o = opts(kWorker, kPlan);
+  RecordOptions o = opts(kWorker, kMergePlan);
   o.db = db;
   o.mode = mode;
   return o;
@@ -208,7 +208,7 @@ TEST(MergeCommand, RerunFailedReadsTheMergedRun) {
   const std::string merged = db_named("rerun-merged");
   const Recorded m = merge(merged, shards);
   ASSERT_EQ(m.code, 0) << m.err;
-  RecordOptions again = opts(kWorker, kPlan);
+  RecordOptions again = opts(kWorker, kMergePlan);
   again.db = merged;
   again.rerun_failed = true;
   const Recorded r = record(again);

@@ -24,7 +24,7 @@ using namespace record_test;  // NOLINT(google-build-using-namespace): this file
 
 // Passing, failing, crashing, leaking (config_mutation: a pooled case fails after its twin
 // mutated the config) and racing cases at W=2 and 4.
-const char* const kPlan =
+const char* const kJobsPlan =
     "^(healthy/(noop|broadcast|all_reduce\\{count=1,dtype=f32|two_stream_pipeline\\{n=4096)|"
     "(bug|fixed)/(segfault_rank|uninitialized_read|config_mutation|cp_maxlogit_race)|"
     "fault/throw_before_collective)";
@@ -36,7 +36,7 @@ struct JobsRun {
 };
 
 JobsRun record_with_jobs(int jobs, const std::string& mode) {
-  RecordOptions o = opts(kWorker, kPlan, false);
+  RecordOptions o = opts(kWorker, kJobsPlan, false);
   o.db = test_db() + ".jobs" + std::to_string(jobs) + mode;
   o.mode = mode;
   o.jobs = jobs;

@@ -10,15 +10,17 @@ and nothing of cprr's in the environment: a new user's shell. Every line must ma
 below, which says what it must do (its exit code, the files it leaves) or why CI cannot run it
 (other hosts, GPUs); a line no rule knows fails the test, naming the line. A placeholder (N) is
 what the README says to put there. README's Python commands also run from the installed prefix
-(from_prefix). Exits 1 naming each command that did not do what
-its rule says; prints one line per command.
+(from_prefix), each beside the commands that follow it, on a port of its own. Exits 1 naming
+each command that did not do what its rule says; prints one line per command.
 """
 import argparse
+import concurrent.futures
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 
@@ -115,13 +117,19 @@ def workspace(source, build, work):
             os.symlink(target, link)
 
 
+# The installed prefix's runs (from_prefix) take ports from here up: torchrun's default is the
+# README commands' own.
+AGAIN_PORT = 29240
+LOG_LOCK = threading.Lock()
+
+
 def run(line, work, env, log):
     """Runs `line` through bash in `work`; returns its exit code, output and seconds taken."""
     started = time.monotonic()
     p = subprocess.run(["bash", "-c", line], cwd=work, env=env, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True)
     seconds = time.monotonic() - started
-    with open(log, "a") as f:
+    with LOG_LOCK, open(log, "a") as f:
         f.write(f"$ {line}\n{p.stdout}\n[exit {p.returncode}, {seconds:.1f} s]\n")
     return p.returncode, p.stdout, seconds
 
@@ -141,6 +149,8 @@ def main():
     with open(os.path.join(source, ".ci", "run")) as f:
         ci = f.read()
     problems, placeholders = [], {}
+    # The installed prefix's runs of the Python commands (from_prefix), each in the background.
+    pool, pending = concurrent.futures.ThreadPoolExecutor(max_workers=4), []
     for line in readme_lines(os.path.join(source, "README.md")):
         rules = [r for r in RULES if r.pattern.search(line)]
         if len(rules) != 1:
@@ -170,12 +180,18 @@ def main():
             placeholders["N"] = found.group(1)
         again = from_prefix(command, os.path.join(env["HOME"], "cprr"))
         if again:
-            code, out, seconds = run(again, work, env, log)
-            print(f"{'ok' if code in rule.codes else 'FAILED'} (exit {code}, {seconds:.0f} s): "
-                  f"{again}")
-            if code not in rule.codes:
-                problems.append(f"{again}: exit {code} (want {' or '.join(map(str, rule.codes))})"
-                                f"; the last of its output:\n{out[-1500:]}")
+            # Beside the next commands, which it shares no file with, on a port of its own.
+            port = str(AGAIN_PORT + len(pending))
+            pending.append((again, rule, pool.submit(run, again, work,
+                                                     dict(env, CPRR_MASTER_PORT=port), log)))
+    for again, rule, future in pending:
+        code, out, seconds = future.result()
+        print(f"{'ok' if code in rule.codes else 'FAILED'} (exit {code}, {seconds:.0f} s): "
+              f"{again}")
+        if code not in rule.codes:
+            problems.append(f"{again}: exit {code} (want {' or '.join(map(str, rule.codes))})"
+                            f"; the last of its output:\n{out[-1500:]}")
+    pool.shutdown()
     for p in problems:
         print("README:", p, file=sys.stderr)
     return 1 if problems else 0

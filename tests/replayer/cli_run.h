@@ -8,6 +8,10 @@
 
 namespace cprr::test {
 
+/// The tools under test, as this build made them.
+inline const std::string kRecord = CPRR_CPRECORD_PATH;
+inline const std::string kReplay = CPRR_CPREPLAY_PATH;
+
 struct Cmd {
   int code = -1;
   std::string out;

@@ -23,10 +23,10 @@ namespace cprr {
 namespace {
 
 using json = nlohmann::json;
+using test::kRecord;
+using test::kReplay;
 using test::run;
 
-const std::string kRecord = CPRR_CPRECORD_PATH;
-const std::string kReplay = CPRR_CPREPLAY_PATH;
 const std::string kWrapper =
     std::string(CPRR_SOURCE_DIR) + "/tests/replayer/fixture/launcher_wrapper.sh";
 

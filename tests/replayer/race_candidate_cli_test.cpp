@@ -20,10 +20,9 @@ namespace cprr {
 namespace {
 
 using test::Cmd;
+using test::kRecord;
+using test::kReplay;
 using test::run;
-
-const std::string kRecord = CPRR_CPRECORD_PATH;
-const std::string kReplay = CPRR_CPREPLAY_PATH;
 
 class RaceCandidateCli : public ::testing::Test {
  protected:

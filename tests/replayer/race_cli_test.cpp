@@ -17,10 +17,9 @@ namespace cprr {
 namespace {
 
 using test::Cmd;
+using test::kRecord;
+using test::kReplay;
 using test::run;
-
-const std::string kRecord = CPRR_CPRECORD_PATH;
-const std::string kReplay = CPRR_CPREPLAY_PATH;
 
 // What each seeded race is about: the buffer the first overlap names, and which ops race.
 struct Expected {

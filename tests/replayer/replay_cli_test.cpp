@@ -27,6 +27,8 @@ namespace {
 using ::testing::HasSubstr;
 
 using test::Cmd;
+using test::kRecord;
+using test::kReplay;
 using test::run;
 
 Cmd run_stderr(const std::string& cmdline) { return run(cmdline, true); }
@@ -37,8 +39,6 @@ std::string temp_dir() {
   return t;
 }
 
-const std::string kRecord = CPRR_CPRECORD_PATH;
-const std::string kReplay = CPRR_CPREPLAY_PATH;
 const std::string kFilter =
     "'^(bug|fixed)/(global_rng|config_mutation)|^healthy/noop@2|^healthy/"
     "all_reduce\\{count=1,dtype=i32\\}@2'";
@@ -144,9 +144,10 @@ TEST_F(ReplayCli, ListShowsRunsAndCasesAndWhichDiffer) {
 TEST(ReplayCliAgreement, RecordAndListAgreeOnEveryCase) {
   const std::string dir = temp_dir();
   const std::string db = dir + "/agree.db";
-  const Cmd rec = run(kRecord + " --db " + db +
-                      " --mode both --repeat 2 --json --filter '^bug/segfault_rank@|^healthy/noop@2|"
-                      "^bug/global_rng'");
+  const Cmd rec =
+      run(kRecord + " --db " + db +
+          " --mode both --repeat 2 --json --filter '^bug/segfault_rank@|^healthy/noop@2|"
+          "^bug/global_rng'");
   ASSERT_EQ(rec.code, 0) << rec.out;
   const auto recorded = nlohmann::json::parse(rec.out);
   const Cmd list = run(kReplay + " --db " + db + " --list --json");
@@ -334,7 +335,8 @@ TEST(ReplayCliCrash, InterruptedRecorderFinishesTheRunAndCleansUp) {
   ::waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFEXITED(status)) << "cprecord died of the signal instead of handling it";
   EXPECT_EQ(WEXITSTATUS(status), 130);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << "not the stall's minute";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20))
+      << "not the stall's minute";
   const RecordReader reader(db);
   const auto runs = reader.runs();
   ASSERT_EQ(runs.size(), 1u);

@@ -28,11 +28,11 @@ using test::run;
 // Every kind of replay loop: placements (allocator_order), poison then placements
 // (uninitialized_read, at W=4), a race's confirmation, a polluter search (pooled), and cases that
 // reproduce, at two world sizes.
-const std::string kFilter =
+const std::string kStandbyFilter =
     "'^(healthy/noop|bug/cp_maxlogit_race|bug/symmetric_address_order|bug/global_rng.*)@2$"
     "|^bug/uninitialized_read@4$|^healthy/noop@4$'";
 
-std::string temp_dir() {
+std::string standby_dir() {
   std::string t = "/tmp/cprr-standby-XXXXXX";
   EXPECT_NE(::mkdtemp(t.data()), nullptr);
   return t;
@@ -42,10 +42,10 @@ std::string temp_dir() {
 class StandbyReplay : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string(temp_dir());
+    dir_ = new std::string(standby_dir());
     for (const char* mode : {"both", "fresh"}) {
       const Cmd r = run(std::string(CPRR_CPRECORD_PATH) + " --db " + db(mode) + " --mode " + mode +
-                        " --json --filter " + kFilter);
+                        " --json --filter " + kStandbyFilter);
       ASSERT_EQ(r.code, 0) << r.out;
       const auto doc = nlohmann::json::parse(r.out);
       for (const auto& c : doc["cases"]) {

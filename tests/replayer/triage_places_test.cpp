@@ -7,7 +7,7 @@
 namespace cprr {
 namespace {
 
-ExecutionResult ran(const std::string& devices, bool as_expected) {
+ExecutionResult ran_on(const std::string& devices, bool as_expected) {
   ExecutionResult r;
   r.devices = devices;
   r.as_expected = as_expected;
@@ -21,20 +21,21 @@ std::string only_on(const std::vector<ExecutionResult>& runs) {
 }
 
 TEST(TriagePlaces, FailuresOnOneDeviceWhereNothingPassedNameThatDevice) {
-  EXPECT_EQ(only_on({ran("gpus GPU-a", true), ran("gpus GPU-b", false), ran("gpus GPU-b", false),
-                     ran("gpus GPU-c", true)}),
+  EXPECT_EQ(only_on({ran_on("gpus GPU-a", true), ran_on("gpus GPU-b", false),
+                     ran_on("gpus GPU-b", false), ran_on("gpus GPU-c", true)}),
             "gpus GPU-b");
 }
 
 TEST(TriagePlaces, AnythingElseNamesNoDevice) {
-  EXPECT_EQ(only_on({ran("gpus GPU-a", true), ran("gpus GPU-b", false), ran("gpus GPU-c", false)}),
+  EXPECT_EQ(only_on({ran_on("gpus GPU-a", true), ran_on("gpus GPU-b", false),
+                     ran_on("gpus GPU-c", false)}),
             "")
       << "failures in two places";
-  EXPECT_EQ(only_on({ran("gpus GPU-b", true), ran("gpus GPU-b", false)}), "")
+  EXPECT_EQ(only_on({ran_on("gpus GPU-b", true), ran_on("gpus GPU-b", false)}), "")
       << "the same place passed too";
-  EXPECT_EQ(only_on({ran("gpus GPU-b", false)}), "") << "nothing passed anywhere to compare";
-  EXPECT_EQ(only_on({ran("", false), ran("", true)}), "") << "not placed (one job)";
-  EXPECT_EQ(only_on({ran("cpus 0", true), ran("cpus 1", true)}), "") << "nothing failed";
+  EXPECT_EQ(only_on({ran_on("gpus GPU-b", false)}), "") << "nothing passed anywhere to compare";
+  EXPECT_EQ(only_on({ran_on("", false), ran_on("", true)}), "") << "not placed (one job)";
+  EXPECT_EQ(only_on({ran_on("cpus 0", true), ran_on("cpus 1", true)}), "") << "nothing failed";
 }
 
 }  // namespace

@@ -164,7 +164,8 @@ for step in "${steps[@]}"; do
       # CPRR_UPSTREAM_TESTS="Class.test ..." runs those tests only and keeps the database.
       [ -n "${CPRR_UPSTREAM_TESTS:-}" ] && read -ra picked <<<"$CPRR_UPSTREAM_TESTS" &&
         uargs+=(--tests "${picked[@]}" --db "$out/$step.db")
-      timeout 570 "${uenv[@]}" python3 tests/python/upstream/compare_harness.py \
+      # --serial: each harness's time per test its own, and the GPUs one harness's at a time.
+      timeout 570 "${uenv[@]}" python3 tests/python/upstream/compare_harness.py --serial \
         --cprecord "$b/tools/cprecord" --file "$ufile" --known docs/UPSTREAM.md \
         --json "$out/$step.json" "${uargs[@]}" >"$out/$step.txt" 2>&1
       report "$step rc=$?" "$(grep -v ' yes$' "$out/$step.txt" | tail -n 14)"

@@ -2,7 +2,7 @@
 
     compare_harness.py --cprecord PATH --file SUITE.py [--every K | --all] [--known DOC]
                        [--env NAME=VALUE]... [--backend cpu|cuda] [--timeout S]
-                       [--tests Class.test ...] [--db PATH]
+                       [--tests Class.test ...] [--db PATH] [--serial]
 
 Selects the file's tests (unittest's order; every K-th one, the first included, or all), runs
 them under their own harness (own_harness.py: unittest in one process, the harness's parent
@@ -11,13 +11,15 @@ there) and through ``cprecord --python SUITE.py --mode both``, and compares each
 read, a mismatch, fresh and pooled differing) on a test its own harness passes is a
 disagreement too. Prints one row per test, then the time per test of each, last. --tests
 names the tests instead (a defect's few, to look at again); --db keeps cprecord's database
-for cpreplay and the op log.
+for cpreplay and the op log. The two harnesses run side by side; --serial runs them one after
+the other, for times each harness's alone.
 
 Exits 1 when a test disagrees and is not listed in DOC's table of known differences (a row
 ``| `Class.test` | cause |``), 0 otherwise: the listed ones are printed with their cause.
 """
 
 import argparse
+import concurrent.futures
 import json
 import os
 import re
@@ -44,6 +46,9 @@ def _parse(argv):
     ap.add_argument("--json", default="", help="also write the rows here")
     ap.add_argument("--tests", nargs="+", default=[], help="these tests only (Class.test, or a regex matching the whole name)")
     ap.add_argument("--db", default="", help="keep cprecord's database here")
+    ap.add_argument("--serial", action="store_true",
+                    help="run the two harnesses one after the other, not side by side (per-test "
+                    "times each harness's alone)")
     return ap.parse_args(argv)
 
 
@@ -153,9 +158,17 @@ def main(argv):
     args = _parse(argv)
     env = _environment(args.env)
     tests = selected(args, env)
-    own, own_s = own_run(args, env, tests)
-    with tempfile.TemporaryDirectory() as tmp:
-        report, cprr_s = cprr_run(args, env, tests, args.db or os.path.join(tmp, "compare.db"))
+    # The two harnesses side by side: each waits much of its time (processes starting, a
+    # rendezvous), and neither shares anything with the other (the own harness meets its ranks
+    # in files, cprecord's get their own port). --serial: one after the other, for per-test times
+    # that are each harness's alone.
+    with tempfile.TemporaryDirectory() as tmp, \
+            concurrent.futures.ThreadPoolExecutor(max_workers=1 if args.serial else 2) as pool:
+        own_future = pool.submit(own_run, args, env, tests)
+        cprr_future = pool.submit(cprr_run, args, env, tests,
+                                  args.db or os.path.join(tmp, "compare.db"))
+        own, own_s = own_future.result()
+        report, cprr_s = cprr_future.result()
     rows = rows_of(tests, own, report)
     known = known_differences(args.known)
     print(f"{'test':<72} {'own':<5} {'fresh':<5} {'pool':<5} agree")

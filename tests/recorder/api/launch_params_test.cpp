@@ -13,19 +13,19 @@ namespace cprr {
 namespace {
 
 /// A parameter buffer built word by word, as a launch's kernelParams are laid out.
-struct Params {
+struct ParamWords {
   std::vector<std::byte> bytes;
   std::vector<KernelParam> layout;
 
-  Params& add(const void* value, uint64_t size, uint64_t align) {
+  ParamWords& add(const void* value, uint64_t size, uint64_t align) {
     const uint64_t at = (bytes.size() + align - 1) / align * align;
     bytes.resize(at + size);
     std::memcpy(bytes.data() + at, value, size);
     layout.push_back(KernelParam{at, size});
     return *this;
   }
-  Params& pointer(uint64_t address) { return add(&address, 8, 8); }
-  Params& i32(int32_t v) { return add(&v, 4, 4); }
+  ParamWords& pointer(uint64_t address) { return add(&address, 8, 8); }
+  ParamWords& i32(int32_t v) { return add(&v, 4, 4); }
 };
 
 LiveMemory known(const std::vector<KnownMemory>& regions) {
@@ -54,14 +54,14 @@ TEST(LiveMemory, RegionsComeAndGoAndOneAtALiveAddressReplacesIt) {
   live.remove(3);
   EXPECT_EQ(live.find(0x1000), nullptr);
   EXPECT_EQ(live.find(0x2008)->buffer, 2u);
-  Params p;
+  ParamWords p;
   p.pointer(0x2008);
   EXPECT_EQ(pointed_touches(p.layout, p.bytes, live),
             (std::vector<PointedTouch>{{2, ByteSpan{8, 8}}}));
 }
 
 TEST(PointedTouches, APointerAtAStartIsAllOfItAndIntoItFromThereToItsEnd) {
-  Params p;
+  ParamWords p;
   p.pointer(0x4000).i32(7).pointer(0x2480).pointer(0x9999);
   const auto t = pointed_touches(p.layout, p.bytes, kMemory);
   ASSERT_EQ(t.size(), 2u);
@@ -70,7 +70,7 @@ TEST(PointedTouches, APointerAtAStartIsAllOfItAndIntoItFromThereToItsEnd) {
 }
 
 TEST(PointedTouches, PointersIntoOneBufferAreOneSpanFromTheLowestToItsEnd) {
-  Params p;
+  ParamWords p;
   p.pointer(0x1c00).pointer(0x1800).pointer(0x1900);
   const auto t = pointed_touches(p.layout, p.bytes, kMemory);
   ASSERT_EQ(t.size(), 1u);
@@ -83,7 +83,7 @@ TEST(PointedTouches, WordsOfAStructAreLookedUpAndSmallParametersAreNot) {
     uint64_t src;
     uint64_t dst;
   } args{0x4000, 0x1000, 0x4008};
-  Params p;
+  ParamWords p;
   p.i32(0x4000).add(&args, sizeof args, 8);
   const auto t = pointed_touches(p.layout, p.bytes, kMemory);
   ASSERT_EQ(t.size(), 2u) << "n equals an address too: taken as a pointer, a candidate at worst";
@@ -106,7 +106,7 @@ TEST(RangeTouches, ACopysBytesAreSpansOfTheRegionsTheyFallInAndNoneOfTheGaps) {
 }
 
 TEST(PointedTouches, AParameterPastTheBufferIsRefusedNamingIt) {
-  Params p;
+  ParamWords p;
   p.pointer(0x1000);
   p.layout.push_back(KernelParam{8, 8});
   try {

@@ -10,19 +10,12 @@
 #include "recorder/engine/controller.h"
 #include "recorder/engine/plan.h"
 #include "runtime/backend.h"
+#include "tests/recorder/engine/engine_support.h"
 
 namespace cprr {
 namespace {
 
 using ::testing::HasSubstr;
-
-CaseInstance fixture_case(const std::string& label) {
-  for (const CaseInstance& i : expand(fetch_catalog(CPRR_FIXTURE_WORKER_PATH), {})) {
-    if (i.label() == label) return i;
-  }
-  ADD_FAILURE() << "no fixture case " << label;
-  return {};
-}
 
 ControllerConfig cuda_config() {
   ControllerConfig c;
@@ -43,7 +36,7 @@ class LiveMismatchGpu : public ::testing::Test {
 TEST_F(LiveMismatchGpu, RanksStuckInACollectiveTheyCalledDifferentlyAreStoppedAndNamed) {
   Controller c(cuda_config());
   for (const char* label : {"test/blocking_mismatch{ms=50}@2", "test/blocking_mismatch{ms=50}@3"}) {
-    const CaseInstance inst = fixture_case(label);
+    const CaseInstance inst = engine_test::inst(engine_test::kFixture, label);
     for (Mode mode : {Mode::pool, Mode::fresh}) {
       const ExecutionResult r = c.run(inst, mode);
       EXPECT_EQ(r.status, ExecStatus::hang) << label << ": " << r.summary;
@@ -58,7 +51,7 @@ TEST_F(LiveMismatchGpu, ARankEnteringTheSameCollectiveLateIsNeverStopped) {
   Controller c(cuda_config());
   for (const char* label : {"test/slow_matching{ms=300}@2", "test/slow_matching{ms=300}@3"}) {
     for (Mode mode : {Mode::pool, Mode::fresh}) {
-      const ExecutionResult r = c.run(fixture_case(label), mode);
+      const ExecutionResult r = c.run(engine_test::inst(engine_test::kFixture, label), mode);
       EXPECT_EQ(r.status, ExecStatus::pass) << label << ": " << r.summary;
       EXPECT_EQ(r.note.find("stopped"), std::string::npos) << label << ": " << r.note;
     }

@@ -22,7 +22,7 @@ using test::ScopedEnv;
 using ::testing::HasSubstr;
 
 // The one instance of `label` in the corpus, as a case of `world_size` ranks.
-CaseInstance corpus_case(const std::string& label_regex, int world_size) {
+CaseInstance corpus_case_at(const std::string& label_regex, int world_size) {
   std::vector<CaseInstance> plan = expand(fetch_catalog(CPRR_WORKER_PATH), std::regex(label_regex));
   EXPECT_EQ(plan.size(), 1u) << label_regex;
   CaseInstance one = plan.at(0);
@@ -31,9 +31,9 @@ CaseInstance corpus_case(const std::string& label_regex, int world_size) {
 }
 
 // healthy/noop as a one-rank case: a world of one GPU.
-CaseInstance one_rank_noop() { return corpus_case("^healthy/noop@2$", 1); }
+CaseInstance one_rank_noop() { return corpus_case_at("^healthy/noop@2$", 1); }
 
-ControllerConfig cuda_config(int standby) {
+ControllerConfig standby_config(int standby) {
   ControllerConfig c;
   c.worker = CPRR_WORKER_PATH;
   c.backend = "cuda";
@@ -64,7 +64,7 @@ class WorldMemory : public ::testing::Test {
 TEST_F(WorldMemory, AWorldShutDownGivesItsGpuMemoryBack) {
   const std::size_t before = free_gpu_bytes();
   {
-    Controller c(cuda_config(0));
+    Controller c(standby_config(0));
     const CaseInstance noop = one_rank_noop();
     for (int i = 0; i < 3; ++i) {
       const ExecutionResult r = c.run(noop, Mode::fresh);
@@ -84,7 +84,7 @@ TEST_F(WorldMemory, AWorldShutDownGivesItsGpuMemoryBack) {
 TEST_F(WorldMemory, WorldsStandingByHoldNoDeviceArena) {
   const ScopedEnv arena("CPRR_CUDA_DEVICE_MIB", std::to_string((free_gpu_bytes() >> 20) * 2 / 5));
   const CaseInstance noop = one_rank_noop();
-  Controller c(cuda_config(4));
+  Controller c(standby_config(4));
   int started_ahead = 0;
   for (int i = 0; i < 6; ++i) {
     c.foresee(std::vector<int>(6 - i, 1), true);
@@ -102,7 +102,7 @@ TEST_F(WorldMemory, WorldsStandingByHoldNoDeviceArena) {
 // that names the arena, the GPU and what to lower.
 TEST_F(WorldMemory, ADeviceArenaThatDoesNotFitIsTheCasesErrorAndSaysWhatToLower) {
   const ScopedEnv arena("CPRR_CUDA_DEVICE_MIB", "100000000");  // 95 TiB: no GPU has it free
-  Controller c(cuda_config(0));
+  Controller c(standby_config(0));
   const ExecutionResult r = c.run(one_rank_noop(), Mode::fresh);
   EXPECT_EQ(r.status, ExecStatus::error);
   EXPECT_THAT(r.summary, HasSubstr("cannot allocate the 100000000 MiB device arena on GPU 0"));
@@ -127,11 +127,11 @@ TEST_F(WorldMemory, AnArenaThatFitsOnOneRankOnlyIsTheCasesErrorAndItsPeerIsRelea
   ASSERT_EQ(cudaMalloc(&hog, free0 - kLeft), cudaSuccess);
   {
     const ScopedEnv arena("CPRR_CUDA_DEVICE_MIB", "16384");  // fits on GPU 1 only
-    ControllerConfig cc = cuda_config(0);
+    ControllerConfig cc = standby_config(0);
     cc.run.timeout_override_s = 30;  // a hang, if it comes, ends here
     Controller c(cc);
     const ExecutionResult r =
-        c.run(corpus_case("^healthy/all_reduce\\{count=1,dtype=f32\\}@2$", 2), Mode::fresh);
+        c.run(corpus_case_at("^healthy/all_reduce\\{count=1,dtype=f32\\}@2$", 2), Mode::fresh);
     EXPECT_EQ(r.status, ExecStatus::error) << r.summary;
     EXPECT_THAT(r.summary, HasSubstr("cannot allocate the 16384 MiB device arena on GPU 0"));
     EXPECT_THAT(r.note, HasSubstr("after rank 0 failed"));

@@ -12,17 +12,10 @@
 #include "recorder/engine/controller.h"
 #include "recorder/engine/plan.h"
 #include "runtime/backend.h"
+#include "tests/recorder/engine/engine_support.h"
 
 namespace cprr {
 namespace {
-
-CaseInstance fixture_case(const std::string& label) {
-  for (const CaseInstance& i : expand(fetch_catalog(CPRR_FIXTURE_WORKER_PATH), {})) {
-    if (i.label() == label) return i;
-  }
-  ADD_FAILURE() << "no fixture case " << label;
-  return {};
-}
 
 TEST(DescriptorsGpu, WhatACollectiveOpenedIsNotInheritedByALaterExec) {
   std::string why;
@@ -33,7 +26,7 @@ TEST(DescriptorsGpu, WhatACollectiveOpenedIsNotInheritedByALaterExec) {
   Controller c(config);
   for (const char* label : {"test/inheritable_descriptors{all_reduce=1}@1",
                             "test/inheritable_descriptors{all_reduce=1}@2"}) {
-    const CaseInstance inst = fixture_case(label);
+    const CaseInstance inst = engine_test::inst(engine_test::kFixture, label);
     for (int round = 0; round < 2; ++round) {
       const ExecutionResult r = c.run(inst, Mode::pool);
       EXPECT_EQ(r.status, ExecStatus::pass) << label << " round " << round << ": " << r.summary;

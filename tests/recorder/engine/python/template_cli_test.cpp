@@ -60,15 +60,6 @@ std::string described(const std::vector<Proc>& left) {
   return out;
 }
 
-template <class F>
-bool eventually(F done, int ms) {
-  for (int waited = 0; waited < ms; waited += 50) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return done();
-}
-
 TEST(TemplateCli, NothingOutlivesCprecordThatEnded) {
   CaseDir dir("cases");
   ChildProcess run = cprecord(dir.path(), "tmpl/all_reduce");

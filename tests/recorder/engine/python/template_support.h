@@ -6,10 +6,12 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "recorder/engine/controller.h"
@@ -114,6 +116,16 @@ inline std::vector<Proc> template_children() {
     if (p.ppid == ::getpid()) out.push_back(std::move(p));
   }
   return out;
+}
+
+/// Waits at most `ms` for `done` to hold, looking every 20 ms.
+template <class F>
+bool eventually(F done, int ms = 5000) {
+  for (int waited = 0; waited < ms; waited += 20) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return done();
 }
 
 /// This process's children that have ended and wait to be reaped.

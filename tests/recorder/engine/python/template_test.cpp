@@ -46,16 +46,6 @@ std::string stdout_of(const ExecutionResult& r) {
   return out;
 }
 
-// Waits at most `ms` for `done` to hold.
-template <class F>
-bool eventually(F done, int ms = 5000) {
-  for (int waited = 0; waited < ms; waited += 20) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return done();
-}
-
 TEST(TemplateWorld, RunsCasesWithTheOutputsAndStartOfASpawnedWorld) {
   CaseDir dir("cases");
   std::map<bool, std::map<std::string, uint64_t>> hashes;
