@@ -123,6 +123,7 @@ void expect_pooled_worlds_reused(const json& doc) {
   EXPECT_LT(pool_worlds.size() * 4, pooled) << pool_worlds.size() << " worlds for " << pooled;
 }
 
+// Run by ctest as `mpirun_corpus_matches_local`, which starts it early (tests/CMakeLists.txt).
 TEST_F(LauncherCli, CorpusThroughMpirunMatchesLocalAtW2AndW4InBothModes) {
   const json doc = expect_same_results_as_local(dir_, "--launcher mpirun");
   EXPECT_EQ(doc.at("launcher"), "mpirun");
