@@ -10,7 +10,7 @@
 #                                  [pysymmetric] [faults] [suites] [suitesbench] [suitesplugin]
 #                                  [startbench] [capture] [launches] [diagnose] [launchcost]
 #                                  [graphs] [launchdefault] [pystandby]
-#                                  [upstream_nccl] [upstream_gloo] [upstream_bases] [jobs]
+#                                  [upstream_nccl] [upstream_gloo] [upstream_bases] [jobs] [pyjobs]
 #                                  (default: tests corpus races symmetric trace bench; bench
 #                                  includes recording: every figure from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
@@ -507,6 +507,22 @@ for step in "${steps[@]}"; do
       timeout 250 python3 tools/bench/jobs_bench.py --cprecord "$b/tools/cprecord" \
         --jobs "${CPRR_BENCH_JOBS:-4}" --repeat 5 >"$out/jobs_bench.txt" 2>&1
       report "jobs_bench (cpu backend) rc=$?" "$(tail -n 5 "$out/jobs_bench.txt")"
+      ;;
+    pyjobs)
+      # The Python corpus's W=2 cases on cuda in both modes with --jobs 1 and --jobs as many as
+      # the GPUs allow: the wall time of each and every status and verdict compared.
+      python_module || continue
+      for n in 1 "$gpus"; do
+        start=$(date +%s%N)
+        timeout 280 "$b/tools/cprecord" --python corpus/python --backend cuda --mode both \
+          --jobs "$n" --json --filter '@2$' --db "$out/pyjobs_$n.db" >"$out/pyjobs_$n.json" \
+          2>"$out/pyjobs_$n.err"
+        rc=$?
+        report "$(printf 'python corpus W=2 cuda both modes --jobs %s: rc=%-3s %7d ms' "$n" $rc $((($(date +%s%N) - start) / 1000000)))"
+      done
+      python3 tools/device/same_statuses.py "$out/pyjobs_1.json" "$out/pyjobs_$gpus.json" \
+        >"$out/pyjobs_table.txt" 2>&1
+      report "$(tail -n 4 "$out/pyjobs_table.txt")"
       ;;
     launcher)
       # On cuda: the W=2 corpus in both modes with ranks started through a launcher (the
