@@ -1,5 +1,6 @@
 #pragma once
 // Running the CLIs from tests: a command line through the shell, its stdout and exit status.
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 
@@ -11,6 +12,13 @@ namespace cprr::test {
 /// The tools under test, as this build made them.
 inline const std::string kRecord = CPRR_CPRECORD_PATH;
 inline const std::string kReplay = CPRR_CPREPLAY_PATH;
+
+/// A new folder /tmp/`prefix`-XXXXXX; the test fails when it cannot be made.
+inline std::string temp_dir(const std::string& prefix) {
+  std::string t = "/tmp/" + prefix + "-XXXXXX";
+  EXPECT_NE(::mkdtemp(t.data()), nullptr) << t;
+  return t;
+}
 
 struct Cmd {
   int code = -1;

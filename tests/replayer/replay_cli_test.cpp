@@ -33,12 +33,6 @@ using test::run;
 
 Cmd run_stderr(const std::string& cmdline) { return run(cmdline, true); }
 
-std::string temp_dir() {
-  std::string t = "/tmp/cprr-cli-XXXXXX";
-  EXPECT_NE(::mkdtemp(t.data()), nullptr);
-  return t;
-}
-
 const std::string kFilter =
     "'^(bug|fixed)/(global_rng|config_mutation)|^healthy/noop@2|^healthy/"
     "all_reduce\\{count=1,dtype=i32\\}@2'";
@@ -47,7 +41,7 @@ const std::string kFilter =
 class ReplayCli : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string(temp_dir());
+    dir_ = new std::string(test::temp_dir("cprr-cli"));
     const Cmd r = run(kRecord + " --db " + db() + " --mode both --json --junit " + *dir_ +
                       "/run.xml --filter " + kFilter);
     code_ = r.code;
@@ -142,7 +136,7 @@ TEST_F(ReplayCli, ListShowsRunsAndCasesAndWhichDiffer) {
 // crashed execution's missing results are no fresh-vs-pooled divergence), every case gets the
 // same differential flag and expectation from both tools.
 TEST(ReplayCliAgreement, RecordAndListAgreeOnEveryCase) {
-  const std::string dir = temp_dir();
+  const std::string dir = test::temp_dir("cprr-cli");
   const std::string db = dir + "/agree.db";
   const Cmd rec =
       run(kRecord + " --db " + db +
@@ -169,7 +163,7 @@ TEST(ReplayCliAgreement, RecordAndListAgreeOnEveryCase) {
 }
 
 TEST_F(ReplayCli, BadInputsExitTwoWithAClearMessage) {
-  const std::string dir = temp_dir();
+  const std::string dir = test::temp_dir("cprr-cli");
   { std::ofstream(dir + "/text.db") << "this is not a database, just text\n"; }
   {
     Database d = Database::open(dir + "/newer.db", Database::Mode::read_write);
@@ -216,7 +210,7 @@ TEST_F(ReplayCli, AWorkerThatCannotRunIsAnInfrastructureErrorNotAVerdict) {
 // An `error` from a world that started (here a reset hook that throws) is the case's: the replay
 // runs and gives a verdict (reproduced, failing: exit 1), not an infrastructure error (2).
 TEST(ReplayCliCaseError, AnErrorInAStartedWorldGetsAVerdict) {
-  const std::string dir = temp_dir();
+  const std::string dir = test::temp_dir("cprr-cli");
   const std::string db = dir + "/error.db";
   const Cmd rec = run("CPRR_FIXTURE_RESET_THROWS=1 " + kRecord + " --db " + db + " --worker " +
                       CPRR_FIXTURE_WORKER_PATH + " --mode both --filter '^test/ok@2$'");
@@ -288,7 +282,7 @@ std::vector<std::string> world_dirs_of(pid_t recorder, const std::string& tmp) {
 }
 
 TEST(ReplayCliCrash, KilledRecorderLeavesCompletedExecutionsAndAnIncompleteRun) {
-  const std::string dir = temp_dir();
+  const std::string dir = test::temp_dir("cprr-cli");
   const std::string db = dir + "/killed.db";
   const std::string tmp = dir + "/tmp";
   const pid_t pid = start_recorder_into_the_stall(db, tmp);
@@ -323,7 +317,7 @@ TEST(ReplayCliCrash, KilledRecorderLeavesCompletedExecutionsAndAnIncompleteRun) 
 // Ctrl-C mid-run: the running case's ranks are killed, what ran is recorded and reported, the run
 // is finished with exit code 130 (and the process exits 130), and no world directory is left.
 TEST(ReplayCliCrash, InterruptedRecorderFinishesTheRunAndCleansUp) {
-  const std::string dir = temp_dir();
+  const std::string dir = test::temp_dir("cprr-cli");
   const std::string db = dir + "/interrupted.db";
   const std::string tmp = dir + "/tmp";
   const pid_t pid = start_recorder_into_the_stall(db, tmp, dir + "/out.json");
@@ -357,7 +351,7 @@ TEST(ReplayCliCrash, InterruptedRecorderFinishesTheRunAndCleansUp) {
 
 // Two recorders writing one database at the same time lose nothing.
 TEST(ReplayCliConcurrency, TwoRecordersShareOneDatabase) {
-  const std::string dir = temp_dir();
+  const std::string dir = test::temp_dir("cprr-cli");
   const std::string db = dir + "/shared.db";
   const std::string cmd =
       kRecord + " --db " + db + " --mode both --repeat 3 --filter '^healthy/noop@2$' > /dev/null";

@@ -32,17 +32,11 @@ const std::string kStandbyFilter =
     "'^(healthy/noop|bug/cp_maxlogit_race|bug/symmetric_address_order|bug/global_rng.*)@2$"
     "|^bug/uninitialized_read@4$|^healthy/noop@4$'";
 
-std::string standby_dir() {
-  std::string t = "/tmp/cprr-standby-XXXXXX";
-  EXPECT_NE(::mkdtemp(t.data()), nullptr);
-  return t;
-}
-
 // One recorded run per mode, shared by the suite.
 class StandbyReplay : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string(standby_dir());
+    dir_ = new std::string(test::temp_dir("cprr-standby"));
     for (const char* mode : {"both", "fresh"}) {
       const Cmd r = run(std::string(CPRR_CPRECORD_PATH) + " --db " + db(mode) + " --mode " + mode +
                         " --json --filter " + kStandbyFilter);

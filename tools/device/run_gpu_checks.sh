@@ -65,6 +65,24 @@ pyrun() {
 }
 
 # The _cprr module for the Python there (build_python.sh), once per run; says why when it fails.
+# jobs_side_by_side NAME WHAT ARGS...: cprecord ARGS on cuda in both modes with --jobs 1 and with
+# --jobs as many as the GPUs allow ($out/NAME_<n>.{db,json,err}), each one's wall time reported,
+# then every case's status and verdict compared ($out/NAME_table.txt).
+jobs_side_by_side() {
+  local name=$1 what=$2 n start rc
+  shift 2
+  for n in 1 "$gpus"; do
+    start=$(date +%s%N)
+    timeout 280 "$b/tools/cprecord" --backend cuda --mode both --jobs "$n" --json \
+      --db "$out/${name}_$n.db" "$@" >"$out/${name}_$n.json" 2>"$out/${name}_$n.err"
+    rc=$?
+    report "$(printf '%s W=2 cuda both modes --jobs %s: rc=%-3s %7d ms' "$what" "$n" $rc $((($(date +%s%N) - start) / 1000000)))"
+  done
+  python3 tools/device/same_statuses.py "$out/${name}_1.json" "$out/${name}_$gpus.json" \
+    >"$out/${name}_table.txt" 2>&1
+  report "$(tail -n 3 "$out/${name}_table.txt")"
+}
+
 python_module() {
   [ -n "${python_built:-}" ] && return 0
   if ! tools/device/build_python.sh >"$out/build_python.log" 2>&1; then
@@ -482,16 +500,8 @@ for step in "${steps[@]}"; do
       "$b/tools/cprecord" --backend cuda --jobs $((gpus + 1)) --db "$out/jobs_refused.db" \
         "${short[@]}" >/dev/null 2>"$out/jobs_refused.err"
       report "--jobs $((gpus + 1)) on $gpus GPU(s): rc=$? $(tail -n 1 "$out/jobs_refused.err")"
-      for n in 1 "$gpus"; do
-        start=$(date +%s%N)
-        timeout 250 "$b/tools/cprecord" --backend cuda --mode both --jobs "$n" --json \
-          --db "$out/jobs_$n.db" "${short[@]}" >"$out/jobs_$n.json" 2>"$out/jobs_$n.err"
-        rc=$?
-        report "$(printf 'cuda corpus W=2 both modes --jobs %s: rc=%-3s %7d ms' "$n" $rc $((($(date +%s%N) - start) / 1000000)))"
-      done
-      python3 tools/device/same_statuses.py "$out/jobs_1.json" "$out/jobs_$gpus.json" >"$out/jobs_table.txt" 2>&1
-      report "$(tail -n 3 "$out/jobs_table.txt")" \
-        "devices recorded: $(python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("select group_concat(distinct devices) from execution").fetchone()[0])' "$out/jobs_$gpus.db" 2>&1)"
+      jobs_side_by_side jobs "C++ corpus" "${short[@]}"
+      report "devices recorded: $(python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("select group_concat(distinct devices) from execution").fetchone()[0])' "$out/jobs_$gpus.db" 2>&1)"
       for i in 1 2; do
         "$b/tools/cprecord" --backend cuda --mode both --shard $i/2 --db "$out/shard_$i.db" \
           "${short[@]}" >/dev/null 2>"$out/shard_$i.err"
@@ -512,17 +522,7 @@ for step in "${steps[@]}"; do
       # The Python corpus's W=2 cases on cuda in both modes with --jobs 1 and --jobs as many as
       # the GPUs allow: the wall time of each and every status and verdict compared.
       python_module || continue
-      for n in 1 "$gpus"; do
-        start=$(date +%s%N)
-        timeout 280 "$b/tools/cprecord" --python corpus/python --backend cuda --mode both \
-          --jobs "$n" --json --filter '@2$' --db "$out/pyjobs_$n.db" >"$out/pyjobs_$n.json" \
-          2>"$out/pyjobs_$n.err"
-        rc=$?
-        report "$(printf 'python corpus W=2 cuda both modes --jobs %s: rc=%-3s %7d ms' "$n" $rc $((($(date +%s%N) - start) / 1000000)))"
-      done
-      python3 tools/device/same_statuses.py "$out/pyjobs_1.json" "$out/pyjobs_$gpus.json" \
-        >"$out/pyjobs_table.txt" 2>&1
-      report "$(tail -n 4 "$out/pyjobs_table.txt")"
+      jobs_side_by_side pyjobs "Python corpus" --python corpus/python --filter '@2$'
       ;;
     launcher)
       # On cuda: the W=2 corpus in both modes with ranks started through a launcher (the
