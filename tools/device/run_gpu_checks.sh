@@ -182,11 +182,20 @@ for step in "${steps[@]}"; do
       # CPRR_UPSTREAM_TESTS="Class.test ..." runs those tests only and keeps the database.
       [ -n "${CPRR_UPSTREAM_TESTS:-}" ] && read -ra picked <<<"$CPRR_UPSTREAM_TESTS" &&
         uargs+=(--tests "${picked[@]}" --db "$out/$step.db")
+      # CPRR_UPSTREAM_SAMPLE=1: every Python process sampled (tools/device/stack_sampler), and
+      # where cprr's processes spent their time written to $step.samples.txt.
+      samples=""
+      if [ -n "${CPRR_UPSTREAM_SAMPLE:-}" ]; then
+        samples=$(mktemp -d)
+        uenv+=(CPRR_SAMPLE_DIR="$samples" PYTHONPATH="$PWD/tools/device/stack_sampler:$b/python:$PWD/tests/python/stand_ins")
+      fi
       # --serial: each harness's time per test its own, and the GPUs one harness's at a time.
       timeout 570 "${uenv[@]}" python3 tests/python/upstream/compare_harness.py --serial \
         --cprecord "$b/tools/cprecord" --file "$ufile" --known docs/UPSTREAM.md \
         --json "$out/$step.json" "${uargs[@]}" >"$out/$step.txt" 2>&1
       report "$step rc=$?" "$(grep -v ' yes$' "$out/$step.txt" | tail -n 14)"
+      [ -n "$samples" ] && python3 tools/device/stack_report.py "$samples" --argv cprr --top 60 \
+        >"$out/$step.samples.txt" 2>&1
       ;;
     suitesbench)
       # The suites benchmark on cuda: each suite through its own harness against cprecord.

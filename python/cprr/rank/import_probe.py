@@ -5,6 +5,13 @@ unusable (cprr.rank.template refuses to fork then). Such a file is imported by e
 fork instead, with torchrun's variables of that rank set; every other file stays in the template,
 imported once per run.
 
+A file whose cases are all of PyTorch's multi-process TestCase family (cprr.suites.testcase) is
+the exception to the rank's variables: its harness imports it in a parent and in children that
+inherit the parent's environment, so what it reads of them at import (torch's DistributedTest:
+WORLD_SIZE in its decorators) is the user's value in every process, never a rank's. The template
+imports such a file with that environment, as the harness would, unless CUDA or a thread keeps it
+in the ranks.
+
 Found per file, by importing it first in a forked child of the template (``why_in_rank``), which
 reports what the import did and exits: the template itself is never touched by it. The cost is
 the file's own import once more per run (torch is imported already).
@@ -16,7 +23,9 @@ import os
 import sys
 import threading
 
+from cprr.api import case as _case
 from cprr.distributed import shim as _shim
+from cprr.suites import testcase as _suites
 
 # A template serves worlds of every size as every rank: what it read of these would be wrong in
 # most ranks. MASTER_ADDR and MASTER_PORT are the same in every world of a job
@@ -46,12 +55,14 @@ def _what_import_does(import_target, target):
 
     environ_class.__getitem__ = spy  # this child exits after the import: nothing to restore
     os.environ.update(_shim.environment(0, 1))
+    before = len(_case.registered_cases())
     try:
         import_target(target)
     except BaseException:
         pass
+    added = _case.registered_cases()[before:]
     reasons = []
-    if read:
+    if read and not (added and all(_suites.from_suite(d) for d in added)):
         reasons.append(f"reads {', '.join(sorted(read))}")
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():

@@ -127,6 +127,13 @@ def _skip_marked(cls, method):
             raise unittest.SkipTest(getattr(marked, "__unittest_skip_why__", "") or "skipped")
 
 
+def from_suite(definition):
+    """Whether a case is a test of this family (its body knows its class: ``suite_class``). Its
+    harness imports the test's file in a parent and in children that inherit the parent's
+    environment, the user's: never with a rank's torchrun variables."""
+    return getattr(definition.body, "suite_class", None) is not None
+
+
 def _process_test(cls, method):
     """A MultiProcessTestCase method as its harness runs it: the parent side's set-up (rank 0's
     helper), then in each rank the child entry it started (cprr.suites.harness_parent)."""
@@ -137,6 +144,7 @@ def _process_test(cls, method):
         _harness_parent.run_child(spawn, cls, ctx.rank, ctx.world_size)
 
     body.needs_harness_parent = True
+    body.suite_class = cls
     return body
 
 
@@ -170,6 +178,7 @@ def _continuous_test(cls, method):
             raise unittest.SkipTest(skipped)
         cls._run_test_given_id(f"{cls.__module__}.{cls.__qualname__}.{method}")
 
+    body.suite_class = cls
     return body
 
 
@@ -213,6 +222,7 @@ def _skipping(reason):
         def body(ctx):
             raise unittest.SkipTest(reason)
 
+        body.suite_class = cls
         return body
 
     return make

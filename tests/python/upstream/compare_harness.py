@@ -9,7 +9,8 @@ them under their own harness (own_harness.py: unittest in one process, the harne
 there) and through ``cprecord --python SUITE.py --mode both``, and compares each test's outcome
 (pass, skip or fail) with cprr's in each mode. A finding of cprr's (a race, an uninitialized
 read, a mismatch, fresh and pooled differing) on a test its own harness passes is a
-disagreement too. Prints one row per test, then the time per test of each, last. --tests
+disagreement too. Prints one row per test (with cprr's seconds in each mode), then the time per
+test of each, last. --tests
 names the tests instead (a defect's few, to look at again); --db keeps cprecord's database
 for cpreplay and the op log. The two harnesses run side by side; --serial runs them one after
 the other, for times each harness's alone.
@@ -124,22 +125,24 @@ def _finding(case):
 
 
 def rows_of(tests, own, report):
-    """One row per test: (test, own, fresh, pool, finding, why cprr failed)."""
+    """One row per test: (test, own, fresh, pool, finding, why cprr failed, fresh s, pooled s)."""
     by_name = {c["name"]: c for c in report["cases"]}
     rows = []
     for test in tests:
-        case = by_name.get(test)
-        statuses = {e["mode"]: e["status"] for e in (case or {}).get("executions", [])}
-        errors = [r.get("error", "") for e in (case or {}).get("executions", [])
+        executions = (by_name.get(test) or {}).get("executions", [])
+        statuses = {e["mode"]: e["status"] for e in executions}
+        seconds = {e["mode"]: (e.get("wall_ms") or 0.0) / 1000.0 for e in executions}
+        errors = [r.get("error", "") for e in executions
                   for r in e.get("ranks", []) if r.get("outcome") == "fail"]
         rows.append((test, own.get(test, "missing"), statuses.get("fresh", "missing"),
-                     statuses.get("pool", "missing"), _finding(case or {}),
-                     (errors[0].strip().splitlines() or [""])[-1] if errors else ""))
+                     statuses.get("pool", "missing"), _finding(by_name.get(test) or {}),
+                     (errors[0].strip().splitlines() or [""])[-1] if errors else "",
+                     seconds.get("fresh", 0.0), seconds.get("pool", 0.0)))
     return rows
 
 
 def disagrees(row):
-    test, own, fresh, pool, finding, _ = row
+    test, own, fresh, pool, finding = row[:5]
     return fresh != own or pool != own or (own == "pass" and bool(finding))
 
 
@@ -173,13 +176,14 @@ def main(argv):
         report, cprr_s = cprr_future.result()
     rows = rows_of(tests, own, report)
     known = known_differences(args.known)
-    print(f"{'test':<72} {'own':<5} {'fresh':<5} {'pool':<5} agree")
+    print(f"{'test':<72} {'own':<5} {'fresh':<5} {'pool':<5} {'fresh s':>7} {'pool s':>6} agree")
     unexplained = []
     for row in rows:
         agree = not disagrees(row)
         note = "" if agree else (f"known: {known[row[0]]}" if row[0] in known else
                                  f"NO {row[4]} {row[5]}".rstrip())
-        print(f"{row[0]:<72} {row[1]:<5} {row[2]:<5} {row[3]:<5} {'yes' if agree else note}")
+        print(f"{row[0]:<72} {row[1]:<5} {row[2]:<5} {row[3]:<5} {row[6]:7.2f} {row[7]:6.2f} "
+              f"{'yes' if agree else note}")
         if not agree and row[0] not in known:
             unexplained.append(row[0])
     wall = {e["mode"]: 0.0 for c in report["cases"] for e in c["executions"]}
