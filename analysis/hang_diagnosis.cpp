@@ -35,8 +35,7 @@ Progress progress_of(const RankReport& rep) {
     p.wrapped = p.log.size() + 1 >= kFlightSlots;
     // Without a flight record, the watchdog's last call stands in when it is the world's (its
     // words name a group or a peer otherwise, numbered apart).
-    if (p.log.empty() && w.entered_seq >= 0 &&
-        w.entered_kind.find(' ') == std::string::npos) {
+    if (p.log.empty() && w.entered_seq >= 0 && w.entered_kind.find(' ') == std::string::npos) {
       p.log.push_back(
           CollectiveRecord{.seq = static_cast<uint64_t>(w.entered_seq), .kind = w.entered_kind});
     }
@@ -67,10 +66,14 @@ std::string last_phrase(const Progress& p) {
 using Logs = std::vector<const std::vector<CollectiveRecord>*>;
 
 // Per group: the highest collective any rank that answered entered, and the members that never
-// joined it.
+// joined it. A group one of whose members finished the case without joining comes first: that
+// member never will, while one still in its body may only be late (a loaded host's deadline can
+// find a rank that has not reached its first call yet).
 void never_joined(const std::vector<Progress>& ps, const Logs& logs,
                   const std::vector<const std::vector<GroupRecord>*>& groups,
                   std::vector<std::string>& parts) {
+  std::vector<std::string> finished_behind;
+  std::vector<std::string> late;
   std::map<CallChannel, std::pair<int, const CollectiveRecord*>> top;  // -> (rank, call)
   for (int r = 0; r < static_cast<int>(ps.size()); ++r) {
     if (!ps[r].known) continue;
@@ -90,10 +93,15 @@ void never_joined(const std::vector<Progress>& ps, const Logs& logs,
     }
     if (behind.empty()) continue;
     const std::string where = group == 0 ? "" : group_phrase(group, groups, c.members) + ": ";
-    parts.push_back(fmt::format("{}{} never joined collective #{} ({}){}", where,
-                                ranks_phrase(behind), c.seq, c.kind,
-                                c.where.empty() ? "" : " at " + c.where));
+    const bool finished =
+        std::any_of(behind.begin(), behind.end(), [&](int m) { return ps[m].done; });
+    (finished ? finished_behind : late)
+        .push_back(fmt::format("{}{} never joined collective #{} ({}){}", where,
+                               ranks_phrase(behind), c.seq, c.kind,
+                               c.where.empty() ? "" : " at " + c.where));
   }
+  parts.insert(parts.end(), finished_behind.begin(), finished_behind.end());
+  parts.insert(parts.end(), late.begin(), late.end());
 }
 
 // A rank blocked in a send or recv whose other end never made its side: the first such call of

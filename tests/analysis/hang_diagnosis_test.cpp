@@ -40,6 +40,20 @@ TEST(DiagnoseHang, AFinishedRankCountsTheLastCollectiveOfItsLog) {
   EXPECT_THAT(d, HasSubstr("rank 0: finished the case, last collective #1"));
 }
 
+// Two groups with a member behind: rank 1 waits in group 2 for rank 3, which finished without
+// joining; rank 0 has not reached group 1's call yet (a late rank on a loaded host), which rank
+// 1 entered. The finished rank is named first, though its group's number is higher.
+TEST(DiagnoseHang, AMemberThatFinishedWithoutJoiningIsNamedBeforeOneThatIsLate) {
+  const CollectiveRecord tp{.seq = 0, .kind = "all_reduce", .group = 1, .members = 0b0011};
+  const CollectiveRecord dp{.seq = 0, .kind = "all_reduce", .group = 2, .members = 0b1010};
+  RankReport late = waiting("body", -1, "", -1);
+  RankReport in_dp = waiting("body", -1, "", -1);
+  in_dp.entered = {tp, dp};
+  const std::string d = diagnose_hang({late, in_dp, passed(), passed()});
+  EXPECT_THAT(d, StartsWith("hang: group 2 (ranks 1,3): rank 3 never joined collective #0 "
+                            "(all_reduce); group 1 (ranks 0,1): rank 0 never joined"));
+}
+
 TEST(DiagnoseHang, ARankWithoutAWatchdogAnswerIsNamedAsSilentNotAsNeverJoined) {
   const std::string d = diagnose_hang(
       {waiting("body", 2, "all_reduce", 1), silent(), waiting("body", 2, "all_reduce", 1)});
