@@ -11,6 +11,7 @@
 #                                  [startbench] [capture] [launches] [diagnose] [launchcost]
 #                                  [graphs] [launchdefault] [pystandby]
 #                                  [upstream_nccl] [upstream_gloo] [upstream_bases] [jobs] [pyjobs]
+#                                  [ddp]
 #                                  (default: tests corpus races symmetric trace bench; bench
 #                                  includes recording: every figure from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
@@ -196,6 +197,19 @@ for step in "${steps[@]}"; do
       report "$step rc=$?" "$(grep -v ' yes$' "$out/$step.txt" | tail -n 14)"
       [ -n "$samples" ] && python3 tools/device/stack_report.py "$samples" --argv cprr --top 60 \
         >"$out/$step.samples.txt" 2>&1
+      ;;
+    ddp)
+      # torch's DistributedDataParallel under the op capture (tools/device/diag_cases/test_ddp.py,
+      # correct cases): each case's status and cprr's finding, if any, in both modes.
+      python_module || continue
+      PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$b/python" timeout 300 "$b/tools/cprecord" \
+        --python tools/device/diag_cases/test_ddp.py --backend cuda --mode both --json \
+        --db "$out/ddp.db" >"$out/ddp.json" 2>"$out/ddp.err"
+      report "ddp rc=$?" "$(python3 -c '
+import json, sys
+for c in json.load(open(sys.argv[1]))["cases"]:
+    f = c.get("uninitialized_read") or c.get("race") or {}
+    print(c["label"], c["status"], c.get("verdict"), (f.get("detail") or "")[:300])' "$out/ddp.json")"
       ;;
     suitesbench)
       # The suites benchmark on cuda: each suite through its own harness against cprecord.
