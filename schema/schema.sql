@@ -100,7 +100,7 @@ CREATE TABLE execution (
   world_id      INTEGER NOT NULL,  -- world that ran it within the run (0: none started)
   pool_position INTEGER NOT NULL,  -- 1-based position among the executions of that world
   attempt       INTEGER NOT NULL,  -- 1-based repeat number (--repeat)
-  status        TEXT NOT NULL,     -- pass | fail | crash | hang | error
+  status        TEXT NOT NULL,     -- pass | fail | crash | hang | error | skip
   as_expected   INTEGER NOT NULL,  -- 1 when status meets test_case.expect
   summary       TEXT NOT NULL,     -- one line: what went wrong and where
   started_at    TEXT NOT NULL,
