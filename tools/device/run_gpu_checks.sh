@@ -165,12 +165,14 @@ for step in "${steps[@]}"; do
       # when GPUs are fewer than ranks); then the other bases torch 2.x ships. Every K-th test:
       # CPRR_UPSTREAM_EVERY (default 14 with NCCL, 7 on gloo).
       python_module || continue
+      # CPRR_UPSTREAM_WORLD: the world size (default 2; 4 on a -x4, 1 on one GPU with NCCL).
+      world=${CPRR_UPSTREAM_WORLD:-2}
       uenv=(env PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$b/python:$PWD/tests/python/stand_ins"
-        WORLD_SIZE=2)
+        WORLD_SIZE="$world")
       ufile=tests/python/upstream/dist_backend_spawn.py
       case $step in
         upstream_nccl)
-          [ "$gpus" -ge 2 ] || { report "upstream_nccl: needs 2 GPUs, this machine has $gpus"; continue; }
+          [ "$gpus" -ge "$world" ] || { report "upstream_nccl: needs $world GPUs, this machine has $gpus"; continue; }
           uenv+=(BACKEND=nccl); uargs=(--backend cuda --every "${CPRR_UPSTREAM_EVERY:-14}") ;;
         upstream_gloo)
           uenv+=(BACKEND=gloo CUDA_VISIBLE_DEVICES=); uargs=(--backend cpu --every "${CPRR_UPSTREAM_EVERY:-7}") ;;
