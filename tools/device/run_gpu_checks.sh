@@ -167,8 +167,8 @@ for step in "${steps[@]}"; do
       python_module || continue
       # CPRR_UPSTREAM_WORLD: the world size (default 2; 4 on a -x4, 1 on one GPU with NCCL).
       world=${CPRR_UPSTREAM_WORLD:-2}
-      uenv=(env PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$b/python:$PWD/tests/python/stand_ins"
-        WORLD_SIZE="$world")
+      upath="$b/python:$PWD/tests/python/stand_ins"
+      uenv=(env PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$upath" WORLD_SIZE="$world")
       ufile=tests/python/upstream/dist_backend_spawn.py
       case $step in
         upstream_nccl)
@@ -190,7 +190,7 @@ for step in "${steps[@]}"; do
       samples=""
       if [ -n "${CPRR_UPSTREAM_SAMPLE:-}" ]; then
         samples=$(mktemp -d)
-        uenv+=(CPRR_SAMPLE_DIR="$samples" PYTHONPATH="$PWD/tools/device/stack_sampler:$b/python:$PWD/tests/python/stand_ins")
+        uenv+=(CPRR_SAMPLE_DIR="$samples" PYTHONPATH="$PWD/tools/device/stack_sampler:$upath")
       fi
       # --serial: each harness's time per test its own, and the GPUs one harness's at a time.
       timeout 570 "${uenv[@]}" python3 tests/python/upstream/compare_harness.py --serial \

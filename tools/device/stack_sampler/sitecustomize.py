@@ -4,7 +4,7 @@ killed, not ended; forked children lose their parent's threads).
 
 Put this folder first on PYTHONPATH and set CPRR_SAMPLE_DIR: each process (and each process
 forked from one) samples its main thread's stack every CPRR_SAMPLE_MS (default 2) ms and rewrites
-DIR/<pid>.json every second with, per frame (file:function), the samples whose stack held it
+DIR/<pid>.json every second (a process that lives less than that leaves none) with, per frame (file:function), the samples whose stack held it
 (inclusive) and those where it was the innermost Python frame (own). tools/device/stack_report.py
 adds the files up. Samples of a thread waiting in C (a collective, a sleep) count for the Python
 frame that called it.
@@ -24,12 +24,12 @@ def _key(frame):
     return f"{os.path.basename(code.co_filename)}:{code.co_name}"
 
 
-def _sample(target_ident, period, stop):
+def _sample(target_ident, period):
     inclusive, own = {}, {}
     path = os.path.join(_DIR, f"{os.getpid()}.json")
     last_write = time.monotonic()
     total = 0
-    while not stop.is_set():
+    while True:
         time.sleep(period)
         frame = _ALL_FRAMES().get(target_ident)
         if frame is None:
@@ -64,8 +64,7 @@ def _frames_but_samplers():
 
 def _start():
     period = float(os.environ.get("CPRR_SAMPLE_MS", "2")) / 1000.0
-    stop = threading.Event()
-    t = threading.Thread(target=_sample, args=(threading.get_ident(), period, stop),
+    t = threading.Thread(target=_sample, args=(threading.get_ident(), period),
                          name="cprr-stack-sampler", daemon=True)
     t.start()
     _SAMPLERS.clear()  # a forked child's: its parent's sampler thread is gone
