@@ -47,6 +47,7 @@ for _name in (
         "test_on_the_cpu_backend_every_op_is_on_stream_0",
         "test_on_a_device_backend_cpu_tensors_are_the_hosts",
         "test_a_freed_address_made_anew_is_another_buffer",
+        "test_host_memory_an_async_call_used_is_reused_after_the_call",
         "test_note_logs_the_tensors_it_touches_on_their_stream",
         "test_note_ignores_empty_tensors",
         "test_adopt_logs_ops_against_the_given_allocation",

@@ -390,12 +390,45 @@ def test_with_cprrs_allocator_frees_are_logged_at_the_next_op_and_at_the_end():
     assert native.freed == [(7, 0), (8, 1)]
 
 
-def test_used_by_adds_a_use_only_for_other_streams_of_cuda_tensors():
+def test_used_by_adds_a_use_only_for_other_streams_host_memory_included():
     native, capture = make(device_backend=True)
     with capture:
         cpu = torch.ones(4)
-    capture.used_by([cpu], 3)  # CPU memory: the host allocator, no stream uses
+    capture.used_by([cpu], capture.host)  # the host's own: no use
     assert all(not t.uses for t in capture.tensors.values())
+    capture.used_by([cpu], 3)  # an async call's Work holds host memory until the call is done
+    assert capture.tensors.get(key_of(cpu)).uses == {3}
+
+
+def test_host_memory_an_async_call_used_is_reused_after_the_call():
+    """An async call's Work holds its host tensors until the call is done, so their memory comes
+    back only after it: a tensor made at that address waits for the call's stream, and its write
+    is logged after that wait, not by the op logged before its address was known."""
+    native, capture = make()
+    for _ in range(200):
+        start = len(native.log)
+        with capture:
+            t = torch.ones(1024)
+            stream = capture.streams.new_stream()  # as cprr.distributed.work.issue's
+            capture.used_by([t], stream)
+            address = t.data_ptr()
+            del t
+            z = torch.zeros(1024)
+            if z.data_ptr() != address:
+                continue
+            steps = [(o["kind"], o["stream"], o["event"]) for o in native.log]
+            (zeros,) = [i for i, o in enumerate(native.log)
+                        if i >= start and o["name"].startswith("aten.zeros")
+                        and "memory reused" not in o["name"]]
+            record, wait, write = steps[zeros + 1:zeros + 4]
+            assert record[:2] == ("record", stream) and wait == ("wait", 0, record[2]), steps
+            assert native.log[zeros]["writes"] == [], native.log[zeros]  # before the wait
+            assert write[:2] == ("host", 0), steps
+            assert native.log[zeros + 3]["writes"] == [(buffer_of(native, z), 0, 1024 * F32)]
+            z.add_(1.0)  # the uses were waited for once: nothing more to wait for
+            assert [o["kind"] for o in native.log[zeros + 4:]] == ["kernel"], steps  # add_ alone
+            return
+    pytest.skip("the allocator never gave a freed tensor's address to the next one")
 
 
 # ---- calls outside aten ---------------------------------------------------------------------

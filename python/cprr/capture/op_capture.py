@@ -221,6 +221,8 @@ class OpCapture(_graphs.GraphCalls, TorchDispatchMode):
         if t.numel() == 0 or t.device.type not in ("cpu", "cuda"):
             return
         key = key_of(t)
+        if not t.is_cuda:
+            self.tensors.host_reused(key)
         self.tensors.forget(key)
         what, size = f"torch.tensor{tuple(t.shape)} at {caller()}", storage_bytes(t)
         if t.is_cuda:
@@ -239,12 +241,15 @@ class OpCapture(_graphs.GraphCalls, TorchDispatchMode):
         stream, handle = runs_on
         for t, key in _op_schema.made(plan, result, inputs):
             written_by = -1 if plan.name in _op_schema.EMPTY else seq
-            # Pinned memory handed out again, only after the copies that used it: written after
-            # those waits, not by the op logged before them.
-            if stream < 0 and self._order.pinned_reused(key) and written_by >= 0:
+            # Host memory handed out again only after the async calls that held it (the op
+            # was logged before its result's address was known), or pinned memory only after
+            # the copies that used it: written after those waits, not by the op logged before.
+            held = not t.is_cuda and self.tensors.host_reused(key) and stream == self.host
+            pinned = stream < 0 and self._order.pinned_reused(key)
+            if (held or pinned) and written_by >= 0:
                 written_by = self._native.library_op(
-                    "host", f"aten.{plan.name} at {where} (writes the memory reused)", -1, 0, [],
-                    [])[0]
+                    "host", f"aten.{plan.name} at {where} (writes the memory reused)", self.host,
+                    0, [], [])[0]
             self.tensors.track_made(t, key, f"torch.{plan.name}{tuple(t.shape)} at {where}",
                                     handle, written_by, stream)
 

@@ -178,11 +178,24 @@ class TensorTable:
                                               storage_bytes(tensor))
 
     def used_by(self, tensors, stream):
-        """`stream` uses these tensors as record_stream would say (an async collective's)."""
+        """`stream` uses these tensors as record_stream would say (an async collective's). A host
+        tensor's memory is held by the call's Work until the call is done, so it too comes back
+        only after its uses (host_reused)."""
         for t in tensors:
-            entry = self._entries.get(key_of(t)) if t.is_cuda else None
+            entry = self._entries.get(key_of(t))
             if entry is not None:
                 entry.used_on(stream)
+
+    def host_reused(self, key):
+        """Host memory tracked at `key` is handed out again (its free is not seen): the async
+        calls that used it held it until done (used_by), so the reuse comes after them: logged
+        now, before what the new tensor's maker writes. Returns whether it logged a wait."""
+        entry = self._entries.get(key)
+        if entry is None or not entry.uses:
+            return False
+        self._order.reuse_after_uses(entry)
+        entry.uses.clear()
+        return True
 
     def forget(self, key, reused=False):
         """The memory at `key` went back to its allocator: its entry (and its symmetric mark) are

@@ -20,6 +20,7 @@ from cprr.distributed import fingerprint as _fingerprint
 from cprr.distributed import groups as _groups
 from cprr.distributed import shim as _shim
 from cprr.distributed import staging as _staging
+from cprr.distributed import torch_helpers as _torch_helpers
 from cprr.distributed import work as _work
 
 
@@ -51,12 +52,14 @@ def _recv_from_any(name, bound, call, native, where):
     result = _work.issue(name, bound, call, native, lambda stream: None)
     if name == "recv":
         numbered(result)  # torch returns the sender, a rank of the world
-    elif isinstance(result, _work.Work):
+    elif result is not None:
         def done(work):
+            if _running.current() is not native:  # waited for after its case ended
+                return
             source = getattr(work, "_source_rank", None)
             numbered(_groups.global_rank(group, source()) if source is not None else None)
 
-        result.when_done = done
+        _work.on_done(result, done)
     return result
 
 
@@ -216,3 +219,5 @@ def install():
     # A suite's own set-up of the default group (cprr.distributed.shim).
     _replace(c10d, "init_process_group", _shim.wrap_init)
     _replace(c10d, "destroy_process_group", _shim.wrap_destroy)
+    # torch's C++ helpers that call a group themselves (DDP's construction).
+    _torch_helpers.install()

@@ -19,6 +19,7 @@ import torch.distributed as dist
 
 from cprr.api import running as _running
 from cprr.distributed import process_group as _process_group
+from cprr.distributed import work as _work
 
 
 def _own():
@@ -61,32 +62,13 @@ def copy_in(host, target):
         target.copy_(host)
 
 
-class StagedWork:
-    """An irecv's (or a batch's) Work whose received host tensors are copied to their CUDA
-    targets once it is known done: at wait(), or when is_completed() first says True."""
-
-    def __init__(self, work, pairs):
-        self._work = work
-        self._pairs = list(pairs)  # (host, target)
-
-    def _copy_in(self):
-        pairs, self._pairs = self._pairs, []
-        for host, target in pairs:
-            copy_in(host, target)
-
-    def wait(self, *args, **kwargs):
-        result = self._work.wait(*args, **kwargs)
-        self._copy_in()
-        return result
-
-    def is_completed(self):
-        done = self._work.is_completed()
-        if done:
-            self._copy_in()
-        return done
-
-    def __getattr__(self, attr):
-        return getattr(self._work, attr)
+def _copy_in_when_done(work, pairs):
+    """An irecv's (or a batch's) Work: its received host tensors are copied to their CUDA
+    targets once it is known done (cprr.distributed.work.on_done). The case gets torch's Work."""
+    pairs = list(pairs)  # (host, target)
+    if pairs:
+        _work.on_done(work, lambda _: [copy_in(host, target) for host, target in pairs])
+    return work
 
 
 def message(name, original, signature, args, kwargs):
@@ -105,7 +87,7 @@ def message(name, original, signature, args, kwargs):
         if name == "recv":
             copy_in(host, target)
             return result
-        return StagedWork(result, [(host, target)]) if result is not None else result
+        return _copy_in_when_done(result, [(host, target)]) if result is not None else result
 
     return call
 
@@ -133,9 +115,9 @@ def batch(original, ops, staged, args, kwargs):
             return works
         works = list(works)
         if len(works) == len(ops):
-            return [StagedWork(w, [pair] if pair else []) for w, pair in zip(works, pairs)]
+            return [_copy_in_when_done(w, [pair] if pair else []) for w, pair in zip(works, pairs)]
         last = [p for p in pairs if p]
-        return [StagedWork(w, last if i == len(works) - 1 else [])
+        return [_copy_in_when_done(w, last if i == len(works) - 1 else [])
                 for i, w in enumerate(works)]
 
     return call

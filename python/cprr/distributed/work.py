@@ -4,6 +4,7 @@ ordering after it, and a call that raises distrusting the world's transport.
 """
 
 import contextlib
+import weakref
 
 from cprr.api import running as _running
 from cprr.capture.op_schema import device_of
@@ -23,55 +24,138 @@ def distrusted_on_raise(native, name):
         raise
 
 
-class Work:
-    """The Work of an async call: its wait() is where the case's stream (the host, for CPU
-    tensors) is ordered after the call, so that is logged; everything else is the Work's."""
+# torch's Work of each async call of a case (and of each staged message) -> what cprr does once
+# the case knows it done (_Entry). The case is handed torch's own Work, not a wrapper: torch's C++
+# takes it back (DDP's join hands Join's all_reduce Work to its reducer), and isinstance(w,
+# dist.Work) holds. What cprr does is hooked into the Work's class (its wait and is_completed,
+# _patch), for the Works in this table alone.
+_TRACKED = weakref.WeakKeyDictionary()
 
-    def __init__(self, work, capture, name, event, device, waited=False):
-        self._work = work
-        self._capture = capture
-        self._name = name
-        self._event = event
-        self._device = device
+
+class _Entry:
+    """What waiting for one Work means to cprr: the ordering it logs (`capture`, `name`, `event`:
+    the call's done event, `device`), whether a replay's sync already waited for it (`waited`),
+    and what runs once it is known done (`callbacks`: a staged message's copy-in, a recv from
+    any source's numbering)."""
+
+    def __init__(self):
+        self.capture = None
+        self.name = self.event = self.device = None
         # A replay's sync after the call waited for it already (_complete_now). Not again: a Gloo
         # send's Work waits for one more send at each wait(), which never comes.
-        self._waited = waited
-        self.when_done = None  # called once with the torch Work when it is known done
+        self.waited = False
+        self.callbacks = []
 
-    def _wait_once(self, *args, **kwargs):
-        if self._waited:
-            return True  # what torch's wait() returns
-        return self._work.wait(*args, **kwargs)
+    def done(self, work):
+        """The Work is known done: its callbacks run, once."""
+        callbacks, self.callbacks = self.callbacks, []
+        for callback in callbacks:
+            callback(work)
 
-    def _done(self):
-        if self.when_done is not None:
-            when_done, self.when_done = self.when_done, None
-            when_done(self._work)
-
-    def wait(self, *args, **kwargs):
+    def wait(self, work, original, args, kwargs):
         c = _running.capture()
-        if c is not self._capture:  # waited for after its case ended: nothing to order
-            return self._wait_once(*args, **kwargs)
-        with c.in_op(), distrusted_on_raise(_running.current(), f"{self._name} Work.wait()"):
-            result = self._wait_once(*args, **kwargs)
-        c.order("wait", f"dist.{self._name} Work.wait()", c.stream_of(self._device)[0],
-                self._event)
-        self._done()
+        if self.capture is None or c is not self.capture:  # not a call of this case: no order
+            result = True if self.waited else original(work, *args, **kwargs)
+        else:
+            with c.in_op(), distrusted_on_raise(_running.current(), f"{self.name} Work.wait()"):
+                result = True if self.waited else original(work, *args, **kwargs)
+            c.order("wait", f"dist.{self.name} Work.wait()", c.stream_of(self.device)[0],
+                    self.event)
+        self.done(work)
         return result
 
-    def is_completed(self):
-        """Polling instead of waiting: once it says True, what the case does next is ordered
-        after the call, as after wait()."""
-        done = self._work.is_completed()
+    def ordered(self, how):
+        """What the case does next is ordered after the call (`how`: what said so)."""
         c = _running.capture()
-        if done and c is self._capture:
-            c.order("wait", f"dist.{self._name} Work.is_completed()",
-                    c.stream_of(self._device)[0], self._event)
-            self._done()
+        if self.capture is not None and c is self.capture:
+            c.order("wait", f"dist.{self.name} {how}", c.stream_of(self.device)[0], self.event)
+
+    def polled(self, work):
+        """is_completed() said True: what the case does next is ordered after the call, as
+        after wait()."""
+        self.ordered("Work.is_completed()")
+        self.done(work)
+
+
+def _patched_wait(original):
+    def wait(self, *args, **kwargs):
+        entry = _TRACKED.get(self)
+        if entry is None:
+            return original(self, *args, **kwargs)
+        return entry.wait(self, original, args, kwargs)
+
+    wait.__cprr_wrapped__ = original
+    return wait
+
+
+def _patched_is_completed(original):
+    def is_completed(self, *args, **kwargs):
+        done = original(self, *args, **kwargs)
+        entry = _TRACKED.get(self)
+        if done and entry is not None:
+            entry.polled(self)
         return done
 
-    def __getattr__(self, attr):
-        return getattr(self._work, attr)
+    is_completed.__cprr_wrapped__ = original
+    return is_completed
+
+
+_PATCHES = {"wait": _patched_wait, "is_completed": _patched_is_completed}
+
+
+def _patch(cls):
+    """cls's wait and is_completed look the Work up in _TRACKED (once per class: a subclass that
+    inherits them patched is left as it is). False where the class takes no attribute."""
+    for name, patched in _PATCHES.items():
+        current = getattr(cls, name, None)
+        if current is None or hasattr(current, "__cprr_wrapped__"):
+            continue
+        try:
+            setattr(cls, name, patched(current))
+        except (TypeError, AttributeError):
+            return False
+    return True
+
+
+def _entry(work):
+    """work's entry in _TRACKED, made (and its class patched) the first time; None for an object
+    cprr cannot follow (its class takes no attribute, or it no weak reference)."""
+    try:
+        entry = _TRACKED.get(work)
+        if entry is None and _patch(type(work)):
+            entry = _TRACKED[work] = _Entry()
+        return entry
+    except TypeError:
+        return None
+
+
+def on_done(work, callback):
+    """callback(work) runs once `work` is known done: when the case's wait() returns, when its
+    is_completed() first says True, or at a replay's sync (_complete_now). A Work cprr cannot
+    follow is waited for at once."""
+    entry = _entry(work)
+    if entry is None:
+        work.wait()
+        callback(work)
+    else:
+        entry.callbacks.append(callback)
+
+
+def handed_over(work, to):
+    """The case handed `work` to torch's C++ (`to`), which waits for it there, unseen, before it
+    uses what the call wrote (DDP's reducer and Join's all_reduce): logged as the case's wait at
+    the hand-over, the last place cprr sees. The call's tensor is torch's own from then on."""
+    entry = _TRACKED.get(work) if work is not None else None
+    if entry is not None:
+        entry.ordered(f"Work handed to {to}")
+
+
+def _track(work, capture, name, event, device, waited):
+    entry = _entry(work)
+    if entry is not None:
+        entry.capture, entry.name, entry.event, entry.device = capture, name, event, device
+        entry.waited = entry.waited or waited
+    return work
 
 
 def issue(name, bound, call, native, what):
@@ -114,8 +198,8 @@ def issue(name, bound, call, native, what):
     c.used_by(reads + writes, stream)
     waited = bool(sync_after)
     if isinstance(work, list):  # batch_isend_irecv: a Work per op (or one for the batch)
-        return [Work(w, c, name, done, device, waited) for w in work]
-    return Work(work, c, name, done, device, waited)
+        return [_track(w, c, name, done, device, waited) for w in work]
+    return _track(work, c, name, done, device, waited)
 
 
 def _complete_now(work):
@@ -126,4 +210,8 @@ def _complete_now(work):
     is logged, so the op log stays the record's."""
     for w in work if isinstance(work, list) else [work]:
         if w is not None and hasattr(w, "wait"):
-            w.wait()
+            w.wait()  # not yet tracked: torch's own wait, then what was to run once done
+            entry = _TRACKED.get(w)
+            if entry is not None:
+                entry.waited = True
+                entry.done(w)

@@ -165,14 +165,17 @@ void OpCapture::made(const OpInFlight& op, const std::vector<c10::IValue>& outpu
       const TensorKey key = key_of(t);
       if (std::find(inputs.begin(), inputs.end(), key) != inputs.end()) continue;
       int64_t written_by = plan.empty ? -1 : static_cast<int64_t>(op.seq);
-      // Pinned memory handed out again, only after the copies that used it: written after
-      // those waits, not by the op logged before them.
-      if (op.stream < 0 && order_.pinned_reused(key) && written_by >= 0) {
+      // Host memory handed out again only after the async calls that held it (the op was
+      // logged before its result's address was known), or pinned memory only after the copies
+      // that used it: written after those waits, not by the op logged before them.
+      const bool held = !t.is_cuda() && tensors_.host_reused(key) && op.stream == order_.host();
+      const bool pinned = op.stream < 0 && order_.pinned_reused(key);
+      if ((held || pinned) && written_by >= 0) {
         written_by = static_cast<int64_t>(
             sink_
                 .library_op("host",
                             "aten." + plan.name + " at " + op.where + " (writes the memory reused)",
-                            -1, 0, {}, {}, false)
+                            order_.host(), 0, {}, {}, false)
                 .first);
       }
       tensors_.track_made(t, key, "torch." + plan.name + shape_text(t) + " at " + op.where,
@@ -197,6 +200,7 @@ void OpCapture::record_stream(c10::ArrayRef<const c10::IValue> args) {
 void OpCapture::lifted(const at::Tensor& t) {
   if (!trackable(t)) return;
   const TensorKey key = key_of(t);
+  if (!t.is_cuda()) tensors_.host_reused(key);
   tensors_.forget(key);
   const std::string what = "torch.tensor" + shape_text(t) + " at " + where_();
   const uint64_t size = storage_bytes(t);

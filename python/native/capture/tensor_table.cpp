@@ -109,9 +109,16 @@ void TensorTable::adopt(const at::Tensor& t, uint32_t buffer) {
 
 void TensorTable::used_by(const std::vector<at::Tensor>& tensors, int stream) {
   for (const at::Tensor& t : tensors) {
-    if (!t.is_cuda()) continue;
     if (Entry* e = get(key_of(t))) e->used_on(stream);
   }
+}
+
+bool TensorTable::host_reused(const TensorKey& key) {
+  Entry* e = get(key);
+  if (e == nullptr || e->uses.empty()) return false;
+  order_.reuse_after_uses(e->uses, e->stream);
+  e->uses.clear();
+  return true;
 }
 
 void TensorTable::forget(const TensorKey& key, bool reused) {

@@ -74,8 +74,14 @@ class TensorTable {
   void track_unwritten(const at::Tensor& t, const std::string& label);
   /// `tensor` is over cprr's allocation `buffer` (ctx.symmetric_empty).
   void adopt(const at::Tensor& t, uint32_t buffer);
-  /// `stream` uses these tensors as record_stream would say (an async collective's).
+  /// `stream` uses these tensors as record_stream would say (an async collective's). A host
+  /// tensor's memory is held by the call's Work until the call is done, so it too comes back
+  /// only after its uses (host_reused).
   void used_by(const std::vector<at::Tensor>& tensors, int stream);
+  /// Host memory tracked at `key` is handed out again (its free is not seen): the async calls
+  /// that used it held it until done, so the reuse comes after them: logged now, before what
+  /// the new tensor's maker writes. Returns whether it logged a wait.
+  bool host_reused(const TensorKey& key);
   /// The memory at `key` went back to its allocator (`reused`: the caching allocator's).
   void forget(const TensorKey& key, bool reused = false);
 
