@@ -66,8 +66,13 @@ def _copy_in_when_done(work, pairs):
     """An irecv's (or a batch's) Work: its received host tensors are copied to their CUDA
     targets once it is known done (cprr.distributed.work.on_done). The case gets torch's Work."""
     pairs = list(pairs)  # (host, target)
+
+    def copy_all(_):
+        for host, target in pairs:
+            copy_in(host, target)
+
     if pairs:
-        _work.on_done(work, lambda _: [copy_in(host, target) for host, target in pairs])
+        _work.on_done(work, copy_all)
     return work
 
 
