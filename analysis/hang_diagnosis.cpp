@@ -41,8 +41,21 @@ Progress progress_of(const RankReport& rep) {
     }
     p.doing = w.running.empty() ? "in " + w.phase
                                 : fmt::format("in {}: {}", w.phase, fmt::join(w.running, "; "));
-    if (w.entered_seq > w.completed_seq) {
-      p.doing += fmt::format(" (waiting in collective #{} {})", w.entered_seq, w.entered_kind);
+    // The flight record is written before a call starts, the watchdog's numbers once it has: a
+    // status taken between the two has the record's last world collective ahead of them, and
+    // that call is the one the rank waits in.
+    int64_t entered = w.entered_seq;
+    std::string kind = w.entered_kind;
+    if (!rep.entered.empty()) {
+      const CollectiveRecord& last = rep.entered.back();
+      if (!last.is_p2p() && last.group == 0 && static_cast<int64_t>(last.seq) > entered &&
+          static_cast<int64_t>(last.seq) > w.completed_seq) {
+        entered = static_cast<int64_t>(last.seq);
+        kind = last.kind;
+      }
+    }
+    if (entered > w.completed_seq) {
+      p.doing += fmt::format(" (waiting in collective #{} {})", entered, kind);
     }
   } else {
     p.known = false;

@@ -102,6 +102,19 @@ TEST(DescribeReleased, SaysWhatEachRankWithoutAResultWasDoingWhenTheOtherFailed)
             "its world, which is replaced");
 }
 
+// The flight record is written before a call starts, the watchdog's numbers once it has (CI saw
+// a status taken in between): the rank waits in the call its record has.
+TEST(DescribeReleased, ARankWhoseFlightRecordIsAheadOfItsWatchdogWaitsInTheRecordsCall) {
+  RankReport ahead = waiting("body", 0, "all_reduce", 0);
+  ahead.entered = {CollectiveRecord{.seq = 0, .kind = "all_reduce"},
+                   CollectiveRecord{.seq = 1, .kind = "all_gather"}};
+  EXPECT_THAT(describe_released({ahead, failed("ValueError: bad")}, 1),
+              HasSubstr("rank 0 was in body (waiting in collective #1 all_gather)"));
+  ahead.entered.pop_back();  // the record agrees with the watchdog: #0 is done
+  EXPECT_THAT(describe_released({ahead, failed("ValueError: bad")}, 1),
+              HasSubstr("rank 0 was in body when rank 1 failed"));
+}
+
 TEST(DescribeReleased, NamesNoRankThatReportedDiedOrBrokeItsChannel) {
   EXPECT_EQ(describe_released({passed(), failed("f"), killed_by(9), broken("eof")}, 1), "");
   EXPECT_EQ(describe_released({failed("f"), waiting("body", 0, "barrier", -1)}, 0),
