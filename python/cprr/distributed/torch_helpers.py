@@ -29,15 +29,11 @@ wrote; what the op log lacks is the all-reduce between the two copies.
 
 import functools
 
-import torch
 import torch.distributed as dist
 
 from cprr.api import running as _running
+from cprr.distributed import fingerprint as _fingerprint
 from cprr.distributed import work as _work
-
-
-def _tensors(value):
-    return [t for t in (value or ()) if isinstance(t, torch.Tensor) and t.layout == torch.strided]
 
 
 def _verify_access(bound):
@@ -49,7 +45,7 @@ def _verify_access(bound):
 def _broadcast_access(bound):
     """_broadcast_coalesced(process_group, tensors, buffer_size, src): the root (a rank of the
     group) reads its tensors, every other rank's are written."""
-    tensors = _tensors(bound.get("tensors"))
+    tensors = _fingerprint.tensors_of(bound, ("tensors",))
     group = bound.get("process_group")
     if group is None or int(bound.get("src", 0)) == group.rank():
         return tensors, []

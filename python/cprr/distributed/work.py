@@ -52,22 +52,28 @@ class _Entry:
         for callback in callbacks:
             callback(work)
 
-    def wait(self, work, original, args, kwargs):
+    def _case_capture(self):
+        """The running case's capture when the call is that case's; else None (a Work waited
+        for after its case ended, or one no case issued: nothing to order)."""
         c = _running.capture()
-        if self.capture is None or c is not self.capture:  # not a call of this case: no order
+        return c if self.capture is not None and c is self.capture else None
+
+    def wait(self, work, original, args, kwargs):
+        c = self._case_capture()
+        with contextlib.ExitStack() as block:
+            if c is not None:
+                block.enter_context(c.in_op())
+                block.enter_context(distrusted_on_raise(_running.current(),
+                                                        f"{self.name} Work.wait()"))
             result = True if self.waited else original(work, *args, **kwargs)
-        else:
-            with c.in_op(), distrusted_on_raise(_running.current(), f"{self.name} Work.wait()"):
-                result = True if self.waited else original(work, *args, **kwargs)
-            c.order("wait", f"dist.{self.name} Work.wait()", c.stream_of(self.device)[0],
-                    self.event)
+        self.ordered("Work.wait()")
         self.done(work)
         return result
 
     def ordered(self, how):
         """What the case does next is ordered after the call (`how`: what said so)."""
-        c = _running.capture()
-        if self.capture is not None and c is self.capture:
+        c = self._case_capture()
+        if c is not None:
             c.order("wait", f"dist.{self.name} {how}", c.stream_of(self.device)[0], self.event)
 
     def polled(self, work):
@@ -210,8 +216,6 @@ def _complete_now(work):
     is logged, so the op log stays the record's."""
     for w in work if isinstance(work, list) else [work]:
         if w is not None and hasattr(w, "wait"):
-            w.wait()  # not yet tracked: torch's own wait, then what was to run once done
-            entry = _TRACKED.get(w)
-            if entry is not None:
-                entry.waited = True
-                entry.done(w)
+            # Not yet tracked for its case (issue marks it waited): torch's own wait, and what
+            # was to run once it is done (a staged message's copy-in).
+            w.wait()
