@@ -2,9 +2,12 @@
 cprecord on cpu, pooled and fresh: init_process_group by env://, by a FileStore of the suite's or
 with explicit arguments returns the case's default group; destroy_process_group() of it is nothing
 to the next pooled case; torchrun's variables are set; a rank or world size that disagrees with
-the case fails it, naming both. Skips (cprr.api.skips: unittest.SkipTest, pytest.skip, a SystemExit with a code
-of torch's TEST_SKIPS) are the status `skip` in the JSON and JUnit, never a pass or a failure;
-a rank that skips alone fails the execution, named."""
+the case fails it, naming both; a backend the world's group is not (cprr.distributed.backends)
+is the case's default group, made once per rank process and the world's again after the case,
+and one torch cannot make fails the case with torch's error. Skips (cprr.api.skips:
+unittest.SkipTest, pytest.skip, a SystemExit with a code of torch's TEST_SKIPS) are the status
+`skip` in the JSON and JUnit, never a pass or a failure; a rank that skips alone fails the
+execution, named."""
 
 import json
 import textwrap
@@ -67,6 +70,53 @@ CASES = textwrap.dedent('''
         ctx.output("sum", _sum_of_ranks(ctx))
 
 
+    # A backend of the case's own asking: gloo under another name, counting the groups made.
+    _probe_groups = []
+
+
+    def _probe(store, rank, size, timeout):
+        _probe_groups.append(rank)
+        return dist.ProcessGroupGloo(store, rank, size, timeout)
+
+
+    if not hasattr(dist.Backend, "CPRR_PROBE"):
+        dist.Backend.register_backend("cprr_probe", _probe)
+
+
+    def _probe_init(ctx):
+        dist.init_process_group("cprr_probe", init_method="env://")
+        assert dist.get_backend() == "cprr_probe", dist.get_backend()
+        assert _probe_groups == [ctx.rank], _probe_groups  # made once per rank process
+        ctx.output("sum", _sum_of_ranks(ctx))
+        # A group the case makes takes the case's default backend, as torch gives it.
+        assert dist.get_backend(dist.new_group([0, 1])) == "cprr_probe"
+        _probe_groups.pop()  # that group's, ended with the case
+        dist.destroy_process_group()
+
+
+    @cprr.case(name="suite/other_backend", world_sizes=[2])
+    def other_backend(ctx):
+        _probe_init(ctx)
+
+
+    @cprr.case(name="suite/other_backend_again", world_sizes=[2])
+    def other_backend_again(ctx):
+        assert dist.get_backend() == "gloo"  # the world's again after the case that asked
+        _probe_init(ctx)
+
+
+    @cprr.case(name="suite/world_backend_after", world_sizes=[2])
+    def world_backend_after(ctx):
+        dist.init_process_group("gloo", init_method="env://")
+        assert dist.get_backend() == "gloo", dist.get_backend()
+        ctx.output("sum", _sum_of_ranks(ctx))
+
+
+    @cprr.case(name="suite/backend_torch_lacks", world_sizes=[2], expect="fail")
+    def backend_torch_lacks(ctx):
+        dist.init_process_group("mpi", init_method="env://")
+
+
     @cprr.case(name="suite/unittest_skip", world_sizes=[2])
     def unittest_skip(ctx):
         raise unittest.SkipTest("needs 8 GPUs")
@@ -119,10 +169,12 @@ def recorded(tmp_path_factory):
 def test_every_case_is_as_expected_pooled_and_fresh(recorded):
     run, cases, _ = recorded
     assert run.returncode == 0, run.stderr
-    assert sorted(cases) == ["suite/after_teardown@2", "suite/env_init@2", "suite/env_init@3",
-                             "suite/pytest_skip@2", "suite/skips_alone@2", "suite/store_init@2",
+    assert sorted(cases) == ["suite/after_teardown@2", "suite/backend_torch_lacks@2",
+                             "suite/env_init@2", "suite/env_init@3", "suite/other_backend@2",
+                             "suite/other_backend_again@2", "suite/pytest_skip@2",
+                             "suite/skips_alone@2", "suite/store_init@2",
                              "suite/test_skips_exit@2", "suite/unittest_skip@2",
-                             "suite/wrong_world_size@2"]
+                             "suite/world_backend_after@2", "suite/wrong_world_size@2"]
     for label, case in cases.items():
         assert case["as_expected"], case
         modes = sorted(e["mode"] for e in case["executions"])
@@ -131,7 +183,9 @@ def test_every_case_is_as_expected_pooled_and_fresh(recorded):
 
 def test_the_suites_init_gives_the_cases_group_and_its_sum(recorded):
     _, cases, _ = recorded
-    for label in ("suite/env_init@2", "suite/store_init@2", "suite/after_teardown@2"):
+    for label in ("suite/env_init@2", "suite/store_init@2", "suite/after_teardown@2",
+                  "suite/other_backend@2", "suite/other_backend_again@2",
+                  "suite/world_backend_after@2"):
         assert cases[label]["status"] == "pass", cases[label]
         hashes = {o["hash"] for e in cases[label]["executions"] for r in e["ranks"]
                   for o in r["outputs"]}
@@ -146,6 +200,14 @@ def test_a_world_size_the_case_does_not_have_fails_it_naming_both(recorded):
     assert "init_process_group(rank=0, world_size=4) in a cprr case that runs as rank 0 of 2" \
         in summary or "init_process_group(rank=1, world_size=4) in a cprr case that runs as " \
         "rank 1 of 2" in summary, summary
+
+
+def test_a_backend_torch_cannot_make_fails_the_case_with_torchs_error(recorded):
+    _, cases, _ = recorded
+    case = cases["suite/backend_torch_lacks@2"]
+    assert case["status"] == "fail", case
+    for e in case["executions"]:
+        assert "doesn't have MPI built in" in e["summary"], e["summary"]
 
 
 SKIPS = {"suite/unittest_skip@2": "needs 8 GPUs", "suite/pytest_skip@2": "not on this backend",

@@ -104,6 +104,56 @@ def test_pytest_plugin_runs_the_classes_as_cprr_items(tmp_path):
     assert "2 failed, 7 passed, 1 skipped" in out, out  # pooled: scaled_sum fails after amax
 
 
+def test_a_continuous_class_keeps_the_backend_its_set_up_asked_for(tmp_path):
+    # A backend the world's group is not (gloo under another name): the class's set-up asks for
+    # it once per rank process; every later test of the class, pooled, runs on it too.
+    (tmp_path / "test_probe_suite.py").write_text(textwrap.dedent('''
+        import torch
+        import torch.distributed as dist
+        from torch.testing._internal import common_distributed
+
+        if not hasattr(common_distributed, "MultiProcContinuousTest"):  # torch < 2.8
+            import continuous_stand_in  # noqa: F401
+
+        from torch.testing._internal.common_distributed import MultiProcContinuousTest
+
+
+        def _probe(store, rank, size, timeout):
+            return dist.ProcessGroupGloo(store, rank, size, timeout)
+
+
+        if not hasattr(dist.Backend, "CPRR_PROBE"):
+            dist.Backend.register_backend("cprr_probe", _probe)
+
+
+        class ProbeSuite(MultiProcContinuousTest):
+            world_size = 2
+
+            @classmethod
+            def backend_str(cls):
+                return "cprr_probe"
+
+            def _sum(self):
+                self.assertEqual(dist.get_backend(), "cprr_probe")
+                t = torch.ones(2) * (self.rank + 1)
+                dist.all_reduce(t)
+                self.assertEqual(t.tolist(), [3.0, 3.0])
+
+            def test_a(self):
+                self._sum()
+
+            def test_b(self):
+                self._sum()
+    '''))
+    run = record_python(tmp_path, "--mode", "both", "--json", pythonpath=[STAND_INS])
+    cases = {c["label"]: c for c in json.loads(run.stdout)["cases"]}
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert sorted(cases) == ["ProbeSuite.test_a@2", "ProbeSuite.test_b@2"], cases
+    for label, case in cases.items():
+        assert sorted((e["mode"], e["status"]) for e in case["executions"]) == \
+            [("fresh", "pass"), ("pool", "pass")], case
+
+
 # ---- in-process -------------------------------------------------------------------------------
 
 

@@ -30,9 +30,6 @@ SUITE_CHECKS = {
                   "ContinuousSuiteTest.test_a_gather_tokens@2"},
         "mismatches": ["ReduceSuiteTest.test_shard_stats@2"],
         "skips": ["ReduceSuiteTest.test_eight_gpus@2"],
-        # Not built: the shim gives a suite's gloo request the world's default group, NCCL on
-        # cuda with a GPU per rank, which has no backend for a CPU test's tensors.
-        "cuda_nccl_gaps": ["GatherDeviceTestCPU.test_all_gather_cpu@2"],
     },
     "torchrun": {
         "args": ["--python", os.path.join(SUITES, "torchrun")],
@@ -48,14 +45,6 @@ SUITE_CHECKS = {
         "skips": ["corpus/suites/per_rank/test_items.py::TestCheckpoint::test_eight_gpus@2"],
     },
 }
-
-
-def gpus():
-    """The GPUs this process sees (a W=2 world then has a GPU per rank: NCCL)."""
-    p = subprocess.run(["nvidia-smi", "-L"], stdout=subprocess.PIPE, text=True)
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    count = p.stdout.count("GPU ")
-    return min(count, len(visible.split(","))) if visible else count
 
 
 def run(cmd, env, timeout=600):
@@ -96,12 +85,8 @@ def check_suite(name, spec, a, env):
         verdict = cases.get(label, {}).get("verdict")
         if verdict != "collective_mismatch":
             problems.append(f"{label}: verdict {verdict}, want collective_mismatch")
-    nccl_world = a.backend == "cuda" and gpus() >= 2
     for label, case in cases.items():
         if label in spec["leaks"] or label in spec["mismatches"]:
-            continue
-        if nccl_world and label in spec.get("cuda_nccl_gaps", ()):
-            print(f"known gap: {label}: {case['status']} (a CPU test in an NCCL world)")
             continue
         wanted = ("skip", "pass") if label in spec["skips"] else ("pass",)
         if case["status"] not in wanted or case.get("verdict") or case.get("fresh_vs_pool"):

@@ -11,7 +11,7 @@
 #                                  [startbench] [capture] [launches] [diagnose] [launchcost]
 #                                  [graphs] [launchdefault] [pystandby]
 #                                  [upstream_nccl] [upstream_gloo] [upstream_bases] [jobs] [pyjobs]
-#                                  [ddp]
+#                                  [ddp] [pyshim]
 #                                  (default: tests corpus races symmetric trace bench; bench
 #                                  includes recording: every figure from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
@@ -177,8 +177,7 @@ for step in "${steps[@]}"; do
         upstream_gloo)
           uenv+=(BACKEND=gloo CUDA_VISIBLE_DEVICES=); uargs=(--backend cpu --every "${CPRR_UPSTREAM_EVERY:-7}") ;;
         upstream_bases)
-          # On gloo without GPUs: the shim gives a suite the world's group, whatever backend it
-          # asks for, and these tests ask for gloo on the CPU.
+          # On gloo without GPUs: these tests ask for gloo on the CPU.
           ufile=tests/python/upstream/other_bases.py
           uenv+=(BACKEND=gloo CUDA_VISIBLE_DEVICES=); uargs=(--backend cpu --all) ;;
       esac
@@ -390,6 +389,17 @@ for c in json.load(open(sys.argv[1]))["cases"]:
         --cprr "$work/pyraces_on.json" --cprr-off "$work/pyraces_off.json" >"$out/csan.txt" 2>&1
       report "csan rc=$?" "$(cat "$out/csan.txt")"
       rm -rf "$work"
+      ;;
+    pyshim)
+      # A suite's own process-group set-up and harness classes (tests/python/test_suite_shim.py,
+      # test_suites.py) under this machine's torch 2.x: its BackendConfig, its own
+      # MultiProcContinuousTest, a backend the world's group is not.
+      python_module || continue
+      PYTHONPATH=$b/python PYTHONDONTWRITEBYTECODE=1 CPRR_CPRECORD=$b/tools/cprecord timeout 300 \
+        python3 -m pytest -q -p no:cacheprovider tests/python/test_suite_shim.py \
+        tests/python/test_suites.py >"$out/pyshim_tests.txt" 2>&1
+      report "pyshim tests rc=$?: $(tail -1 "$out/pyshim_tests.txt")" \
+        "$(grep -E '^(FAILED|ERROR)' "$out/pyshim_tests.txt" | head -8)"
       ;;
     capture)
       # The C++ op capture (_cprr_torch, built by build_python.sh for this

@@ -6,7 +6,8 @@ has its default group (cprr.rank.worker_loop made it, and pooled cases keep it),
 
 - ``init_process_group`` returns at once when its rank and world size agree with the case's (an
   explicit argument, else RANK / WORLD_SIZE as env:// reads them), and fails the case naming both
-  when they do not;
+  when they do not; a backend the world's group does not give makes the case's default group one
+  of that backend (cprr.distributed.backends);
 - ``destroy_process_group()`` of the default group does nothing: the next case, fresh or pooled,
   finds it as this one did (the groups a case makes are still ended with it,
   cprr.distributed.collectives);
@@ -107,6 +108,11 @@ def wrap_init(original):
                 f"init_process_group(rank={want[0]}, world_size={want[1]}) in a cprr case that "
                 f"runs as rank {have[0]} of {have[1]}: run the case at world size {want[1]} "
                 "(its world_sizes), or let the suite read its rank from RANK / WORLD_SIZE")
+        from cprr.distributed import backends as _backends
+
+        arguments = bound.arguments
+        _backends.use_for_case(arguments.get("backend"), arguments.get("timeout"),
+                               arguments.get("pg_options"))
         return None
 
     init_process_group.__cprr_wrapped__ = original

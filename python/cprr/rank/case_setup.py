@@ -22,6 +22,7 @@ if torch is not None:
     from cprr.capture import graphs as _graphs
     from cprr.capture import native_capture as _native_capture
     from cprr.capture import op_capture as _op_capture
+    from cprr.distributed import backends as _backends
     from cprr.distributed import groups as _groups
     from cprr.rank import unseen_work as _unseen_work
 
@@ -75,6 +76,8 @@ class Rank:
         every group the case made are free again."""
         if groups and torch is not None:
             _groups.end_groups(groups)
+        if torch is not None:
+            _backends.restore_world()
         if self.first_group is not None:
             _groups.case_ended(self.first_group)
             self.first_group = None

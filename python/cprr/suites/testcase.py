@@ -21,9 +21,10 @@ marks in the user's environment (cprr.distributed.shim.USER_ENVIRONMENT), not a 
   again.
 
 ``init_process_group`` in those set-ups returns the case's own default group
-(cprr.distributed.shim). A class or method skipped by ``unittest.skip`` gives skipped cases. Imports
-neither torch nor the compiled module: it looks for the harness in ``sys.modules`` (a case file that
-uses it has imported it).
+(cprr.distributed.shim), on the backend it asks for (cprr.distributed.backends): a continuous
+class's later cases in a pooled rank get the one its set-up got. A class or method skipped by
+``unittest.skip`` gives skipped cases. Imports neither torch nor the compiled module: it looks for
+the harness in ``sys.modules`` (a case file that uses it has imported it).
 """
 import inspect
 import os
@@ -152,8 +153,12 @@ def _continuous_set_up(cls, ctx):
     """The continuous harness's worker set-up, once per rank process per class (the world size
     too: a pooled rank serves one). A set-up that exits with a TEST_SKIPS code skips every test
     of the class, as the harness's worker answers each with a SkipTest."""
+    from cprr.distributed import backends as _backends
+    import torch.distributed as dist
+
     done = cls.__dict__.get("_cprr_set_up")
     if done is not None and done[0] == (ctx.rank, ctx.world_size):
+        _backends.use(done[2])  # the default group its set-up asked for, as the worker keeps it
         return done[1]
     cls.rank = ctx.rank
     cls.world_size = ctx.world_size
@@ -164,7 +169,7 @@ def _continuous_set_up(cls, ctx):
         skipped = skip_reason(e)
         if skipped is None:
             raise
-    cls._cprr_set_up = ((ctx.rank, ctx.world_size), skipped)
+    cls._cprr_set_up = ((ctx.rank, ctx.world_size), skipped, dist.group.WORLD)
     return skipped
 
 

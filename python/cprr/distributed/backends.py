@@ -1,0 +1,95 @@
+"""A case's default group on the backend its own ``init_process_group`` asks for.
+
+The world's default group is made on cprr's backend (cprr.distributed.process_group.plan). A
+suite that asks for another (a CPU test's "gloo" in a world of NCCL, torch 2.x's default
+"cpu:gloo,cuda:nccl" where no backend is named) would fail with the world's group where its own
+harness, which makes the group it asks for, passes. So when what the case asks for is not what
+the world's group gives every device it names, the case gets a group of that backend over the
+whole world as its default (torch's ``_update_default_pg``) until it ends; what it asks for
+torch cannot make (NCCL in a torch without it) fails as torch fails it.
+
+Such a group is made once per rank process and kept, as the world's is: a pooled case finds it
+as a fresh one makes it, and it is made and numbered outside the case's groups
+(cprr.distributed.groups), so a case's own groups have the same ids either way.
+"""
+
+import datetime
+
+import torch.distributed as dist
+from torch.distributed import distributed_c10d as _c10d
+
+
+class _Defaults:
+    """This process's groups of other backends (device map -> group), and the world's own
+    default group while a case runs on one of them."""
+
+    def __init__(self):
+        self.made = {}
+        self.world = None
+
+
+_defaults = _Defaults()
+
+
+def device_map(backend):
+    """What `backend` (an init_process_group argument; None: torch's default) gives each device
+    type, as sorted (device, backend) pairs. torch 1.x has one backend for every device ("*");
+    it takes no None (an error of torch's own, left to the world's group)."""
+    config = getattr(_c10d, "BackendConfig", None)
+    if config is None:
+        return None if backend is None else (("*", str(dist.Backend(backend))),)
+    asked = dist.Backend(backend if backend else dist.Backend.UNDEFINED)
+    return tuple(sorted((d, str(b)) for d, b in config(asked).get_device_backend_map().items()))
+
+
+def gives(world, wanted):
+    """Whether a group of device map `world` runs every device `wanted` names on its backend."""
+    have = dict(world)
+    return all(have.get(device) == backend for device, backend in wanted)
+
+
+def use_for_case(backend, timeout=None, pg_options=None):
+    """The running case asked init_process_group for `backend`: its default group is the world's
+    when that gives it, else this process's group of that backend (made here the first time, by
+    every rank of the world, as the case's call is on each). Returns the default group."""
+    wanted = device_map(backend)
+    if wanted is None:
+        return dist.group.WORLD
+    world = _defaults.world or _c10d._get_default_group()
+    if gives(device_map(dist.get_backend(world)), wanted):
+        restore_world()  # asked again after another backend, in the same case
+        return world
+    group = _defaults.made.get(wanted)
+    if group is None:
+        group = _make(backend, timeout, pg_options)
+        _defaults.made[wanted] = group
+    use(group)
+    return group
+
+
+def use(group):
+    """`group` is the default group until the running case ends (restore_world)."""
+    if group is dist.group.WORLD:
+        return
+    if _defaults.world is None:
+        _defaults.world = _c10d._get_default_group()
+    _c10d._update_default_pg(group)
+
+
+def restore_world():
+    """The world's own group is the default again."""
+    if _defaults.world is not None:
+        _c10d._update_default_pg(_defaults.world)
+        _defaults.world = None
+
+
+def _make(backend, timeout, pg_options):
+    """A group of `backend` over every rank, made as torch's new_group makes one (the world's
+    store), past cprr's numbering of the case's groups (the original new_group)."""
+    new_group = getattr(_c10d.new_group, "__cprr_wrapped__", _c10d.new_group)
+    options = {"backend": backend if backend else dist.Backend.UNDEFINED}
+    if isinstance(timeout, datetime.timedelta):
+        options["timeout"] = timeout
+    if pg_options is not None:
+        options["pg_options"] = pg_options
+    return new_group(**options)
