@@ -282,6 +282,9 @@ void Controller::classify(ExecutionResult& res, WorldHandle& world) {
   }
   if (c.released_by >= 0) {
     world.query_status(res.id, res.ranks, config_.status_grace);
+    // The records too: a rank's watchdog counts a call once it started, its record before, and
+    // the call a released rank waits in is the one its record names (collect() stopped on it).
+    world.read_flight_records(res.id, res.ranks);
     // A rank may have answered since collect() stopped: then it is not described as released.
     add_note(res, describe_released(res.ranks, c.released_by));
   }
@@ -290,7 +293,9 @@ void Controller::classify(ExecutionResult& res, WorldHandle& world) {
     // What the ranks without a result had called; a disagreement there is the likely cause of
     // the crash or hang (or of a rank's failure: gloo raising on a size it was not sent): say
     // so where the status is read (the verdict names it too).
-    if (!c.needs_status_query) world.read_flight_records(res.id, res.ranks);  // read above if so
+    if (!c.needs_status_query && c.released_by < 0) {
+      world.read_flight_records(res.id, res.ranks);  // read above if so
+    }
     if (const auto m = check_collectives(res)) {
       res.summary += "; the ranks called a collective differently: " + m->describe();
     }

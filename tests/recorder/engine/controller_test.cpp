@@ -235,6 +235,22 @@ TEST_F(ControllerTest, AHangAsksTheWatchdogsBeforeKillingAndNamesWhoNeverJoined)
                                           "kill 1", "tails 1", "destroy 1"));
 }
 
+TEST_F(ControllerTest, ARankReleasedAfterAFailureIsDescribedFromItsFlightRecordToo) {
+  Controller c = controller();
+  // Rank 1 raised; rank 0 had entered all_reduce #1, which its watchdog had not counted yet.
+  script_->collects.push_back([](uint64_t, int) {
+    return std::vector<RankReport>{silent(), failed("ValueError: bad")};
+  });
+  script_->watchdogs[0] = waiting("body", 0, "all_reduce", 0).watchdog.value();
+  script_->flight_records[0] = {CollectiveRecord{.seq = 0, .kind = "all_reduce"},
+                                CollectiveRecord{.seq = 1, .kind = "all_reduce"}};
+  const ExecutionResult r = c.run(instance(2), Mode::pool);
+  EXPECT_EQ(r.status, ExecStatus::fail);
+  EXPECT_THAT(r.note, HasSubstr("rank 0 was in body (waiting in collective #1 all_reduce) when "
+                                "rank 1 failed"));
+  EXPECT_EQ(script_->count("flight 1"), 1) << "read once, before the note";
+}
+
 TEST_F(ControllerTest, ACrashAfterRanksCalledACollectiveDifferentlySaysSo) {
   Controller c = controller();
   // Rank 0 waits in the all-reduce; rank 1 entered it with fewer bytes and aborted.
