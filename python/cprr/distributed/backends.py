@@ -51,20 +51,17 @@ def gives(world, wanted):
 def use_for_case(backend, timeout=None, pg_options=None):
     """The running case asked init_process_group for `backend`: its default group is the world's
     when that gives it, else this process's group of that backend (made here the first time, by
-    every rank of the world, as the case's call is on each). Returns the default group."""
+    every rank of the world, as the case's call is on each)."""
     wanted = device_map(backend)
     if wanted is None:
-        return dist.group.WORLD
+        return
     world = _defaults.world or _c10d._get_default_group()
     if gives(device_map(dist.get_backend(world)), wanted):
         restore_world()  # asked again after another backend, in the same case
-        return world
-    group = _defaults.made.get(wanted)
-    if group is None:
-        group = _make(backend, timeout, pg_options)
-        _defaults.made[wanted] = group
-    use(group)
-    return group
+        return
+    if wanted not in _defaults.made:
+        _defaults.made[wanted] = _make(backend, timeout, pg_options)
+    use(_defaults.made[wanted])
 
 
 def use(group):
