@@ -117,7 +117,8 @@ class CaseContext:
     def release_probe(self) -> None:
         """Ends a held probe: what the op was handed is compared now."""
     def distrust_transport(self, why: str, /) -> None:
-        """A torch.distributed call raised: the world is replaced after this case."""
+        """The rank is unfit for a next case (a torch.distributed call raised, a library's state
+        left behind: `why` says which): the world is replaced after this case."""
     def note_unseen(self, what: str, /) -> None:
         """What the case did outside the op log, as one op the report names."""
     def torch_released(self) -> List[int]:

@@ -137,9 +137,11 @@ class LibraryHooks {
   /// The rank's memory for the case's library (cprr as its allocator: library_memory.h), made
   /// and opened for this case on first call; later cases open it as they start.
   LibraryMemory& library_memory();
-  /// A call of the case's library into the world's transport raised (`why`: which, and what):
-  /// the transport may hold what one side left or be closed, so the world is replaced after
-  /// this case rather than given the next one. The first reason of a case is kept.
+  /// The rank is unfit for a next case (`why`: what happened): a call of the case's library
+  /// into the world's transport raised (the transport may hold what one side left or be
+  /// closed), or the case left its library's state behind (torch's RPC still initialized). The
+  /// world is replaced after this case rather than given the next one. The first reason of a
+  /// case is kept.
   void distrust_transport(std::string why);
   /// Work of the case's library the op log could not see, counted (e.g. "3 outside the op log:
   /// 3 allocation no op the dispatcher saw made"): an "unseen" op, which every report names so

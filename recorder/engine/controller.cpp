@@ -311,9 +311,9 @@ void Controller::classify(ExecutionResult& res, WorldHandle& world) {
   for (std::size_t r = 0; r < res.ranks.size(); ++r) {
     const std::optional<RankResult>& done = res.ranks[r].done;
     if (!done || done->distrusted.empty()) continue;
-    // A pooled world's next case would meet a transport this one broke, and fail for it.
-    add_note(res, fmt::format("rank {}: {}: the world is replaced, as its transport may be broken",
-                              r, done->distrusted));
+    // A pooled world's next case would meet what this one left (a transport it broke, a
+    // library's state), and fail for it. The reason says which.
+    add_note(res, fmt::format("rank {}: {}: the world is replaced", r, done->distrusted));
     kill = true;
     break;
   }

@@ -215,6 +215,11 @@ def install():
         _replace(c10d, name, functools.partial(_wrap_unlogged, name))
     _replace(c10d, "new_group", _groups.wrap_new_group)
     _replace(c10d, "split_group", _groups.wrap_new_group)
+    # Groups torch's registry does not know, numbered as they are constructed.
+    _replace(c10d, "_new_process_group_helper", _groups.wrap_group_making)
+    from torch._C import _distributed_c10d
+
+    _groups.install_constructions(_distributed_c10d)
     _replace(c10d, "batch_isend_irecv", _wrap_batch)
     # A suite's own set-up of the default group (cprr.distributed.shim).
     _replace(c10d, "init_process_group", _shim.wrap_init)

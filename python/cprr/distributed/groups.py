@@ -10,13 +10,21 @@ Every rank counts every creation: a group made with use_local_synchronization=Tr
 split_group of a parent some ranks are not in, lets the counts of the ranks that skip it fall
 behind, and the same group may then have other numbers on them.
 
-A group made some other way than through new_group or split_group (wrapped here:
-wrap_new_group) is numbered at its first use, from 1000 up: such ids are equal across ranks
-only when the ranks first use their groups in the same order.
+A group torch's registry does not know (a ``ProcessGroup`` constructed directly, as RPC's
+TensorPipe agent makes its own ``ProcessGroupGloo(store, rank, size)``, or a subclass a library
+defines) is numbered as it is constructed, from 1000 up, in the order of construction since the
+case began (install_constructions): constructing a group connects its members to each other
+through their shared store, so its members construct their groups in one order, and a pooled
+case numbers them as a fresh one does. Its members and backend are read from the group itself:
+its size, every rank of the world when it is the world's size (else its members are told by the
+logs of the ranks that used it), its name. A group made in C++ and handed to Python, whose
+construction Python never sees, is numbered at its first use, from the same count.
 """
 
 import functools
 import inspect
+import threading
+import weakref
 
 import torch.distributed as dist
 
@@ -29,14 +37,20 @@ _MAX_MASK_RANK = 64
 
 class _Registry:
     """The groups of this process: id(group) -> (id, group), the group kept alive with it so its
-    id(...) is never reused by another object."""
+    id(...) is never reused by another object; and the groups constructed outside torch's
+    registry: id(group) -> (id, weak reference), dropped when the group dies (it is the
+    constructor's to keep, RPC's agent's say, not cprr's)."""
 
     def __init__(self):
         self.ids = {}
+        self.built = {}
         self.ranks = {}  # id(group) -> (group, its ranks of the world)
         self.next_id = 1
         self.next_unseen = _UNSEEN_FIRST_ID
         self.case_unseen = None  # next_unseen when the running case began
+        # Per thread: inside torch's own making of a registered group (new_group, split_group,
+        # init_process_group), whose constructions are numbered by `made`, not as built.
+        self.making = threading.local()
 
 
 _registry = _Registry()
@@ -76,6 +90,7 @@ def case_ended(first_id):
         _registry.next_unseen
     _registry.ids = {k: v for k, v in _registry.ids.items()
                      if v[0] < first_id or _UNSEEN_FIRST_ID <= v[0] < unseen}
+    _registry.built = {k: v for k, v in _registry.built.items() if v[0] < unseen}
     _registry.next_unseen = unseen
     _registry.case_unseen = None
     _registry.ranks = {k: v for k, v in _registry.ranks.items() if k in _registry.ids}
@@ -87,10 +102,46 @@ def is_world(group):
 
 
 def global_rank(group, rank):
-    """A rank of `group` as a rank of the world (None and negatives as they are)."""
-    if rank is None or rank < 0 or is_world(group):
+    """A rank of `group` as a rank of the world (None and negatives as they are; a group torch's
+    registry does not know has no map of its ranks: torch's own call fails on it as it would
+    without cprr)."""
+    if rank is None or rank < 0 or is_world(group) or _registered_ranks(group) is None:
         return rank
     return dist.get_global_rank(group, rank)
+
+
+def _registered_ranks(group):
+    """The world ranks of `group` as torch's registry has them, or None when it has none."""
+    known = _registry.ranks.get(id(group))
+    if known is not None and known[0] is group:  # asked once per group: calls in loops are many
+        return known[1]
+    try:
+        ranks = [int(r) for r in dist.get_process_group_ranks(group)]
+    except (KeyError, RuntimeError, ValueError):
+        return None
+    _registry.ranks[id(group)] = (group, ranks)
+    return ranks
+
+
+def _members(group):
+    """`group`'s ranks of the world: the registry's, else read from the group itself (every rank
+    when it is the world's size; [] when it is not: which ranks, its members' logs tell)."""
+    ranks = _registered_ranks(group)
+    if ranks is not None:
+        return ranks
+    size = int(group.size())
+    return list(range(size)) if size == dist.get_world_size() else []
+
+
+def backend_of(group):
+    """The backend of `group` as torch names it: the registry's, else the group's own name()."""
+    if is_world(group) or _registered_ranks(group) is not None:
+        return str(dist.get_backend(None if is_world(group) else group))
+    name = getattr(group, "name", None)
+    try:
+        return str(name()).lower() if callable(name) else "unknown"
+    except RuntimeError:
+        return "unknown"
 
 
 def _name(group):
@@ -118,23 +169,89 @@ def describe(group, native):
         return 0, 0
     if group is dist.GroupMember.NON_GROUP_MEMBER:
         return None
-    entry = _registry.ids.get(id(group))
-    if entry is None:
-        entry = (_registry.next_unseen, group)
-        _registry.next_unseen += 1
-        _registry.ids[id(group)] = entry
-    number = entry[0]
-    known = _registry.ranks.get(id(group))
-    if known is None or known[0] is not group:  # asked once per group: calls in loops are many
-        known = (group, [int(r) for r in dist.get_process_group_ranks(group)])
-        _registry.ranks[id(group)] = known
-    ranks = known[1]
+    number = _number(group)
+    ranks = _members(group)
     noted = _running.noted_groups()
     if noted is not None and number not in noted:
         noted.add(number)
-        backend = str(dist.get_backend(group))
-        native.note_group(number, ranks, backend, _name(group))
+        native.note_group(number, ranks, backend_of(group), _name(group))
     return number, _mask(ranks)
+
+
+def _number(group):
+    """`group`'s number: as made (new_group, split_group), as constructed outside torch's
+    registry, else from its first use, from the same count."""
+    entry = _registry.ids.get(id(group))
+    if entry is not None:
+        return entry[0]
+    built = _registry.built.get(id(group))
+    if built is not None and built[1]() is group:
+        return built[0]
+    number = _registry.next_unseen
+    _registry.next_unseen += 1
+    _registry.ids[id(group)] = (number, group)
+    return number
+
+
+def _built(group):
+    """A group was constructed outside torch's group making: the next number is its."""
+    if getattr(_registry.making, "depth", 0) > 0:
+        return
+    key = id(group)
+    number = _registry.next_unseen
+    _registry.next_unseen += 1
+    _registry.built[key] = (number, weakref.ref(group, lambda _: _registry.built.pop(key, None)))
+
+
+class _making:
+    """The block of torch's own making of a registered group: its constructions are not `_built`."""
+
+    def __enter__(self):
+        _registry.making.depth = getattr(_registry.making, "depth", 0) + 1
+
+    def __exit__(self, *exc):
+        _registry.making.depth -= 1
+        return False
+
+
+def wrap_group_making(original):
+    """torch's helper that makes every registered group (``_new_process_group_helper``): the
+    groups it constructs are numbered as made, by the caller, not as built."""
+
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        with _making():
+            return original(*args, **kwargs)
+
+    wrapper.__cprr_wrapped__ = original
+    return wrapper
+
+
+def _wrap_init(original):
+    @functools.wraps(original)
+    def __init__(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        _built(self)
+
+    __init__.__cprr_wrapped__ = original
+    return __init__
+
+
+def install_constructions(c10d_classes):
+    """Numbers each process group constructed directly (see the module's doc): the constructor
+    of every class of torch's `c10d_classes` (torch._C._distributed_c10d) that is a
+    ProcessGroup, or on torch 2.x a Backend, is wrapped, once. A Python subclass's constructor
+    calls its base's, so its groups are numbered too."""
+    bases = tuple(b for b in (getattr(c10d_classes, n, None) for n in ("ProcessGroup", "Backend"))
+                  if isinstance(b, type))
+    for name in dir(c10d_classes):
+        cls = getattr(c10d_classes, name)
+        if not (isinstance(cls, type) and issubclass(cls, bases)):
+            continue
+        init = cls.__dict__.get("__init__")
+        if init is None or hasattr(init, "__cprr_wrapped__"):
+            continue
+        cls.__init__ = _wrap_init(init)
 
 
 def wrap_new_group(original):

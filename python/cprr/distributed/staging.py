@@ -15,9 +15,9 @@ import contextlib
 import copy
 
 import torch
-import torch.distributed as dist
 
 from cprr.api import running as _running
+from cprr.distributed import groups as _groups
 from cprr.distributed import process_group as _process_group
 from cprr.distributed import work as _work
 
@@ -39,7 +39,7 @@ def wanted(native, group, tensor):
     if not isinstance(tensor, torch.Tensor) or not tensor.is_cuda:
         return False
     try:
-        return str(dist.get_backend(group)) == "gloo"
+        return _groups.backend_of(group) == "gloo"
     except (RuntimeError, ValueError):  # not a group of this rank: torch says so itself
         return False
 

@@ -20,7 +20,8 @@ def distrusted_on_raise(native, name):
         yield
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        native.distrust_transport(f"dist.{name} raised {type(e).__name__}: {first}"[:300])
+        native.distrust_transport(f"dist.{name} raised {type(e).__name__}: {first}"[:300] +
+                                  " (its transport may be broken)")
         raise
 
 

@@ -90,7 +90,7 @@ def body(definition, rank):
             return "".join(traceback.format_exception(type(e), e, _users_frames(e)))
         finally:
             if active is not None:
-                rank.end_groups(active.groups)
+                rank.end_case(native, active.groups)
             flush()
 
     return run

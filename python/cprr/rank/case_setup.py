@@ -24,6 +24,7 @@ if torch is not None:
     from cprr.capture import op_capture as _op_capture
     from cprr.distributed import backends as _backends
     from cprr.distributed import groups as _groups
+    from cprr.distributed import rpc_state as _rpc_state
     from cprr.rank import unseen_work as _unseen_work
 
 from cprr import _cprr  # noqa: E402
@@ -71,13 +72,17 @@ class Rank:
         _seed_everything(native.seed)
         return device
 
-    def end_groups(self, groups):
+    def end_case(self, native, groups):
         """Ends the process groups a case made and left (cprr.api.running.made_group); the ids of
-        every group the case made are free again."""
+        every group the case made are free again. A case that left torch's RPC state behind
+        (cprr.distributed.rpc_state) has its world replaced: the next case never inherits it."""
         if groups and torch is not None:
             _groups.end_groups(groups)
         if torch is not None:
             _backends.restore_world()
+            left = _rpc_state.left_over()
+            if left:
+                native.distrust_transport(f"the case left {left}")
         if self.first_group is not None:
             _groups.case_ended(self.first_group)
             self.first_group = None

@@ -465,7 +465,10 @@ def run_child(spawn, cls, rank, world_size):
     mine, child = multiprocessing.Pipe()
     try:
         target, args, kwargs = spawn.call(rank, child)
-        with _Environment(spawn.env):
+        # The child's environment is the parent's: the user's, with what its set-up changed.
+        # torchrun's variables, which cprr sets for every case, are the user's too (a test that
+        # expects env:// to find no RANK finds none, as under its own harness).
+        with _shim.user_environment(), _Environment(spawn.env):
             try:
                 target(*args, **kwargs)
                 code = 0
