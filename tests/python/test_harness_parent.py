@@ -2,8 +2,9 @@
 
 What the helper does for a set-up (processes recorded, not started; the environment's changes;
 skips, errors and the exit checks), that it runs in another process than the rank (the class
-state its setUp changes stays there), that tearDown runs before the next set-up, and how a rank
-runs the child entry and judges its exit as the harness's parent does.
+state its setUp changes stays there), that tearDown runs once every rank is done and its failure
+is the test's, and how a rank runs the child entry and judges its exit as the harness's parent
+does.
 """
 
 import multiprocessing
@@ -69,6 +70,8 @@ SUITE = '''
         def tearDown(self):
             os.rmdir(self.folder)
             super().tearDown()
+            if self._testMethodName == "test_tear_down_fails":
+                raise RuntimeError("the tear-down broke")
 
         @property
         def world_size(self):
@@ -91,7 +94,7 @@ SUITE = '''
             pass
 
         test_fails = test_skips = test_exits_oddly = test_exits_oddly_checked = test_passes
-        test_skipped_in_set_up = test_set_up_fails = test_passes
+        test_skipped_in_set_up = test_set_up_fails = test_tear_down_fails = test_passes
 '''
 
 
@@ -114,12 +117,12 @@ def suite():
     del sys.modules["harness_parent_suite"]
 
 
-def _run(module, folder, test, execution):
-    """Every rank of one execution of `test`, in turn (rank 0 first: it asks the helper); what
-    each raised, or None."""
+def _run(module, folder, test, execution, ranks=(0, 1)):
+    """Every rank of one execution of `test` (or `ranks` of it), in turn (rank 0 first: it asks
+    the helper); what each raised, or None."""
     cases = {c.name: c for c in _suites.definitions(module)[0]}
     raised = []
-    for rank in (0, 1):
+    for rank in ranks:
         try:
             cases[f"Suite.{test}"].body(_Ctx(folder, rank, execution))
             raised.append(None)
@@ -141,16 +144,31 @@ def test_ranks_run_the_child_entry_the_parents_set_up_started(suite, tmp_path):
     assert "SUITE_DIR" not in os.environ and "SUITE_MASTER" not in os.environ
 
 
-def test_tear_down_runs_before_the_next_set_up_and_set_up_class_once(suite, tmp_path):
-    _run(suite, tmp_path, "test_passes", 1)
+def test_tear_down_runs_once_every_rank_is_done(suite, tmp_path):
+    assert _run(suite, tmp_path, "test_passes", 1, ranks=(0,)) == [None]
     first = suite.RAN[0][3]
-    assert os.path.isdir(first)  # the previous test's tearDown waits for the next set-up
-    _run(suite, tmp_path, "test_passes", 2)
-    assert not os.path.exists(first)  # torn down before the second set-up
+    assert os.path.isdir(first)  # rank 1 has not run its child entry yet: no tearDown
+    assert _run(suite, tmp_path, "test_passes", 1, ranks=(1,)) == [None]
+    assert not os.path.exists(first)  # torn down as the last rank finished, as after the join
+    # A tearDown rank 0 never asked for (its other rank never finished) runs before the next
+    # set-up.
+    assert _run(suite, tmp_path, "test_passes", 2, ranks=(0,)) == [None]
     second = suite.RAN[2][3]
-    _harness_parent.stop()
-    assert not os.path.exists(second)  # the last one as the helper ends
-    _harness_parent.start()
+    assert os.path.isdir(second)
+    assert _run(suite, tmp_path, "test_passes", 3) == [None, None]
+    assert not os.path.exists(second)
+
+
+def test_a_tear_down_that_fails_is_the_tests_error(suite, tmp_path):
+    raised = _run(suite, tmp_path, "test_tear_down_fails", 1)
+    # Rank 1 finished last: it waited for the tearDown and reports it; rank 0 had returned.
+    assert raised[0] is None
+    assert isinstance(raised[1], _harness_parent.HarnessTearDownError), raised
+    assert "RuntimeError: the tear-down broke" in str(raised[1])
+    # A failed test keeps its own failure; the next test is unharmed.
+    failed = _run(suite, tmp_path, "test_fails", 2)
+    assert all(isinstance(e, _harness_parent.ChildFailure) for e in failed)
+    assert _run(suite, tmp_path, "test_passes", 3) == [None, None]
 
 
 def test_the_parent_runs_in_the_users_environment(suite, tmp_path, monkeypatch):

@@ -18,9 +18,14 @@ class's ``setUp`` with process creation recorded instead of done (``multiprocess
 ``Process.start``: ``_spawn_processes``, ``_fork_processes`` and any other way through
 ``multiprocessing``), and answers with the recorded targets and arguments (the child's pipe
 replaced by a token) and its environment's changes, pickled. Rank 0 writes that answer to a path
-shared by the execution's ranks, the others read it there (``spawned``). The previous test's
-``tearDown`` runs in the helper before the next set-up, or when rank 0 leaves (every rank has
-finished a test before the next starts, as after the harness's join).
+shared by the execution's ranks, the others read it there (``spawned``). The test's ``tearDown``
+runs in the helper once every rank has finished the test's child entry, as after the harness's
+join (``child_done``): each rank leaves a mark at the shared path, rank 0 asks its helper to tear
+down once all are there, and a rank that finds every mark waits for the result, so a tearDown
+that fails is the test's error, as under unittest. No rank waits for another before it is
+done: a rank that returned early still returns at once (the controller's lone-return check
+sees it). A tearDown rank 0 never asked for (it died) runs before the next set-up or when rank
+0 leaves.
 
 Imports neither torch nor the compiled module.
 """
@@ -49,6 +54,12 @@ class HarnessSetUpError(RuntimeError):
     reports_failure = True  # the report shows the message, not cprr's frames (cprr.rank.case_body)
 
 
+class HarnessTearDownError(RuntimeError):
+    """The harness's tearDown failed after a test that passed (its traceback is the message)."""
+
+    reports_failure = True
+
+
 # ---- what rank 0 holds: its helper ------------------------------------------------------------
 
 
@@ -63,6 +74,14 @@ class Parent:
         """Ends the helper (its pending tearDown runs) and waits for it."""
         self._conn.close()
         os.waitpid(self.pid, 0)
+
+    def tear_down_when_done(self, path, world_size):
+        """Asks the helper to run the pending tearDown once the `world_size` ranks have left
+        their marks at `path` (child_done); it writes the outcome there. No answer is awaited."""
+        try:
+            self._conn.send(("tear_down", path, world_size))
+        except OSError:
+            pass  # the helper is gone: the next set_up says so
 
     def set_up(self, cls, method):
         """The helper's answer for test `method` of `cls` (pickled bytes: see `_answer`)."""
@@ -141,16 +160,50 @@ def spawned(ctx, cls, method):
             answer = helper.set_up(cls, method)
         except HarnessSetUpError as e:
             answer = _answer("error", str(e))
-        partial = f"{path}.partial"
-        with open(partial, "wb") as f:
-            f.write(answer)
-        os.rename(partial, path)  # whole or absent: another rank never reads half of it
+        _write_whole(path, answer)
     else:
         while not os.path.exists(path):  # rank 0 gone before answering: the deadline ends it
             time.sleep(_POLL_S)
         with open(path, "rb") as f:
             answer = f.read()
     return Spawn(answer)
+
+
+def _write_whole(path, data):
+    """Writes `data` at `path` whole or not at all: another rank never reads half of it."""
+    partial = f"{path}.partial"
+    with open(partial, "wb") as f:
+        f.write(data)
+    os.rename(partial, path)
+
+
+def _done_mark(path, rank):
+    return f"{path}.done.{rank}"
+
+
+def child_done(ctx, spawn, passed):
+    """This rank's child entry is done (`passed`: it returned, or its exit passed); the test's
+    tearDown runs once every rank's is (see the module's doc). A rank that finds every rank done
+    waits for the tearDown's outcome: if this rank passed, a tearDown that failed fails it
+    (HarnessTearDownError) and one that skipped skips it, as unittest judges a test."""
+    if spawn.status != "ok":
+        return  # no set-up ran: unittest runs no tearDown
+    path = ctx.shared_path("harness_parent")
+    _write_whole(_done_mark(path, ctx.rank), b"")
+    if ctx.rank == 0 and parent() is not None:
+        parent().tear_down_when_done(path, ctx.world_size)
+    if not passed or not all(os.path.exists(_done_mark(path, r))
+                             for r in range(ctx.world_size)):
+        return
+    outcome = f"{path}.tear_down"
+    while not os.path.exists(outcome):  # rank 0 gone before asking: the deadline ends it
+        time.sleep(_POLL_S)
+    with open(outcome, "rb") as f:
+        failed = pickle.loads(f.read())
+    if failed is not None and failed[0] == "skip":
+        raise unittest.SkipTest(failed[1])
+    if failed is not None:
+        raise HarnessTearDownError(f"the harness's tearDown failed:\n{failed[1]}")
 
 
 class _Loader(pickle.Unpickler):
@@ -297,7 +350,7 @@ class _Helper:
         return self.classes[cls]
 
     def set_up(self, module, file, qualname, method):
-        self.tear_down()
+        self.tear_down_late()
         found = []
         failed = _outcome(lambda: found.append(_class_of(module, file, qualname)))
         if failed is not None:
@@ -320,12 +373,27 @@ class _Helper:
                        checks=_exit_checks(test, method))
 
     def tear_down(self):
+        """The pending test's tearDown, if any: None when it passed (or none was pending), else
+        ("skip" | "error", text). One nobody asked for (rank 0 died before) is printed."""
         test, self.pending = self.pending, None
-        if test is not None:
-            failed = _outcome(test.tearDown)
-            if failed is not None and failed[0] == "error":
-                print(f"cprr: {test.id()}: the harness's tearDown failed:\n{failed[1]}",
-                      file=sys.stderr)
+        if test is None:
+            return None
+        return _outcome(test.tearDown)
+
+    def tear_down_late(self):
+        failed = self.tear_down()
+        if failed is not None and failed[0] == "error":
+            print(f"cprr: the harness's tearDown failed:\n{failed[1]}", file=sys.stderr)
+
+    def tear_down_when_done(self, conn, path, world_size):
+        """The tearDown of the test whose ranks leave their marks at `path`, once all have:
+        its outcome is written to `path`.tear_down (pickled; whole or absent). A request that
+        comes first (a rank never finished: the next set-up) leaves it to that request."""
+        marks = [_done_mark(path, r) for r in range(world_size)]
+        while not all(os.path.exists(m) for m in marks):
+            if conn.poll(_POLL_S):
+                return
+        _write_whole(f"{path}.tear_down", pickle.dumps(self.tear_down()))
 
     def tear_down_classes(self):
         for cls, failed in reversed(list(self.classes.items())):
@@ -392,8 +460,10 @@ def _serve(fd, imports):
                 return
             if kind == "set_up":
                 conn.send_bytes(helper.set_up(*request))
+            elif kind == "tear_down":
+                helper.tear_down_when_done(conn, *request)
     finally:
-        helper.tear_down()
+        helper.tear_down_late()
         helper.tear_down_classes()
 
 

@@ -13,7 +13,7 @@ marks in the user's environment (cprr.distributed.shim.USER_ENVIRONMENT), not a 
   execution in rank 0's helper (cprr.suites.harness_parent); each rank then runs the child entry the
   set-up started for it (``cls._run(rank, test_name, file_name, pipe, **kwargs)``, a subclass's
   override included) with the parent's environment, and its exit is judged as the parent judges
-  it.
+  it; the test's tearDown runs once every rank is done, and its failure is the test's.
 - ``MultiProcContinuousTest`` (a process per rank per class, fed test ids): the class's set-up
   (``cls.rank``, ``cls.world_size``, ``cls._init_pg``) once per rank process, at the class's
   first case there; then the class's ``_run_test_given_id`` for the method. A pooled rank keeps
@@ -142,7 +142,15 @@ def _process_test(cls, method):
     def body(ctx):
         _skip_marked(cls, method)
         spawn = _harness_parent.spawned(ctx, cls, method)
-        _harness_parent.run_child(spawn, cls, ctx.rank, ctx.world_size)
+        try:
+            _harness_parent.run_child(spawn, cls, ctx.rank, ctx.world_size)
+        except unittest.SkipTest:
+            _harness_parent.child_done(ctx, spawn, passed=True)  # a tearDown error comes first
+            raise
+        except BaseException:
+            _harness_parent.child_done(ctx, spawn, passed=False)  # the test's failure comes first
+            raise
+        _harness_parent.child_done(ctx, spawn, passed=True)
 
     body.needs_harness_parent = True
     body.suite_class = cls

@@ -1,10 +1,12 @@
 """A suite's tests under their own harness and under cprecord, side by side, in one run.
 
-    compare_harness.py --cprecord PATH --file SUITE.py [--every K | --all] [--known DOC]
+    compare_harness.py --cprecord PATH --file SUITE.py [--every K | --per-class K | --all]
+                       [--known DOC]
                        [--env NAME=VALUE]... [--backend cpu|cuda] [--timeout S]
                        [--tests Class.test ...] [--db PATH] [--serial]
 
-Selects the file's tests (unittest's order; every K-th one, the first included, or all), runs
+Selects the file's tests (unittest's order; every K-th one, the first included; every K-th
+of each class, each class's first included, so a class of few tests is in the sample; or all), runs
 them under their own harness (own_harness.py: unittest in one process, the harness's parent
 there) and through ``cprecord --python SUITE.py --mode both``, and compares each test's outcome
 (pass, skip or fail) with cprr's in each mode. A finding of cprr's (a race, an uninitialized
@@ -38,6 +40,8 @@ def _parse(argv):
     ap.add_argument("--cprecord", required=True)
     ap.add_argument("--file", required=True, help="the suite's test file")
     ap.add_argument("--every", type=int, default=1, help="every K-th test (default: all)")
+    ap.add_argument("--per-class", type=int, default=0,
+                    help="every K-th test of each class, its first included")
     ap.add_argument("--all", action="store_true", help="every test (as --every 1)")
     ap.add_argument("--known", default="", help="a Markdown file listing known differences")
     ap.add_argument("--env", action="append", default=[], help="NAME=VALUE for both runs")
@@ -81,6 +85,11 @@ def selected(args, env):
             sys.exit(f"compare_harness: --tests matches none of {args.file}'s tests: "
                      f"{', '.join(unknown)} (give Class.test as unittest lists it, or a regex)")
         return [n for n in names if any(re.fullmatch(p, n) for p in args.tests)]
+    if args.per_class and not args.all:
+        classes = {}
+        for n in names:
+            classes.setdefault(n.split(".")[0], []).append(n)
+        return [n for tests in classes.values() for n in tests[::args.per_class]]
     return names[::1 if args.all else args.every]
 
 
