@@ -11,6 +11,7 @@ import multiprocessing
 import os
 import sys
 import textwrap
+import threading
 import types
 import unittest
 
@@ -22,6 +23,7 @@ sys.path.insert(0, os.path.join(HERE, "stand_ins"))  # torch 1.13's harness impo
 from torch.testing._internal.common_distributed import TEST_SKIPS  # noqa: E402
 
 from cprr.distributed import shim as _shim
+from cprr.suites import harness_join as _harness_join  # noqa: E402
 from cprr.suites import harness_parent as _harness_parent  # noqa: E402
 from cprr.suites import testcase as _suites
 
@@ -88,6 +90,8 @@ SUITE = '''
                 sys.exit(TEST_SKIPS["multi-gpu-2"].exit_code)
             if test_name in ("test_exits_oddly", "test_exits_oddly_checked"):
                 sys.exit(3)
+            if test_name == "test_rank_1_exits_oddly" and rank == 1:
+                sys.exit(3)
             sys.exit(0)
 
         def test_passes(self):
@@ -95,6 +99,23 @@ SUITE = '''
 
         test_fails = test_skips = test_exits_oddly = test_exits_oddly_checked = test_passes
         test_skipped_in_set_up = test_set_up_fails = test_tear_down_fails = test_passes
+        test_rank_1_exits_oddly = test_passes
+
+
+    class JudgedByRank0(Suite):
+        """torch 2.x's judgement of the exit codes: the error codes and timeouts, then rank 0's
+        code alone (the others' are not compared with it, as torch 1.x does)."""
+
+        def _check_return_codes(self, fn, elapsed_time):
+            first = self.processes[0]
+            if any(p.exitcode == self.TEST_ERROR_EXIT_CODE for p in self.processes):
+                raise RuntimeError("a process exited with the error code")
+            if any(p.exitcode is None for p in self.processes):
+                raise RuntimeError("a process timed out")
+            for skip in TEST_SKIPS.values():
+                if first.exitcode == skip.exit_code:
+                    raise unittest.SkipTest(skip.message)
+            self.assertEqual(first.exitcode, 0)
 '''
 
 
@@ -117,18 +138,27 @@ def suite():
     del sys.modules["harness_parent_suite"]
 
 
-def _run(module, folder, test, execution, ranks=(0, 1)):
-    """Every rank of one execution of `test` (or `ranks` of it), in turn (rank 0 first: it asks
-    the helper); what each raised, or None."""
+def _run(module, folder, test, execution, ranks=(0, 1), cls="Suite"):
+    """`ranks` of one execution of `cls`.`test`, each on a thread of its own, as ranks run side by
+    side (a rank whose exit the harness judges by every rank's waits for the others); what each
+    raised, or None."""
     cases = {c.name: c for c in _suites.definitions(module)[0]}
-    raised = []
-    for rank in ranks:
+    raised = {}
+
+    def rank_body(rank):
         try:
-            cases[f"Suite.{test}"].body(_Ctx(folder, rank, execution))
-            raised.append(None)
+            cases[f"{cls}.{test}"].body(_Ctx(folder, rank, execution))
+            raised[rank] = None
         except BaseException as e:  # noqa: B902  the case body's failures are what we check
-            raised.append(e)
-    return raised
+            raised[rank] = e
+
+    threads = [threading.Thread(target=rank_body, args=(r,)) for r in ranks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+        assert not t.is_alive(), f"{cls}.{test}: a rank did not finish"
+    return [raised[r] for r in ranks]
 
 
 def test_ranks_run_the_child_entry_the_parents_set_up_started(suite, tmp_path):
@@ -163,11 +193,11 @@ def test_a_tear_down_that_fails_is_the_tests_error(suite, tmp_path):
     raised = _run(suite, tmp_path, "test_tear_down_fails", 1)
     # Rank 1 finished last: it waited for the tearDown and reports it; rank 0 had returned.
     assert raised[0] is None
-    assert isinstance(raised[1], _harness_parent.HarnessTearDownError), raised
+    assert isinstance(raised[1], _harness_join.HarnessTearDownError), raised
     assert "RuntimeError: the tear-down broke" in str(raised[1])
     # A failed test keeps its own failure; the next test is unharmed.
     failed = _run(suite, tmp_path, "test_fails", 2)
-    assert all(isinstance(e, _harness_parent.ChildFailure) for e in failed)
+    assert all(isinstance(e, _harness_join.ChildFailure) for e in failed)
     assert _run(suite, tmp_path, "test_passes", 3) == [None, None]
 
 
@@ -183,7 +213,7 @@ def test_the_parent_runs_in_the_users_environment(suite, tmp_path, monkeypatch):
 
 def test_a_failure_is_the_childs_traceback_and_a_skip_code_skips(suite, tmp_path):
     failed = _run(suite, tmp_path, "test_fails", 1)
-    assert all(isinstance(e, _harness_parent.ChildFailure) for e in failed)
+    assert all(isinstance(e, _harness_join.ChildFailure) for e in failed)
     assert "AssertionError: 1 != 2" in str(failed[0])
     skipped = _run(suite, tmp_path, "test_skips", 2)
     assert all(isinstance(e, unittest.SkipTest) for e in skipped)
@@ -192,10 +222,22 @@ def test_a_failure_is_the_childs_traceback_and_a_skip_code_skips(suite, tmp_path
 
 def test_exit_codes_are_judged_as_the_parent_judges_them(suite, tmp_path):
     odd = _run(suite, tmp_path, "test_exits_oddly_checked", 1)
-    assert all(isinstance(e, _harness_parent.ChildFailure) for e in odd)
+    assert all(isinstance(e, _harness_join.ChildFailure) for e in odd)
     assert "exited with status 3; the harness expects 0" in str(odd[0])
     # In skip_return_code_checks: only the error code would fail it.
     assert _run(suite, tmp_path, "test_exits_oddly", 2) == [None, None]
+
+
+def test_ranks_that_exit_differently_are_judged_by_the_classs_own_check(suite, tmp_path):
+    # torch 1.13's _check_return_codes: every rank's code must be rank 0's.
+    raised = _run(suite, tmp_path, "test_rank_1_exits_oddly", 1)
+    assert raised[0] is None
+    assert isinstance(raised[1], _harness_join.ChildFailure), raised
+    assert "exited with status 3; the harness expects 0" in str(raised[1])
+    assert "match Process 0 exit code" in str(raised[1])
+    # torch 2.x's (here an override of it): rank 0's code decides, the others' are not compared.
+    assert _run(suite, tmp_path, "test_rank_1_exits_oddly", 2, cls="JudgedByRank0") == \
+        [None, None]
 
 
 def test_a_set_up_skip_or_error_reaches_every_rank_and_no_child_runs(suite, tmp_path):
@@ -275,7 +317,7 @@ def test_a_module_imported_after_the_fork_is_imported_by_the_helper(tmp_path):
         late_suite.RAN = []
         spawn = _harness_parent.spawned(_Ctx(tmp_path, 0, 1), late_suite.Suite, "test_passes")
         assert spawn.status == "ok", spawn.text
-        _harness_parent.run_child(spawn, late_suite.Suite, 0, 2)
+        assert _harness_parent.run_child(spawn, late_suite.Suite, 0, 2) == (0, [])
         assert late_suite.RAN[0][:3] == (0, "test_passes", True)
     finally:
         _harness_parent.stop()

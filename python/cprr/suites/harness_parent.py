@@ -20,12 +20,9 @@ class's ``setUp`` with process creation recorded instead of done (``multiprocess
 replaced by a token) and its environment's changes, pickled. Rank 0 writes that answer to a path
 shared by the execution's ranks, the others read it there (``spawned``). The test's ``tearDown``
 runs in the helper once every rank has finished the test's child entry, as after the harness's
-join (``child_done``): each rank leaves a mark at the shared path, rank 0 asks its helper to tear
-down once all are there, and a rank that finds every mark waits for the result, so a tearDown
-that fails is the test's error, as under unittest. No rank waits for another before it is
-done: a rank that returned early still returns at once (the controller's lone-return check
-sees it). A tearDown rank 0 never asked for (it died) runs before the next set-up or when rank
-0 leaves.
+join (cprr.suites.harness_join: each rank leaves a mark at the shared path; rank 0 asks its
+helper to tear down once all are there). A tearDown rank 0 never asked for (it died) runs before
+the next set-up or when rank 0 leaves.
 
 Imports neither torch nor the compiled module.
 """
@@ -41,7 +38,6 @@ import time
 import traceback
 import unittest
 
-from cprr.api.skips import skip_reason
 from cprr.distributed import shim as _shim
 
 _PIPE = "cprr:child-pipe"  # the token standing for a child's end of its pipe in a pickled call
@@ -52,12 +48,6 @@ class HarnessSetUpError(RuntimeError):
     """The harness's parent side failed for a test (its set-up's traceback is the message)."""
 
     reports_failure = True  # the report shows the message, not cprr's frames (cprr.rank.case_body)
-
-
-class HarnessTearDownError(RuntimeError):
-    """The harness's tearDown failed after a test that passed (its traceback is the message)."""
-
-    reports_failure = True
 
 
 # ---- what rank 0 holds: its helper ------------------------------------------------------------
@@ -77,7 +67,8 @@ class Parent:
 
     def tear_down_when_done(self, path, world_size):
         """Asks the helper to run the pending tearDown once the `world_size` ranks have left
-        their marks at `path` (child_done); it writes the outcome there. No answer is awaited."""
+        their marks at `path` (cprr.suites.harness_join); it writes the outcome there. No answer
+        is awaited."""
         try:
             self._conn.send(("tear_down", path, world_size))
         except OSError:
@@ -160,7 +151,7 @@ def spawned(ctx, cls, method):
             answer = helper.set_up(cls, method)
         except HarnessSetUpError as e:
             answer = _answer("error", str(e))
-        _write_whole(path, answer)
+        write_whole(path, answer)
     else:
         while not os.path.exists(path):  # rank 0 gone before answering: the deadline ends it
             time.sleep(_POLL_S)
@@ -169,41 +160,12 @@ def spawned(ctx, cls, method):
     return Spawn(answer)
 
 
-def _write_whole(path, data):
+def write_whole(path, data):
     """Writes `data` at `path` whole or not at all: another rank never reads half of it."""
     partial = f"{path}.partial"
     with open(partial, "wb") as f:
         f.write(data)
     os.rename(partial, path)
-
-
-def _done_mark(path, rank):
-    return f"{path}.done.{rank}"
-
-
-def child_done(ctx, spawn, passed):
-    """This rank's child entry is done (`passed`: it returned, or its exit passed); the test's
-    tearDown runs once every rank's is (see the module's doc). A rank that finds every rank done
-    waits for the tearDown's outcome: if this rank passed, a tearDown that failed fails it
-    (HarnessTearDownError) and one that skipped skips it, as unittest judges a test."""
-    if spawn.status != "ok":
-        return  # no set-up ran: unittest runs no tearDown
-    path = ctx.shared_path("harness_parent")
-    _write_whole(_done_mark(path, ctx.rank), b"")
-    if ctx.rank == 0 and parent() is not None:
-        parent().tear_down_when_done(path, ctx.world_size)
-    if not passed or not all(os.path.exists(_done_mark(path, r))
-                             for r in range(ctx.world_size)):
-        return
-    outcome = f"{path}.tear_down"
-    while not os.path.exists(outcome):  # rank 0 gone before asking: the deadline ends it
-        time.sleep(_POLL_S)
-    with open(outcome, "rb") as f:
-        failed = pickle.loads(f.read())
-    if failed is not None and failed[0] == "skip":
-        raise unittest.SkipTest(failed[1])
-    if failed is not None:
-        raise HarnessTearDownError(f"the harness's tearDown failed:\n{failed[1]}")
 
 
 class _Loader(pickle.Unpickler):
@@ -389,11 +351,11 @@ class _Helper:
         """The tearDown of the test whose ranks leave their marks at `path`, once all have:
         its outcome is written to `path`.tear_down (pickled; whole or absent). A request that
         comes first (a rank never finished: the next set-up) leaves it to that request."""
-        marks = [_done_mark(path, r) for r in range(world_size)]
+        marks = [f"{path}.done.{r}" for r in range(world_size)]  # harness_join's marks
         while not all(os.path.exists(m) for m in marks):
             if conn.poll(_POLL_S):
                 return
-        _write_whole(f"{path}.tear_down", pickle.dumps(self.tear_down()))
+        write_whole(f"{path}.tear_down", pickle.dumps(self.tear_down()))
 
     def tear_down_classes(self):
         for cls, failed in reversed(list(self.classes.items())):
@@ -470,13 +432,6 @@ def _serve(fd, imports):
 # ---- a rank as the harness's child -------------------------------------------------------------
 
 
-class ChildFailure(RuntimeError):
-    """A child entry that exited as the harness counts a failure (its message is what the child
-    sent through its pipe: the test's traceback)."""
-
-    reports_failure = True  # the report shows the message, not cprr's frames (cprr.rank.case_body)
-
-
 def _exit_code(e):
     """A SystemExit's status as the process's exit code would be (a message exits with 1)."""
     if e.code is None:
@@ -520,10 +475,9 @@ def _set_environment(values):
 
 
 def run_child(spawn, cls, rank, world_size):
-    """Runs rank `rank`'s child entry as the set-up in `spawn` started it, and judges its exit as
-    the harness's parent does (``_check_return_codes``): the error code fails with the child's
-    traceback, a TEST_SKIPS code skips, the expected code (0) passes, any other fails; for a test
-    the set-up exempted (``skip_return_code_checks``) only the error code fails."""
+    """Runs rank `rank`'s child entry as the set-up in `spawn` started it: its (exit code, what it
+    sent through its pipe), which cprr.suites.harness_join judges as the harness's parent does. A
+    set-up that skipped or failed, or started another number of processes, raises here."""
     if spawn.status == "skip":
         raise unittest.SkipTest(spawn.text)
     if spawn.status == "error":
@@ -548,18 +502,4 @@ def run_child(spawn, cls, rank, world_size):
     finally:
         mine.close()
         child.close()
-    _judge(cls, code, sent, spawn)
-
-
-def _judge(cls, code, sent, spawn):
-    error_code = getattr(cls, "TEST_ERROR_EXIT_CODE", 10)
-    if code == error_code:
-        raise ChildFailure("".join(sent) or f"the child exited with the error code {code}")
-    if spawn.unchecked:
-        return
-    reason = skip_reason(SystemExit(code))  # a TEST_SKIPS code's message
-    if reason is not None:
-        raise unittest.SkipTest(reason)
-    if code != spawn.expected_code:
-        raise ChildFailure(f"{cls.__qualname__}._run exited with status {code}; the harness "
-                           f"expects {spawn.expected_code}" + "".join(f"\n{s}" for s in sent))
+    return code, sent

@@ -34,6 +34,7 @@ import unittest
 from cprr.api import case as _case
 from cprr.api.skips import skip_reason
 from cprr.distributed import shim as _shim
+from cprr.suites import harness_join as _harness_join
 from cprr.suites import harness_parent as _harness_parent
 
 _HARNESS = "torch.testing._internal.common_distributed"
@@ -142,15 +143,13 @@ def _process_test(cls, method):
     def body(ctx):
         _skip_marked(cls, method)
         spawn = _harness_parent.spawned(ctx, cls, method)
+        exited = None
         try:
-            _harness_parent.run_child(spawn, cls, ctx.rank, ctx.world_size)
-        except unittest.SkipTest:
-            _harness_parent.child_done(ctx, spawn, passed=True)  # a tearDown error comes first
-            raise
-        except BaseException:
-            _harness_parent.child_done(ctx, spawn, passed=False)  # the test's failure comes first
-            raise
-        _harness_parent.child_done(ctx, spawn, passed=True)
+            exited = _harness_parent.run_child(spawn, cls, ctx.rank, ctx.world_size)
+        finally:
+            _harness_join.leave_mark(ctx, spawn, exited)
+        _harness_join.judge(ctx, cls, method, spawn, exited)
+        _harness_join.tear_down_outcome(ctx, spawn)
 
     body.needs_harness_parent = True
     body.suite_class = cls
