@@ -11,7 +11,7 @@
 #                                  [startbench] [capture] [launches] [diagnose] [launchcost]
 #                                  [graphs] [launchdefault] [pystandby]
 #                                  [upstream_nccl] [upstream_gloo] [upstream_bases] [jobs] [pyjobs]
-#                                  [ddp] [pyshim]
+#                                  [ddp] [pyshim] [upstream_rpc] [upstream_rpc_faulty]
 #                                  (default: tests corpus races symmetric trace bench; bench
 #                                  includes recording: every figure from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
@@ -158,7 +158,7 @@ for step in "${steps[@]}"; do
         --backend cuda --out "$(mktemp -d)" ${CPRR_SUITES_ARGS:-} >"$out/suites.txt" 2>&1
       report "suites rc=$?" "$(tail -n 12 "$out/suites.txt")"
       ;;
-    upstream_nccl | upstream_gloo | upstream_bases)
+    upstream_nccl | upstream_gloo | upstream_bases | upstream_rpc | upstream_rpc_faulty)
       # PyTorch's own DistributedTest (tests/python/upstream) under its own harness and
       # under cprecord --mode both, side by side (compare_harness.py): with NCCL at W=2 on two
       # GPUs, or without GPUs on gloo (CUDA_VISIBLE_DEVICES=, as the suite skips its NCCL tests
@@ -180,6 +180,13 @@ for step in "${steps[@]}"; do
           # On gloo without GPUs: these tests ask for gloo on the CPU.
           ufile=tests/python/upstream/other_bases.py
           uenv+=(BACKEND=gloo CUDA_VISIBLE_DEVICES=); uargs=(--backend cpu --all) ;;
+        upstream_rpc | upstream_rpc_faulty)
+          # PyTorch's RPC suites at W=4 (their fixtures'), without GPUs: every K-th test of each
+          # class, CPRR_UPSTREAM_PER_CLASS (default 8 for TensorPipe's, 4 for the faulty agent's).
+          ufile=tests/python/upstream/rpc_tensorpipe.py; per=8
+          [ "$step" = upstream_rpc_faulty ] && ufile=tests/python/upstream/rpc_faulty.py && per=4
+          uenv+=(CUDA_VISIBLE_DEVICES=)
+          uargs=(--backend cpu --per-class "${CPRR_UPSTREAM_PER_CLASS:-$per}") ;;
       esac
       # CPRR_UPSTREAM_TESTS="Class.test ..." runs those tests only and keeps the database.
       [ -n "${CPRR_UPSTREAM_TESTS:-}" ] && read -ra picked <<<"$CPRR_UPSTREAM_TESTS" &&
