@@ -62,7 +62,8 @@ def leave_mark(ctx, spawn, exited):
     path = _path(ctx)
     _harness_parent.write_whole(_mark(path, ctx.rank), pickle.dumps(exited))
     if ctx.rank == 0 and _harness_parent.parent() is not None:
-        _harness_parent.parent().tear_down_when_done(path, ctx.world_size)
+        _harness_parent.parent().tear_down_when_done(
+            path, [_mark(path, r) for r in range(ctx.world_size)])
 
 
 def _every_mark(ctx):

@@ -65,12 +65,12 @@ class Parent:
         self._conn.close()
         os.waitpid(self.pid, 0)
 
-    def tear_down_when_done(self, path, world_size):
-        """Asks the helper to run the pending tearDown once the `world_size` ranks have left
-        their marks at `path` (cprr.suites.harness_join); it writes the outcome there. No answer
-        is awaited."""
+    def tear_down_when_done(self, path, marks):
+        """Asks the helper to run the pending tearDown once every file of `marks` exists (the
+        ranks' marks: cprr.suites.harness_join); it writes the outcome at `path`.tear_down. No
+        answer is awaited."""
         try:
-            self._conn.send(("tear_down", path, world_size))
+            self._conn.send(("tear_down", path, marks))
         except OSError:
             pass  # the helper is gone: the next set_up says so
 
@@ -347,11 +347,10 @@ class _Helper:
         if failed is not None and failed[0] == "error":
             print(f"cprr: the harness's tearDown failed:\n{failed[1]}", file=sys.stderr)
 
-    def tear_down_when_done(self, conn, path, world_size):
+    def tear_down_when_done(self, conn, path, marks):
         """The tearDown of the test whose ranks leave their marks at `path`, once all have:
         its outcome is written to `path`.tear_down (pickled; whole or absent). A request that
         comes first (a rank never finished: the next set-up) leaves it to that request."""
-        marks = [f"{path}.done.{r}" for r in range(world_size)]  # harness_join's marks
         while not all(os.path.exists(m) for m in marks):
             if conn.poll(_POLL_S):
                 return
