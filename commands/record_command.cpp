@@ -25,6 +25,7 @@
 #include "recorder/engine/job_slots.h"
 #include "recorder/engine/launcher.h"
 #include "recorder/engine/transport_choice.h"
+#include "recorder/launch/port_claim.h"
 #include "runtime/atomic_file.h"
 #include "runtime/backend.h"
 #include "runtime/error.h"
@@ -503,7 +504,7 @@ int smallest_gpu_share(const std::vector<JobSlot>& slots) {
 void place_job(ControllerConfig& cc, const JobSlot& slot, int job, int jobs,
                const std::string& backend) {
   pin_this_thread(slot.cpus);  // the job's thread: every rank and template it starts inherits it
-  for (const auto& [key, value] : job_env(slot, job, backend)) set_env(cc.env, key, value);
+  for (const auto& [key, value] : job_env(slot, backend)) set_env(cc.env, key, value);
   cc.devices = devices_text(slot, backend);
   cc.first_id = static_cast<uint64_t>(job) + 1;
   cc.id_step = static_cast<uint64_t>(jobs);
@@ -710,11 +711,14 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   RecordWriter writer(o.db, run_meta(o, s, argv));
   const std::vector<int64_t> case_ids = writer.add_cases(*plan);
   const int jobs = static_cast<int>(slots.size());
+  // A MASTER_PORT per job that no other cprr on this host shares, held until the run ends.
+  const std::vector<PortClaim> ports = claim_ports(jobs, master_port_base());
   const PlanRun executed = run_plan_jobs(
       RecordPlan{*plan, case_ids, s.modes, o.repeat, s.placement, o.fail_fast, s.shuffle_seed},
       jobs,
       [&](int job) {
         ControllerConfig cc = controller_config(o, s);
+        cc.master_port = ports[job].port();
         if (jobs > 1) place_job(cc, slots[job], job, jobs, s.backend);
         return std::make_unique<Controller>(std::move(cc));
       },

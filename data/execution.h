@@ -145,6 +145,9 @@ struct ExecutionResult {
   /// GPU-<uuid>,..." (or indexes where no UUID is known) on cuda; empty when not placed (one
   /// job with every core and GPU) or when no world ran it.
   std::string devices;
+  /// The MASTER_PORT its world's ranks got (CPRR_MASTER_PORT: a port the run claimed for the
+  /// controller, recorder/launch/port_claim.h); 0 when none was set.
+  int master_port = 0;
   /// The stop descriptor ended (or prevented) this execution: its status is `error` and it
   /// says nothing about the case. Callers stop their loop and should not count it.
   bool interrupted = false;

@@ -18,6 +18,7 @@
 #include "recorder/engine/plan.h"
 #include "recorder/engine/transport_choice.h"
 #include "recorder/engine/world.h"
+#include "recorder/launch/port_claim.h"
 #include "replayer/ddmin.h"
 #include "replayer/direction_probe.h"
 #include "replayer/race_confirmation.h"
@@ -38,8 +39,11 @@ std::string case_files(const RecordedRun& run) {
 // Everything needed to run the recorded case again: the controller set-up and the instances.
 class Rebuild {
  public:
-  Rebuild(const ReplayOptions& o, const RecordedRun& run, ReplayReport& report)
+  /// `recorded_ports`: the MASTER_PORTs the record's executions had, taken again where free.
+  Rebuild(const ReplayOptions& o, const RecordedRun& run, const std::vector<int>& recorded_ports,
+          ReplayReport& report)
       : report_(report),
+        port_(PortClaim::first_free(master_port_base(), recorded_ports)),
         placement_(parse_placement(run.placement).value_or(Placement::best_fit)),
         worlds_(o.worlds) {
     const std::string& worker = o.shared.worker;
@@ -68,7 +72,11 @@ class Rebuild {
     check_shared(o.shared, config_.launch.kind);  // the run's launcher, unless --launcher
     check_collectives(o.shared.run.requested(), run.backend);
     apply_shared(o.shared, config_);
+    config_.master_port = port_.port();
   }
+
+  /// The MASTER_PORT the replays' ranks get.
+  int master_port() const { return port_.port(); }
 
   /// Refuses, before anything runs, a worker that is no cprr worker or lacks one of `cases`
   /// (a rebuilt binary, another --worker): those replays would say nothing about the case.
@@ -145,6 +153,7 @@ class Rebuild {
   }
 
   ReplayReport& report_;
+  PortClaim port_;  ///< held while the replays run: no other cprr run on this host takes it
   ControllerConfig config_;
   Placement placement_;
   std::function<std::unique_ptr<WorldFactory>()> worlds_;
@@ -591,7 +600,15 @@ ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* 
   ReplayOptions as_asked = o;
   as_asked.shared.run.collectives = replay_collectives(o, record.either());
   const std::optional<ScopedPin> pinned = pin_to_record(as_asked, record.either(), say);
-  Rebuild rb(as_asked, record.run, rep);
+  std::vector<int> recorded_ports;
+  for (const RecordedExecution* e : {record.fresh(), record.pool()})
+    if (e != nullptr && e->result.master_port > 0) recorded_ports.push_back(e->result.master_port);
+  Rebuild rb(as_asked, record.run, recorded_ports, rep);
+  if (!recorded_ports.empty() && std::find(recorded_ports.begin(), recorded_ports.end(),
+                                           rb.master_port()) == recorded_ports.end()) {
+    say(fmt::format("the replays' MASTER_PORT is {}: the record's ({}) is in use on this host",
+                    rb.master_port(), fmt::join(recorded_ports, ", ")));
+  }
   const CaseInstance& target = rep.recorded.instance;
   std::vector<const CaseInstance*> needed{&target};
   for (const RecordedCase& p : record.preds) needed.push_back(&p.instance);

@@ -25,7 +25,10 @@ constexpr int kLauncherVersion = 9;
 constexpr int kWorkerArgsVersion = 11;
 /// The version that added run.code.
 constexpr int kCodeVersion = 12;
+/// The version that added the merge's run columns and execution.devices.
 constexpr int kMergeVersion = 17;
+/// The version that added execution.master_port.
+constexpr int kPortVersion = 18;
 /// The version that added collective groups and messages (collective.position, group_id,
 /// members, peer, site; process_group).
 constexpr int kGroupsVersion = 13;
@@ -182,6 +185,7 @@ RecordedExecution read_execution(const Statement& st, int64_t case_id, std::stri
   r.collectives = st.text(14);
   r.rank_gpus = st.text(15);
   r.devices = st.text(16);
+  r.master_port = static_cast<int>(st.int64(17));
   return e;
 }
 
@@ -361,12 +365,13 @@ struct RecordReader::Statements {
       : executions(db, fmt::format(
                            "SELECT e.id, e.mode, e.world_id, e.pool_position, e.attempt, e.status, "
                            "e.as_expected, e.summary, e.started_at, e.wall_ms, e.startup_ms, "
-                           "c.plan_id, c.label, {}, {}, {} FROM execution e JOIN test_case c "
+                           "c.plan_id, c.label, {}, {}, {}, {} FROM execution e JOIN test_case c "
                            "ON c.id = e.case_id WHERE e.case_id = ? ORDER BY e.id",
                            db.schema_version() >= kVersion5 ? "e.symmetric_pool" : "''",
                            db.schema_version() >= kTransportVersion ? "e.collectives, e.rank_gpus"
                                                                     : kOlderCollectives,
-                           db.schema_version() >= kMergeVersion ? "e.devices" : "''")),
+                           db.schema_version() >= kMergeVersion ? "e.devices" : "''",
+                           db.schema_version() >= kPortVersion ? "e.master_port" : "0")),
         ranks(db,
               "SELECT rank, outcome, error, signal, exit_code, protocol_error, watchdog, "
               "stdout_tail, stderr_tail, reset_ms, body_ms FROM rank_result "

@@ -80,8 +80,8 @@ struct RecordWriter::Statements {
       : execution(db,
                   "INSERT INTO execution (run_id, case_id, mode, world_id, pool_position, "
                   "attempt, status, as_expected, summary, started_at, wall_ms, startup_ms, "
-                  "symmetric_pool, collectives, rank_gpus, devices) "
-                  "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
+                  "symmetric_pool, collectives, rank_gpus, devices, master_port) "
+                  "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
         rank(db,
              "INSERT INTO rank_result (execution_id, rank, outcome, error, signal, exit_code, "
              "protocol_error, watchdog, stdout_tail, stderr_tail, reset_ms, body_ms) "
@@ -195,7 +195,7 @@ int64_t RecordWriter::write(const ExecutionResult& r, int64_t case_id) {
   st.bind(9, r.note.empty() ? r.summary : r.summary + (r.summary.empty() ? "" : "; ") + r.note);
   st.bind(10, iso8601_utc(r.started_at)).bind(11, r.wall_ms).bind(12, r.startup_ms);
   st.bind(13, r.symmetric_pool).bind(14, r.collectives).bind(15, r.rank_gpus);
-  st.bind(16, r.devices);
+  st.bind(16, r.devices).bind(17, int64_t{r.master_port});
   st.run();
   const int64_t execution = db_.last_insert_id();
   for (std::size_t rank = 0; rank < r.ranks.size(); ++rank) {

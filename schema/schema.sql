@@ -1,4 +1,4 @@
--- cprr store: the SQLite schema. Version 17 (schema/store.h: kSchemaVersion and its bump rule;
+-- cprr store: the SQLite schema. Version 18 (schema/store.h: kSchemaVersion and its bump rule;
 -- store_open.cpp: kMigrations). Version 2 added test_case.verdict, as_expected and fresh_vs_pool;
 -- version 3 op.read_spans and write_spans; version 4 op.peer and op.epoch; version 5
 -- collective.op and execution.symmetric_pool; version 6 the views at the end of this file;
@@ -6,7 +6,8 @@
 -- execution.collectives and rank_gpus; version 11 run.worker_args; version 12 run.code; version
 -- 13 the collective's position, group, members, peer, site and bytes per peer, and the
 -- process_group table; version 14 op.moves; version 15 op.touches and touch_spans; version 16
--- op.probed; version 17 run.uid, shard, plan_hash, merged_into and execution.devices.
+-- op.probed; version 17 run.uid, shard, plan_hash, merged_into and execution.devices; version 18
+-- execution.master_port.
 --
 -- One database file holds any number of runs. The recorder writes the run row and the planned
 -- cases first, then every execution with all its per-rank rows in ONE transaction, committed
@@ -122,7 +123,10 @@ CREATE TABLE execution (
   -- (version 17) where the world ran when cprecord --jobs placed it: "cpus 0-3" (the cores its
   -- ranks were pinned to) or "gpus GPU-<uuid>,..." (the GPUs its ranks saw, in order; indexes
   -- where no UUID is known); '' when not placed, and before version 17
-  devices       TEXT NOT NULL DEFAULT ''
+  devices       TEXT NOT NULL DEFAULT '',
+  -- (version 18) the MASTER_PORT the world's ranks got: a port the run claimed for the job on
+  -- its host, which no other cprr run there shared; 0 when none was set, and before version 18
+  master_port   INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX execution_by_world ON execution(run_id, world_id, pool_position);
 CREATE INDEX execution_by_case ON execution(case_id);

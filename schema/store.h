@@ -24,7 +24,7 @@
 
 namespace cprr {
 
-inline constexpr int kSchemaVersion = 17;
+inline constexpr int kSchemaVersion = 18;
 /// The oldest version this build opens (older ones are refused, naming the cprr to use).
 inline constexpr int kOldestSchemaVersion = 1;
 

@@ -96,6 +96,8 @@ constexpr std::string_view kMigrations[] = {
     "ALTER TABLE run ADD COLUMN merged_into INTEGER REFERENCES run(id);"
     "UPDATE run SET uid = lower(hex(randomblob(16)));"
     "ALTER TABLE execution ADD COLUMN devices TEXT NOT NULL DEFAULT '';",
+    // 17 -> 18: the MASTER_PORT an execution's ranks got (schema.sql: execution.master_port).
+    "ALTER TABLE execution ADD COLUMN master_port INTEGER NOT NULL DEFAULT 0;",
 };
 /// The version that added the views (schema.sql's last section).
 constexpr int kViewsVersion = 6;

@@ -6,6 +6,7 @@
 #include "analysis/classify.h"
 #include "analysis/hang_diagnosis.h"
 #include "analysis/layout_check.h"
+#include "recorder/engine/job_slots.h"
 #include "recorder/engine/world.h"
 #include "recorder/engine/world_startup.h"
 #include "recorder/launch/proc_tree.h"
@@ -108,7 +109,10 @@ Controller::Controller(ControllerConfig config, std::unique_ptr<WorldFactory> wo
     : config_(std::move(config)),
       worlds_(std::move(worlds)),
       next_world_(config_.first_id),
-      next_execution_(config_.first_id) {}
+      next_execution_(config_.first_id) {
+  if (config_.master_port > 0)
+    set_env(config_.env, "CPRR_MASTER_PORT", std::to_string(config_.master_port));
+}
 
 uint64_t Controller::take_id(uint64_t& next) const {
   const uint64_t id = next;
@@ -226,6 +230,7 @@ ExecutionResult Controller::run(const CaseInstance& inst, Mode mode, Placement p
   res.started_at = std::chrono::system_clock::now();
   res.id = take_id(next_execution_);
   res.devices = config_.devices;
+  res.master_port = config_.master_port;
   res.case_id = inst.id;
   res.label = inst.label();
   res.mode = mode;

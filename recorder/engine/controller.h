@@ -61,6 +61,10 @@ struct ControllerConfig : WorldSpec {
   uint64_t id_step = 1;
   /// Where its worlds run, recorded with each execution (ExecutionResult::devices).
   std::string devices;
+  /// The MASTER_PORT its worlds' ranks get (set as CPRR_MASTER_PORT in their environment, which
+  /// cprr's Python side hands a case as MASTER_PORT) and each execution records; 0: none set.
+  /// The caller holds the port's claim (recorder/launch/port_claim.h) while the controller runs.
+  int master_port = 0;
   /// The controller's clock for deadlines and wall times; tests pass a fake one. The worlds keep
   /// the steady clock for their own waits.
   std::function<Clock::time_point()> now = Clock::now;

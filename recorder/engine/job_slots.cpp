@@ -34,9 +34,6 @@ std::string ranges(const std::vector<int>& cpus) {
   return fmt::format("{}", fmt::join(parts, ","));
 }
 
-// The base of the MASTER_PORTs jobs get: torchrun's default, as cprr's Python side has it.
-constexpr int kMasterPort = 29500;
-
 }  // namespace
 
 Machine this_machine(const std::string& backend) {
@@ -90,13 +87,12 @@ std::string devices_text(const JobSlot& slot, const std::string& backend) {
   return "cpus " + ranges(slot.cpus);
 }
 
-std::vector<std::pair<std::string, std::string>> job_env(const JobSlot& slot, int job,
+std::vector<std::pair<std::string, std::string>> job_env(const JobSlot& slot,
                                                          const std::string& backend) {
   std::vector<std::pair<std::string, std::string>> env;
   if (backend == "cuda") {
     env.emplace_back("CUDA_VISIBLE_DEVICES", fmt::format("{}", fmt::join(slot.gpus, ",")));
   }
-  if (job > 0) env.emplace_back("CPRR_MASTER_PORT", std::to_string(kMasterPort + job));
   return env;
 }
 

@@ -39,10 +39,9 @@ std::vector<JobSlot> job_slots(const Machine& m, int jobs);
 /// ExecutionResult::devices for a slot: "cpus 0-3,6" on cpu, "gpus GPU-...,GPU-..." on cuda.
 std::string devices_text(const JobSlot& slot, const std::string& backend);
 
-/// What job `job`'s worlds get in their ranks' environment: CUDA_VISIBLE_DEVICES on cuda, and a
-/// MASTER_PORT of its own (CPRR_MASTER_PORT, which cprr's Python side sets as MASTER_PORT), so a
-/// suite's TCPStore in one world never meets another's. Job 0 keeps the defaults.
-std::vector<std::pair<std::string, std::string>> job_env(const JobSlot& slot, int job,
+/// What a job's worlds get in their ranks' environment: CUDA_VISIBLE_DEVICES on cuda. (Each job's
+/// MASTER_PORT is a port claimed for it: ControllerConfig::master_port.)
+std::vector<std::pair<std::string, std::string>> job_env(const JobSlot& slot,
                                                          const std::string& backend);
 
 /// Sets `key` in a world's variables (WorldSpec::env), replacing the entry it has: a child's

@@ -38,7 +38,8 @@ inline void exec_plain(const std::string& path, const std::string& sql) {
 }
 
 /// A version-1 file at `v1` holding what `source` (written by this cprr) holds, less the judgement.
-inline void make_v1_copy(const std::string& source, const std::string& v1, const std::string& extra = "") {
+inline void make_v1_copy(const std::string& source, const std::string& v1,
+                         const std::string& extra = "") {
   const std::string v1_columns =
       "id, run_id, plan_id, name, label, params, world_size, seed, expect, timeout_s, seeded_bug";
   exec_plain(
@@ -123,9 +124,19 @@ constexpr const char* kCollectiveTable12 =
 const std::string kCollectiveColumns12 =
     "execution_id, rank, seq, kind, stream, dtype, bytes, root, op";
 
+/// schema.sql as version 17 had it: execution without master_port (version 18).
+inline std::string without_port(std::string sql) {
+  return without_last_columns(std::move(sql), 18, "master_port   INTEGER NOT NULL DEFAULT 0");
+}
+/// The execution table's columns before version 18.
+const std::string kExecutionColumns17 =
+    "id, run_id, case_id, mode, world_id, pool_position, attempt, status, as_expected, summary, "
+    "started_at, wall_ms, startup_ms, symmetric_pool, collectives, rank_gpus, devices";
+
 /// schema.sql as version 16 had it: run without uid, shard, plan_hash, merged_into and
-/// execution without devices (version 17).
+/// execution without devices (version 17), nor version 18's.
 inline std::string without_merge(std::string sql) {
+  sql = without_port(std::move(sql));
   sql = without_last_columns(std::move(sql), 17, "merged_into   INTEGER REFERENCES run(id)");
   return without_last_columns(std::move(sql), 17, "devices       TEXT NOT NULL DEFAULT ''");
 }

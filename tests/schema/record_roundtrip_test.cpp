@@ -151,6 +151,7 @@ TEST(RecordRoundTrip, EveryExecutionComesBackFieldByField) {
   a.collectives = std::string(kCollectivesGlooStaged);
   a.rank_gpus = "0,0";
   a.devices = "gpus GPU-8f2a,GPU-11c0";
+  a.master_port = 65535;
   a.ranks[0].done->reset_ms = 0.1;
   a.ranks[0].done->body_ms = 1e300;
   a.ranks[1].watchdog = WatchdogStatus{

@@ -134,8 +134,8 @@ TEST(StoreMigration, AVersionFourteenOpReadsWithNoTouchesAndMigratesToThem) {
   sql += "PRAGMA user_version = 14; ATTACH '" + v15 + "' AS src;";
   sql += "INSERT INTO run SELECT " + kRunColumns16 + " FROM src.run;";
   sql += "INSERT INTO execution SELECT " + kExecutionColumns16 + " FROM src.execution;";
-  for (const char* t : {"test_case", "rank_result", "capture", "alloc_event",
-                        "collective", "process_group"}) {
+  for (const char* t :
+       {"test_case", "rank_result", "capture", "alloc_event", "collective", "process_group"}) {
     sql += fmt::format("INSERT INTO {0} SELECT * FROM src.{0};", t);
   }
   sql += "INSERT INTO op SELECT " + kOpColumns14 + " FROM src.op;";
@@ -177,8 +177,8 @@ TEST(StoreMigration, AVersionFifteenOpReadsAsNotProbedAndMigrates) {
   sql += "PRAGMA user_version = 15; ATTACH '" + v16 + "' AS src;";
   sql += "INSERT INTO run SELECT " + kRunColumns16 + " FROM src.run;";
   sql += "INSERT INTO execution SELECT " + kExecutionColumns16 + " FROM src.execution;";
-  for (const char* t : {"test_case", "rank_result", "capture", "alloc_event",
-                        "collective", "process_group"}) {
+  for (const char* t :
+       {"test_case", "rank_result", "capture", "alloc_event", "collective", "process_group"}) {
     sql += fmt::format("INSERT INTO {0} SELECT * FROM src.{0};", t);
   }
   sql += "INSERT INTO op SELECT " + kOpColumns15 + " FROM src.op;";
@@ -225,6 +225,40 @@ TEST(StoreMigration, AVersionSixteenRunGainsAUidAndReadsAsUnsharded) {
   EXPECT_EQ(migrated.at(0).uid.size(), 32u);
   EXPECT_NE(migrated.at(0).uid, migrated.at(1).uid);
   EXPECT_EQ(migrated.at(0).shard, "");
+}
+
+// Version 17 -> 18: an execution of a version-17 file reads with no MASTER_PORT (0); the file
+// gains the column when opened for writing, and a port a version-18 writer stores comes back.
+TEST(StoreMigration, AVersionSeventeenExecutionReadsWithNoMasterPortAndMigrates) {
+  TempDb dir;
+  const std::string v18 = dir.path("v18.db"), v17 = dir.path("v17.db");
+  ExecutionResult written = execution(Mode::pool, 1, 1);
+  written.devices = "cpus 0-1";
+  written.master_port = 29517;
+  int64_t case_id = 0;
+  {
+    RecordWriter w(v18, kMeta);
+    case_id = w.add_cases({instance(1, "a/ported", {}, 2)})[0];
+    w.write(written, case_id);
+    w.finish(0);
+  }
+  const auto execution_of = [&](const std::string& path) {
+    return RecordReader(path).executions(case_id).at(0).result;
+  };
+  EXPECT_EQ(execution_of(v18).master_port, 29517);
+  std::string sql = without_port(std::string(schema_sql()));
+  sql += "PRAGMA user_version = 17; ATTACH '" + v18 + "' AS src;";
+  sql += "INSERT INTO execution SELECT " + kExecutionColumns17 + " FROM src.execution;";
+  for (const char* t : {"run", "test_case", "rank_result", "capture", "alloc_event", "op",
+                        "collective", "process_group"}) {
+    sql += fmt::format("INSERT INTO {0} SELECT * FROM src.{0};", t);
+  }
+  exec_plain(v17, sql);
+  EXPECT_EQ(execution_of(v17).master_port, 0);
+  EXPECT_EQ(execution_of(v17).devices, "cpus 0-1");
+  EXPECT_EQ(Database::open(v17, Database::Mode::read_write).schema_version(), kSchemaVersion);
+  EXPECT_EQ(schema_of(v17), schema_of(v18));
+  EXPECT_EQ(execution_of(v17).master_port, 0);
 }
 
 }  // namespace

@@ -62,12 +62,11 @@ TEST(JobSlots, TheDefaultIsAsManyWorldsOfTheLargestSizeAsTheMachineHolds) {
   EXPECT_EQ(default_jobs(machine(16, 1, "cuda"), 2), 1);
 }
 
-TEST(JobSlots, EachFurtherJobGetsItsOwnMasterPortAndACudaJobItsGpus) {
+TEST(JobSlots, ACudaJobSeesItsGpusAlone) {
   const std::vector<JobSlot> slots = job_slots(machine(4, 2, "cuda"), 2);
-  EXPECT_THAT(job_env(slots[0], 0, "cuda"), ElementsAre(Pair("CUDA_VISIBLE_DEVICES", "GPU-0")));
-  EXPECT_THAT(job_env(slots[1], 1, "cuda"), ElementsAre(Pair("CUDA_VISIBLE_DEVICES", "GPU-1"),
-                                                        Pair("CPRR_MASTER_PORT", "29501")));
-  EXPECT_TRUE(job_env(slots[0], 0, "cpu").empty()) << "job 0 keeps the defaults";
+  EXPECT_THAT(job_env(slots[0], "cuda"), ElementsAre(Pair("CUDA_VISIBLE_DEVICES", "GPU-0")));
+  EXPECT_THAT(job_env(slots[1], "cuda"), ElementsAre(Pair("CUDA_VISIBLE_DEVICES", "GPU-1")));
+  EXPECT_TRUE(job_env(slots[0], "cpu").empty()) << "cpu jobs are placed by pinning alone";
 }
 
 TEST(JobSlots, APinnedThreadsProcessesAndThreadsKeepItsCores) {

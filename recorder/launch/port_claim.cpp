@@ -1,0 +1,103 @@
+#include "recorder/launch/port_claim.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string_view>
+
+#include "runtime/error.h"
+
+namespace cprr {
+namespace {
+
+constexpr int kTries = 1000;
+constexpr int kHighestPort = 65535;
+
+// The claim: binds the abstract name for `port`; an invalid fd when another process has it.
+UniqueFd claim_name(int port) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) CPRR_THROW("socket(AF_UNIX) for a port claim: {}", std::strerror(errno));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string name = "cprr-master-port-" + std::to_string(port);
+  // Abstract namespace: sun_path starts with a NUL and the name is not NUL-terminated.
+  std::memcpy(addr.sun_path + 1, name.data(), name.size());
+  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), len) != 0) {
+    if (errno == EADDRINUSE) return UniqueFd();
+    CPRR_THROW("bind of the claim for port {}: {}", port, std::strerror(errno));
+  }
+  return fd;
+}
+
+// Whether a TCP listener could bind `port` on every interface now. SO_REUSEADDR as TCPStore sets
+// it: a port whose last connection lingers in TIME_WAIT is free for a listener.
+bool tcp_free(int port) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) CPRR_THROW("socket(AF_INET) to probe port {}: {}", port, std::strerror(errno));
+  const int on = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  return ::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+}
+
+std::optional<int> parse_port(std::string_view text) {
+  int v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < 1 || v > kHighestPort)
+    return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+int master_port_base() {
+  for (const char* name : {"CPRR_MASTER_PORT", "MASTER_PORT"}) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') continue;
+    if (const auto port = parse_port(value)) return *port;
+    CPRR_THROW_AS(UsageError, "{}={}: not a port (1 to {}); unset it or give a port number", name,
+                  value, kHighestPort);
+  }
+  return kDefaultMasterPort;
+}
+
+PortClaim PortClaim::first_free(int base, const std::vector<int>& preferred) {
+  const auto take = [](int port) -> std::optional<PortClaim> {
+    if (port < 1 || port > kHighestPort) return std::nullopt;
+    UniqueFd name = claim_name(port);
+    if (!name || !tcp_free(port)) return std::nullopt;
+    return PortClaim(std::move(name), port);
+  };
+  for (int port : preferred) {
+    if (auto claim = take(port)) return std::move(*claim);
+  }
+  for (int port = base; port < base + kTries && port <= kHighestPort; ++port) {
+    if (auto claim = take(port)) return std::move(*claim);
+  }
+  CPRR_THROW(
+      "no free port for MASTER_PORT among {} to {}: other cprr runs or other services hold "
+      "them all; set CPRR_MASTER_PORT to another base",
+      base, std::min(base + kTries - 1, kHighestPort));
+}
+
+std::vector<PortClaim> claim_ports(int n, int base) {
+  std::vector<PortClaim> claims;
+  claims.reserve(static_cast<std::size_t>(n));
+  // Each claim holds its name, so the next search passes over it.
+  for (int k = 0; k < n; ++k) claims.push_back(PortClaim::first_free(base));
+  return claims;
+}
+
+}  // namespace cprr
