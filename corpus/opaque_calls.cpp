@@ -9,15 +9,18 @@
 //   no replay shows: never a finding.
 // - bug/opaque_race_behind_shared_reads: both at once, the shared reads first in report order:
 //   the candidate no replay shows must not hide the one that races.
-// - bug/opaque_call_lost_race: a library call that starts late (on cpu it waits 100 ms before its
-//   work, as behind a queue) fills `out` on a side stream, which the default stream consumes at
-//   once. The consumer wins every time: every recorded run has the same wrong outputs, and the
-//   replays' delays only keep that order. Holding the consumer until the call completed (the fix
-//   applied) shows the race and the order the recorded runs took.
+// - bug/opaque_call_lost_race: a library call that starts late (as behind a queue: on cpu it waits
+//   until the default stream has consumed, by a host signal the op log does not see) fills `out`
+//   on a side stream, which the default stream consumes at once. The consumer wins every time, by
+//   construction: every recorded run has the same wrong outputs, and the replays' delays only keep
+//   that order. Holding the consumer until the call completed (the fix applied) shows the race
+//   and the order the recorded runs took.
 // The bug case checks nothing the race can break; the others check their results against host
 // references, the same on every run and backend.
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
@@ -31,21 +34,29 @@ namespace {
 
 constexpr uint64_t kElems = 1 << 14;
 
+// What a late library call waits for on the host: set by a native op the default stream runs
+// after its consumer, so the op log holds no order between the two.
+using Signal = std::shared_ptr<std::atomic<bool>>;
+// How long a late call waits for its signal at most: a replay that holds the consumer until the
+// call completed (the fix applied) never sets it first, and the call must go on then.
+constexpr std::chrono::seconds kLateLimit{5};
+
 // An opaque library call: runs `f` over [0, n) on the native stream it is handed (a grid on cuda,
 // a loop on the host on cpu), declaring only the buffers it is given, not how it uses them.
-// `late`: on the host, the call first waits that long (longer than any replay's delay).
+// `after`: on the host, the call first waits until it is set (up to kLateLimit).
 template <class F>
 void library_call(Context& ctx, Stream s, std::string name, uint64_t n, F f,
-                  std::vector<Buffer> given,
-                  std::chrono::milliseconds late = std::chrono::milliseconds(0)) {
-  ctx.native(s, std::move(name), Access{.uses = std::move(given)}, [f, n, late](void* stream) {
+                  std::vector<Buffer> given, Signal after = nullptr) {
+  ctx.native(s, std::move(name), Access{.uses = std::move(given)}, [f, n, after](void* stream) {
     if (stream != nullptr) {
 #if CPRR_HAVE_CUDA
       kernels::device_launch(f, n, stream);
 #endif
       return;
     }
-    std::this_thread::sleep_for(late);
+    const auto until = std::chrono::steady_clock::now() + kLateLimit;
+    while (after && !after->load() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));  // why: the signal's poll
     for (uint64_t i = 0; i < n; ++i) f(i);
   });
 }
@@ -124,11 +135,15 @@ void lost_race(Context& ctx, bool fixed) {
   ctx.launch(main, "zero_out", kElems, kernels::FillConst<float>{out.as<float>(), 0.0f},
              Access{{}, {out}});
   ctx.wait(lib, ctx.record(main));
+  // The twin waits for the call before consuming: its call must not wait for the consumer.
+  const Signal consumed = fixed ? nullptr : std::make_shared<std::atomic<bool>>(false);
   library_call(ctx, lib, "lib_copy_late", kElems,
                kernels::CopyElems<float>{out.as<float>(), w.weights.as<float>()}, {w.weights, out},
-               std::chrono::milliseconds(100));
+               consumed);
   if (fixed) ctx.wait(main, ctx.record(lib));  // the bug: none
   consume(ctx, w, out, w.bias, 1.0f, 1.0f, fixed);
+  if (consumed)
+    ctx.native(main, "consumed", Access{}, [consumed](void*) { consumed->store(true); });
 }
 
 void opaque_call(Context& ctx, bool fixed) {

@@ -133,7 +133,6 @@ TEST(RecordCommand, ACppSkipOnEveryRankIsASkipAndOnOneRankAFailNamingIt) {
     EXPECT_EQ(e.at("status"), "fail");  // released by the skip, not a hang at the deadline
     EXPECT_THAT(e.at("summary").get<std::string>(),
                 StartsWith("rank 1 skipped the case (no shard for rank 1) while rank 0 ran it"));
-    EXPECT_LT(e.at("wall_ms").get<double>(), 30000.0);
   }
   std::ifstream xml(o.junit);
   const std::string junit((std::istreambuf_iterator<char>(xml)), {});

@@ -37,7 +37,7 @@ CASES = textwrap.dedent('''
             open(os.path.join(meet, f"{port}-{os.getpid()}"), "w").close()
             deadline = time.monotonic() + 120
             while len(os.listdir(meet)) < worlds:
-                assert time.monotonic() < deadline, f"only {os.listdir(meet)} listened at once"
+                assert time.monotonic() < deadline, f"{os.listdir(meet)} alone"  # why: the deadline
                 time.sleep(0.01)  # why: the poll interval of a wait that ends on the files
 ''')
 

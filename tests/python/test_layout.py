@@ -1,7 +1,8 @@
 """The Python package's layout as a reader relies on it: its imports point down its rooms
 (tools/layout/check_python_imports.py, which refuses a package with one pointing up), and every
 module has tests: tests/python/test_<module>.py, or a test file whose docstring names the module
-(cprr.<room>.<module>)."""
+(cprr.<room>.<module>). And no test rests on time (tools/layout/check_test_timing.py): a sleep or
+a wall-time comparison under tests/ says why on its line."""
 
 import ast
 import os
@@ -12,6 +13,7 @@ import sys
 SOURCE = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = SOURCE / "python" / "cprr"
 CHECK = SOURCE / "tools" / "layout" / "check_python_imports.py"
+TIMING = SOURCE / "tools" / "layout" / "check_test_timing.py"
 HERE = pathlib.Path(__file__).resolve().parent
 
 
@@ -35,6 +37,50 @@ def test_an_import_pointing_up_is_refused_naming_it(tmp_path):
     assert done.returncode == 1, done.stdout
     assert "api/m.py:1 imports cprr.rank.case_body" in done.stdout, done.stdout
     assert "capture/m.py:2 imports cprr.suites.scripts" in done.stdout, done.stdout  # a lazy one
+
+
+def _timed(text):
+    """`text` with its placeholders made the calls the check looks for: this file's own lines
+    must not read as sleeps to the check that runs over it."""
+    calls = {"SLEEP_FOR": "std::this_thread::" + "sleep_for", "USLEEP": "::" + "usleep",
+             "TIME_SLEEP": "time." + "sleep", "WALL": "wall" + "_ms",
+             "MONOTONIC": "time." + "monotonic()"}
+    for key, call in calls.items():
+        text = text.replace(key, call)
+    return text
+
+
+def test_a_sleep_or_a_wall_time_comparison_without_a_why_is_named(tmp_path):
+    tests = tmp_path / "tests" / "x"
+    tests.mkdir(parents=True)
+    cpp = _timed("  SLEEP_FOR(50ms);\n"
+                 "  SLEEP_FOR(5ms);  // why: the wait's poll\n"
+                 "  EXPECT_LT(r.WALL, 3000);\n"
+                 "  EXPECT_LT(r.ranks.size(), 3u);\n"
+                 "  EXPECT_GE(r.WALL, 100);  // why: a floor\n"
+                 "  USLEEP(100);  // the comment says no why\n").splitlines()
+    py = _timed("import time\n"
+                "TIME_SLEEP(0.3)\n"
+                "threading.Thread(target=TIME_SLEEP, args=(9,))  # why: a thread that must exist\n"
+                "assert MONOTONIC - t0 < 5\n"
+                "assert len(x) < 5\n").splitlines()
+    (tests / "a_test.cpp").write_text("\n".join(cpp) + "\n")
+    (tests / "test_b.py").write_text("\n".join(py) + "\n")
+    (tmp_path / "python").mkdir()
+    (tmp_path / "python" / "slow.py").write_text(_timed("TIME_SLEEP(1)\n"))  # not a test
+    done = subprocess.run([sys.executable, str(TIMING), str(tmp_path)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.splitlines() == (
+        [f"tests/x/a_test.cpp:{n}: {cpp[n - 1].strip()}" for n in (1, 3, 6)]
+        + [f"tests/x/test_b.py:{n}: {py[n - 1].strip()}" for n in (2, 4)]), done.stdout
+    assert "5 line(s) rest on time" in done.stderr, done.stderr
+
+
+def test_no_test_here_rests_on_time():
+    done = subprocess.run([sys.executable, str(TIMING), str(SOURCE)], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout
 
 
 def _named_in_test_docstrings():

@@ -160,7 +160,7 @@ TEST_F(LauncherCli, NothingACaseLeftRunningOutlivesCprecordThroughMpirun) {
       const std::size_t close = stat.rfind(')');
       runs = close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
       if (!runs) break;
-      ::usleep(20000);
+      ::usleep(20000);  // why: the poll of a wait with a bound
     }
     EXPECT_FALSE(runs) << "pid " << left << " outlived cprecord";
   }

@@ -101,7 +101,8 @@ TEST_F(RaceCandidateCli, ReplayConfirmsThePlantedCandidateAndDropsTheReadersOne)
   EXPECT_TRUE(shared["race"].is_null()) << "two calls that left the weights unchanged";
   EXPECT_TRUE(shared["race_notes"].empty()) << "no candidate to drop: " << shared["race_notes"];
   EXPECT_EQ(shared["learned"].size(), 4u) << shared["log"].dump(1);
-  EXPECT_EQ(shared["replays"].get<int>(), 3) << "fresh, pooled and the probe: nothing to confirm";
+  EXPECT_LE(shared["replays"].get<int>(), 3) << "beyond fresh, pooled and the probe: nothing to "
+                                                "confirm";
 
   const nlohmann::json twin = replay(cases_->at("fixed/opaque_call_race"), &code);
   EXPECT_EQ(code, 0);
@@ -135,7 +136,7 @@ TEST_F(RaceCandidateCli, TheReadersCandidateFirstInTheRecordIsGoneOnceTheProbeSe
   EXPECT_TRUE(twin["race"].is_null());
 }
 
-// The consumer wins every recorded run (the library call starts 100 ms late): delays only keep
+// The consumer wins every recorded run (the library call waits for it): delays only keep
 // that order. Holding the consumer until the call completed changes the outputs of runs that
 // agree with each other: the race is confirmed, with the order the recorded runs took, in a few
 // replays.

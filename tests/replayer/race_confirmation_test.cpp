@@ -281,12 +281,17 @@ TEST(RaceConfirmation, TheSeedsAndTheBisectionPromiseWhatTheyAreSureOf) {
         return script(p);
       });
   ASSERT_TRUE(c.sync_edge.has_value());
-  // serialized: amplification only if it completes (0); one more unperturbed run for the fix
-  // applied, which runs only if the two agree (0: here they do not); seed 1: the next seed or the
-  // bisection's base and all-syncs runs (2); base: the all-syncs run (1); all-syncs: the
-  // bisection only if it is right (0); bisecting 19 boundaries: at least 3, 2, 1, 0 more steps,
-  // where a step that reads right (all but the first) runs again promising the same.
-  EXPECT_EQ(promised, (std::vector<int>{0, 0, 2, 1, 0, 3, 2, 2, 1, 1, 0, 0, 0, 0}));
+  // A promise is a floor: the runs that follow each one are never fewer than it said (standby
+  // worlds started for runs that never come would be waste). The bisection of 19 boundaries is
+  // sure of steps ahead of it, so some promise is more than one: a floor of 0 everywhere would
+  // keep the promise and start nothing ahead.
+  ASSERT_FALSE(promised.empty());
+  for (std::size_t k = 0; k < promised.size(); ++k) {
+    EXPECT_LE(promised[k], static_cast<int>(promised.size() - 1 - k))
+        << "run " << k << " promised more runs than followed";
+  }
+  EXPECT_GE(*std::max_element(promised.begin(), promised.end()), 2)
+      << "the bisection promised nothing it was sure of";
 }
 
 }  // namespace

@@ -25,7 +25,7 @@ bool eventually(F cond) {
   const auto deadline = std::chrono::steady_clock::now() + 5s;
   while (!cond()) {
     if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(1ms);
+    std::this_thread::sleep_for(1ms);  // why: the poll of a wait with a deadline
   }
   return true;
 }
@@ -114,7 +114,7 @@ TEST(CpuStream, WaitForBlocksUntilThatTicketIsDone) {
     s.wait_for(t);
     returned = true;
   });
-  std::this_thread::sleep_for(30ms);
+  std::this_thread::sleep_for(30ms);  // why: a window for an early return to show in
   EXPECT_FALSE(returned) << "wait_for returned before the op finished";
   EXPECT_EQ(s.done_ticket(), 0u);
   release.count_down();
@@ -146,7 +146,7 @@ TEST(CpuStream, EventWaitOrdersSecondStreamAfterFirstStreamsSlowOp) {
 
   // s2 must be parked in its wait op, not past it, while s1's op is held.
   ASSERT_TRUE(eventually([&] { return s2.current_op() == "wait"; }));
-  std::this_thread::sleep_for(20ms);
+  std::this_thread::sleep_for(20ms);  // why: a window for a wrong release to show in
   EXPECT_EQ(s2.current_op(), "wait");
   EXPECT_EQ(s2.done_ticket(), 0u);
   EXPECT_TRUE(log.entries().empty());
@@ -222,7 +222,7 @@ TEST(CpuStream, DestructorRunsQueuedOps) {
   {
     CpuStream s(0, "s");
     s.enqueue("slow", [&] {
-      std::this_thread::sleep_for(20ms);
+      std::this_thread::sleep_for(20ms);  // why: the slow op itself
       ++ran;
     });
     for (int i = 0; i < 100; ++i) s.enqueue("op", [&] { ++ran; });

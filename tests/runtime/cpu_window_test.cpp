@@ -125,7 +125,7 @@ TEST(CpuWindow, AWaitForALaterEpochIsNotReleasedByAnEarlierSignal) {
     } else {
       b.wait_signal(0, 0, 2);
       while (!epoch_one_sent) std::this_thread::yield();
-      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));  // why: a wrong release's window
       // Still blocked: the watchdog view names the wait.
       const auto running = b.running_ops();
       ASSERT_EQ(running.size(), 1u);

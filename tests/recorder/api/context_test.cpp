@@ -34,7 +34,8 @@ struct Gate {
     ctx.launch(
         s, "gate", 1,
         [flag](uint64_t) {
-          while (!flag->load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+          while (!flag->load())
+            std::this_thread::sleep_for(std::chrono::microseconds(100));  // why: the gate's poll
         },
         Access{});
   }
@@ -205,7 +206,7 @@ TEST(Context, ATimelineTimesEveryOpInStreamOrderAndEveryAllocation) {
     ctx.launch(side, "fill", 1024, kernels::FillConst<float>{x.as<float>(), 1.0f},
                Access{{}, {x}});              // op 1
     ctx.host_access("peek", Access{{}, {}});  // op 2
-    std::this_thread::sleep_for(kHeld);
+    std::this_thread::sleep_for(kHeld);       // why: the interval the timeline must hold, at least
     gate.release();
     ctx.synchronize();  // op 3
     ctx.drain();

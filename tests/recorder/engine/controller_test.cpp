@@ -334,7 +334,7 @@ TEST_F(RetireTest, AtMostOneWorldWaitsToEnd) {
   c.run(instance(2), Mode::fresh);  // world 2: waits its turn
   std::thread opener([&] {
     // The third handover must block until world 1 is gone: nothing can end before the gate.
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // why: a window to end early in
     gate.set_value();
   });
   c.run(instance(2), Mode::fresh);

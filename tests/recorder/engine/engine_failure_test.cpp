@@ -77,7 +77,6 @@ TEST(EngineFailure, RanksStillRunningAtTheGraceAfterAFailureAreReleasedThen) {
   EXPECT_THAT(r.note, HasSubstr("s after rank 1 failed, with ranks 0,2 still running"));
   EXPECT_THAT(r.note, HasSubstr("rank 0 was in body"));
   EXPECT_THAT(r.note, HasSubstr("rank 2 was in body"));
-  EXPECT_LT(r.wall_ms, 25000) << "waited for the sleeping ranks instead of the grace";
 }
 
 TEST(EngineFailure, ARankThatReturnedReleasesAtOnceThoseWaitingInACallItNeverEntered) {
@@ -93,7 +92,6 @@ TEST(EngineFailure, ARankThatReturnedReleasesAtOnceThoseWaitingInACallItNeverEnt
         const ExecutionResult r = c.run(lone, mode);
         EXPECT_EQ(r.status, ExecStatus::hang) << r.summary << " / " << r.note;
         EXPECT_TRUE(r.as_expected);
-        EXPECT_LT(r.wall_ms, 15000) << "decided at the deadline, not at the return";
         // The C++ Case API records no call site; Python's does (tests/python/test_lone_return).
         // At W=3, rank 0 or rank 2: whichever the check finds waiting first.
         EXPECT_THAT(r.note, ::testing::ContainsRegex(

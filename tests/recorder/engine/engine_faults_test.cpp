@@ -1,11 +1,12 @@
 // The execution engine's faults against the real worker binaries: a crash, a hang, a deadline, a
 // rank exiting mid-case, collectives called differently stopped live, a broken control channel,
 // unknown cases and workers that are none; standby worlds that stay fresh.
-// Timing assertions are loose on purpose: the machine is small and shared.
+// What decided a verdict (the note, the summary) is asserted, never a wall time.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -23,6 +24,22 @@ namespace {
 using namespace engine_test;
 using ::testing::HasSubstr;
 using ::testing::Not;
+
+// The first line of a file ("" when it cannot be read).
+std::string first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// Whether the process whose /proc/<pid>/stat is `stat` has ended: gone, or a zombie.
+bool process_ended(const std::string& stat) {
+  const std::string text = first_line(stat);
+  const std::size_t close = text.rfind(')');
+  return text.empty() ||
+         (close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'Z');
+}
 
 // ---- faults: crash, hang, deadline ----
 
@@ -48,7 +65,7 @@ TEST_P(EngineByWorldSize, CrashIsClassifiedAndTheWorldReplaced) {
   expect_pass(next);
   EXPECT_NE(next.world_id, r.world_id) << "a crashed world was reused";
   EXPECT_EQ(next.pool_position, 1u);
-  EXPECT_GT(next.startup_ms, 0);
+  EXPECT_GT(next.startup_ms, 0);  // why: a floor of 0: the new world's start was timed
   EXPECT_EQ(next.id, r.id + 1);
   // The replaced world's stderr does not carry the crashed case's message.
   for (const RankReport& rep : next.ranks)
@@ -64,7 +81,6 @@ TEST_P(EngineByWorldSize, HangIsDiagnosedAtTheLoneReturn) {
   const ExecutionResult r = c.run(hang, Mode::pool);
   EXPECT_EQ(r.status, ExecStatus::hang) << r.summary;
   EXPECT_TRUE(r.as_expected);
-  EXPECT_LT(r.wall_ms, 3000) << "verdict at the deadline, not at the return";
   const int skipper = w() - 1;
   EXPECT_THAT(r.note, HasSubstr("after rank " + std::to_string(skipper) +
                                 " returned from the case, not at the deadline"));
@@ -108,7 +124,6 @@ TEST(Engine, RanksStuckInACollectiveTheyCalledDifferentlyAreStoppedBeforeTheDead
     for (Mode mode : {Mode::pool, Mode::fresh}) {
       const ExecutionResult r = c.run(mismatch, mode);
       EXPECT_EQ(r.status, ExecStatus::hang) << label << ": " << r.summary;
-      EXPECT_LT(r.wall_ms, 20000) << label << ": named only at the deadline";
       EXPECT_THAT(r.note, HasSubstr("after the last rank entered collective #0")) << label;
       EXPECT_THAT(r.note, HasSubstr("has kind barrier")) << label;
       EXPECT_THAT(r.summary, HasSubstr("the ranks called a collective differently")) << label;
@@ -158,14 +173,14 @@ TEST(Engine, DeadlineOverrideAppliesToAHostSleep) {
   const CaseInstance sleep = inst(kFixture, "test/sleep{ms=10}@2");
   const ExecutionResult shortsleep = c.run(with_params(sleep, {{"ms", "100"}}), Mode::pool);
   expect_pass(shortsleep);
-  EXPECT_GE(shortsleep.wall_ms, 100);
+  EXPECT_GE(shortsleep.wall_ms, 100);  // why: a lower bound: the sleep ran; no box undercuts it
 
   const ExecutionResult r = c.run(with_params(sleep, {{"ms", "30000"}}), Mode::pool);
   EXPECT_EQ(r.status, ExecStatus::hang) << r.summary;
   EXPECT_FALSE(r.as_expected);
   EXPECT_EQ(r.label, "test/sleep{ms=30000}@2");
-  EXPECT_GE(r.wall_ms, 1500);
-  EXPECT_LT(r.wall_ms, 1500 + 6000);
+  // The sleep (30 s) is within the default deadline (60 s): only the override can end it.
+  EXPECT_GE(r.wall_ms, 1500);  // why: a lower bound: not ended before the override's deadline
   for (const RankReport& rep : r.ranks) {
     ASSERT_TRUE(rep.watchdog.has_value()) << r.summary;
     EXPECT_EQ(rep.watchdog->phase, "body");
@@ -264,7 +279,6 @@ TEST(Engine, HangDiagnosisBlamesOnlyTheRankThatCannotAnswer) {
   const ExecutionResult r = c.run(inst(kFixture, "test/stop_rank@4"), Mode::pool);
   EXPECT_EQ(r.status, ExecStatus::hang) << r.summary;
   EXPECT_TRUE(r.as_expected);
-  EXPECT_LT(r.wall_ms, 2000 + 8000);
   ASSERT_EQ(r.ranks.size(), 4u);
   EXPECT_FALSE(r.ranks[1].watchdog.has_value()) << "a stopped rank answered";
   for (int k : {0, 2, 3}) {
@@ -294,11 +308,21 @@ TEST(Engine, RankDyingBetweenCasesIsNotBlamedOnTheNextCase) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
-        Controller c(config(kFixture));
+        const SignalFile die("die");  // rank 1 dies when it appears, its pid in "<die>.pid"
+        const SignalFile pid("die.pid");
+        ControllerConfig cc = config(kFixture);
+        cc.env.emplace_back("CPRR_TEST_DIE_WHEN", die.path());
+        Controller c(cc);
         const ExecutionResult before =
             c.run(inst(kFixture, "test/die_after_done{code=5}@2"), Mode::pool);
-        // Rank 1 exits 200 ms after reporting; give it ample time.
-        std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+        die.make();  // the case reported: rank 1 dies now, while idle
+        // Dead once its process is gone or a zombie, not when it wrote its pid.
+        std::string stat;
+        const bool dead = pid.wait() && wait_until([&] {
+                            if (stat.empty()) stat = "/proc/" + first_line(pid.path()) + "/stat";
+                            return process_ended(stat);
+                          });
+        std::fprintf(stderr, "rank 1 %s\n", dead ? "died" : "never died");
         const ExecutionResult next = c.run(inst(kFixture, "test/ok@2"), Mode::pool);
         std::fprintf(stderr, "before: %s; next: %s in world %llu (before: world %llu): %s\n",
                      std::string(status_name(before.status)).c_str(),
@@ -306,7 +330,7 @@ TEST(Engine, RankDyingBetweenCasesIsNotBlamedOnTheNextCase) {
                      static_cast<unsigned long long>(next.world_id),
                      static_cast<unsigned long long>(before.world_id), next.summary.c_str());
         const bool ok =
-            before.status == ExecStatus::pass && next.status == ExecStatus::pass &&
+            dead && before.status == ExecStatus::pass && next.status == ExecStatus::pass &&
             next.world_id != before.world_id &&
             next.note.find("rank 1 exited with code 5 between cases") != std::string::npos;
         c.close_pools();
@@ -354,13 +378,15 @@ TEST(Engine, NonWorkerBinaryFailsToStartWithAMessage) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("/bin/true"));
   }
+  // Named when it exits, not when the start-up deadline (long) ends the wait.
   ControllerConfig cc = config("/bin/true");
-  cc.startup_timeout = std::chrono::milliseconds(10000);
+  cc.startup_timeout = std::chrono::milliseconds(120000);
   Controller c(cc);
   const ExecutionResult r = c.run(inst(kWorker, "healthy/noop@2"), Mode::pool);
   EXPECT_EQ(r.status, ExecStatus::error);
   EXPECT_THAT(r.summary, HasSubstr("failed to start"));
-  EXPECT_LT(r.wall_ms, 9000);
+  EXPECT_THAT(r.summary, HasSubstr("exited with code 0"));
+  EXPECT_THAT(r.summary, Not(HasSubstr("120000 ms")));
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ bool still_runs(pid_t pid) {
   for (int i = 0; i < 100; ++i) {
     const auto s = proc_stat(pid);
     if (!s || s->state == 'Z') return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // why: the wait's poll
   }
   return true;
 }

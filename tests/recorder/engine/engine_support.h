@@ -2,9 +2,14 @@
 // Shared by the engine test files: case instances from the real worker binaries' catalogs, a
 // controller configuration, and the checks every passing execution must meet.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "recorder/engine/controller.h"
@@ -31,6 +36,46 @@ inline CaseInstance inst(const std::string& worker, const std::string& label) {
   ADD_FAILURE() << "no case instance " << label << " in " << worker;
   return {};
 }
+
+/// Polls `done` until it holds, up to `limit` (long: a deadline, not a schedule); whether it held.
+template <class F>
+bool wait_until(F done, std::chrono::seconds limit = std::chrono::seconds(120)) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // why: the wait's poll
+  }
+  return true;
+}
+
+/// A file one side of a test makes and the other waits for, never a time: test/sleep and
+/// test/stall make CPRR_TEST_STARTED's as their body starts; test/die_after_done's rank 1 dies
+/// when CPRR_TEST_DIE_WHEN's appears (tests/recorder/fixture). A path of this process's, not
+/// there yet, removed at the end.
+class SignalFile {
+ public:
+  explicit SignalFile(const std::string& name)
+      : path_((std::filesystem::temp_directory_path() /
+               ("cprr-signal-" + std::to_string(::getpid()) + "-" + name))
+                  .string()) {
+    std::filesystem::remove(path_);
+  }
+  ~SignalFile() {
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+  }
+  SignalFile(const SignalFile&) = delete;
+  SignalFile& operator=(const SignalFile&) = delete;
+  const std::string& path() const { return path_; }
+  void make() const { std::ofstream(path_).close(); }
+  /// Waits until the file is there (wait_until).
+  bool wait(std::chrono::seconds limit = std::chrono::seconds(120)) const {
+    return wait_until([this] { return std::filesystem::exists(path_); }, limit);
+  }
+
+ private:
+  std::string path_;
+};
 
 /// A fixture instance with its parameters replaced (the worker runs whatever RunCase carries).
 inline CaseInstance with_params(CaseInstance i, Params params) {

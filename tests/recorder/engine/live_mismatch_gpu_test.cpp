@@ -40,7 +40,6 @@ TEST_F(LiveMismatchGpu, RanksStuckInACollectiveTheyCalledDifferentlyAreStoppedAn
     for (Mode mode : {Mode::pool, Mode::fresh}) {
       const ExecutionResult r = c.run(inst, mode);
       EXPECT_EQ(r.status, ExecStatus::hang) << label << ": " << r.summary;
-      EXPECT_LT(r.wall_ms, 20000) << label << ": named only at the deadline";
       EXPECT_THAT(r.note, HasSubstr("after the last rank entered collective #0")) << label;
       EXPECT_THAT(r.summary, HasSubstr("the ranks called a collective differently")) << label;
     }

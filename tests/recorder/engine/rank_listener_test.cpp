@@ -87,11 +87,12 @@ TEST_F(ListenerFixture, AcceptsEveryChannelOfEveryRankAndWelcomesTheSupervisorWi
 TEST_F(ListenerFixture, WrongTokenIsRefusedReportedAndNeverPartOfTheWorld) {
   Handshake bad = good(0, Channel::control);
   bad.token = make_token();
-  auto impostor = std::async(std::launch::async, [&] { return connect_as(listener.bound(), bad); });
-  // The impostor comes first (the world's own ranks a little later); the world still needs all
-  // its own channels.
-  auto clients = std::async(std::launch::async, [&] {
-    std::this_thread::sleep_for(milliseconds(500));
+  std::shared_future<FakeRank> impostor =
+      std::async(std::launch::async, [&] { return connect_as(listener.bound(), bad); }).share();
+  // The impostor comes first: the world's own ranks connect once it was refused; the world
+  // still needs all its own channels.
+  auto clients = std::async(std::launch::async, [&, impostor] {
+    impostor.wait();
     return whole_world(5, 2);
   });
   const auto ranks = accept(5, 2, seconds(10));
@@ -128,15 +129,27 @@ TEST_F(ListenerFixture, ADuplicateChannelIsRefusedAndTheFirstKept) {
     clients.push_back(std::async(std::launch::async,
                                  [=, this] { return connect_as(listener.bound(), good(0, ch)); }));
   }
+  // Rank 1 connects once one of rank 0's connections was answered: the duplicate, refused.
+  std::vector<std::shared_future<FakeRank>> rank0;
+  for (auto& c : clients) rank0.push_back(c.share());
+  clients.clear();
+  const auto one_answered = [rank0] {
+    for (int i = 0; i < 60000; ++i) {
+      for (const auto& c : rank0)
+        if (c.wait_for(milliseconds(0)) == std::future_status::ready) return;
+      std::this_thread::sleep_for(milliseconds(1));  // why: the wait's poll
+    }
+  };
   for (Channel ch : {Channel::supervisor, Channel::control, Channel::out, Channel::err}) {
     clients.push_back(std::async(std::launch::async, [=, this] {
-      std::this_thread::sleep_for(milliseconds(500));
+      one_answered();
       return connect_as(listener.bound(), good(1, ch));
     }));
   }
   const auto ranks = accept(5, 2, seconds(10));
   int refused_dups = 0;
-  for (auto& c : clients) {
+  for (auto& c : clients) rank0.push_back(c.share());
+  for (auto& c : rank0) {
     const std::string why = c.get().welcome.error;
     if (!why.empty()) {
       EXPECT_NE(why.find("duplicate control connection for rank 0"), std::string::npos) << why;

@@ -135,7 +135,6 @@ TEST_F(WorldMemory, AnArenaThatFitsOnOneRankOnlyIsTheCasesErrorAndItsPeerIsRelea
     EXPECT_EQ(r.status, ExecStatus::error) << r.summary;
     EXPECT_THAT(r.summary, HasSubstr("cannot allocate the 16384 MiB device arena on GPU 0"));
     EXPECT_THAT(r.note, HasSubstr("after rank 0 failed"));
-    EXPECT_LT(r.wall_ms, 20000) << "released by the deadline?";
   }
   EXPECT_EQ(cudaFree(hog), cudaSuccess);
 }

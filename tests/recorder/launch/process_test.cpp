@@ -37,7 +37,7 @@ char state_of(pid_t pid) {
 template <class F>
 bool eventually(F done) {
   for (int k = 0; k < 250 && !done(); ++k)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // why: the wait's poll
   return done();
 }
 
@@ -112,7 +112,8 @@ TEST(ChildReaping, AnEndedRanksGroupIsNeverSignalledOnceItsPidMayBeAStrangers) {
   ASSERT_EQ(stranger, pid) << std::strerror(errno);
   ASSERT_TRUE(eventually([&] { return ::getpgid(stranger) == pid; }));
   rank.signal(SIGKILL);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // A window for a wrong signal to land in: none must, however long it is.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // why: the window above
   EXPECT_EQ(::waitpid(stranger, nullptr, WNOHANG), 0) << "a reaped rank's signal killed a stranger";
   ::kill(stranger, SIGKILL);
   ::waitpid(stranger, nullptr, 0);

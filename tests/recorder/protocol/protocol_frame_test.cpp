@@ -10,6 +10,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <future>
 #include <optional>
 #include <string>
 #include <thread>
@@ -204,9 +206,18 @@ TEST(Frame, FillOnNonBlockingSocket) {
   EXPECT_EQ(reader.fill(sp.b.get()), FrameReader::Fill::eof);
 }
 
+// A thread's state letter from its /proc/self/task/<tid>/stat ('S': sleeping in a wait).
+char thread_state(const std::string& stat) {
+  std::ifstream in(stat);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  const std::size_t close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() ? text[close + 2] : '?';
+}
+
 // A signal arriving while read_frame waits (Ctrl-C with cprecord's handler installed) must not
-// turn the wait into a blocking read without deadline: the timeout still holds. Should the read
-// block, the late frame written at 1.5 s comes back instead of the timeout.
+// turn the wait into a blocking read without deadline: the timeout still holds. The signal comes
+// once the reader sleeps in its wait; a frame comes only after read_frame returned, or after a
+// minute: should the read block, that late frame comes back instead of the timeout.
 TEST(ProtocolFraming, ReadFrameKeepsItsDeadlineAcrossASignal) {
   struct sigaction quiet {
   }, previous{};
@@ -217,16 +228,19 @@ TEST(ProtocolFraming, ReadFrameKeepsItsDeadlineAcrossASignal) {
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
   UniqueFd mine(sv[0]), peer(sv[1]);
   const pthread_t reader_thread = ::pthread_self();
-  std::thread poke([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const std::string reader_state = "/proc/self/task/" + std::to_string(::gettid()) + "/stat";
+  std::promise<void> returned;
+  std::thread poke([&, done = returned.get_future()] {
+    // Sleeping (S) in read_frame's wait: the only blocking call this thread makes from here.
+    for (int i = 0; i < 60000 && thread_state(reader_state) != 'S'; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // why: the wait's poll
     ::pthread_kill(reader_thread, SIGUSR1);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    done.wait_for(std::chrono::minutes(1));
     write_frame(peer.get(), "late");
   });
   FrameReader reader;
-  const auto t0 = std::chrono::steady_clock::now();
   EXPECT_THROW(read_frame(mine.get(), reader, 300), ProtocolError);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1400));
+  returned.set_value();
   poke.join();
   ::sigaction(SIGUSR1, &previous, nullptr);
 }

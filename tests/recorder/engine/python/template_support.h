@@ -123,7 +123,7 @@ template <class F>
 bool eventually(F done, int ms = 5000) {
   for (int waited = 0; waited < ms; waited += 20) {
     if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // why: the wait's poll
   }
   return done();
 }
