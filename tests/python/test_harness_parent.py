@@ -21,6 +21,7 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "stand_ins"))  # torch 1.13's harness imports expecttest
 
+from torch.testing._internal import common_distributed  # noqa: E402
 from torch.testing._internal.common_distributed import TEST_SKIPS  # noqa: E402
 
 from cprr.distributed import shim as _shim
@@ -298,12 +299,22 @@ def test_a_world_size_is_read_in_the_users_environment(monkeypatch):
 
             def test_a(self):
                 pass
+
+            def test_b(self):
+                pass
     ''')
     monkeypatch.setitem(os.environ, "WORLD_SIZE", "1")  # the rank's
     monkeypatch.setattr(_shim, "USER_ENVIRONMENT", {**os.environ, "WORLD_SIZE": "3"})
-    (case,), problems = _suites.definitions(module)
-    assert problems == [] and case.world_sizes == [3]
-    assert case.timeout_s == 300.0  # common_distributed's get_timeout: the harness's deadline
+    # The harness's deadline is common_distributed's get_timeout of the test's id: torch's
+    # default (TIMEOUT_DEFAULT, from DISTRIBUTED_TESTS_DEFAULT_TIMEOUT), or the test's entry in
+    # TIMEOUT_OVERRIDE. Both asked of torch, an override set here for test_b.
+    default = float(common_distributed.TIMEOUT_DEFAULT)
+    monkeypatch.setitem(common_distributed.TIMEOUT_OVERRIDE, "test_b", default + 17)
+    cases, problems = _suites.definitions(module)
+    assert problems == [] and [c.world_sizes for c in cases] == [[3], [3]]
+    timeouts = {c.name: c.timeout_s for c in cases}
+    assert default > 0  # not cprr's own default (0.0): the checks below can tell them apart
+    assert timeouts == {"FromEnvironment.test_a": default, "FromEnvironment.test_b": default + 17}
     assert os.environ["WORLD_SIZE"] == "1"
     del sys.modules["world_size_suite"]
 

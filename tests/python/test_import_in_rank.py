@@ -49,7 +49,8 @@ THREAD = textwrap.dedent('''
     import time
     import cprr
 
-    threading.Thread(target=time.sleep, args=(3600,), daemon=True, name="prefetcher").start()
+    threading.Thread(target=time.sleep, args=(3600,),  # why: a thread the import leaves running
+                     daemon=True, name="prefetcher").start()
 
 
     @cprr.case(name="thread/at_import", world_sizes=[2])
@@ -137,8 +138,8 @@ def test_the_probe_says_what_an_import_does(tmp_path, monkeypatch):
              "mixed.py": SUITE_READER + "\nimport cprr\n\n\n@cprr.case(name='mixed/case')\n"
                          "def mixed(ctx):\n    pass\n",
              "threads.py": "import threading, time\n"
-                           "threading.Thread(target=time.sleep, args=(60,), daemon=True,"
-                           " name='poller').start()\n"}
+                           "threading.Thread(target=time.sleep,"  # why: the import's poller thread
+                           " args=(60,), daemon=True, name='poller').start()\n"}
     said = {}
     monkeypatch.setenv("WORLD_SIZE", "2")  # the user's, as SUITE_READER's harness needs
     monkeypatch.syspath_prepend(STAND_INS)  # torch 1.13's harness imports expecttest

@@ -26,7 +26,7 @@ CASES = textwrap.dedent('''
         if ctx.rank == 1:
             pid = os.fork()
             if pid == 0:
-                time.sleep(600)
+                time.sleep(600)  # why: the child left running, which cprecord must kill
                 os._exit(0)
             with open(PID_FILE, "w") as f:
                 f.write(str(pid))
@@ -35,8 +35,10 @@ CASES = textwrap.dedent('''
 
 
 def _runs(pid):
-    """Whether `pid` runs (a zombie does not), after at most 2 s for a SIGKILL to land."""
-    for _ in range(100):
+    """Whether `pid` still runs (a zombie does not) after a minute for a SIGKILL to land: False
+    as soon as it is gone."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
         try:
             with open(f"/proc/{pid}/stat") as f:
                 state = f.read().rsplit(")", 1)[1].split()[0]
@@ -44,7 +46,7 @@ def _runs(pid):
             return False
         if state == "Z":
             return False
-        time.sleep(0.02)
+        time.sleep(0.02)  # why: the poll interval of a wait, a minute at most, for it to end
     return True
 
 

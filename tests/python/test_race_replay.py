@@ -99,5 +99,23 @@ def test_a_sync_after_a_send_does_not_leave_the_cases_own_wait_waiting(tmp_path)
     rep = record_and_replay(tmp_path, "test_p2p.py", P2P_CASES, "fresh", "--timeout", "20")
     serial = [line for line in rep["log"] if line.startswith("serialized replay")]
     assert serial and "the reference outputs" in serial[0], rep["log"]
-    fix = [line for line in rep["log"] if line.startswith("fix applied")]
-    assert fix and "): hang (" not in fix[0], rep["log"]  # the status a hung replay names
+    first, second = rep["race"]["first"], rep["race"]["second"]
+    assert first["name"].startswith("dist.batch_isend_irecv at test_p2p.py:"), first
+    (fix,) = [line for line in rep["log"] if line.startswith("fix applied")]
+    assert "): hang (" not in fix, rep["log"]  # the status a hung replay names
+    if fix.startswith("fix applied: skipped, as the unperturbed runs already disagree"):
+        # The unperturbed runs disagree on this machine (the receive lands before the sum or
+        # after it), so the fix applied is not run: the replays with a sync right after the
+        # batch are the sync bisection's. The edge it found is after the batch, so a replay with
+        # that sync completed with the serialized outputs, the case's own wait() after it.
+        edge = {"after_op": first["op"], "rank": second["rank"]}
+        assert rep["confirmation"]["sync_edge"] == edge, rep["log"]
+        assert any(re.match(rf"host sync after ops #{first['op']}\.\.#\d+ .*: the serialized "
+                            r"outputs$", line) for line in rep["log"]), rep["log"]
+        return
+    # Run: it completed and was compared with the unperturbed runs, which agree with each other
+    # (the same outputs or not); a replay that hung or ended otherwise gets no such line.
+    held = (f"fix applied (op #{second['op']} held until op #{first['op']} of rank "
+            f"{first['rank']} completed): ")
+    assert re.match(re.escape(held) + r"(the outputs of|differs from) the \d+ unperturbed runs",
+                    fix), rep["log"]

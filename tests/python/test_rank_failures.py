@@ -119,9 +119,9 @@ def recorded(tmp_path_factory):
     db, junit = folder / "run.db", folder / "junit.xml"
     run = record_python(folder, "--db", db, "--json", "--junit", junit, "--timeout", DEADLINE_S,
                         "--mode", "both",
-                        # Far below 5 cases x 2 modes waiting out the deadline: a hang verdict
-                        # fails here.
-                        timeout=DEADLINE_S * 2)
+                        # A guard only: a case the deadline ended is a hang, which the checks of
+                        # its status and note name.
+                        timeout=DEADLINE_S * 10)
     return folder, db, junit, run, json.loads(run.stdout)
 
 
@@ -138,18 +138,21 @@ def test_the_raising_rank_fails_the_execution_with_its_exception(recorded, label
     for e in case["executions"]:
         assert e["status"] == "fail", e
         assert e["summary"] == f"rank {rank}: {line} (test_raises.py:{lineno})", e
-        assert e["wall_ms"] < DEADLINE_S * 1000 / 2, e
         errors = {r["rank"]: r.get("error", "") for r in e["ranks"]}
         assert errors[rank].startswith("Traceback (most recent call last):\n"), errors
         assert f'test_raises.py", line {lineno}, in ' in errors[rank], errors
         assert errors[rank].rstrip().endswith(line), errors
         assert "cprr/rank/case_body.py" not in errors[rank], "cprr's own frame in the user's traceback"
         if waited:
+            # Decided at the failure: the live check's note says so (the deadline's would not).
             assert "after rank %d failed, not at the deadline" % rank in e["note"], e
             assert f"entered collective {waited}, which rank {rank} never did" in e["note"], e
             assert "ended with its world, which is replaced" in e["note"], e
         else:
+            # Decided when the last rank reported: every other rank returned by itself, so
+            # neither the deadline nor the grace after the failure ended the case.
             assert e["note"] == "" or "ended with its world" not in e["note"], e
+            assert "still running" not in e["note"], e
             assert all(r["outcome"] == "ok" for r in e["ranks"] if r["rank"] != rank), e
 
 

@@ -16,10 +16,12 @@ import json
 import os
 import sys
 import textwrap
+import threading
 import types
 import unittest
 
 import pytest
+import torch
 
 from conftest import record_python, run_pytest, run_tool
 
@@ -30,6 +32,7 @@ sys.path.insert(0, STAND_INS)  # this process imports the harness too (the in-pr
 
 from torch.testing._internal.common_distributed import MultiProcessTestCase  # noqa: E402
 
+from cprr.suites import harness_parent as _harness_parent  # noqa: E402
 from cprr.suites import testcase as _suites  # noqa: E402
 
 LEAK = {"ReduceSuiteTest.test_scaled_sum@2": "ReduceSuiteTest.test_amax_updates_scales@2",
@@ -157,39 +160,85 @@ def test_a_continuous_class_keeps_the_backend_its_set_up_asked_for(tmp_path):
 # ---- in-process -------------------------------------------------------------------------------
 
 
-def _module(source):
-    module = types.ModuleType("suite_under_test")
-    exec(compile(textwrap.dedent(source), "suite_under_test.py", "exec"), module.__dict__)
+def _module(source, name="suite_under_test"):
+    module = types.ModuleType(name)
+    exec(compile(textwrap.dedent(source), f"{name}.py", "exec"), module.__dict__)
     return module
 
 
 class _Ctx:
-    def __init__(self, rank, world_size=2):
-        self.rank, self.world_size = rank, world_size
+    def __init__(self, rank, world_size=2, folder="/shared"):
+        self.rank, self.world_size, self._folder = rank, world_size, folder
 
     def shared_path(self, name):
-        return f"/shared/{name}.7"
+        return os.path.join(self._folder, f"{name}.7")
 
 
-def test_each_test_method_is_a_case_at_the_class_world_size_run_by_the_harness():
+def _ranks_run(case, world_size, folder):
+    """`case`'s body in each rank of a world, each rank on a thread of its own (a rank waits for
+    rank 0's helper, which runs the harness's set-up): what each raised, or None."""
+    raised = {}
+
+    def rank_body(rank):
+        try:
+            case.body(_Ctx(rank, world_size, str(folder)))
+            raised[rank] = None
+        except BaseException as e:  # noqa: B902  the case body's failures are what we check
+            raised[rank] = e
+
+    threads = [threading.Thread(target=rank_body, args=(r,)) for r in range(world_size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+        assert not t.is_alive(), f"{case.name}: a rank did not finish"
+    return [raised[r] for r in range(world_size)]
+
+
+def test_each_test_method_is_a_case_at_the_class_world_size_run_by_the_harness(tmp_path,
+                                                                               monkeypatch):
     module = _module('''
+        import os
         from torch.testing._internal.common_distributed import MultiProcessTestCase
 
         class Child(MultiProcessTestCase):
             world_size = 3
+            set_ups = 0  # class state the harness's parent changes, in the process it runs in
+
+            def setUp(self):
+                super().setUp()
+                type(self).set_ups += 1
+                self._spawn_processes()
 
             def test_one(self):
-                pass
+                SEEN.append((self._testMethodName, self.rank, self.file_name,
+                             os.path.exists(self.file_name), os.getpid()))
 
             def helper(self):
                 raise AssertionError("not a test")
-    ''')
+    ''', name="suite_run_by_the_harness")
+    module.SEEN = []
     cases, problems = _suites.definitions(module)
     assert problems == []
     assert [(c.name, c.world_sizes) for c in cases] == [("Child.test_one", [3])]
-    assert cases[0].source == "suite_under_test.py:7"
-    # Its parent side runs in rank 0's helper (tests/python/test_harness_parent.py).
-    assert cases[0].body.needs_harness_parent
+    assert cases[0].source == "suite_run_by_the_harness.py:14"
+    # Each rank runs torch's own child entry (MultiProcessTestCase._run): its instance of the
+    # method, with its rank and the file the parent side's setUp made; that set-up runs in rank
+    # 0's helper, another process (tests/python/test_harness_parent.py has the details). What
+    # torch's child entry changes in its process for good is undone with the test.
+    monkeypatch.delenv("TORCH_SHOW_CPP_STACKTRACES", raising=False)
+    monkeypatch.setattr(torch._C, "_set_print_stack_traces_on_fatal_signal", lambda on: None)
+    monkeypatch.setitem(sys.modules, module.__name__, module)  # where the helper finds it
+    _harness_parent.start()
+    try:
+        assert _ranks_run(cases[0], 3, tmp_path) == [None, None, None]
+    finally:
+        _harness_parent.stop()
+    seen = sorted(module.SEEN, key=lambda ran: ran[1])
+    assert [(name, rank, exists, pid) for name, rank, _, exists, pid in seen] == \
+        [("test_one", r, True, os.getpid()) for r in range(3)]
+    assert len({file_name for _, _, file_name, _, _ in seen}) == 1  # one set-up for the world
+    assert module.Child.set_ups == 0  # the set-up ran in the helper, not in the rank
 
 
 def test_a_skipped_class_skips_and_a_broken_world_size_is_named():

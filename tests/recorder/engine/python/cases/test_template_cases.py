@@ -86,7 +86,7 @@ def killed(ctx):
 @cprr.case(name="tmpl/hang", world_sizes=[2], expect="hang", timeout_s=2)
 def hang(ctx):
     if ctx.rank == 1:
-        time.sleep(3600)
+        time.sleep(3600)  # why: the hang the case's deadline must end
 
 
 @cprr.case(name="tmpl/orphan", world_sizes=[1])
@@ -99,7 +99,7 @@ def orphan(ctx):
         release = os.environ.get("CPRR_TEST_ORPHANS", "") + ".release"
         deadline = time.monotonic() + 60
         while not os.path.exists(release) and time.monotonic() < deadline:
-            time.sleep(0.01)
+            time.sleep(0.01)  # why: the poll interval of a wait, a minute at most, for the file
         os._exit(0)
     if "CPRR_TEST_ORPHANS" in os.environ:
         with open(os.environ["CPRR_TEST_ORPHANS"], "a") as f:

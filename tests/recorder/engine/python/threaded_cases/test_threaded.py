@@ -7,7 +7,8 @@ import time
 
 import cprr
 
-threading.Thread(target=time.sleep, args=(3600,), name="import-time sleeper", daemon=True).start()
+threading.Thread(target=time.sleep, args=(3600,),  # why: a thread the import leaves running
+                 name="import-time sleeper", daemon=True).start()
 
 
 @cprr.case(name="threaded/noop", world_sizes=[1])
