@@ -706,13 +706,14 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   }
   if (!o.junit.empty()) check_file_target("--junit", o.junit);  // before the run, not after
   const std::vector<JobSlot> slots = slots_of(o, s, *plan, err);
+  const int jobs = static_cast<int>(slots.size());
+  // A MASTER_PORT per job that no other cprr on this host shares, held until the run ends;
+  // claimed before the run is written, so a bad base leaves nothing in the database.
+  const std::vector<PortClaim> ports = claim_ports(jobs, master_port_base());
   if (s.backend == "cuda") say_gpu_sharing(*plan, o, smallest_gpu_share(slots), err);
   if (!o.shared.trace.empty()) prepare_trace_dir(o.shared.trace);
   RecordWriter writer(o.db, run_meta(o, s, argv));
   const std::vector<int64_t> case_ids = writer.add_cases(*plan);
-  const int jobs = static_cast<int>(slots.size());
-  // A MASTER_PORT per job that no other cprr on this host shares, held until the run ends.
-  const std::vector<PortClaim> ports = claim_ports(jobs, master_port_base());
   const PlanRun executed = run_plan_jobs(
       RecordPlan{*plan, case_ids, s.modes, o.repeat, s.placement, o.fail_fast, s.shuffle_seed},
       jobs,

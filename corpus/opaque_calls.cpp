@@ -20,6 +20,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -57,6 +58,10 @@ void library_call(Context& ctx, Stream s, std::string name, uint64_t n, F f,
     const auto until = std::chrono::steady_clock::now() + kLateLimit;
     while (after && !after->load() && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::chrono::microseconds(100));  // why: the signal's poll
+    if (after && !after->load()) {  // held consumer (the fix applied), or a consumer this late
+      std::fprintf(stderr, "late library call: no signal from the consumer in %lld s; going on\n",
+                   static_cast<long long>(kLateLimit.count()));
+    }
     for (uint64_t i = 0; i < n; ++i) f(i);
   });
 }

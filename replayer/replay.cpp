@@ -585,6 +585,21 @@ std::optional<ScopedPin> pin_to_record(ReplayOptions& o, const RecordedExecution
   return std::nullopt;
 }
 
+// Where the replays' MASTER_PORT is not the record's: the record's was in use on this host, or
+// its fresh and pooled executions ran in two jobs with a port each, and one port serves both.
+void say_master_port(const std::vector<int>& recorded, int port, const Say& say) {
+  if (recorded.empty()) return;
+  if (std::find(recorded.begin(), recorded.end(), port) == recorded.end()) {
+    say(fmt::format("the replays' MASTER_PORT is {}: the record's ({}) is in use on this host",
+                    port, fmt::join(recorded, ", ")));
+  } else if (recorded.size() == 2 && recorded[0] != recorded[1]) {
+    say(
+        fmt::format("the record's fresh and pooled executions had MASTER_PORTs {} and {} (two "
+                    "jobs); the replays all use {}",
+                    recorded[0], recorded[1], port));
+  }
+}
+
 }  // namespace
 
 ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* user) {
@@ -604,11 +619,7 @@ ReplayReport replay_case(const ReplayOptions& o, ReplayProgress progress, void* 
   for (const RecordedExecution* e : {record.fresh(), record.pool()})
     if (e != nullptr && e->result.master_port > 0) recorded_ports.push_back(e->result.master_port);
   Rebuild rb(as_asked, record.run, recorded_ports, rep);
-  if (!recorded_ports.empty() && std::find(recorded_ports.begin(), recorded_ports.end(),
-                                           rb.master_port()) == recorded_ports.end()) {
-    say(fmt::format("the replays' MASTER_PORT is {}: the record's ({}) is in use on this host",
-                    rb.master_port(), fmt::join(recorded_ports, ", ")));
-  }
+  say_master_port(recorded_ports, rb.master_port(), say);
   const CaseInstance& target = rep.recorded.instance;
   std::vector<const CaseInstance*> needed{&target};
   for (const RecordedCase& p : record.preds) needed.push_back(&p.instance);

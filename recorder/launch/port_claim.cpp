@@ -38,18 +38,34 @@ UniqueFd claim_name(int port) {
   return fd;
 }
 
-// Whether a TCP listener could bind `port` on every interface now. SO_REUSEADDR as TCPStore sets
-// it: a port whose last connection lingers in TIME_WAIT is free for a listener.
+// Whether a TCP listener could bind `port` on every interface now, IPv4 and IPv6 (TCPStore tries
+// IPv6 first). SO_REUSEADDR as TCPStore sets it: a port whose last connection lingers in
+// TIME_WAIT is free for a listener. A host without IPv6 is probed on IPv4 alone.
 bool tcp_free(int port) {
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) CPRR_THROW("socket(AF_INET) to probe port {}: {}", port, std::strerror(errno));
+  UniqueFd v4(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!v4) CPRR_THROW("socket(AF_INET) to probe port {}: {}", port, std::strerror(errno));
   const int on = 1;
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  return ::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+  ::setsockopt(v4.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  sockaddr_in a4{};
+  a4.sin_family = AF_INET;
+  a4.sin_addr.s_addr = htonl(INADDR_ANY);
+  a4.sin_port = htons(static_cast<uint16_t>(port));
+  if (::bind(v4.get(), reinterpret_cast<const sockaddr*>(&a4), sizeof a4) != 0) return false;
+  v4.reset();
+  UniqueFd v6(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!v6) {
+    if (errno == EAFNOSUPPORT) return true;  // no IPv6 on this host
+    CPRR_THROW("socket(AF_INET6) to probe port {}: {}", port, std::strerror(errno));
+  }
+  ::setsockopt(v6.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  const int v6_only = 1;  // the IPv4 side was probed above
+  ::setsockopt(v6.get(), IPPROTO_IPV6, IPV6_V6ONLY, &v6_only, sizeof v6_only);
+  sockaddr_in6 a6{};
+  a6.sin6_family = AF_INET6;
+  a6.sin6_addr = in6addr_any;
+  a6.sin6_port = htons(static_cast<uint16_t>(port));
+  return ::bind(v6.get(), reinterpret_cast<const sockaddr*>(&a6), sizeof a6) == 0 ||
+         errno == EADDRNOTAVAIL;  // IPv6 configured off
 }
 
 std::optional<int> parse_port(std::string_view text) {

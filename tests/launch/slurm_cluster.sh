@@ -33,7 +33,7 @@ stop_daemons() {
       fi
     done
     [ "$alive" = 0 ] && return 0
-    sleep 0.1
+    sleep 0.1  # why: the poll of a wait with a bound
   done
   for d in slurmd slurmctld; do
     if [ -s "$dir/$d.pid" ]; then kill -9 "$(cat "$dir/$d.pid")" 2>/dev/null || true; fi
@@ -115,7 +115,7 @@ state=""
 for _ in $(seq 300); do
   state=$(SLURM_CONF="$conf" sinfo -h -n "$node" -o %T 2>/dev/null | head -n1 || true)
   case "$state" in idle | mixed | allocated) break ;; esac
-  sleep 0.2
+  sleep 0.2  # why: the poll of a wait with a bound
 done
 case "$state" in
   idle | mixed | allocated) ;;

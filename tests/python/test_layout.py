@@ -44,7 +44,8 @@ def _timed(text):
     must not read as sleeps to the check that runs over it."""
     calls = {"SLEEP_FOR": "std::this_thread::" + "sleep_for", "USLEEP": "::" + "usleep",
              "TIME_SLEEP": "time." + "sleep", "WALL": "wall" + "_ms",
-             "MONOTONIC": "time." + "monotonic()"}
+             "MONOTONIC": "time." + "monotonic()", "SHELL_SLEEP": "sle" + "ep",
+             "MS": "m" + "s"}
     for key, call in calls.items():
         text = text.replace(key, call)
     return text
@@ -58,7 +59,10 @@ def test_a_sleep_or_a_wall_time_comparison_without_a_why_is_named(tmp_path):
                  "  EXPECT_LT(r.WALL, 3000);\n"
                  "  EXPECT_LT(r.ranks.size(), 3u);\n"
                  "  EXPECT_GE(r.WALL, 100);  // why: a floor\n"
-                 "  USLEEP(100);  // the comment says no why\n").splitlines()
+                 "  USLEEP(100);  // the comment says no why\n"
+                 "  EXPECT_TRUE(r.WALL < 3000) << r.summary;\n"
+                 "  EXPECT_TRUE(done) << r.WALL;\n"
+                 "  EXPECT_LT(best, 50MS);\n").splitlines()
     py = _timed("import time\n"
                 "TIME_SLEEP(0.3)\n"
                 "threading.Thread(target=TIME_SLEEP, args=(9,))  # why: a thread that must exist\n"
@@ -66,15 +70,18 @@ def test_a_sleep_or_a_wall_time_comparison_without_a_why_is_named(tmp_path):
                 "assert len(x) < 5\n").splitlines()
     (tests / "a_test.cpp").write_text("\n".join(cpp) + "\n")
     (tests / "test_b.py").write_text("\n".join(py) + "\n")
+    sh = _timed("until [ -e f ]; do\n  SHELL_SLEEP 0.1\ndone\nSHELL_SLEEP 1  # why: a poll\n")
+    (tests / "c.sh").write_text(sh)
     (tmp_path / "python").mkdir()
     (tmp_path / "python" / "slow.py").write_text(_timed("TIME_SLEEP(1)\n"))  # not a test
     done = subprocess.run([sys.executable, str(TIMING), str(tmp_path)], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, timeout=60)
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stdout.splitlines() == (
-        [f"tests/x/a_test.cpp:{n}: {cpp[n - 1].strip()}" for n in (1, 3, 6)]
+        [f"tests/x/a_test.cpp:{n}: {cpp[n - 1].strip()}" for n in (1, 3, 6, 7, 9)]
+        + ["tests/x/c.sh:2: " + sh.splitlines()[1].strip()]
         + [f"tests/x/test_b.py:{n}: {py[n - 1].strip()}" for n in (2, 4)]), done.stdout
-    assert "5 line(s) rest on time" in done.stderr, done.stderr
+    assert "8 line(s) rest on time" in done.stderr, done.stderr
 
 
 def test_no_test_here_rests_on_time():

@@ -101,6 +101,7 @@ TEST_F(RaceCandidateCli, ReplayConfirmsThePlantedCandidateAndDropsTheReadersOne)
   EXPECT_TRUE(shared["race"].is_null()) << "two calls that left the weights unchanged";
   EXPECT_TRUE(shared["race_notes"].empty()) << "no candidate to drop: " << shared["race_notes"];
   EXPECT_EQ(shared["learned"].size(), 4u) << shared["log"].dump(1);
+  EXPECT_GE(shared["replays"].get<int>(), 2) << "fresh and pooled";
   EXPECT_LE(shared["replays"].get<int>(), 3) << "beyond fresh, pooled and the probe: nothing to "
                                                 "confirm";
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks that no test under tests/ rests on time: a sleep (time.sleep, sleep_for, usleep,
-nanosleep) or an assertion comparing a wall time (wall_ms, an elapsed time, a clock's reading)
-passes only where a comment on that same line says why, after "why:".
+nanosleep, a shell's sleep) or an assertion comparing a wall time (wall_ms, an elapsed time, a
+clock's reading, a duration literal) passes only where a comment on that same line says why,
+after "why:". Line by line: a comparison split over lines is not seen.
 
 Tests order events by a synchronization they own (an event, a barrier, a file the other side
 waits for) and assert what decided a verdict (the note, the status), never a time a loaded box
@@ -17,14 +18,21 @@ import pathlib
 import re
 import sys
 
-SUFFIXES = {".cpp", ".h", ".cu", ".py"}
-SLEEP = re.compile(r"\btime\.sleep\b|\bsleep_for\s*\(|\busleep\s*\(|\bnanosleep\s*\(")
-# An assertion with an order comparison ...
-CPP_COMPARE = re.compile(r"\b(EXPECT|ASSERT)_(LT|LE|GT|GE)\s*\(")
-PY_COMPARE = re.compile(r"^\s*assert\b.*[<>]")
-# ... of something that is a wall time.
+SUFFIXES = {".cpp", ".h", ".cu", ".py", ".sh"}
+# time.sleep, sleep_for, sleep_until, usleep, nanosleep, clock_nanosleep, a bare sleep( (from time
+# import sleep; ::sleep), asyncio.sleep, and a shell's `sleep 5` (also inside a command string).
+SLEEP = re.compile(r"\btime\.sleep\b|\bsleep(_for|_until)?\s*\(|\busleep\s*\(|nanosleep\s*\(|"
+                   r"\basyncio\.sleep\b|\bsleep\s+[0-9.]")
+# An assertion with an order comparison: GoogleTest's, gmock's matchers, unittest's, Python's.
+# (`<` or `>`, not `<<` or `>>`: a stream.)
+ORDER = r"(?<![<>])[<>](?![<>])"
+COMPARE = re.compile(r"\b(EXPECT|ASSERT)_(LT|LE|GT|GE)\s*\(|\b(EXPECT|ASSERT)_(TRUE|FALSE)\s*\(.*"
+                     + ORDER + r"|\b(Lt|Le|Gt|Ge)\s*\(|\bassert(Less|Greater)(Equal)?\s*\(|"
+                     r"^\s*assert\b.*" + ORDER)
+# ... of something that is a wall time: a clock, a measured time, a duration literal (50ms, 5s).
 WALL_TIME = re.compile(r"wall_ms|elapsed|steady_clock|system_clock|\bmonotonic\s*\(|"
-                       r"perf_counter|time\.time\s*\(|\bseconds\b|startup_ms|body_ms")
+                       r"perf_counter|time\.time\s*\(|\bseconds\b|startup_ms|body_ms|"
+                       r"\b[0-9]+(\.[0-9]+)?(ns|us|ms|s|min|h)\b|\.count\(\)")
 WHY = re.compile(r"(//|#).*\bwhy:\s*\S")
 
 
@@ -35,8 +43,7 @@ def problems(root):
         if path.suffix not in SUFFIXES or not path.is_file():
             continue
         for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-            compare = CPP_COMPARE.search(line) or (path.suffix == ".py" and PY_COMPARE.search(line))
-            timed = SLEEP.search(line) or (compare and WALL_TIME.search(line))
+            timed = SLEEP.search(line) or (COMPARE.search(line) and WALL_TIME.search(line))
             if timed and not WHY.search(line):
                 found.append((path.relative_to(root), number, line.strip()))
     return found

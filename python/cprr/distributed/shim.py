@@ -23,12 +23,12 @@ import os
 
 from cprr.api import running as _running
 
-# MASTER_PORT: torchrun's default, the same in every world of a job: a case's environment must not
-# differ between its fresh and its pooled world (a case that hashes it would differ for nothing).
-# Only a suite that opens a TCPStore there itself uses it; one left open by a case is that case's
-# leak. cprecord gives each job, and cpreplay its replays, a port it claimed on this host
-# (CPRR_MASTER_PORT; recorder/launch/port_claim.h), so worlds running side by side, in one run or
-# in two, never meet on one. The default is for ranks started without one (cprr's own tests).
+# MASTER_PORT: the port cprecord claimed on this host for the job (each job, and cpreplay's
+# replays, claim one: CPRR_MASTER_PORT, recorder/launch/port_claim.h), so worlds running side by
+# side, in one run or in two, never meet on one. The same in every world of a job: a case's
+# environment must not differ between its fresh and its pooled world (a case that hashes it would
+# differ for nothing). Only a suite that opens a TCPStore there itself uses it; one left open by a
+# case is that case's leak. torchrun's default is for ranks started without one (cprr's tests).
 MASTER_PORT = int(os.environ.get("CPRR_MASTER_PORT", "29500"))
 
 # The environment this process started with: the user's (cprecord's, which every rank and template

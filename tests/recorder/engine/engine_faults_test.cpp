@@ -179,7 +179,7 @@ TEST(Engine, DeadlineOverrideAppliesToAHostSleep) {
   EXPECT_EQ(r.status, ExecStatus::hang) << r.summary;
   EXPECT_FALSE(r.as_expected);
   EXPECT_EQ(r.label, "test/sleep{ms=30000}@2");
-  // The sleep (30 s) is within the default deadline (60 s): only the override can end it.
+  // The 30 s asked for is within the default deadline (60 s): only the override can end it.
   EXPECT_GE(r.wall_ms, 1500);  // why: a lower bound: not ended before the override's deadline
   for (const RankReport& rep : r.ranks) {
     ASSERT_TRUE(rep.watchdog.has_value()) << r.summary;
@@ -309,7 +309,7 @@ TEST(Engine, RankDyingBetweenCasesIsNotBlamedOnTheNextCase) {
   EXPECT_EXIT(
       {
         const SignalFile die("die");  // rank 1 dies when it appears, its pid in "<die>.pid"
-        const SignalFile pid("die.pid");
+        const std::string pid = die.path() + ".pid";
         ControllerConfig cc = config(kFixture);
         cc.env.emplace_back("CPRR_TEST_DIE_WHEN", die.path());
         Controller c(cc);
@@ -317,11 +317,10 @@ TEST(Engine, RankDyingBetweenCasesIsNotBlamedOnTheNextCase) {
             c.run(inst(kFixture, "test/die_after_done{code=5}@2"), Mode::pool);
         die.make();  // the case reported: rank 1 dies now, while idle
         // Dead once its process is gone or a zombie, not when it wrote its pid.
-        std::string stat;
-        const bool dead = pid.wait() && wait_until([&] {
-                            if (stat.empty()) stat = "/proc/" + first_line(pid.path()) + "/stat";
-                            return process_ended(stat);
-                          });
+        const bool dead =
+            wait_until([&] { return std::filesystem::exists(pid); }) &&
+            wait_until([&] { return process_ended("/proc/" + first_line(pid) + "/stat"); });
+        std::filesystem::remove(pid);
         std::fprintf(stderr, "rank 1 %s\n", dead ? "died" : "never died");
         const ExecutionResult next = c.run(inst(kFixture, "test/ok@2"), Mode::pool);
         std::fprintf(stderr, "before: %s; next: %s in world %llu (before: world %llu): %s\n",

@@ -129,24 +129,26 @@ TEST_F(ListenerFixture, ADuplicateChannelIsRefusedAndTheFirstKept) {
     clients.push_back(std::async(std::launch::async,
                                  [=, this] { return connect_as(listener.bound(), good(0, ch)); }));
   }
-  // Rank 1 connects once one of rank 0's connections was answered: the duplicate, refused.
+  // Rank 1 connects once all five of rank 0's were answered (each is welcomed or refused as it
+  // is read): the duplicate was read while the world was still incomplete.
   std::vector<std::shared_future<FakeRank>> rank0;
   for (auto& c : clients) rank0.push_back(c.share());
   clients.clear();
-  const auto one_answered = [rank0] {
-    for (int i = 0; i < 60000; ++i) {
-      for (const auto& c : rank0)
-        if (c.wait_for(milliseconds(0)) == std::future_status::ready) return;
-      std::this_thread::sleep_for(milliseconds(1));  // why: the wait's poll
+  const auto all_answered = [rank0] {
+    for (const auto& c : rank0) {
+      if (c.wait_for(seconds(60)) != std::future_status::ready) return false;
     }
+    return true;
   };
+  std::shared_future<bool> rank0_answered = std::async(std::launch::async, all_answered).share();
   for (Channel ch : {Channel::supervisor, Channel::control, Channel::out, Channel::err}) {
     clients.push_back(std::async(std::launch::async, [=, this] {
-      one_answered();
+      rank0_answered.wait();
       return connect_as(listener.bound(), good(1, ch));
     }));
   }
-  const auto ranks = accept(5, 2, seconds(10));
+  const auto ranks = accept(5, 2, seconds(120));
+  EXPECT_TRUE(rank0_answered.get()) << "rank 0's connections were not all answered in a minute";
   int refused_dups = 0;
   for (auto& c : clients) rank0.push_back(c.share());
   for (auto& c : rank0) {

@@ -4,10 +4,14 @@
 #include "recorder/launch/port_claim.h"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <optional>
 #include <string>
 
@@ -77,6 +81,25 @@ TEST(PortClaim, APortSomethingElseListensOnIsPassedOverAndAFreePreferredOneTaken
   const int preferred = some_free_port();
   EXPECT_EQ(PortClaim::first_free(taken, {0, taken, preferred}).port(), preferred)
       << "0 and the busy port are skipped, the free preferred one is taken before the base";
+}
+
+// TCPStore listens on IPv6 first: a port held by an IPv6-only listener is not free either.
+TEST(PortClaim, APortAnIpv6OnlyListenerHoldsIsPassedOver) {
+  UniqueFd v6(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!v6) GTEST_SKIP() << "no IPv6 on this host";
+  const int on = 1;
+  ASSERT_EQ(::setsockopt(v6.get(), IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on), 0);
+  sockaddr_in6 any{};
+  any.sin6_family = AF_INET6;
+  any.sin6_addr = in6addr_any;
+  if (::bind(v6.get(), reinterpret_cast<const sockaddr*>(&any), sizeof any) != 0)
+    GTEST_SKIP() << "IPv6 is configured off: " << std::strerror(errno);
+  ASSERT_EQ(::listen(v6.get(), 1), 0);
+  sockaddr_in6 bound{};
+  socklen_t len = sizeof bound;
+  ASSERT_EQ(::getsockname(v6.get(), reinterpret_cast<sockaddr*>(&bound), &len), 0);
+  const int taken = ntohs(bound.sin6_port);
+  EXPECT_NE(PortClaim::first_free(taken).port(), taken);
 }
 
 TEST(PortClaim, TheBaseIsTheCallersOrTorchrunsDefaultAndABadOneIsNamed) {

@@ -44,7 +44,8 @@ bool eventually(F done) {
 // A shell that leaves a child behind and exits: the child becomes ours. Returns its pid.
 pid_t orphan_that_ends_soon(const fs::path& pid_file) {
   ChildProcess sh = ChildProcess::spawn(
-      SpawnSpec{.argv = {"/bin/sh", "-c", "sleep 0.2 & echo $! > " + pid_file.string()}});
+      SpawnSpec{.argv = {"/bin/sh", "-c",
+                         "sleep 0.2 & echo $! > " + pid_file.string()}});  // why: lives, ends
   EXPECT_TRUE(sh.wait(10000).has_value());
   std::ifstream in(pid_file);
   pid_t orphan = 0;
