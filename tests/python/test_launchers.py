@@ -45,9 +45,14 @@ def results_of(doc):
     return out
 
 
+# A guard against a hung recording, not a bound on its time: through mpirun each of the ~72
+# executions' fresh worlds is a launcher job (about 1 s idle, 10 s and more on a loaded 2-core box).
+RECORD_GUARD_S = 1800
+
+
 def record(tmp_path, name, *launch, env=None):
     run = record_python(FILES[0], "--python", FILES[1], "--mode", "both", "--json", "--db",
-                        tmp_path / f"{name}.db", *launch, env=env, timeout=600)
+                        tmp_path / f"{name}.db", *launch, env=env, timeout=RECORD_GUARD_S)
     assert run.stdout, run.stderr[-3000:]
     return json.loads(run.stdout), run
 
