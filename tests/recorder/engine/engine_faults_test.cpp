@@ -15,6 +15,7 @@
 
 #include "recorder/engine/controller.h"
 #include "recorder/engine/plan.h"
+#include "recorder/launch/proc_tree.h"
 #include "runtime/error.h"
 #include "tests/recorder/engine/engine_support.h"
 
@@ -31,14 +32,6 @@ std::string first_line(const std::string& path) {
   std::string line;
   std::getline(in, line);
   return line;
-}
-
-// Whether the process whose /proc/<pid>/stat is `stat` has ended: gone, or a zombie.
-bool process_ended(const std::string& stat) {
-  const std::string text = first_line(stat);
-  const std::size_t close = text.rfind(')');
-  return text.empty() ||
-         (close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'Z');
 }
 
 // ---- faults: crash, hang, deadline ----
@@ -317,9 +310,12 @@ TEST(Engine, RankDyingBetweenCasesIsNotBlamedOnTheNextCase) {
             c.run(inst(kFixture, "test/die_after_done{code=5}@2"), Mode::pool);
         die.make();  // the case reported: rank 1 dies now, while idle
         // Dead once its process is gone or a zombie, not when it wrote its pid.
-        const bool dead =
-            wait_until([&] { return std::filesystem::exists(pid); }) &&
-            wait_until([&] { return process_ended("/proc/" + first_line(pid) + "/stat"); });
+        const bool dead = wait_until([&] { return std::filesystem::exists(pid); }) &&
+                          wait_until([&] {  // gone, or a zombie
+                            const auto st =
+                                proc_stat(static_cast<pid_t>(std::stol(first_line(pid))));
+                            return !st || st->state == 'Z';
+                          });
         std::filesystem::remove(pid);
         std::fprintf(stderr, "rank 1 %s\n", dead ? "died" : "never died");
         const ExecutionResult next = c.run(inst(kFixture, "test/ok@2"), Mode::pool);
