@@ -10,12 +10,12 @@
 
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <future>
 #include <optional>
 #include <string>
 #include <thread>
 
+#include "recorder/launch/proc_tree.h"
 #include "recorder/protocol/protocol.h"
 #include "runtime/error.h"
 #include "runtime/fd.h"
@@ -206,14 +206,6 @@ TEST(Frame, FillOnNonBlockingSocket) {
   EXPECT_EQ(reader.fill(sp.b.get()), FrameReader::Fill::eof);
 }
 
-// A thread's state letter from its /proc/self/task/<tid>/stat ('S': sleeping in a wait).
-char thread_state(const std::string& stat) {
-  std::ifstream in(stat);
-  const std::string text((std::istreambuf_iterator<char>(in)), {});
-  const std::size_t close = text.rfind(')');
-  return close != std::string::npos && close + 2 < text.size() ? text[close + 2] : '?';
-}
-
 // A signal arriving while read_frame waits (Ctrl-C with cprecord's handler installed) must not
 // turn the wait into a blocking read without deadline: the timeout still holds. The signal comes
 // once the reader sleeps in its wait; a frame comes only after read_frame returned, or after a
@@ -228,11 +220,15 @@ TEST(ProtocolFraming, ReadFrameKeepsItsDeadlineAcrossASignal) {
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
   UniqueFd mine(sv[0]), peer(sv[1]);
   const pthread_t reader_thread = ::pthread_self();
-  const std::string reader_state = "/proc/self/task/" + std::to_string(::gettid()) + "/stat";
+  const pid_t reader_tid = ::gettid();  // /proc/<tid>/stat: the thread's own state
   std::promise<void> returned;
   std::thread poke([&, done = returned.get_future()] {
     // Sleeping (S) in read_frame's wait: the only blocking call this thread makes from here.
-    for (int i = 0; i < 60000 && thread_state(reader_state) != 'S'; ++i)
+    const auto sleeping = [&] {
+      const auto st = proc_stat(reader_tid);
+      return st && st->state == 'S';
+    };
+    for (int i = 0; i < 60000 && !sleeping(); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));  // why: the wait's poll
     ::pthread_kill(reader_thread, SIGUSR1);
     done.wait_for(std::chrono::minutes(1));
