@@ -199,7 +199,10 @@ for step in "${steps[@]}"; do
         uenv+=(CPRR_SAMPLE_DIR="$samples" PYTHONPATH="$PWD/tools/device/stack_sampler:$upath")
       fi
       # --serial: each harness's time per test its own, and the GPUs one harness's at a time.
+      # --deadline (CPRR_UPSTREAM_DEADLINE, default 470 s): both harnesses stopped there and the
+      # tests both ended compared, so a sample too large for one call still reports its rows.
       timeout 570 "${uenv[@]}" python3 tests/python/upstream/compare_harness.py --serial \
+        --deadline "${CPRR_UPSTREAM_DEADLINE:-470}" \
         --cprecord "$b/tools/cprecord" --file "$ufile" --known docs/UPSTREAM.md \
         --json "$out/$step.json" "${uargs[@]}" >"$out/$step.txt" 2>&1
       report "$step rc=$?" "$(grep -v ' yes$' "$out/$step.txt" | tail -n 14)"

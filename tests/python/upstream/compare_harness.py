@@ -3,7 +3,7 @@
     compare_harness.py --cprecord PATH --file SUITE.py [--every K | --per-class K | --all]
                        [--known DOC]
                        [--env NAME=VALUE]... [--backend cpu|cuda] [--timeout S]
-                       [--tests Class.test ...] [--db PATH] [--serial]
+                       [--tests Class.test ...] [--db PATH] [--serial] [--deadline S]
 
 Selects the file's tests (unittest's order; every K-th one, the first included; every K-th
 of each class, each class's first included, so a class of few tests is in the sample; or all), runs
@@ -15,7 +15,12 @@ disagreement too. Prints one row per test (with cprr's seconds in each mode), th
 test of each, last. --tests
 names the tests instead (a defect's few, to look at again); --db keeps cprecord's database
 for cpreplay and the op log. The two harnesses run side by side; --serial runs them one after
-the other, for times each harness's alone.
+the other, for times each harness's alone. --deadline S stops both after S seconds (the own
+harness killed, cprecord interrupted as by Ctrl-C, so it reports what ended) and compares the
+tests both ended: a call with a time limit (the GPU machine's) still gets its rows. The time per
+test is the sum of the compared tests' own times (the own harness's from each test's start to
+its end; cprr's each execution's wall, a fresh one's including its world's start) over their
+number.
 
 Exits 1 when a test disagrees and is not listed in DOC's table of known differences (a row
 ``| `Class.test` | cause |``), 0 otherwise: the listed ones are printed with their cause.
@@ -28,7 +33,9 @@ import os
 import re
 import subprocess
 import sys
+import signal
 import tempfile
+import threading
 import time
 import unittest
 
@@ -51,6 +58,9 @@ def _parse(argv):
     ap.add_argument("--json", default="", help="also write the rows here")
     ap.add_argument("--tests", nargs="+", default=[], help="these tests only (Class.test, or a regex matching the whole name)")
     ap.add_argument("--db", default="", help="keep cprecord's database here")
+    ap.add_argument("--deadline", type=float, default=0.0,
+                    help="stop both harnesses after S seconds and compare the tests both ended "
+                    "(with --serial, the own harness gets 0.6 of it)")
     ap.add_argument("--serial", action="store_true",
                     help="run the two harnesses one after the other, not side by side (per-test "
                     "times each harness's alone)")
@@ -93,19 +103,51 @@ def selected(args, env):
     return names[::1 if args.all else args.every]
 
 
-def own_run(args, env, tests):
-    start = time.monotonic()
-    out = subprocess.run([args.python, os.path.join(HERE, "own_harness.py"), args.file, *tests],
-                         env=env, capture_output=True, text=True)
-    wall = time.monotonic() - start
-    lines = out.stdout.strip().splitlines()
-    if out.returncode != 0 or not lines:
-        sys.exit(f"compare_harness: the own harness failed (status {out.returncode}):\n"
-                 f"{out.stderr[-4000:]}")
-    return json.loads(lines[-1])["outcomes"], wall
+def _ends_at(args, share=1.0):
+    """The monotonic time a harness must stop by (--deadline, this harness's share of it), or
+    None."""
+    return time.monotonic() + args.deadline * share if args.deadline else None
 
 
-def cprr_run(args, env, tests, db):
+def own_run(args, env, tests, ends_at):
+    """The own harness's outcomes ({test: outcome}), the seconds of the tests that ended, and
+    the test it was running when `ends_at` stopped it ('' when it finished)."""
+    # Its own session: a stop at the deadline reaches the harness's spawned children too.
+    proc = subprocess.Popen([args.python, os.path.join(HERE, "own_harness.py"), args.file, *tests],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    err_tail = []
+    reader = threading.Thread(target=lambda: err_tail.extend(proc.stderr), daemon=True)
+    reader.start()
+    outcomes, seconds, running, stopped = {}, {}, "", False
+    timer = None
+    if ends_at is not None:
+        timer = threading.Timer(max(ends_at - time.monotonic(), 0.0),
+                                lambda: os.killpg(proc.pid, signal.SIGKILL))
+        timer.start()
+    for line in proc.stdout:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a test's own print
+        if "start" in record:
+            running = record["start"]
+        elif "test" in record:
+            outcomes[record["test"]] = record["outcome"]
+            seconds[record["test"]] = seconds.get(record["test"], 0.0) + record["seconds"]
+            running = ""
+    status = proc.wait()
+    if timer is not None:
+        stopped = not timer.is_alive() and status == -signal.SIGKILL
+        timer.cancel()
+    reader.join(timeout=5)
+    if status != 0 and not stopped:
+        sys.exit(f"compare_harness: the own harness failed (status {status}):\n"
+                 f"{''.join(err_tail)[-4000:]}")
+    return outcomes, seconds, running if stopped else ""
+
+
+def cprr_run(args, env, tests, db, ends_at):
     names = "|".join(re.escape(t) for t in tests)
     # One world at a time, as the own harness runs its tests: the time per test is a sum of the
     # executions' times, which worlds side by side (--jobs, on a machine of many cores) overlap.
@@ -114,13 +156,23 @@ def cprr_run(args, env, tests, db):
     if args.timeout:
         cmd += ["--timeout", args.timeout]
     start = time.monotonic()
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    # At the deadline, Ctrl-C: cprecord records and reports every execution that ended.
+    timer = None
+    if ends_at is not None:
+        timer = threading.Timer(max(ends_at - time.monotonic(), 0.0),
+                                lambda: proc.send_signal(signal.SIGINT))
+        timer.start()
+    out, err = proc.communicate()
+    if timer is not None:
+        timer.cancel()
     wall = time.monotonic() - start
     try:
-        report = json.loads(out.stdout)
+        report = json.loads(out)
     except json.JSONDecodeError:
-        sys.exit(f"compare_harness: cprecord gave no report (status {out.returncode}):\n"
-                 f"{out.stderr[-4000:]}")
+        sys.exit(f"compare_harness: cprecord gave no report (status {proc.returncode}):\n"
+                 f"{err[-4000:]}")
     return report, wall
 
 
@@ -168,21 +220,45 @@ def known_differences(path):
     return known
 
 
+def _compared(tests, own, report, deadline):
+    """The tests to compare: all of them, or under a deadline those both harnesses ended (the
+    own harness's outcome and both of cprr's modes)."""
+    if not deadline:
+        return tests
+    modes = {c["name"]: {e["mode"] for e in c.get("executions", [])} for c in report["cases"]}
+    return [t for t in tests if t in own and {"fresh", "pool"} <= modes.get(t, set())]
+
+
+def _run_both(args, env, tests, db):
+    """Both harnesses over `tests`: (own outcomes, own seconds per test, the test the own
+    harness was stopped in, cprecord's report, cprecord's wall)."""
+    if args.serial:
+        # The own harness first, to its share of the deadline (it costs several times cprr's
+        # both modes per test); cprecord then runs the tests it ended, to the deadline.
+        ends_at = _ends_at(args)
+        own, own_s, stopped_in = own_run(args, env, tests, _ends_at(args, 0.6))
+        ran = [t for t in tests if t in own] if args.deadline else tests
+        report, cprr_s = cprr_run(args, env, ran, db, ends_at) if ran else ({"cases": []}, 0.0)
+        return own, own_s, stopped_in, report, cprr_s
+    # The two harnesses side by side: each waits much of its time (processes starting, a
+    # rendezvous), and neither shares anything with the other (the own harness meets its ranks
+    # in files, cprecord's get their own port).
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        own_future = pool.submit(own_run, args, env, tests, _ends_at(args))
+        cprr_future = pool.submit(cprr_run, args, env, tests, db, _ends_at(args))
+        own, own_s, stopped_in = own_future.result()
+        report, cprr_s = cprr_future.result()
+    return own, own_s, stopped_in, report, cprr_s
+
+
 def main(argv):
     args = _parse(argv)
     env = _environment(args.env)
-    tests = selected(args, env)
-    # The two harnesses side by side: each waits much of its time (processes starting, a
-    # rendezvous), and neither shares anything with the other (the own harness meets its ranks
-    # in files, cprecord's get their own port). --serial: one after the other, for per-test times
-    # that are each harness's alone.
-    with tempfile.TemporaryDirectory() as tmp, \
-            concurrent.futures.ThreadPoolExecutor(max_workers=1 if args.serial else 2) as pool:
-        own_future = pool.submit(own_run, args, env, tests)
-        cprr_future = pool.submit(cprr_run, args, env, tests,
-                                  args.db or os.path.join(tmp, "compare.db"))
-        own, own_s = own_future.result()
-        report, cprr_s = cprr_future.result()
+    selection = selected(args, env)
+    with tempfile.TemporaryDirectory() as tmp:
+        own, own_s, stopped_in, report, cprr_s = _run_both(
+            args, env, selection, args.db or os.path.join(tmp, "compare.db"))
+    tests = _compared(selection, own, report, args.deadline)
     rows = rows_of(tests, own, report)
     known = known_differences(args.known)
     print(f"{'test':<72} {'own':<5} {'fresh':<5} {'pool':<5} {'fresh s':>7} {'pool s':>6} agree")
@@ -195,21 +271,24 @@ def main(argv):
               f"{'yes' if agree else note}")
         if not agree and row[0] not in known:
             unexplained.append(row[0])
-    wall = {e["mode"]: 0.0 for c in report["cases"] for e in c["executions"]}
-    for c in report["cases"]:
-        for e in c["executions"]:
-            wall[e["mode"]] += (e.get("wall_ms") or 0.0) / 1000.0
+    wall = {"fresh": sum(r[6] for r in rows), "pool": sum(r[7] for r in rows)}
+    own_total = sum(own_s.get(t, 0.0) for t in tests)
     n = max(len(tests), 1)
     agreeing = sum(not disagrees(r) for r in rows)
+    if len(tests) < len(selection):
+        print(f"\n--deadline {args.deadline:g} s: {len(tests)} of the {len(selection)} selected "
+              f"tests ended under both harnesses; the own harness ended {len(own)}"
+              + (f" and was stopped in {stopped_in}" if stopped_in else ""))
     print(f"\n{len(tests)} tests; cprr agrees with the own harness on {agreeing} in both modes; "
           f"{len(unexplained)} unexplained")
-    print(f"time per test: own harness {own_s / n:.2f} s, cprr fresh "
-          f"{wall.get('fresh', 0) / n:.2f} s, pooled {wall.get('pool', 0) / n:.2f} s "
-          f"(own / pooled {own_s / max(wall.get('pool', 0), 1e-9):.1f}x); cprecord's wall "
+    print(f"time per test: own harness {own_total / n:.2f} s, cprr fresh "
+          f"{wall['fresh'] / n:.2f} s, pooled {wall['pool'] / n:.2f} s "
+          f"(own / pooled {own_total / max(wall['pool'], 1e-9):.1f}x); cprecord's wall "
           f"{cprr_s:.0f} s for both modes")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"rows": rows, "own_s": own_s, "cprr_s": cprr_s, "wall": wall}, f)
+            json.dump({"rows": rows, "own_s": own_total, "cprr_s": cprr_s, "wall": wall,
+                       "selected": len(selection), "stopped_in": stopped_in}, f)
     if unexplained:
         print("unexplained: " + ", ".join(unexplained), file=sys.stderr)
         return 1
