@@ -331,3 +331,71 @@ def test_a_continuous_class_is_set_up_once_per_rank_process_and_its_skip_holds()
         with pytest.raises(unittest.SkipTest, match="Need at least 2 CUDA devices"):
             needs_gpus.body(_Ctx(0))
     assert module.NeedsGpus.inits == [0]  # the skip is remembered, as the harness's worker does
+
+
+def test_a_continuous_class_runs_its_own_worker_loop_with_its_set_up_kept():
+    # An override of _worker_loop (a device's set-up before the harness's loop, as vendors'
+    # subclasses do) runs for every case; the set-up inside it (_init_pg) once per rank process;
+    # a failing test's own exception is the case's error, not the loop's wrapper.
+    import continuous_stand_in  # noqa: F401
+
+    module = _module('''
+        from torch.testing._internal.common_distributed import MultiProcContinuousTest
+
+        class Vendor(MultiProcContinuousTest):
+            world_size = 2
+            loops, inits = [], []
+            prepared = None
+
+            @classmethod
+            def _worker_loop(cls, rank, world_size, rdvz_file, task_queue, completion_queue):
+                cls.loops.append(rank)
+                cls.prepared = f"device of rank {rank}"
+                super()._worker_loop(rank, world_size, rdvz_file, task_queue, completion_queue)
+
+            @classmethod
+            def _init_pg(cls, rank, world_size, rdvz_file):
+                cls.inits.append(rank)
+
+            def test_sees_the_loop(self):
+                RAN.append((type(self).prepared, self.rank))
+
+            def test_fails(self):
+                raise KeyError("the test's own error")
+    ''')
+    module.RAN = []
+    cases, problems = _suites.definitions(module)
+    assert problems == []
+    by_name = {c.name: c for c in cases}
+    sees, fails = by_name["Vendor.test_sees_the_loop"], by_name["Vendor.test_fails"]
+    own_init_pg = vars(module.Vendor)["_init_pg"]
+    sees.body(_Ctx(1))
+    with pytest.raises(KeyError, match="the test's own error"):
+        fails.body(_Ctx(1))
+    sees.body(_Ctx(1))
+    assert module.Vendor.loops == [1, 1, 1]  # the class's own loop, for each case
+    assert module.Vendor.inits == [1]  # its set-up once for this rank process
+    assert module.RAN == [("device of rank 1", 1), ("device of rank 1", 1)]
+    assert vars(module.Vendor)["_init_pg"] is own_init_pg  # the class's own, back after each case
+
+
+def test_a_worker_loop_that_answers_nothing_is_named():
+    import continuous_stand_in  # noqa: F401
+
+    module = _module('''
+        from torch.testing._internal.common_distributed import MultiProcContinuousTest
+
+        class Silent(MultiProcContinuousTest):
+            world_size = 2
+
+            @classmethod
+            def _worker_loop(cls, rank, world_size, rdvz_file, task_queue, completion_queue):
+                pass  # never reads its task queue
+
+            def test_x(self):
+                pass
+    ''')
+    (case,), _ = _suites.definitions(module)
+    with pytest.raises(RuntimeError, match="_worker_loop returned without answering for "
+                                           "suite_under_test.Silent.test_x"):
+        case.body(_Ctx(0))

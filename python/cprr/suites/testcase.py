@@ -14,11 +14,11 @@ marks in the user's environment (cprr.distributed.shim.USER_ENVIRONMENT), not a 
   set-up started for it (``cls._run(rank, test_name, file_name, pipe, **kwargs)``, a subclass's
   override included) with the parent's environment, and its exit is judged as the parent judges
   it; the test's tearDown runs once every rank is done, and its failure is the test's.
-- ``MultiProcContinuousTest`` (a process per rank per class, fed test ids): the class's set-up
-  (``cls.rank``, ``cls.world_size``, ``cls._init_pg``) once per rank process, at the class's
-  first case there; then the class's ``_run_test_given_id`` for the method. A pooled rank keeps
-  that set-up for the class's next cases, as the harness's worker keeps it; a fresh one makes it
-  again.
+- ``MultiProcContinuousTest`` (a process per rank per class, fed test ids): the class's own
+  ``_worker_loop`` (an override included) runs the method, fed its id (cprr.suites.continuous);
+  its set-up (``cls.rank``, ``cls.world_size``, ``cls._init_pg``) runs once per rank process, at
+  the class's first case there. A pooled rank keeps that set-up for the class's next cases, as
+  the harness's worker keeps it; a fresh one makes it again.
 
 ``init_process_group`` in those set-ups returns the case's own default group
 (cprr.distributed.shim), on the backend it asks for (cprr.distributed.backends): a continuous
@@ -32,8 +32,8 @@ import sys
 import unittest
 
 from cprr.api import case as _case
-from cprr.api.skips import skip_reason
 from cprr.distributed import shim as _shim
+from cprr.suites import continuous as _continuous
 from cprr.suites import harness_join as _harness_join
 from cprr.suites import harness_parent as _harness_parent
 
@@ -156,42 +156,10 @@ def _process_test(cls, method):
     return body
 
 
-def _continuous_set_up(cls, ctx):
-    """The continuous harness's worker set-up, once per rank process per class (the world size
-    too: a pooled rank serves one). A set-up that exits with a TEST_SKIPS code skips every test
-    of the class, as the harness's worker answers each with a SkipTest."""
-    from cprr.distributed import backends as _backends
-    import torch.distributed as dist
-
-    done = cls.__dict__.get("_cprr_set_up")
-    if done is not None and done[0] == (ctx.rank, ctx.world_size):
-        _backends.use(done[2])  # the default group its set-up asked for, as the worker keeps it
-        return done[1]
-    cls.rank = ctx.rank
-    cls.world_size = ctx.world_size
-    skipped = None
-    try:
-        cls._init_pg(ctx.rank, ctx.world_size, ctx.shared_path("rendezvous_file"))
-    except SystemExit as e:
-        skipped = skip_reason(e)
-        if skipped is None:
-            raise
-    cls._cprr_set_up = ((ctx.rank, ctx.world_size), skipped, dist.group.WORLD)
-    return skipped
-
-
 def _continuous_test(cls, method):
-    """A MultiProcContinuousTest method as its harness's worker runs it (_worker_loop)."""
-
-    def body(ctx):
-        _skip_marked(cls, method)
-        skipped = _continuous_set_up(cls, ctx)
-        if skipped is not None:
-            raise unittest.SkipTest(skipped)
-        cls._run_test_given_id(f"{cls.__module__}.{cls.__qualname__}.{method}")
-
-    body.suite_class = cls
-    return body
+    """A MultiProcContinuousTest method as its harness's worker runs it (cprr.suites.continuous:
+    the class's own _worker_loop)."""
+    return _continuous.body_of(cls, method, _skip_marked)
 
 
 def definitions(module):
