@@ -11,7 +11,7 @@
 #                                  [startbench] [capture] [launches] [diagnose] [launchcost]
 #                                  [graphs] [launchdefault] [pystandby]
 #                                  [upstream_nccl] [upstream_gloo] [upstream_bases] [jobs] [pyjobs]
-#                                  [ddp] [pyshim] [upstream_rpc] [upstream_rpc_faulty]
+#                                  [ddp] [pyshim] [upstream_rpc] [upstream_rpc_faulty] [cpumesh]
 #                                  (default: tests corpus races symmetric trace bench; bench
 #                                  includes recording: every figure from one step)
 #   GTEST_FILTER=... limits the tests; CPRR_CORPUS_FILTER=REGEX limits the corpus (cprecord --filter).
@@ -221,6 +221,22 @@ import json, sys
 for c in json.load(open(sys.argv[1]))["cases"]:
     f = c.get("uninitialized_read") or c.get("race") or {}
     print(c["label"], c["status"], c.get("verdict"), (f.get("detail") or "")[:300])' "$out/ddp.json")"
+      ;;
+    cpumesh)
+      # A DeviceMesh made where the case never called init_process_group
+      # (tools/device/diag_cases/test_cpu_mesh.py, correct cases): a CPU mesh in an NCCL world
+      # gets cpu's gloo, as DeviceMesh's own init_process_group() would. Each case's status.
+      python_module || continue
+      PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$b/python" timeout 300 "$b/tools/cprecord" \
+        --python tools/device/diag_cases/test_cpu_mesh.py --backend cuda --mode both --json \
+        --db "$out/cpumesh.db" >"$out/cpumesh.json" 2>"$out/cpumesh.err"
+      report "cpumesh rc=$?" "$(python3 -c '
+import json, sys
+for c in json.load(open(sys.argv[1]))["cases"]:
+    errors = [r.get("error", "").strip().splitlines()[-1:] for e in c["executions"]
+              for r in e.get("ranks", []) if r.get("outcome") == "fail"]
+    print(c["label"], c["status"], c.get("verdict"), errors[:1])' "$out/cpumesh.json" 2>&1)" \
+        "$(tail -n 4 "$out/cpumesh.err")"
       ;;
     suitesbench)
       # The suites benchmark on cuda: each suite through its own harness against cprecord.

@@ -11,12 +11,22 @@ torch cannot make (NCCL in a torch without it) fails as torch fails it.
 Such a group is made once per rank process and kept, as the world's is: a pooled case finds it
 as a fresh one makes it, and it is made and numbered outside the case's groups
 (cprr.distributed.groups), so a case's own groups have the same ids either way.
+
+A case may never call ``init_process_group``: torch's ``DeviceMesh`` makes the default group
+itself, by ``init_process_group()`` (torch's default backend for each device), where none is.
+Inside a case one always is (the world's), so a mesh made before the case asked for a group
+gets what that call would give where the world's group does not run the mesh's device (a CPU
+mesh in an NCCL world: cpu's gloo), and the world's group where it does (install_mesh_hook).
 """
 
 import datetime
+import functools
+import sys
 
 import torch.distributed as dist
 from torch.distributed import distributed_c10d as _c10d
+
+from cprr.api import running as _running
 
 
 class _Defaults:
@@ -26,6 +36,7 @@ class _Defaults:
     def __init__(self):
         self.made = {}
         self.world = None
+        self.asked = False  # the running case called init_process_group
 
 
 _defaults = _Defaults()
@@ -58,14 +69,45 @@ def use_for_case(backend, timeout=None, pg_options=None):
     world = _defaults.world or _c10d._get_default_group()
     if gives(device_map(dist.get_backend(world)), wanted):
         restore_world()  # asked again after another backend, in the same case
+    else:
+        if wanted not in _defaults.made:
+            _defaults.made[wanted] = _make(backend, timeout, pg_options)
+        use(_defaults.made[wanted])
+    _defaults.asked = True
+
+
+def use_for_mesh(device_type):
+    """A DeviceMesh of `device_type` is being made: where the running case has not asked for
+    its default group and the world's does not run `device_type` on torch's default backend for
+    it, the case gets the group ``init_process_group()`` would give (see the module's doc)."""
+    if _defaults.asked or _running.current() is None or not dist.is_initialized():
         return
-    if wanted not in _defaults.made:
-        _defaults.made[wanted] = _make(backend, timeout, pg_options)
-    use(_defaults.made[wanted])
+    wanted = [(d, b) for d, b in (device_map(None) or ()) if d == device_type]
+    world = _c10d._get_default_group()
+    if wanted and not gives(device_map(dist.get_backend(world)), wanted):
+        use_for_case(None)
+
+
+def install_mesh_hook():
+    """DeviceMesh's construction passes its device type to use_for_mesh first; once, where this
+    torch has a DeviceMesh (torch.distributed.device_mesh, 2.2 on)."""
+    mesh = getattr(sys.modules.get("torch.distributed.device_mesh"), "DeviceMesh", None)
+    init = getattr(mesh, "__init__", None)
+    if not isinstance(mesh, type) or init is None or hasattr(init, "__cprr_wrapped__"):
+        return
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        use_for_mesh(args[0] if args else kwargs.get("device_type"))
+        init(self, *args, **kwargs)
+
+    __init__.__cprr_wrapped__ = init
+    mesh.__init__ = __init__
 
 
 def use(group):
     """`group` is the default group until the running case ends (restore_world)."""
+    _defaults.asked = True
     if group is dist.group.WORLD:
         return
     if _defaults.world is None:
@@ -74,7 +116,8 @@ def use(group):
 
 
 def restore_world():
-    """The world's own group is the default again."""
+    """The world's own group is the default again (and the next case has asked for none)."""
+    _defaults.asked = False
     if _defaults.world is not None:
         _c10d._update_default_pg(_defaults.world)
         _defaults.world = None

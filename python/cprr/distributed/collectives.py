@@ -16,6 +16,7 @@ import torch.distributed as dist
 from cprr.api import running as _running
 from cprr.api import tensors as _tensors
 from cprr.capture.where import caller
+from cprr.distributed import backends as _backends
 from cprr.distributed import fingerprint as _fingerprint
 from cprr.distributed import groups as _groups
 from cprr.distributed import shim as _shim
@@ -224,5 +225,7 @@ def install():
     # A suite's own set-up of the default group (cprr.distributed.shim).
     _replace(c10d, "init_process_group", _shim.wrap_init)
     _replace(c10d, "destroy_process_group", _shim.wrap_destroy)
+    # A DeviceMesh made where the case never called init_process_group (DeviceMesh would).
+    _backends.install_mesh_hook()
     # torch's C++ helpers that call a group themselves (DDP's construction).
     _torch_helpers.install()
