@@ -65,6 +65,23 @@ pyrun() {
     "$(grep -E 'NOT AS EXPECTED|^exit' "$out/$name.txt")"
 }
 
+# diag NAME: tools/device/diag_cases/test_NAME.py (correct cases) through cprecord on cuda in both
+# modes into $out/NAME.{db,json,err}; reports each case's status, verdict, cprr's finding and a
+# failing rank's last error line.
+diag() {
+  PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$b/python" timeout 300 "$b/tools/cprecord" \
+    --python "tools/device/diag_cases/test_$1.py" --backend cuda --mode both --json \
+    --db "$out/$1.db" >"$out/$1.json" 2>"$out/$1.err"
+  report "$1 rc=$?" "$(python3 -c '
+import json, sys
+for c in json.load(open(sys.argv[1]))["cases"]:
+    f = c.get("uninitialized_read") or c.get("race") or {}
+    errors = [r.get("error", "").strip().splitlines()[-1:] for e in c["executions"]
+              for r in e.get("ranks", []) if r.get("outcome") == "fail"]
+    print(c["label"], c["status"], c.get("verdict"), (f.get("detail") or "")[:300], errors[:1])
+' "$out/$1.json" 2>&1)" "$(tail -n 4 "$out/$1.err")"
+}
+
 # The _cprr module for the Python there (build_python.sh), once per run; says why when it fails.
 # jobs_side_by_side NAME WHAT ARGS...: cprecord ARGS on cuda in both modes with --jobs 1 and with
 # --jobs as many as the GPUs allow ($out/NAME_<n>.{db,json,err}), each one's wall time reported,
@@ -213,30 +230,14 @@ for step in "${steps[@]}"; do
       # torch's DistributedDataParallel under the op capture (tools/device/diag_cases/test_ddp.py,
       # correct cases): each case's status and cprr's finding, if any, in both modes.
       python_module || continue
-      PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$b/python" timeout 300 "$b/tools/cprecord" \
-        --python tools/device/diag_cases/test_ddp.py --backend cuda --mode both --json \
-        --db "$out/ddp.db" >"$out/ddp.json" 2>"$out/ddp.err"
-      report "ddp rc=$?" "$(python3 -c '
-import json, sys
-for c in json.load(open(sys.argv[1]))["cases"]:
-    f = c.get("uninitialized_read") or c.get("race") or {}
-    print(c["label"], c["status"], c.get("verdict"), (f.get("detail") or "")[:300])' "$out/ddp.json")"
+      diag ddp
       ;;
     cpumesh)
       # A DeviceMesh made where the case never called init_process_group
       # (tools/device/diag_cases/test_cpu_mesh.py, correct cases): a CPU mesh in an NCCL world
-      # gets cpu's gloo, as DeviceMesh's own init_process_group() would. Each case's status.
+      # gets cpu's gloo, as DeviceMesh's own init_process_group() would.
       python_module || continue
-      PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$b/python" timeout 300 "$b/tools/cprecord" \
-        --python tools/device/diag_cases/test_cpu_mesh.py --backend cuda --mode both --json \
-        --db "$out/cpumesh.db" >"$out/cpumesh.json" 2>"$out/cpumesh.err"
-      report "cpumesh rc=$?" "$(python3 -c '
-import json, sys
-for c in json.load(open(sys.argv[1]))["cases"]:
-    errors = [r.get("error", "").strip().splitlines()[-1:] for e in c["executions"]
-              for r in e.get("ranks", []) if r.get("outcome") == "fail"]
-    print(c["label"], c["status"], c.get("verdict"), errors[:1])' "$out/cpumesh.json" 2>&1)" \
-        "$(tail -n 4 "$out/cpumesh.err")"
+      diag cpu_mesh
       ;;
     suitesbench)
       # The suites benchmark on cuda: each suite through its own harness against cprecord.
