@@ -5,7 +5,8 @@ generated classes, a MultiProcContinuousTest suite), through cprecord on cpu in 
 through the pytest plugin: every test method is a case ``Class.test_method@W``, each planted bug
 gets the verdict of its ``@cprr.case`` twin (a state leak: a fresh-vs-pooled divergence that
 cpreplay names with its polluter; a collective mismatch), the twins are clean, a skip is a skip,
-and the continuous class's set-up runs once per rank process. In-process: what a rank runs for
+and the continuous class's set-up runs once per rank process, its own _worker_loop running each
+case (cprr.suites.continuous). In-process: what a rank runs for
 one method (instance, rank, file_name), class skips and a world size that cannot be read.
 
 CI's torch 1.13 needs tests/python/stand_ins: expecttest (which Debian lacks) and the continuous
