@@ -1,6 +1,7 @@
 #include "cli/cli_options.h"
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
@@ -41,6 +42,29 @@ CLI::Validator positive_count_validator() {
         return {};
       },
       "N");
+}
+
+CLI::Validator jobs_validator() {
+  return CLI::Validator(
+      [](std::string& in) -> std::string {
+        if (in == "auto") {
+          in = "0";
+          return {};
+        }
+        char* end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(in.c_str(), &end, 10);
+        if (in.empty() || *end != '\0') {
+          return fmt::format("'{}' is not a number: give N from 1 to {}, or auto", in, kMaxJobs);
+        }
+        if (errno == ERANGE || v < 1 || v > kMaxJobs) {
+          return fmt::format("{} is not from 1 to {}: give N in that range, or auto (as many "
+                             "as the cores or GPUs hold)",
+                             in, kMaxJobs);
+        }
+        return {};
+      },
+      "");
 }
 
 void check_shared(const SharedOptions& o, LauncherKind launcher) {

@@ -65,6 +65,13 @@ CLI::Validator seconds_validator();
 /// --repeat and similar counts: a whole number of at least 1.
 CLI::Validator positive_count_validator();
 
+/// The most jobs --jobs may run at once.
+inline constexpr int kMaxJobs = 1024;
+
+/// --jobs: a whole number from 1 to kMaxJobs, or "auto" (read as 0: as many as fit); a word is
+/// "not a number", a number outside the range says the range.
+CLI::Validator jobs_validator();
+
 /// The most worlds --standby may start ahead.
 inline constexpr int kMaxStandby = 64;
 

@@ -169,7 +169,8 @@ std::map<std::string, double> recorded_wall_ms(const std::string& db) {
                   "(cprecord --merge makes one of a sharded run)",
                   db);
   }
-  const RecordReader reader(db);
+  // An earlier run's database, maybe a CI artifact in a read-only folder: read as finished.
+  const RecordReader reader(db, "--by-time", Database::Mode::read_finished);
   return reader.case_wall_ms(reader.latest_run("--by-time").id);
 }
 
@@ -482,7 +483,14 @@ std::vector<JobSlot> slots_of(const RecordOptions& o, const RecordSetup& s,
     jobs = default_jobs(machine, largest);
   }
   std::vector<JobSlot> slots = job_slots(machine, jobs);
-  if (jobs > 1) {
+  if (jobs > 1 && s.backend != "cuda" && machine.cpus.size() < static_cast<std::size_t>(jobs)) {
+    // job_slots gave each job one core, in turn: say so, as the worlds' times are not their own.
+    err << fmt::format(
+        "cprecord: {} jobs on {} core(s): they share the cores, each job pinned to one of them "
+        "in turn; worlds side by side slow each other (give --jobs {} or fewer for cores of "
+        "their own)\n",
+        jobs, machine.cpus.size(), machine.cpus.size());
+  } else if (jobs > 1) {
     err << fmt::format("cprecord: {} jobs, each on its own {}: {}\n", jobs,
                        s.backend == "cuda" ? "GPUs" : "cores", [&] {
                          std::vector<std::string> parts;
@@ -642,9 +650,11 @@ void add_record_options(CLI::App& app, RecordOptions& o, LaunchFlags& launch) {
                  "run up to N worlds at once, each on its own share of the cores (cpu: its ranks "
                  "pinned to them) or GPUs (cuda: CUDA_VISIBLE_DEVICES; worlds of two jobs never "
                  "share a GPU); each execution records where it ran; default: as many worlds of "
-                 "the largest size as the cores (cpu) or GPUs (cuda) hold, at most 8; 1: one at "
-                 "a time")
-      ->check(CLI::Range(1, 1024));
+                 "the largest size as the cores (cpu) or GPUs (cuda) hold, at most 8 (auto); "
+                 "1: one at a time")
+      ->type_name("N|auto")
+      ->default_str("auto")
+      ->transform(jobs_validator());
   app.add_option("--repeat", o.repeat, "run the plan N times (outputs that vary: nondeterministic)")
       ->check(positive_count_validator());
   add_timeout_option(app, o.shared.run.timeout_override_s);

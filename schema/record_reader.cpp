@@ -388,8 +388,8 @@ struct RecordReader::Statements {
   Statement executions, ranks, captures, allocs, ops, collectives, groups;
 };
 
-RecordReader::RecordReader(const std::string& path)
-    : db_(Database::open(path, Database::Mode::read_only)),
+RecordReader::RecordReader(const std::string& path, std::string_view option, Database::Mode mode)
+    : db_(Database::open(path, mode, option)),
       case_columns_(case_columns(db_.schema_version())),
       st_(std::make_unique<Statements>(db_)) {}
 

@@ -73,7 +73,10 @@ class RecordReader {
  public:
   /// Opens the database read-only; throws UsageError for a missing, foreign or corrupt file. A
   /// file of an older schema version is read as it is (what later versions added is absent).
-  explicit RecordReader(const std::string& path);
+  /// `option` names the file in errors (the option that gave it); `mode` read_finished for a
+  /// database nothing writes any more (a merge's shards: Database::Mode).
+  explicit RecordReader(const std::string& path, std::string_view option = "--db",
+                        Database::Mode mode = Database::Mode::read_only);
   ~RecordReader();
   RecordReader(RecordReader&&) noexcept;
   RecordReader& operator=(RecordReader&&) noexcept;

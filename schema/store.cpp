@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <iterator>
 #include <memory>
 #include <utility>
@@ -60,52 +61,104 @@ std::string stmt_db_path(sqlite3_stmt* stmt) {
 
 // ---- Database ---------------------------------------------------------------------------------
 
-Database Database::open(const std::string& path, Mode mode) {
+std::string sqlite_uri(const std::string& path, std::string_view query) {
+  // A URI's path may hold anything but these; a path of several leading slashes would read as
+  // an authority ("file://host/...").
+  std::string out = "file:";
+  const std::size_t start = path.find_first_not_of('/');
+  if (start != 0 && start != std::string::npos) out += '/';
+  for (std::size_t i = start == std::string::npos ? 0 : start; i < path.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(path[i]);
+    if (c == '%' || c == '?' || c == '#' || c < 0x20 || c >= 0x7f) {
+      out += fmt::format("%{:02X}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (!query.empty()) (out += '?') += query;
+  return out;
+}
+
+std::string finished_uri(const std::string& path) {
+  // A -wal file beside it holds commits not yet in the file, which `immutable` would not read
+  // (a recorder that died: the merge refuses its run anyway, but must read it to say so).
+  std::error_code ec;
+  const bool wal = std::filesystem::exists(path + "-wal", ec);
+  return sqlite_uri(path, wal ? "mode=ro" : "immutable=1");
+}
+
+bool Database::is_empty_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return true;
+  if (std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) == 0) {
+    return !ec;
+  }
+  sqlite3* raw = nullptr;
+  const int rc = sqlite3_open_v2(sqlite_uri(path, "mode=ro").c_str(), &raw,
+                                 SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr);
+  const std::unique_ptr<sqlite3, int (*)(sqlite3*)> owned(raw, sqlite3_close_v2);
+  if (rc != SQLITE_OK) return false;
+  try {
+    const SchemaState state = read_schema_state(raw, {path});
+    return state.empty && state.version == 0;
+  } catch (const Error&) {
+    return false;  // not a database, or unreadable: open says which
+  }
+}
+
+Database Database::open(const std::string& path, Mode mode, std::string_view option) {
+  const store_open::OpenTarget t{path, option};
   const bool writable = mode == Mode::read_write;
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) {
-      CPRR_THROW_AS(UsageError, "--db {} is a directory; pass the path of a database file", path);
+      CPRR_THROW_AS(UsageError, "{} is a directory; pass the path of a database file", t.named());
     }
   } else if (errno == ENOENT && !writable) {
-    CPRR_THROW_AS(UsageError, "--db {}: no such file; pass an existing cprr database", path);
+    CPRR_THROW_AS(UsageError, "{}: no such file; pass an existing cprr database", t.named());
   }
 
   sqlite3* raw = nullptr;
-  const int flags = writable ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
-  const int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
+  // Always a URI, so a database ATTACHed to this connection may be one too (finished_uri).
+  const std::string uri = mode == Mode::read_finished ? finished_uri(path)
+                          : writable                  ? sqlite_uri(path, "")
+                                                      : sqlite_uri(path, "mode=ro");
+  const int flags =
+      (writable ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY) |
+      SQLITE_OPEN_URI;
+  const int rc = sqlite3_open_v2(uri.c_str(), &raw, flags, nullptr);
   // From here the handle (even a failed one) is owned by `db` and closed on every error path.
   Database db(raw, path);
-  if (rc != SQLITE_OK) throw_open_error(path, raw, rc, "opening");
+  if (rc != SQLITE_OK) throw_open_error(t, raw, rc, "opening");
   // Before anything else: every later statement may meet another process's lock.
   sqlite3_busy_timeout(raw, kBusyTimeoutMs);
   if (writable && sqlite3_db_readonly(raw, "main") == 1) {
     CPRR_THROW_AS(UsageError,
-                  "--db {}: cannot open for writing (the file is read-only); check its permissions "
+                  "{}: cannot open for writing (the file is read-only); check its permissions "
                   "or pass a new path",
-                  path);
+                  t.named());
   }
 
   // The first read of the file: "file is not a database" and corruption are reported here.
-  SchemaState state = read_schema_state(raw, path);
-  check_schema_state(state, path);
+  SchemaState state = read_schema_state(raw, t);
+  check_schema_state(state, t);
   if (state.empty && !writable) {
-    CPRR_THROW_AS(
-        UsageError,
-        "--db {} is an empty database (no cprr schema); pass a database written by cprecord", path);
+    CPRR_THROW_AS(UsageError,
+                  "{} is an empty database (no cprr schema); pass a database written by cprecord",
+                  t.named());
   }
-  if (!state.empty) check_integrity(raw, path);
+  if (!state.empty) check_integrity(raw, t);
 
   if (writable) {
     // Answers "wal" ("memory" for an in-memory database): nothing to check in the answer.
-    open_query(raw, path, "PRAGMA journal_mode=WAL", "enabling the WAL journal");
+    open_query(raw, t, "PRAGMA journal_mode=WAL", "enabling the WAL journal");
   }
-  open_exec(raw, path, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON", "setting pragmas");
+  open_exec(raw, t, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON", "setting pragmas");
 
   if (state.empty) {
-    create_schema(raw, path);  // read_only never gets here: an empty file was refused above
+    create_schema(raw, t);  // a read-only mode never gets here: an empty file was refused above
   } else if (state.version < kSchemaVersion && writable) {
-    migrate_schema(raw, path);
+    migrate_schema(raw, t);
   } else if (state.version < kSchemaVersion) {
     db.version_ = static_cast<int>(state.version);  // read as it is: a reader must not write
   }

@@ -31,10 +31,19 @@ inline constexpr int kOldestSchemaVersion = 1;
 /// The text of schema/schema.sql (generated into the build from that file).
 std::string_view schema_sql();
 
+/// `path` as an SQLite URI ("file:PATH", percent-encoded where a URI must be), with `query`
+/// ("mode=ro") when not empty.
+std::string sqlite_uri(const std::string& path, std::string_view query);
+/// The URI that reads a finished database without writing beside it: `immutable=1` (no -shm
+/// made, so a read-only folder serves), or `mode=ro` where a -wal file beside it holds commits.
+std::string finished_uri(const std::string& path);
+
 /// An open database. Move-only; closes on destruction.
 class Database {
  public:
-  enum class Mode { read_write, read_only };
+  /// read_finished: a database nothing writes any more (a merge's shards, CI's artifacts),
+  /// read without writing anything beside it, in a read-only folder too (finished_uri).
+  enum class Mode { read_write, read_only, read_finished };
 
   /// Opens `path`. read_write creates the file and the schema when missing (user_version 0 and no
   /// tables) and migrates an older schema to kSchemaVersion; read_only requires an existing file
@@ -42,7 +51,12 @@ class Database {
   /// file that is not an SQLite database, a corrupt database, a schema version newer than
   /// kSchemaVersion or older than kOldestSchemaVersion, a missing file in read_only mode, an
   /// unwritable location.
-  static Database open(const std::string& path, Mode mode);
+  /// `option` names the file in every message ("--merge a.db: ..."): the option that gave it.
+  static Database open(const std::string& path, Mode mode, std::string_view option = "--db");
+  /// Whether `path` holds nothing yet: no file, an empty one, or an SQLite database with no tables
+  /// and version 0 (what a process killed in its first open leaves). A file that is something
+  /// else answers false, for open to name what it is.
+  static bool is_empty_file(const std::string& path);
 
   Database(Database&& other) noexcept;
   Database& operator=(Database&& other) noexcept;

@@ -71,14 +71,16 @@ Source read_input(const std::string& path) {
     CPRR_THROW_AS(UsageError, "--merge {}: no such file; pass the databases the shards wrote",
                   path);
   }
-  const Database db = Database::open(path, Database::Mode::read_only);
+  // Read without writing beside it: shards may lie in a read-only folder (CI's artifacts).
+  const Database db = Database::open(path, Database::Mode::read_finished, "--merge");
   if (db.schema_version() != kSchemaVersion) {
     CPRR_THROW_AS(UsageError,
                   "--merge {}: schema version {}, and this cprecord merges version {}: record "
                   "every shard with one cprr version",
                   path, db.schema_version(), kSchemaVersion);
   }
-  RecordedRun run = RecordReader(path).latest_run("--merge");
+  RecordedRun run =
+      RecordReader(path, "--merge", Database::Mode::read_finished).latest_run("--merge");
   Statement merged(db, "SELECT count(*) FROM run WHERE merged_into = ?");
   merged.bind(1, run.id);
   if (merged.step() && merged.int64(0) > 0) {
@@ -208,7 +210,7 @@ MergedShard copy_shard(Database& db, const Source& s, const std::vector<std::str
                        int64_t& parent) {
   {
     Statement attach(db, "ATTACH DATABASE ? AS src");
-    attach.bind(1, s.path);
+    attach.bind(1, finished_uri(s.path));  // as read_input read it: nothing written beside it
     attach.run();
   }
   struct Detach {  // after the transaction ends: SQLite detaches nothing inside one
@@ -303,8 +305,9 @@ struct Held {
 };
 
 Held held_shards(const std::string& out, const std::vector<Source>& inputs) {
-  std::error_code ec;
-  if (!std::filesystem::exists(out, ec)) return {};
+  // No file, or one a merge killed before its schema left (0 or one page): nothing held yet,
+  // and the merge's own open makes it whole, so the same merge simply runs again.
+  if (Database::is_empty_file(out)) return {};
   const Database db = Database::open(out, Database::Mode::read_only);
   if (db.schema_version() < kSchemaVersion) return {};  // no merge in it yet
   const std::vector<RecordedRun> runs = RecordReader(out).runs();

@@ -129,43 +129,43 @@ int real_open_errno(const std::string& path) {
 
 /// Throws the error for a failure while opening `path`: UsageError for what the user can fix by
 /// passing another path (not a database, corrupt, unreadable/unwritable location), Error otherwise.
-[[noreturn]] void throw_open_error(const std::string& path, sqlite3* db, int rc,
+[[noreturn]] void throw_open_error(const OpenTarget& t, sqlite3* db, int rc,
                                    std::string_view step) {
   const std::string msg = sqlite_error_text(db, rc);
   switch (rc & 0xff) {
     case SQLITE_NOTADB:
       CPRR_THROW_AS(UsageError,
-                    "--db {}: not an SQLite database ({}); pass a cprr database or a new path",
-                    path, msg);
+                    "{}: not an SQLite database ({}); pass a cprr database or a new path",
+                    t.named(), msg);
     case SQLITE_CORRUPT:
       CPRR_THROW_AS(
           UsageError,
-          "--db {}: the database is corrupt ({}); restore it from a copy or pass a new path", path,
+          "{}: the database is corrupt ({}); restore it from a copy or pass a new path", t.named(),
           msg);
     case SQLITE_CANTOPEN:
     case SQLITE_READONLY:
     case SQLITE_PERM:
     case SQLITE_AUTH: {
-      int err = real_open_errno(path);
+      int err = real_open_errno(t.path);
       if (err == 0 && db != nullptr) err = sqlite3_system_errno(db);
       const std::string why = err != 0 ? fmt::format("{}: {}", msg, std::strerror(err)) : msg;
       CPRR_THROW_AS(
           UsageError,
-          "--db {}: cannot open ({}); check the path and its permissions, or pass another path",
-          path, why);
+          "{}: cannot open ({}); check the path and its permissions, or pass another path",
+          t.named(), why);
     }
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-      CPRR_THROW("{}: {}: locked by another process for more than {} s ({})", path, step,
+      CPRR_THROW("{}: {}: locked by another process for more than {} s ({})", t.named(), step,
                  kBusyTimeoutMs / 1000, msg);
     default:
-      CPRR_THROW("{}: {}: {}", path, step, msg);
+      CPRR_THROW("{}: {}: {}", t.named(), step, msg);
   }
 }
 
 /// Runs a query returning one text value (a pragma) during open; failures go through
 /// throw_open_error, which is where "file is not a database" and corruption surface.
-std::string open_query(sqlite3* db, const std::string& path, const char* sql,
+std::string open_query(sqlite3* db, const OpenTarget& t, const char* sql,
                        std::string_view step) {
   // A few statements (switching to WAL while another process switches too) answer SQLITE_BUSY
   // without consulting the busy handler: retry those until the busy timeout has passed.
@@ -183,22 +183,22 @@ std::string open_query(sqlite3* db, const std::string& path, const char* sql,
       return text != nullptr ? std::string(text) : std::string();
     }
     if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() > deadline) {
-      throw_open_error(path, db, rc, step);
+      throw_open_error(t, db, rc, step);
     }
     sqlite3_sleep(std::min(1 + attempt, 20));  // milliseconds
   }
 }
 
-void open_exec(sqlite3* db, const std::string& path, const std::string& sql,
+void open_exec(sqlite3* db, const OpenTarget& t, const std::string& sql,
                std::string_view step) {
   char* err = nullptr;
   const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
   if (rc == SQLITE_OK) return;
   sqlite3_free(err);  // sqlite3_errmsg(db) carries the same text
-  throw_open_error(path, db, rc, step);
+  throw_open_error(t, db, rc, step);
 }
 
-SchemaState read_schema_state(sqlite3* db, const std::string& path) {
+SchemaState read_schema_state(sqlite3* db, const OpenTarget& t) {
   // One statement, hence one read transaction: another process creating the schema cannot commit
   // between the two reads (tables seen but version 0 would look like a foreign database).
   sqlite3_stmt* raw = nullptr;
@@ -206,9 +206,9 @@ SchemaState read_schema_state(sqlite3* db, const std::string& path) {
       "SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_master)";
   int rc = sqlite3_prepare_v2(db, sql, -1, &raw, nullptr);
   std::unique_ptr<sqlite3_stmt, decltype(&sqlite3_finalize)> stmt(raw, &sqlite3_finalize);
-  if (rc != SQLITE_OK) throw_open_error(path, db, rc, "reading the schema version");
+  if (rc != SQLITE_OK) throw_open_error(t, db, rc, "reading the schema version");
   rc = sqlite3_step(stmt.get());
-  if (rc != SQLITE_ROW) throw_open_error(path, db, rc, "reading the schema version");
+  if (rc != SQLITE_ROW) throw_open_error(t, db, rc, "reading the schema version");
   SchemaState s;
   s.version = sqlite3_column_int64(stmt.get(), 0);
   s.empty = sqlite3_column_int64(stmt.get(), 1) == 0;
@@ -217,33 +217,33 @@ SchemaState read_schema_state(sqlite3* db, const std::string& path) {
 
 /// Refuses a database this build cannot use. An empty database (no tables, version 0) passes:
 /// the caller creates the schema or refuses it, depending on the mode.
-void check_schema_state(const SchemaState& s, const std::string& path) {
+void check_schema_state(const SchemaState& s, const OpenTarget& t) {
   if (s.version > kSchemaVersion) {
     CPRR_THROW_AS(
         UsageError,
-        "--db {} has schema version {}, newer than this cprr (version {}): use a newer cprr", path,
+        "{} has schema version {}, newer than this cprr (version {}): use a newer cprr", t.named(),
         s.version, kSchemaVersion);
   }
   if (s.empty) {
     if (s.version != 0) {
       CPRR_THROW_AS(
           UsageError,
-          "--db {} has schema version {} but no tables; pass a cprr database or a new path", path,
+          "{} has schema version {} but no tables; pass a cprr database or a new path", t.named(),
           s.version);
     }
     return;
   }
   if (s.version == 0) {
     CPRR_THROW_AS(UsageError,
-                  "--db {}: not a cprr database (an SQLite database with tables but no cprr schema "
+                  "{}: not a cprr database (an SQLite database with tables but no cprr schema "
                   "version); pass a cprr database or a new path",
-                  path);
+                  t.named());
   }
   if (s.version < kOldestSchemaVersion) {
     CPRR_THROW_AS(UsageError,
-                  "--db {} has schema version {}, written by an older cprr (this cprr uses version "
+                  "{} has schema version {}, written by an older cprr (this cprr uses version "
                   "{}) and no migration exists: use the cprr that wrote it, or pass a new path",
-                  path, s.version, kSchemaVersion);
+                  t.named(), s.version, kSchemaVersion);
   }
 }
 
@@ -252,11 +252,11 @@ namespace {
 /// Runs `body` inside BEGIN IMMEDIATE, committing when it returns and rolling back when it throws.
 /// Schema creation and migration decide under this lock: another process may be doing the same.
 template <class Body>
-void under_write_lock(sqlite3* db, const std::string& path, std::string_view step, Body&& body) {
-  open_exec(db, path, "BEGIN IMMEDIATE", step);
+void under_write_lock(sqlite3* db, const OpenTarget& t, std::string_view step, Body&& body) {
+  open_exec(db, t, "BEGIN IMMEDIATE", step);
   try {
     body();
-    open_exec(db, path, "COMMIT", step);
+    open_exec(db, t, "COMMIT", step);
   } catch (...) {
     if (sqlite3_get_autocommit(db) == 0) sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
     throw;
@@ -266,13 +266,13 @@ void under_write_lock(sqlite3* db, const std::string& path, std::string_view ste
 }  // namespace
 
 /// Creates the schema in an empty database, unless another process created it meanwhile.
-void create_schema(sqlite3* db, const std::string& path) {
-  under_write_lock(db, path, "creating the schema", [&] {
-    const SchemaState state = read_schema_state(db, path);
-    check_schema_state(state, path);
+void create_schema(sqlite3* db, const OpenTarget& t) {
+  under_write_lock(db, t, "creating the schema", [&] {
+    const SchemaState state = read_schema_state(db, t);
+    check_schema_state(state, t);
     if (!state.empty) return;
-    open_exec(db, path, std::string(schema_sql()), "creating the schema");
-    open_exec(db, path, fmt::format("PRAGMA user_version = {}", kSchemaVersion),
+    open_exec(db, t, std::string(schema_sql()), "creating the schema");
+    open_exec(db, t, fmt::format("PRAGMA user_version = {}", kSchemaVersion),
               "setting the schema version");
   });
 }
@@ -280,21 +280,21 @@ void create_schema(sqlite3* db, const std::string& path) {
 /// Brings an older database to kSchemaVersion in one transaction: a crash mid-way leaves it at its
 /// old version, intact. The version is read again under the lock (another process may have
 /// migrated it meanwhile).
-void migrate_schema(sqlite3* db, const std::string& path) {
-  under_write_lock(db, path, "migrating the schema", [&] {
-    const SchemaState state = read_schema_state(db, path);
-    check_schema_state(state, path);
+void migrate_schema(sqlite3* db, const OpenTarget& t) {
+  under_write_lock(db, t, "migrating the schema", [&] {
+    const SchemaState state = read_schema_state(db, t);
+    check_schema_state(state, t);
     for (int64_t v = state.version; v < kSchemaVersion; ++v) {
-      open_exec(db, path, std::string(kMigrations[v - kOldestSchemaVersion]),
+      open_exec(db, t, std::string(kMigrations[v - kOldestSchemaVersion]),
                 fmt::format("migrating the schema from version {} to {}", v, v + 1));
     }
     if (state.version < kViewsVersion) {
       const std::string_view sql = schema_sql();
       const std::size_t at = sql.find(kViewsMarker);
       CPRR_CHECK(at != std::string_view::npos, "schema.sql lost its views marker");
-      open_exec(db, path, std::string(sql.substr(at)), "creating the views");
+      open_exec(db, t, std::string(sql.substr(at)), "creating the views");
     }
-    open_exec(db, path, fmt::format("PRAGMA user_version = {}", kSchemaVersion),
+    open_exec(db, t, fmt::format("PRAGMA user_version = {}", kSchemaVersion),
               "setting the schema version");
   });
 }
@@ -303,12 +303,12 @@ void migrate_schema(sqlite3* db, const std::string& path) {
 /// would otherwise let cprecord append to a corrupt file and cpreplay read garbage. It reads the
 /// whole file once (it skips the index cross-checks of integrity_check), so it costs a fraction of
 /// a second per hundred MB.
-void check_integrity(sqlite3* db, const std::string& path) {
-  const std::string answer = open_query(db, path, "PRAGMA quick_check(1)", "checking integrity");
+void check_integrity(sqlite3* db, const OpenTarget& t) {
+  const std::string answer = open_query(db, t, "PRAGMA quick_check(1)", "checking integrity");
   if (answer != "ok") {
     CPRR_THROW_AS(
         UsageError,
-        "--db {}: the database is corrupt ({}); restore it from a copy or pass a new path", path,
+        "{}: the database is corrupt ({}); restore it from a copy or pass a new path", t.named(),
         answer);
   }
 }

@@ -4,7 +4,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sqlite3.h>
+
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <set>
@@ -279,6 +282,62 @@ TEST(MergeCommand, RefusesWhatDoesNotBelongTogetherNamingIt) {
   misuse.merge = shards;
   misuse.filter = "noop";
   EXPECT_THROW(record(misuse), UsageError);
+}
+
+// What SQLite leaves beside a database it opened: a merge must leave nothing beside its inputs.
+std::vector<std::string> beside(const std::string& db) {
+  std::vector<std::string> out;
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+    if (std::filesystem::exists(db + suffix)) out.push_back(db + suffix);
+  }
+  return out;
+}
+
+TEST(MergeCommand, AMergeKilledBeforeItsSchemaRunsAgainAndWritesNothingBesideItsInputs) {
+  const std::vector<std::string> shards = record_shards("again", "fresh");
+  for (const std::string& s : shards) ASSERT_THAT(beside(s), ::testing::IsEmpty()) << s;
+  // What a merge killed in its first open leaves: an empty file, or one page of a WAL database
+  // with no tables yet.
+  const std::string zero = db_named("again-zero");
+  std::ofstream(zero).flush();
+  const std::string page = db_named("again-page");
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(page.c_str(), &raw), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(raw, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  ASSERT_GT(std::filesystem::file_size(page), 0u);
+  for (const std::string& out : {zero, page}) {
+    const Recorded r = merge(out, shards);
+    EXPECT_EQ(r.code, 0) << out << r.err;
+    EXPECT_EQ(seen_in(out, latest(out)).size(), json::parse(r.out).at("cases").size()) << out;
+  }
+  // Shards read as finished (immutable): no -wal or -shm beside them, so a read-only folder of
+  // CI artifacts serves as well.
+  for (const std::string& s : shards) EXPECT_THAT(beside(s), ::testing::IsEmpty()) << s;
+}
+
+TEST(MergeCommand, ABrokenInputIsNamedByTheOptionThatGaveIt) {
+  const std::string garbage = db_named("not-a-database");
+  std::ofstream(garbage) << std::string(8192, 'x');
+  try {
+    merge(db_named("broken-merged"), {garbage});
+    ADD_FAILURE() << "merged a file that is no database";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--merge " + garbage + ": not an SQLite database"));
+    EXPECT_THAT(e.what(), Not(HasSubstr("--db")));
+  }
+  RecordOptions timed = plan_opts(db_named("broken-timed"), "fresh");
+  timed.shard = "1/2";
+  timed.by_time = garbage;
+  try {
+    record(timed);
+    ADD_FAILURE() << "split by the times of a file that is no database";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--by-time " + garbage + ": not an SQLite database"));
+    EXPECT_THAT(e.what(), Not(HasSubstr("--db")));
+  }
 }
 
 TEST(MergeCommand, ByTimeSplitsByRecordedTimesAndTheShardsStillCoverThePlan) {

@@ -26,6 +26,29 @@ TEST(RecordCommand, BinaryHelpListsEveryOption) {
   EXPECT_THAT(p.out, HasSubstr("Exit codes"));
 }
 
+TEST(RecordCommand, BinaryJobsHelpAndParserAgree) {
+  const Proc help = shell(quoted(kCprecord) + " --help 2>&1");
+  EXPECT_THAT(help.out, HasSubstr("--jobs N|auto=auto")) << help.out;
+  const std::string base = quoted(kCprecord) + " --db " + test_db() + ".jobs-parse --list";
+  const Proc word = shell(base + " --jobs abc 2>&1");
+  EXPECT_EQ(word.status, 2) << word.out;
+  EXPECT_THAT(word.out, HasSubstr("'abc' is not a number: give N from 1 to 1024, or auto"));
+  const Proc zero = shell(base + " --jobs 0 2>&1");
+  EXPECT_EQ(zero.status, 2) << zero.out;
+  EXPECT_THAT(zero.out, HasSubstr("0 is not from 1 to 1024"));
+  const Proc automatic = shell(base + " --jobs auto 2>&1");
+  EXPECT_EQ(automatic.status, 0) << automatic.out;
+}
+
+TEST(RecordCommand, BinaryJobsBeyondTheCoresSayTheyShareThem) {
+  // One core (taskset), three jobs: each job is pinned to that core in turn, and says so.
+  const Proc p = shell("taskset -c 0 " + quoted(kCprecord) + " --db " + test_db() +
+                       ".jobs-share --jobs 3 --mode fresh --filter '^healthy/noop@2$' 2>&1");
+  EXPECT_EQ(p.status, 0) << p.out;
+  EXPECT_THAT(p.out, HasSubstr("cprecord: 3 jobs on 1 core(s): they share the cores")) << p.out;
+  EXPECT_THAT(p.out, Not(HasSubstr("each on its own cores"))) << p.out;
+}
+
 TEST(RecordCommand, BinaryLogsALinePerExecutionWhenStderrIsNoTerminalAndNamesTheSlowest) {
   // stderr to stdout through a pipe: not a TTY, as in a CI log. The lines come as executions
   // finish, before the table.
