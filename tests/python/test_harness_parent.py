@@ -1,5 +1,5 @@
-"""The harness's parent side run once per execution (cprr.suites.harness_parent) and its join
-(cprr.suites.harness_join), in process.
+"""The harness's parent side run once per execution (cprr.suites.harness_parent, its helper
+process cprr.suites.harness_helper) and its join (cprr.suites.harness_join), in process.
 
 What the helper does for a set-up (processes recorded, not started; the environment's changes;
 skips, errors and the exit checks), that it runs in another process than the rank (the class
@@ -25,6 +25,7 @@ from torch.testing._internal import common_distributed  # noqa: E402
 from torch.testing._internal.common_distributed import TEST_SKIPS  # noqa: E402
 
 from cprr.distributed import shim as _shim
+from cprr.suites import harness_helper as _harness_helper  # noqa: E402
 from cprr.suites import harness_join as _harness_join  # noqa: E402
 from cprr.suites import harness_parent as _harness_parent  # noqa: E402
 from cprr.suites import testcase as _suites
@@ -263,7 +264,7 @@ def test_a_world_of_another_size_than_the_set_up_started_is_named(suite, tmp_pat
 def test_recording_keeps_target_arguments_and_a_pipe_for_the_rank():
     calls = []
     parent_end, child_end = multiprocessing.Pipe()
-    with _harness_parent._Recording(calls):
+    with _harness_helper._Recording(calls):
         p = multiprocessing.get_context("spawn").Process(
             target=print, args=(0, "test_x", "/tmp/f", child_end), kwargs={"fake_pg": False})
         p.start()
@@ -271,7 +272,7 @@ def test_recording_keeps_target_arguments_and_a_pipe_for_the_rank():
         p.terminate()  # tearDown terminates its processes: nothing to do
     assert calls == [(print, (0, "test_x", "/tmp/f", child_end), {"fake_pg": False})]
     mine, theirs = multiprocessing.Pipe()
-    spawn = _harness_parent.Spawn(_harness_parent._answer("ok", env={"A": "1", "B": None},
+    spawn = _harness_parent.Spawn(_harness_helper.answer("ok", env={"A": "1", "B": None},
                                                           calls=calls, checks=(False, 0)))
     assert (spawn.status, spawn.env, spawn.count) == ("ok", {"A": "1", "B": None}, 1)
     assert spawn.call(0, theirs) == (print, (0, "test_x", "/tmp/f", theirs), {"fake_pg": False})

@@ -1,8 +1,9 @@
 """The Python package's layout as a reader relies on it: its imports point down its rooms
 (tools/layout/check_python_imports.py, which refuses a package with one pointing up), and every
 module has tests: tests/python/test_<module>.py, or a test file whose docstring names the module
-(cprr.<room>.<module>). And no test rests on time (tools/layout/check_test_timing.py): a sleep or
-a wall-time comparison under tests/ says why on its line."""
+(cprr.<room>.<module>). Within a room no circle of imports (the same check), no module is
+over 400 lines, and no file of commands/ (C++) over 500. And no test rests on time (tools/layout/check_test_timing.py): a sleep or a
+wall-time comparison under tests/ says why on its line."""
 
 import ast
 import os
@@ -37,6 +38,40 @@ def test_an_import_pointing_up_is_refused_naming_it(tmp_path):
     assert done.returncode == 1, done.stdout
     assert "api/m.py:1 imports cprr.rank.case_body" in done.stdout, done.stdout
     assert "capture/m.py:2 imports cprr.suites.scripts" in done.stdout, done.stdout  # a lazy one
+
+
+def test_a_circle_of_imports_inside_a_room_is_refused_naming_it(tmp_path):
+    folder = tmp_path / "python" / "cprr" / "suites"
+    folder.mkdir(parents=True)
+    (folder / "a.py").write_text("from cprr.suites import b\n")
+    (folder / "b.py").write_text("from cprr.suites.c import f\n")
+    (folder / "c.py").write_text("def f():\n    from cprr.suites import a\n")  # a lazy one
+    (folder / "d.py").write_text("from cprr.suites import a\n")  # into the circle, not of it
+    done = _check(tmp_path)
+    assert done.returncode == 1, done.stdout
+    assert done.stdout.splitlines()[-1] == (
+        "a circle of imports: suites.a -> suites.b -> suites.c -> suites.a"), done.stdout
+    (folder / "c.py").write_text("def f():\n    pass\n")
+    done = _check(tmp_path)
+    assert done.returncode == 0, done.stdout
+
+
+MAX_MODULE_LINES = 400  # a module past it holds more than one thing
+
+
+def test_no_module_is_over_400_lines():
+    long = {str(p.relative_to(PACKAGE)): n for p in sorted(PACKAGE.rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by role): {long}"
+
+
+MAX_COMMAND_LINES = 500  # commands/ holds the verbs over the rooms: each file one job of a verb
+
+
+def test_no_commands_file_is_over_500_lines():
+    long = {p.name: n for p in sorted((SOURCE / "commands").glob("*.[ch]*"))
+            if (n := len(p.read_text().splitlines())) > MAX_COMMAND_LINES}
+    assert not long, f"commands/ files over {MAX_COMMAND_LINES} lines (split them by job): {long}"
 
 
 def _timed(text):

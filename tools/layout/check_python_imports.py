@@ -11,8 +11,9 @@ check_includes.py does for the C++ includes. The rooms, lowest first:
 
 A module may import its own room and any lower one; the compiled modules (cprr._cprr,
 cprr._cprr_torch) sit below every room. Every import counts, a lazy one inside a function too.
-Prints the rooms with the arrows found; exits 1 naming each import that points up (or at a
-module that is in no room).
+Within a room the modules' imports form no circle (a module that needs one that needs it takes
+it as an argument instead). Prints the rooms with the arrows found; exits 1 naming each import
+that points up (or at a module that is in no room) and each circle, module by module.
 
     tools/layout/check_python_imports.py [SOURCE_ROOT]
 
@@ -69,12 +70,57 @@ def arrows(package: pathlib.Path):
     return out
 
 
+def module_of(package: pathlib.Path, parts):
+    """The dotted module (below cprr) that an import of cprr.<parts...> names: the longest
+    prefix that is a module file (`from cprr.suites.case_files import load_cases` names
+    suites.case_files); None for a package's __init__ or the compiled modules."""
+    for n in range(len(parts), 0, -1):
+        if (package.joinpath(*parts[:n]).with_suffix(".py")).is_file():
+            return ".".join(parts[:n])
+    return None
+
+
+def circles(package: pathlib.Path):
+    """The circles of imports between the package's modules that a depth-first walk meets (at
+    least one wherever there is any), each as its modules in order, the first repeated last,
+    starting from its least module."""
+    graph = {}
+    for path in sorted(package.rglob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        name = ".".join(path.relative_to(package).with_suffix("").parts)
+        tree = ast.parse(path.read_text(), filename=str(path))
+        graph[name] = sorted({m for _, parts in imported(tree)
+                              if (m := module_of(package, parts)) not in (None, name)})
+    found = set()
+    state = {}  # module -> "open" while on the walk's path, "done" after
+
+    def walk(module, path):
+        state[module] = "open"
+        path.append(module)
+        for target in graph.get(module, ()):
+            if state.get(target) == "open":
+                loop = path[path.index(target):]
+                least = loop.index(min(loop))
+                found.add(tuple(loop[least:] + loop[:least]))
+            elif target not in state:
+                walk(target, path)
+        path.pop()
+        state[module] = "done"
+
+    for module in graph:
+        if module not in state:
+            walk(module, [])
+    return [list(loop) + [loop[0]] for loop in sorted(found)]
+
+
 def main():
     root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
     package = root / "python" / "cprr"
     found = arrows(package)
     bad = [why for src, dst, why in found
            if dst is None or (dst != "compiled" and ROOMS.index(dst) > ROOMS.index(src))]
+    bad += [f"a circle of imports: {' -> '.join(loop)}" for loop in circles(package)]
     drawn = {}
     for src, dst, _ in found:
         if dst not in (None, src, "compiled"):
@@ -84,7 +130,8 @@ def main():
     for room in ROOMS:
         print(f"  {room}: imports {' '.join(sorted(drawn.get(room, ()), key=ROOMS.index)) or '-'}")
     for why in bad:
-        print(f"an import points up or out of the rooms: {why}")
+        print(why if why.startswith("a circle") else
+              f"an import points up or out of the rooms: {why}")
     return 1 if bad else 0
 
 

@@ -162,7 +162,7 @@ def _start_harness_parent(rank):
         return
     left = [target for target, _ in rank.left_to_ranks]
     if left or _harness_parent.needed(_case.registered_cases()):
-        _harness_parent.start(left)
+        _harness_parent.start(functools.partial(_case_files.load_cases, left))
 
 
 def _world_connected(rank, transport, device_index):

@@ -28,9 +28,9 @@ import time
 import unittest
 
 from cprr.api.skips import skip_reason
+from cprr.suites import harness_helper as _harness_helper
 from cprr.suites import harness_parent as _harness_parent
 
-_POLL_S = 0.002  # how often a waiting rank looks for the others' marks
 
 
 class ChildFailure(RuntimeError):
@@ -60,7 +60,7 @@ def leave_mark(ctx, spawn, exited):
     if spawn.status != "ok":
         return  # no set-up ran: nothing to join, and unittest runs no tearDown
     path = _path(ctx)
-    _harness_parent.write_whole(_mark(path, ctx.rank), pickle.dumps(exited))
+    _harness_helper.write_whole(_mark(path, ctx.rank), pickle.dumps(exited))
     if ctx.rank == 0 and _harness_parent.parent() is not None:
         _harness_parent.parent().tear_down_when_done(
             path, [_mark(path, r) for r in range(ctx.world_size)])
@@ -70,7 +70,7 @@ def _every_mark(ctx):
     """Every rank's (exit code, sent) once all are done; one that raised is (None, [])."""
     marks = [_mark(_path(ctx), r) for r in range(ctx.world_size)]
     while not all(os.path.exists(m) for m in marks):  # a rank gone: the deadline ends it
-        time.sleep(_POLL_S)
+        time.sleep(_harness_helper.POLL_S)
     out = []
     for m in marks:
         with open(m, "rb") as f:
@@ -142,7 +142,7 @@ def tear_down_outcome(ctx, spawn):
         return
     outcome = f"{path}.tear_down"
     while not os.path.exists(outcome):  # rank 0 gone before asking: the deadline ends it
-        time.sleep(_POLL_S)
+        time.sleep(_harness_helper.POLL_S)
     with open(outcome, "rb") as f:
         failed = pickle.loads(f.read())
     if failed is not None and failed[0] == "skip":

@@ -8,7 +8,7 @@ started, its environment (``TEMP_DIR``, ``INIT_METHOD``, ...) and the files it c
 
 cprr's ranks are the children. The parent side runs in a helper process each rank 0 forks before
 it imports the case files it has not imported yet (``start``; the helper imports them itself,
-ahead or at a test's first set-up) and before its worker loop: the user's environment, no CUDA, no
+ahead or at a test's first set-up; cprr.suites.harness_helper is the helper's side) and before its worker loop: the user's environment, no CUDA, no
 communicator, none of the case's state, so the class state ``setUp`` changes (torch's file
 ``Barrier``) is the helper's, as it is the parent's under the harness, not rank 0's. A pooled rank 0
 keeps its helper, so set-ups run per test against one parent, as under the harness.
@@ -29,7 +29,6 @@ Imports neither torch nor the compiled module.
 
 import io
 import multiprocessing.connection
-import multiprocessing.process
 import os
 import pickle
 import socket
@@ -39,9 +38,7 @@ import traceback
 import unittest
 
 from cprr.distributed import shim as _shim
-
-_PIPE = "cprr:child-pipe"  # the token standing for a child's end of its pipe in a pickled call
-_POLL_S = 0.002  # how often a rank other than 0 looks for rank 0's answer
+from cprr.suites import harness_helper as _helper
 
 
 class HarnessSetUpError(RuntimeError):
@@ -75,7 +72,7 @@ class Parent:
             pass  # the helper is gone: the next set_up says so
 
     def set_up(self, cls, method):
-        """The helper's answer for test `method` of `cls` (pickled bytes: see `_answer`)."""
+        """The helper's answer for test `method` of `cls` (pickled bytes: cprr.suites.harness_helper.answer)."""
         file = getattr(sys.modules.get(cls.__module__), "__file__", None)
         try:
             self._conn.send(("set_up", cls.__module__, file, cls.__qualname__, method))
@@ -94,10 +91,12 @@ def needed(definitions):
     return any(getattr(d.body, "needs_harness_parent", False) for d in definitions)
 
 
-def start(imports=()):
-    """Forks this rank's helper (rank 0, before it imports the case files of `imports`, which the
-    helper imports itself, and before its worker loop: no CUDA, no communicator, no thread of
-    the case's yet). Its end of the connection closes when this process exits."""
+def start(import_cases=None):
+    """Forks this rank's helper (rank 0, before it imports the case files it has not imported yet,
+    and before its worker loop: no CUDA, no communicator, no thread of the case's yet). The
+    helper first runs `import_cases`, if given: those files' import, its own (the rank hands its
+    loader over: cprr.suites.harness_helper.serve). Its end of the connection closes when this
+    process exits."""
     global _PARENT
     for stream in (sys.stdout, sys.stderr):
         stream.flush()  # the child starts with empty buffers: nothing is printed twice
@@ -107,7 +106,7 @@ def start(imports=()):
         mine.close()
         status = 0
         try:
-            _serve(theirs.detach(), list(imports))
+            _helper.serve(theirs.detach(), import_cases)
         except BaseException:
             traceback.print_exc()
             status = 1
@@ -150,22 +149,14 @@ def spawned(ctx, cls, method):
                                         "(it is made before the worker loop)")
             answer = helper.set_up(cls, method)
         except HarnessSetUpError as e:
-            answer = _answer("error", str(e))
-        write_whole(path, answer)
+            answer = _helper.answer("error", str(e))
+        _helper.write_whole(path, answer)
     else:
         while not os.path.exists(path):  # rank 0 gone before answering: the deadline ends it
-            time.sleep(_POLL_S)
+            time.sleep(_helper.POLL_S)
         with open(path, "rb") as f:
             answer = f.read()
     return Spawn(answer)
-
-
-def write_whole(path, data):
-    """Writes `data` at `path` whole or not at all: another rank never reads half of it."""
-    partial = f"{path}.partial"
-    with open(partial, "wb") as f:
-        f.write(data)
-    os.rename(partial, path)
 
 
 class _Loader(pickle.Unpickler):
@@ -174,7 +165,7 @@ class _Loader(pickle.Unpickler):
         self._pipe = pipe
 
     def persistent_load(self, pid):
-        if pid != _PIPE:
+        if pid != _helper.PIPE:
             raise pickle.UnpicklingError(f"unknown persistent id {pid!r}")
         return self._pipe
 
@@ -193,239 +184,6 @@ class Spawn:
         offset = int.from_bytes(self._answer[:4], "little") + 4
         calls = _Loader(self._answer[offset:], pipe).load()
         return calls[rank]
-
-
-# ---- the helper --------------------------------------------------------------------------------
-
-
-class _NotStarted:
-    """A recorded process's stand-in for its running child (``Process._popen``): never started,
-    never exits; terminating it does nothing (the harness's tearDown terminates its processes)."""
-
-    returncode = None
-    sentinel = -1
-
-    def __init__(self, pid):
-        self.pid = pid
-
-    def poll(self, flag=None):
-        return None
-
-    def wait(self, timeout=None):
-        return None
-
-    def terminate(self):
-        pass
-
-    kill = terminate
-
-    def close(self):
-        pass
-
-
-class _Recording:
-    """Within the block, ``multiprocessing``'s Process.start records (target, args, kwargs)
-    into `calls` instead of starting a process."""
-
-    def __init__(self, calls):
-        self.calls = calls
-
-    def __enter__(self):
-        calls = self.calls
-        cls = multiprocessing.process.BaseProcess
-        self._saved = cls.start
-
-        def start(process):
-            calls.append((process._target, tuple(process._args), dict(process._kwargs)))
-            process._popen = _NotStarted(-len(calls))  # a pid no real process has
-
-        cls.start = start
-        return self
-
-    def __exit__(self, *exc):
-        multiprocessing.process.BaseProcess.start = self._saved
-
-
-class _Saver(pickle.Pickler):
-    def persistent_id(self, obj):
-        return _PIPE if isinstance(obj, multiprocessing.connection.Connection) else None
-
-
-def _pickled(obj, persistent=False):
-    out = io.BytesIO()
-    (_Saver(out) if persistent else pickle.Pickler(out)).dump(obj)
-    return out.getvalue()
-
-
-def _answer(status, text="", env=None, calls=(), checks=None):
-    """The helper's answer: a length-prefixed head (status: "ok" | "skip" | "error", the skip's
-    reason or the error's traceback, the environment's changes (None: removed), how many
-    processes, the exit checks: `_exit_checks`) and the calls, pickled with each child's pipe as
-    a token."""
-    head = _pickled((status, text, env or {}, len(calls), checks))
-    try:
-        body = _pickled(list(calls), persistent=True)
-    except Exception as e:
-        head = _pickled(("error", "cprr: the processes the harness's setUp started cannot be "
-                         f"handed to the ranks: their arguments do not pickle ({e})", {}, 0,
-                         None))
-        body = _pickled([])
-    return len(head).to_bytes(4, "little") + head + body
-
-
-def _env_changes(before):
-    now = dict(os.environ)
-    changes = {k: v for k, v in now.items() if before.get(k) != v}
-    changes.update({k: None for k in before if k not in now})
-    return changes
-
-
-def _class_of(module, file, qualname):
-    """The class `qualname` of module `module`, imported from `file` under that name if the
-    helper has not imported it (a module rank 0 imported after the fork: pytest's collection)."""
-    if module not in sys.modules and file:
-        import importlib.util
-
-        folder = os.path.dirname(os.path.abspath(file))
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-        spec = importlib.util.spec_from_file_location(module, file)
-        loaded = importlib.util.module_from_spec(spec)
-        sys.modules[module] = loaded
-        spec.loader.exec_module(loaded)
-    obj = sys.modules[module]
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-class _Helper:
-    """The helper's state: the classes set up (and how), the test set up last."""
-
-    def __init__(self):
-        self.classes = {}  # class -> None, or ("skip" | "error", text) from its setUpClass
-        self.pending = None  # the test whose tearDown is due
-
-    def set_up_class(self, cls):
-        if cls not in self.classes:
-            self.classes[cls] = _outcome(cls.setUpClass)
-        return self.classes[cls]
-
-    def set_up(self, module, file, qualname, method):
-        self.tear_down_late()
-        found = []
-        failed = _outcome(lambda: found.append(_class_of(module, file, qualname)))
-        if failed is not None:
-            return _answer(*failed)
-        cls = found[0]
-        failed = self.set_up_class(cls)
-        if failed is not None:
-            return _answer(*failed)
-        test = cls(method)
-        calls = []
-        with _Recording(calls):
-            failed = _outcome(test.setUp)
-        if failed is not None:  # unittest runs no tearDown after a failed setUp
-            return _answer(*failed)
-        self.pending = test
-        if not calls:
-            return _answer("error", f"cprr: {qualname}.setUp started no process for {method}: "
-                                    "the harness's setUp spawns the ranks (_spawn_processes)")
-        return _answer("ok", env=_env_changes(_shim.USER_ENVIRONMENT), calls=calls,
-                       checks=_exit_checks(test, method))
-
-    def tear_down(self):
-        """The pending test's tearDown, if any: None when it passed (or none was pending), else
-        ("skip" | "error", text). One nobody asked for (rank 0 died before) is printed."""
-        test, self.pending = self.pending, None
-        if test is None:
-            return None
-        return _outcome(test.tearDown)
-
-    def tear_down_late(self):
-        failed = self.tear_down()
-        if failed is not None and failed[0] == "error":
-            print(f"cprr: the harness's tearDown failed:\n{failed[1]}", file=sys.stderr)
-
-    def tear_down_when_done(self, conn, path, marks):
-        """The tearDown of the test whose ranks leave their marks at `path`, once all have:
-        its outcome is written to `path`.tear_down (pickled; whole or absent). A request that
-        comes first (a rank never finished: the next set-up) leaves it to that request."""
-        while not all(os.path.exists(m) for m in marks):
-            if conn.poll(_POLL_S):
-                return
-        write_whole(f"{path}.tear_down", pickle.dumps(self.tear_down()))
-
-    def tear_down_classes(self):
-        for cls, failed in reversed(list(self.classes.items())):
-            if failed is None:
-                _outcome(cls.tearDownClass)
-
-
-def _exit_checks(test, method):
-    """How the harness's parent judges the children's exit codes for this test, as its setUp
-    left them: (only an error exit fails: the test is in ``skip_return_code_checks``, the code
-    a pass exits with: ``special_return_code_checks``, torch 2.x). Both are keyed by the test's
-    own method, which the harness's wrapper (join_or_run) keeps as ``__wrapped__``."""
-    fn = getattr(getattr(test, method, None), "__wrapped__", None)
-    if fn is None:
-        return (False, 0)
-    unchecked = fn in (getattr(test, "skip_return_code_checks", None) or ())
-    return (unchecked, int((getattr(test, "special_return_code_checks", None) or {}).get(fn, 0)))
-
-
-def _outcome(fn):
-    """None when ``fn()`` returned, else ("skip", reason) or ("error", traceback)."""
-    try:
-        fn()
-    except unittest.SkipTest as e:
-        return ("skip", str(e) or "unittest.SkipTest")
-    except BaseException:
-        return ("error", traceback.format_exc())
-    return None
-
-
-def _quiet_inherited(keep):
-    """Points every descriptor the helper inherited, but stdio and `keep`, at /dev/null: rank 0's
-    control channel and sockets must close when rank 0 does, not when its helper does. The
-    numbers stay taken, so no Python object that still holds one closes a file of the helper's."""
-    null = os.open(os.devnull, os.O_RDWR)
-    for name in os.listdir("/proc/self/fd"):
-        fd = int(name)
-        if fd > 2 and fd not in (keep, null):
-            try:
-                os.dup2(null, fd)
-            except OSError:
-                pass  # the listing's own descriptor, closed by now
-
-
-def _serve(fd, imports):
-    """The helper's loop: set-up requests until rank 0 closes the connection. First it imports
-    the case files of `imports` (rank 0 imports them after the fork: a file whose import starts
-    CUDA, as torch 2.x's common_cuda does, would leave a forked helper unable to use CUDA); an
-    import that fails is rank 0's to report."""
-    _quiet_inherited(fd)
-    os.environ.clear()
-    os.environ.update(_shim.USER_ENVIRONMENT)  # the harness's parent runs in the user's
-    if imports:
-        from cprr.suites import case_files as _case_files
-
-        _case_files.load_cases(imports)
-    conn = multiprocessing.connection.Connection(fd)
-    helper = _Helper()
-    try:
-        while True:
-            try:
-                kind, *request = conn.recv()
-            except EOFError:
-                return
-            if kind == "set_up":
-                conn.send_bytes(helper.set_up(*request))
-            elif kind == "tear_down":
-                helper.tear_down_when_done(conn, *request)
-    finally:
-        helper.tear_down_late()
-        helper.tear_down_classes()
 
 
 # ---- a rank as the harness's child -------------------------------------------------------------
