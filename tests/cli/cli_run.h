@@ -1,5 +1,6 @@
 #pragma once
-// Running the CLIs from tests: a command line through the shell, its stdout and exit status.
+// Running the CLIs from tests: a command line through the shell, its stdout and exit status. The
+// one way the C++ tests start a tool's process and read what it printed.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -25,11 +26,22 @@ struct Cmd {
   std::string out;
 };
 
-/// Runs `cmdline` through the shell, capturing stdout; stderr is discarded unless merged.
-inline Cmd run(const std::string& cmdline, bool merge_stderr = false) {
+/// Where the command's stderr goes: nowhere, into the captured stdout, or where the command line
+/// says (its own `2>&1` or `2>FILE`; else the test's log).
+enum class Stderr { discarded, merged, as_written };
+
+/// Runs `cmdline` through the shell, capturing stdout; stderr as `err` says.
+inline Cmd run(const std::string& cmdline, Stderr err = Stderr::discarded) {
   Cmd r;
-  FILE* p = ::popen((cmdline + (merge_stderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
-  char buf[4096];
+  const char* redirect = err == Stderr::merged      ? " 2>&1"
+                         : err == Stderr::discarded ? " 2>/dev/null"
+                                                    : "";
+  FILE* p = ::popen((cmdline + redirect).c_str(), "r");
+  if (p == nullptr) {
+    ADD_FAILURE() << "popen failed for: " << cmdline;
+    return r;
+  }
+  char buf[65536];
   for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
   const int status = ::pclose(p);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -16,8 +16,8 @@ using ::testing::Not;
 using namespace record_test;  // NOLINT(google-build-using-namespace): this file's own helpers
 
 TEST(RecordCommand, BinaryHelpListsEveryOption) {
-  const Proc p = shell(quoted(kCprecord) + " --help 2>&1");
-  EXPECT_EQ(p.status, 0) << p.out;
+  const test::Cmd p = test::run(quoted(kCprecord) + " --help", test::Stderr::merged);
+  EXPECT_EQ(p.code, 0) << p.out;
   for (const char* opt : {"--worker", "--backend", "--mode", "--filter", "--exclude", "--shard",
                           "--fail-fast", "--rerun-failed", "--repeat", "--timeout", "--json",
                           "--list", "--placement", "--db", "--junit", "--merge", "--by-time"}) {
@@ -27,24 +27,25 @@ TEST(RecordCommand, BinaryHelpListsEveryOption) {
 }
 
 TEST(RecordCommand, BinaryJobsHelpAndParserAgree) {
-  const Proc help = shell(quoted(kCprecord) + " --help 2>&1");
+  const test::Cmd help = test::run(quoted(kCprecord) + " --help", test::Stderr::merged);
   EXPECT_THAT(help.out, HasSubstr("--jobs N|auto=auto")) << help.out;
   const std::string base = quoted(kCprecord) + " --db " + test_db() + ".jobs-parse --list";
-  const Proc word = shell(base + " --jobs abc 2>&1");
-  EXPECT_EQ(word.status, 2) << word.out;
+  const test::Cmd word = test::run(base + " --jobs abc", test::Stderr::merged);
+  EXPECT_EQ(word.code, 2) << word.out;
   EXPECT_THAT(word.out, HasSubstr("'abc' is not a number: give N from 1 to 1024, or auto"));
-  const Proc zero = shell(base + " --jobs 0 2>&1");
-  EXPECT_EQ(zero.status, 2) << zero.out;
+  const test::Cmd zero = test::run(base + " --jobs 0", test::Stderr::merged);
+  EXPECT_EQ(zero.code, 2) << zero.out;
   EXPECT_THAT(zero.out, HasSubstr("0 is not from 1 to 1024"));
-  const Proc automatic = shell(base + " --jobs auto 2>&1");
-  EXPECT_EQ(automatic.status, 0) << automatic.out;
+  const test::Cmd automatic = test::run(base + " --jobs auto", test::Stderr::merged);
+  EXPECT_EQ(automatic.code, 0) << automatic.out;
 }
 
 TEST(RecordCommand, BinaryJobsBeyondTheCoresSayTheyShareThem) {
   // One core (taskset), three jobs: each job is pinned to that core in turn, and says so.
-  const Proc p = shell("taskset -c 0 " + quoted(kCprecord) + " --db " + test_db() +
-                       ".jobs-share --jobs 3 --mode fresh --filter '^healthy/noop@2$' 2>&1");
-  EXPECT_EQ(p.status, 0) << p.out;
+  const test::Cmd p = test::run("taskset -c 0 " + quoted(kCprecord) + " --db " + test_db() +
+                                    ".jobs-share --jobs 3 --mode fresh --filter '^healthy/noop@2$'",
+                                test::Stderr::merged);
+  EXPECT_EQ(p.code, 0) << p.out;
   EXPECT_THAT(p.out, HasSubstr("cprecord: 3 jobs on 1 core(s): they share the cores")) << p.out;
   EXPECT_THAT(p.out, Not(HasSubstr("each on its own cores"))) << p.out;
 }
@@ -52,9 +53,10 @@ TEST(RecordCommand, BinaryJobsBeyondTheCoresSayTheyShareThem) {
 TEST(RecordCommand, BinaryLogsALinePerExecutionWhenStderrIsNoTerminalAndNamesTheSlowest) {
   // stderr to stdout through a pipe: not a TTY, as in a CI log. The lines come as executions
   // finish, before the table.
-  const Proc p = shell(quoted(kCprecord) + " --db " + test_db() +
-                       " --mode both --filter '^healthy/noop@' 2>&1");
-  EXPECT_EQ(p.status, 0) << p.out;
+  const test::Cmd p =
+      test::run(quoted(kCprecord) + " --db " + test_db() + " --mode both --filter '^healthy/noop@'",
+                test::Stderr::merged);
+  EXPECT_EQ(p.code, 0) << p.out;
   for (const char* line :
        {"[1/4] pass  fresh healthy/noop@2 ", "[2/4] pass  pool  healthy/noop@2 ",
         "[3/4] pass  fresh healthy/noop@4 ", "[4/4] pass  pool  healthy/noop@4 "}) {
@@ -72,17 +74,19 @@ TEST(RecordCommand, BinaryLogsALinePerExecutionWhenStderrIsNoTerminalAndNamesThe
   EXPECT_THAT(line, HasSubstr(" ms: ")) << line;
   EXPECT_THAT(line, HasSubstr("gloo communicator ")) << line;
   // With --json stdout stays one document; the lines go to stderr only.
-  const Proc js = shell(quoted(kCprecord) + " --db " + test_db() +
-                        " --json --filter '^healthy/noop@2$' 2>/dev/null");
+  const test::Cmd js = test::run(
+      quoted(kCprecord) + " --db " + test_db() + " --json --filter '^healthy/noop@2$' 2>/dev/null",
+      test::Stderr::as_written);
   EXPECT_NO_THROW(EXPECT_TRUE(json::parse(js.out).is_object())) << js.out;
 }
 
 TEST(RecordCommand, BinaryJsonStdoutIsOneDocumentDespiteBanners) {
   // No --worker: cprecord finds the cpworker next to itself. The corpus worker prints an NCCL
   // banner at start and banner_flood floods fd 1 and 2; none of it may reach cprecord's stdout.
-  const Proc p = shell(quoted(kCprecord) + " --db " + test_db() +
-                       " --json --filter 'banner_flood.*@2|noop@2' 2>/dev/null");
-  EXPECT_EQ(p.status, 0);
+  const test::Cmd p = test::run(quoted(kCprecord) + " --db " + test_db() +
+                                    " --json --filter 'banner_flood.*@2|noop@2' 2>/dev/null",
+                                test::Stderr::as_written);
+  EXPECT_EQ(p.code, 0);
   EXPECT_THAT(p.out, Not(HasSubstr("NCCL")));
   json doc;
   ASSERT_NO_THROW(doc = json::parse(p.out)) << p.out.substr(0, 2000);  // strict: one document
@@ -91,23 +95,27 @@ TEST(RecordCommand, BinaryJsonStdoutIsOneDocumentDespiteBanners) {
 }
 
 TEST(RecordCommand, BinaryMapsUsageErrorsToExitCodeTwo) {
-  const Proc bad = shell(quoted(kCprecord) + " --worker " + quoted(kWorker) + " --filter '(' 2>&1");
-  EXPECT_EQ(bad.status, 2);
+  const test::Cmd bad = test::run(
+      quoted(kCprecord) + " --worker " + quoted(kWorker) + " --filter '('", test::Stderr::merged);
+  EXPECT_EQ(bad.code, 2);
   EXPECT_THAT(bad.out, HasSubstr("cprecord: --filter '('"));
-  const Proc cuda = shell(quoted(kCprecord) + " --backend cuda --filter noop 2>&1");
-  EXPECT_EQ(cuda.status, 2);
+  const test::Cmd cuda =
+      test::run(quoted(kCprecord) + " --backend cuda --filter noop", test::Stderr::merged);
+  EXPECT_EQ(cuda.code, 2);
   EXPECT_THAT(cuda.out, HasSubstr("--backend cuda"));
-  const Proc unexpected =
-      shell(quoted(kCprecord) + " --db " + test_db() + " --worker " + quoted(kFixture) +
-            " --filter '^test/fail_expect@' >/dev/null 2>&1");
-  EXPECT_EQ(unexpected.status, 1);
+  const test::Cmd unexpected =
+      test::run(quoted(kCprecord) + " --db " + test_db() + " --worker " + quoted(kFixture) +
+                    " --filter '^test/fail_expect@' >/dev/null",
+                test::Stderr::merged);
+  EXPECT_EQ(unexpected.code, 1);
 }
 
 TEST(RecordCommand, StandbyNeedsTheLocalLauncher) {
-  const Proc p = shell(kCprecord +
-                       " --standby 1 --launcher mpirun --launcher-path /bin/true "
-                       "--db /dev/null 2>&1");
-  EXPECT_EQ(p.status, 2);
+  const test::Cmd p = test::run(kCprecord +
+                                    " --standby 1 --launcher mpirun --launcher-path /bin/true "
+                                    "--db /dev/null",
+                                test::Stderr::merged);
+  EXPECT_EQ(p.code, 2);
   EXPECT_NE(p.out.find("--standby needs --launcher local"), std::string::npos) << p.out;
 }
 

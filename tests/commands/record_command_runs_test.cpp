@@ -222,7 +222,7 @@ TEST(RecordCommand, DivergenceIsOneJudgementInExitCodeTableJsonAndJunit) {
     if (line.find("test/reset_hook@2  pool     2") != std::string::npos) ++tries_2;
   }
   EXPECT_EQ(tries_2, 1) << table;
-  const Proc junit = shell("cat " + xml);
+  const test::Cmd junit = test::run("cat " + xml, test::Stderr::as_written);
   EXPECT_THAT(junit.out, HasSubstr("failures=\"1\""));  // pooled try 2, which diverged and varied
   EXPECT_THAT(junit.out, HasSubstr("cpreplay --db " + test_db() + " --case "));
   std::remove(xml.c_str());

@@ -237,8 +237,9 @@ TEST(RecordCommand, BadTimeoutsAndRepeatsAreRefusedInWordsBeforeAnythingRuns) {
   for (const char* arg : {"--timeout nan", "--timeout 1e10", "--timeout 1e300", "--timeout inf",
                           "--timeout 0", "--timeout -1", "--repeat 0", "--repeat -3"}) {
     SCOPED_TRACE(arg);
-    const Proc p = shell(quoted(kCprecord) + " --db " + db + " --filter noop@2 " + arg + " 2>&1");
-    EXPECT_EQ(p.status, 2) << p.out;
+    const test::Cmd p = test::run(quoted(kCprecord) + " --db " + db + " --filter noop@2 " + arg,
+                                  test::Stderr::merged);
+    EXPECT_EQ(p.code, 2) << p.out;
     EXPECT_THAT(p.out, ::testing::AnyOf(HasSubstr("must be a positive number of seconds"),
                                         HasSubstr("must be at most 604800 seconds"),
                                         HasSubstr("must be a whole number from 1")));
@@ -268,10 +269,10 @@ TEST(RecordCommand, HugeDeadlinesSaturateInsteadOfExpiringAtOnce) {
 }
 
 TEST(RecordCommand, VersionAndDefaultsAreShown) {
-  const Proc v = shell(quoted(kCprecord) + " --version 2>&1");
-  EXPECT_EQ(v.status, 0);
+  const test::Cmd v = test::run(quoted(kCprecord) + " --version", test::Stderr::merged);
+  EXPECT_EQ(v.code, 0);
   EXPECT_EQ(v.out, std::string("cprecord ") + CPRR_VERSION + "\n");
-  const Proc h = shell(quoted(kCprecord) + " --help 2>&1");
+  const test::Cmd h = test::run(quoted(kCprecord) + " --help", test::Stderr::merged);
   for (const char* d : {"--db TEXT=cprr.db", "=pool", "--repeat INT:N=1", "=best_fit", "=auto"}) {
     EXPECT_THAT(h.out, HasSubstr(d));
   }
@@ -375,9 +376,10 @@ TEST(RecordCommand, ShuffleRunsTheSeedsOrderRecordsTheSeedAndReplaysAfterTheReal
   // The last case to run in the pooled world is replayed after every case that really ran
   // before it, not after the cases before it in the plan.
   const int64_t last = expected.back();
-  const Proc replay = shell(quoted(kCpreplay) + " --db " + cprr::quoted(o.db) + " --case " +
-                            std::to_string(last) + " --mode pool --json");
-  EXPECT_EQ(replay.status, 0) << replay.out;
+  const test::Cmd replay = test::run(quoted(kCpreplay) + " --db " + cprr::quoted(o.db) +
+                                         " --case " + std::to_string(last) + " --mode pool --json",
+                                     test::Stderr::as_written);
+  EXPECT_EQ(replay.code, 0) << replay.out;
   EXPECT_EQ(json::parse(replay.out).at("predecessors"), n - 1) << replay.out;
   // A bare --shuffle draws a seed, records it and says how to run the order again.
   o.shuffle = "random";

@@ -15,6 +15,7 @@
 
 #include "commands/record_command.h"
 #include "schema/record_reader.h"
+#include "tests/cli/cli_run.h"
 #include "tests/cli/trace_support.h"
 
 namespace cprr {
@@ -83,13 +84,9 @@ TEST(RecordCommandTrace,
   const std::string replayed = dir + "/replay.json";
   const std::string cmd = fmt::format("'{}' --db '{}' --case {} --mode fresh --json --trace '{}'",
                                       kCpreplay, o.db, bug, replayed);
-  FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string text;
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, n);
-  ::pclose(p);
-  EXPECT_EQ(json::parse(text)["trace"], replayed);
+  const test::Cmd replay = test::run(cmd, test::Stderr::as_written);
+  ASSERT_LE(replay.code, 1) << "no usage or infrastructure error (2): " << replay.out;
+  EXPECT_EQ(json::parse(replay.out)["trace"], replayed);
   check(replayed);
   std::filesystem::remove_all(dir);
 }

@@ -1,17 +1,16 @@
 #pragma once
 // What the cprecord tests share: run_record in-process into one scratch database per test
-// process, options for a worker and a filter, the JSON document's cases, and the real binary
-// through a shell.
-#include <sys/wait.h>
+// process, options for a worker and a filter, the JSON document's cases; the real binary runs
+// through tests/cli/cli_run.h.
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
 #include "commands/record_command.h"
+#include "tests/cli/cli_run.h"
 
 namespace cprr::record_test {
 
@@ -72,23 +71,6 @@ inline const json* find_case(const json& doc, const std::string& label) {
     if (c.at("label") == label) return &c;
   }
   return nullptr;
-}
-
-// Runs a shell command; returns its exit status and stdout (stderr goes to `err_file` if given).
-struct Proc {
-  int status = -1;
-  std::string out;
-};
-
-inline Proc shell(const std::string& cmd) {
-  Proc p;
-  FILE* f = ::popen(cmd.c_str(), "r");
-  if (f == nullptr) return p;
-  char buf[65536];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) p.out.append(buf, n);
-  const int st = ::pclose(f);
-  p.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return p;
 }
 
 inline std::string quoted(const std::string& s) { return "'" + s + "'"; }

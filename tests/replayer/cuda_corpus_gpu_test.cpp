@@ -15,7 +15,7 @@
 #include <string>
 
 #include "runtime/backend.h"
-#include "tests/replayer/cli_run.h"
+#include "tests/cli/cli_run.h"
 
 namespace cprr {
 namespace {

@@ -17,7 +17,7 @@
 #include <string>
 
 #include "recorder/launch/process.h"
-#include "tests/replayer/cli_run.h"
+#include "tests/cli/cli_run.h"
 
 namespace cprr {
 namespace {
@@ -26,6 +26,7 @@ using json = nlohmann::json;
 using test::kRecord;
 using test::kReplay;
 using test::run;
+using test::Stderr;
 
 const std::string kWrapper =
     std::string(CPRR_SOURCE_DIR) + "/tests/replayer/fixture/launcher_wrapper.sh";
@@ -148,7 +149,7 @@ TEST_F(LauncherCli, NothingACaseLeftRunningOutlivesCprecordThroughMpirun) {
         "CPRR_FIXTURE_LEFT_PID=" + pid_file + " " + kRecord +
             " --backend cpu --launcher mpirun --worker " CPRR_FIXTURE_WORKER_PATH " --json --db " +
             path(how + ".db") + " --filter '^test/leave_process\\{how=" + how + "\\}@2$'",
-        true);
+        Stderr::merged);
     EXPECT_EQ(rec.code, 0) << rec.out.substr(0, 3000);
     pid_t left = 0;
     std::ifstream(pid_file) >> left;

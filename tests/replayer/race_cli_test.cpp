@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "tests/replayer/cli_run.h"
+#include "tests/cli/cli_run.h"
 
 namespace cprr {
 namespace {

@@ -19,7 +19,7 @@
 
 #include "schema/record_reader.h"
 #include "schema/store.h"
-#include "tests/replayer/cli_run.h"
+#include "tests/cli/cli_run.h"
 
 namespace cprr {
 namespace {
@@ -30,8 +30,9 @@ using test::Cmd;
 using test::kRecord;
 using test::kReplay;
 using test::run;
+using test::Stderr;
 
-Cmd run_stderr(const std::string& cmdline) { return run(cmdline, true); }
+Cmd run_stderr(const std::string& cmdline) { return run(cmdline, Stderr::merged); }
 
 const std::string kFilter =
     "'^(bug|fixed)/(global_rng|config_mutation)|^healthy/noop@2|^healthy/"

@@ -17,13 +17,14 @@
 
 #include "recorder/engine/world.h"
 #include "replayer/replay.h"
-#include "tests/replayer/cli_run.h"
+#include "tests/cli/cli_run.h"
 
 namespace cprr {
 namespace {
 
 using test::Cmd;
 using test::run;
+using test::Stderr;
 
 // Every kind of replay loop: placements (allocator_order), poison then placements
 // (uninitialized_read, at W=4), a race's confirmation, a polluter search (pooled), and cases that
@@ -102,13 +103,14 @@ TEST(StandbyReplayUsage, NeedsTheLocalLauncherAndAWholeNumberFromZero) {
   const Cmd launched = run(std::string(CPRR_CPREPLAY_PATH) +
                                " --db /nonexistent.db --case 1 --standby 2 --launcher mpirun "
                                "--launcher-path /bin/true",
-                           true);
+                           Stderr::merged);
   EXPECT_EQ(launched.code, 2) << launched.out;
   EXPECT_NE(launched.out.find("--standby needs --launcher local"), std::string::npos)
       << launched.out;
   for (const char* bad : {"-1", "65", "two"}) {
-    const Cmd r = run(
-        std::string(CPRR_CPREPLAY_PATH) + " --db /nonexistent.db --case 1 --standby " + bad, true);
+    const Cmd r =
+        run(std::string(CPRR_CPREPLAY_PATH) + " --db /nonexistent.db --case 1 --standby " + bad,
+            Stderr::merged);
     EXPECT_EQ(r.code, 2) << bad << ": " << r.out;
     EXPECT_NE(r.out.find("--standby"), std::string::npos) << bad << ": " << r.out;
   }

@@ -9,13 +9,14 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "tests/replayer/cli_run.h"
+#include "tests/cli/cli_run.h"
 
 namespace cprr {
 namespace {
 
 using test::Cmd;
 using test::run;
+using test::Stderr;
 
 class TriageCli : public ::testing::Test {
  protected:
@@ -63,10 +64,11 @@ TEST_F(TriageCli, TheReplayBudgetStopsTheTriageAndCountsAgainstIt) {
 
 TEST_F(TriageCli, BadArgumentsExitTwoWithAMessage) {
   const Cmd missing =
-      run(std::string(CPRR_CPREPLAY_PATH) + " --db " + db() + " --all --run 99", true);
+      run(std::string(CPRR_CPREPLAY_PATH) + " --db " + db() + " --all --run 99", Stderr::merged);
   EXPECT_EQ(missing.code, 2);
   EXPECT_NE(missing.out.find("no such run"), std::string::npos) << missing.out;
-  const Cmd both = run(std::string(CPRR_CPREPLAY_PATH) + " --db " + db() + " --all --case 1", true);
+  const Cmd both =
+      run(std::string(CPRR_CPREPLAY_PATH) + " --db " + db() + " --all --case 1", Stderr::merged);
   EXPECT_EQ(both.code, 2);
 }
 
