@@ -14,7 +14,8 @@ cannot drift from the build (ctest docs_reference_matches_build runs it with --c
 
 The hand-written parts are guarded, not written: docs/reference/verdicts.md must name every
 verdict of analysis/verdict.h's `enum class Verdict`, and docs/reference/json.md every key the
---json documents put out (cli/report.cpp, commands/*_command.cpp, replayer/replay_{all,list}.cpp).
+--json documents put out (cli/report.cpp, commands/record_plan.cpp's --list,
+commands/replay_command.cpp, replayer/replay_{all,list}.cpp).
 
 Without --check the generated files are written under SRC. With --check nothing is written:
 exits 1 naming each file that differs from what would be generated (or each guard that fails).
@@ -33,8 +34,8 @@ SCHEMA_MD = "docs/reference/schema.md"
 VERDICTS_MD = "docs/reference/verdicts.md"
 JSON_MD = "docs/reference/json.md"
 # Where the --json documents are built; (file, function) reads only that function of the file
-# (record_command.cpp also builds the worker's --script and --pytest specs, which are no output).
-JSON_SOURCES = (("cli/report.cpp", None), ("commands/record_command.cpp", "void print_plan("),
+# (record_plan.cpp also builds the worker's --script and --pytest specs, which are no output).
+JSON_SOURCES = (("cli/report.cpp", None), ("commands/record_plan.cpp", "void print_plan("),
                 ("commands/replay_command.cpp", None), ("replayer/replay_all.cpp", None),
                 ("replayer/replay_list.cpp", None))
 # CLI11 puts an option's description at this column (its default column width).
