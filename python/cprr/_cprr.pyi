@@ -10,6 +10,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 NO_NATIVE_STREAM: int
 # The control protocol's version (kProtocolVersion), for a message when versions disagree.
 PROTOCOL_VERSION: int
+# torchrun's MASTER_PORT where cprecord claimed none (kDefaultMasterPort, port_claim.h).
+DEFAULT_MASTER_PORT: int
 
 # Bytes an op touches: (buffer id from track, offset in it, length).
 Touch = Tuple[int, int, int]

@@ -173,4 +173,5 @@ PYBIND11_MODULE(_cprr, m) {
       "The address of CaseContext's calls for the C++ op capture (rank_runtime.h's "
       "CaptureCalls).");
   m.attr("PROTOCOL_VERSION") = cprr::python::protocol_version();
+  m.attr("DEFAULT_MASTER_PORT") = cprr::python::default_master_port();
 }

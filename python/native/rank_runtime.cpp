@@ -9,6 +9,7 @@
 #include "recorder/api/case.h"
 #include "recorder/api/context.h"
 #include "recorder/api/library_hooks.h"
+#include "recorder/launch/port_claim.h"
 #include "recorder/protocol/protocol.h"
 #include "recorder/rank/worker.h"
 #include "runtime/dtype.h"
@@ -282,6 +283,8 @@ int serve(const std::vector<std::string>& argv) {
 }
 
 uint32_t protocol_version() { return kProtocolVersion; }
+
+int default_master_port() { return kDefaultMasterPort; }
 
 const CaptureCalls& capture_calls() {
   static const CaptureCalls calls{

@@ -216,5 +216,8 @@ std::vector<std::string> case_names();
 int serve(const std::vector<std::string>& argv);
 /// kProtocolVersion, for a message when versions disagree.
 uint32_t protocol_version();
+/// kDefaultMasterPort (recorder/launch/port_claim.h): torchrun's MASTER_PORT where no claim gave
+/// one. One number for both languages: the Python side reads it here.
+int default_master_port();
 
 }  // namespace cprr::python

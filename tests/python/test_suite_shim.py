@@ -7,15 +7,18 @@ is the case's default group, made once per rank process and the world's again af
 and one torch cannot make fails the case with torch's error. Skips (cprr.api.skips:
 unittest.SkipTest, pytest.skip, a SystemExit with a code of torch's TEST_SKIPS) are the status
 `skip` in the JSON and JUnit, never a pass or a failure; a rank that skips alone fails the
-execution, named."""
+execution, named. MASTER_PORT without a port cprecord claimed is torchrun's default, the number
+the C++ side claims from (one definition, read through the compiled module)."""
 
 import json
+import subprocess
+import sys
 import textwrap
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import record_python
+from conftest import record_python, tool_env
 
 CASES = textwrap.dedent('''
     import os
@@ -239,3 +242,21 @@ def test_a_rank_that_skips_alone_fails_the_execution_named(recorded):
     assert case["status"] == "fail" and case["as_expected"], case
     for e in case["executions"]:
         assert e["summary"] == "rank 1 skipped the case (rank 1 has no shard) while rank 0 ran it", e
+
+
+def _master_port(**env):
+    """MASTER_PORT as the shim sets it, and the compiled module's default, in a fresh Python with
+    `env` and neither port variable of this process."""
+    made = {k: v for k, v in tool_env().items() if k not in ("CPRR_MASTER_PORT", "MASTER_PORT")}
+    done = subprocess.run(
+        [sys.executable, "-c", "from cprr import _cprr\nfrom cprr.distributed import shim\n"
+         "print(shim.environment(0, 2)['MASTER_PORT'], _cprr.DEFAULT_MASTER_PORT)"],
+        env=dict(made, **env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        timeout=120)
+    assert done.returncode == 0, done.stdout
+    return done.stdout.split()
+
+
+def test_master_port_is_the_claimed_one_else_torchruns_default_from_the_cpp_side():
+    assert _master_port() == ["29500", "29500"]  # torchrun's default, as port_claim.h has it
+    assert _master_port(CPRR_MASTER_PORT="31234") == ["31234", "29500"]

@@ -28,8 +28,18 @@ from cprr.api import running as _running
 # side, in one run or in two, never meet on one. The same in every world of a job: a case's
 # environment must not differ between its fresh and its pooled world (a case that hashes it would
 # differ for nothing). Only a suite that opens a TCPStore there itself uses it; one left open by a
-# case is that case's leak. torchrun's default is for ranks started without one (cprr's tests).
-MASTER_PORT = int(os.environ.get("CPRR_MASTER_PORT", "29500"))
+# case is that case's leak. torchrun's default, the C++ side's one number (port_claim.h), is for
+# ranks started without one (cprr's tests); only then is the compiled module imported.
+_CLAIMED_PORT = os.environ.get("CPRR_MASTER_PORT")
+
+
+def master_port():
+    """The job's MASTER_PORT: the port cprecord claimed, else torchrun's default."""
+    if _CLAIMED_PORT:
+        return int(_CLAIMED_PORT)
+    from cprr import _cprr
+
+    return _cprr.DEFAULT_MASTER_PORT
 
 # The environment this process started with: the user's (cprecord's, which every rank and template
 # inherits), before any case's torchrun variables were set. A forked rank keeps its template's.
@@ -46,7 +56,7 @@ def environment(rank, world_size):
         "LOCAL_RANK": os.environ.get("CPRR_LOCAL_RANK", str(rank)),
         "LOCAL_WORLD_SIZE": os.environ.get("CPRR_LOCAL_SIZE", str(world_size)),
         "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(MASTER_PORT),
+        "MASTER_PORT": str(master_port()),
     }
 
 
