@@ -182,7 +182,10 @@ Catalog fetch_catalog(const std::string& worker, const std::vector<std::string>&
   ChildProcess& proc = run.process();
   child.reset();
   FrameReader reader;
-  constexpr int kCatalogTimeoutMs = 30000;  // a worker that never answers must not hang cprecord
+  // A hang guard, not a time bound: a Python worker says hello once it has imported torch and
+  // every case file: 6.5 s for a small suite on a 2-core box at load 4, several times that on a
+  // busier one. A worker that never answers still cannot hang cprecord.
+  constexpr int kCatalogTimeoutMs = 300000;
   try {
     auto hello = read_frame(parent.get(), reader, kCatalogTimeoutMs);
     CPRR_CHECK(hello.has_value(), "closed its control channel before saying hello");
@@ -195,8 +198,10 @@ Catalog fetch_catalog(const std::string& worker, const std::vector<std::string>&
     return std::move(*cat);
   } catch (const std::exception& e) {
     const auto& exit = proc.wait(2000);
-    CPRR_THROW("cannot read the case catalog of worker '{}': {}{}", worker, e.what(),
-               exit ? " (" + exit->describe() + ")" : "");
+    CPRR_THROW(
+        "cannot read the case catalog of worker '{}' (it has {} s to import its cases and "
+        "answer): {}{}",
+        worker, kCatalogTimeoutMs / 1000, e.what(), exit ? " (" + exit->describe() + ")" : "");
   }
 }
 
