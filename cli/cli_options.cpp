@@ -1,10 +1,11 @@
 #include "cli/cli_options.h"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <cerrno>
+
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,15 +31,24 @@ CLI::Validator seconds_validator() {
       "SECONDS");
 }
 
+namespace {
+
+// `in` as a whole number, or nullopt for anything else; one too large for a long long reads as
+// its limit (strtoll's), which every range here refuses.
+std::optional<long long> whole_number(const std::string& in) {
+  char* end = nullptr;
+  const long long v = std::strtoll(in.c_str(), &end, 10);
+  if (in.empty() || *end != '\0') return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
 CLI::Validator positive_count_validator() {
   return CLI::Validator(
       [](std::string& in) -> std::string {
-        char* end = nullptr;
-        errno = 0;
-        const long long v = std::strtoll(in.c_str(), &end, 10);
-        if (in.empty() || *end != '\0' || errno == ERANGE || v < 1 || v > 1'000'000) {
-          return "must be a whole number from 1 to 1000000";
-        }
+        const std::optional<long long> v = whole_number(in);
+        if (!v || *v < 1 || *v > 1'000'000) return "must be a whole number from 1 to 1000000";
         return {};
       },
       "N");
@@ -51,16 +61,15 @@ CLI::Validator jobs_validator() {
           in = "0";
           return {};
         }
-        char* end = nullptr;
-        errno = 0;
-        const long long v = std::strtoll(in.c_str(), &end, 10);
-        if (in.empty() || *end != '\0') {
+        const std::optional<long long> v = whole_number(in);
+        if (!v) {
           return fmt::format("'{}' is not a number: give N from 1 to {}, or auto", in, kMaxJobs);
         }
-        if (errno == ERANGE || v < 1 || v > kMaxJobs) {
-          return fmt::format("{} is not from 1 to {}: give N in that range, or auto (as many "
-                             "as the cores or GPUs hold)",
-                             in, kMaxJobs);
+        if (*v < 1 || *v > kMaxJobs) {
+          return fmt::format(
+              "{} is not from 1 to {}: give N in that range, or auto (as many "
+              "as the cores or GPUs hold)",
+              in, kMaxJobs);
         }
         return {};
       },
