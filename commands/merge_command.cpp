@@ -4,12 +4,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <filesystem>
 
 #include "analysis/judgement.h"
 #include "cli/junit.h"
 #include "cli/report.h"
 #include "cli/report_table.h"
+#include "commands/record_plan.h"
 #include "recorder/engine/launcher.h"
 #include "runtime/atomic_file.h"
 #include "runtime/error.h"
@@ -101,10 +101,8 @@ int run_merge(const RecordOptions& o, std::ostream& out, std::ostream& err, bool
   const RecordedRun run = reader.run(merged.run);
   const MergedReport m = read_merged(reader, merged.run);
   const std::vector<CaseOutcome> outcomes = summarize(m.plan, m.case_ids, m.results);
-  std::error_code ec;
-  const std::filesystem::path abs = std::filesystem::absolute(o.db, ec);
-  RunInfo info{merged.run, ec ? o.db : abs.string(), o.db,       run.worker, run.backend, run.mode,
-               m.wall_s,   merged.exit_code,         run.stopped};
+  RunInfo info{merged.run, absolute(o.db),   o.db,       run.worker, run.backend, run.mode,
+               m.wall_s,   merged.exit_code, run.stopped};
   info.shuffle_seed = run.shuffle_seed;
   info.launcher = describe(run.launch);
   if (!o.junit.empty()) write_junit_file(o.junit, outcomes, m.results, info);
