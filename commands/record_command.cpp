@@ -23,7 +23,6 @@
 #include "recorder/launch/port_claim.h"
 #include "recorder/protocol/protocol.h"
 #include "runtime/atomic_file.h"
-#include "runtime/placement.h"
 #include "schema/record_writer.h"
 
 namespace cprr {
@@ -32,18 +31,12 @@ namespace {
 RunMeta run_meta(const RecordOptions& o, const RecordSetup& s,
                  const std::vector<std::string>& argv) {
   const std::string shard = o.shard.empty() ? "" : shard_text(s.selection.shard);
-  return RunMeta{s.backend,
-                 o.mode,
-                 std::string(placement_name(s.placement)),
-                 s.worker,
-                 argv,
-                 kProtocolVersion,
-                 s.shuffle_seed,
-                 o.launch,
-                 s.worker_args,
-                 fingerprint(s.code),
-                 shard,
-                 s.plan_hash};
+  return RunMeta{s.backend,      s.modes,
+                 s.placement,    s.worker,
+                 argv,           kProtocolVersion,
+                 s.shuffle_seed, o.launch,
+                 s.worker_args,  fingerprint(s.code),
+                 shard,          s.plan_hash};
 }
 
 ControllerConfig controller_config(const RecordOptions& o, const RecordSetup& s) {

@@ -15,10 +15,10 @@
 #include "data/shard.h"
 #include "data/text_forms.h"
 #include "recorder/engine/plan.h"
-#include "recorder/engine/transport_choice.h"
 #include "runtime/backend.h"
 #include "runtime/error.h"
 #include "runtime/placement.h"
+#include "runtime/transport_choice.h"
 #include "schema/record_reader.h"
 #include "schema/store.h"
 
@@ -201,9 +201,7 @@ void check_counts(const RecordOptions& o) {
 }
 
 std::vector<Mode> modes_of(const std::string& mode) {
-  if (mode == "pool") return {Mode::pool};
-  if (mode == "fresh") return {Mode::fresh};
-  if (mode == "both") return {Mode::fresh, Mode::pool};
+  if (std::optional<std::vector<Mode>> modes = parse_modes(mode)) return *std::move(modes);
   CPRR_THROW_AS(UsageError, "--mode {}: use pool, fresh or both", mode);
 }
 

@@ -7,8 +7,8 @@
 
 #include "data/text_forms.h"
 #include "recorder/engine/job_slots.h"
-#include "recorder/engine/transport_choice.h"
 #include "runtime/error.h"
+#include "runtime/transport_choice.h"
 
 namespace cprr {
 
@@ -78,7 +78,7 @@ void say_gpu_sharing(const std::vector<CaseInstance>& plan, const RecordOptions&
   const CollectivesRequest collectives = o.shared.run.requested();
   std::set<int> sizes;
   for (const CaseInstance& c : plan) sizes.insert(c.world_size);
-  for (int w : sizes) check_nccl_fits(collectives, w, gpus);  // before any line is said
+  for (int w : sizes) local_transport(w, gpus, collectives);  // refuses before any line is said
   for (int w : sizes) {
     if (const std::string line = sharing_line(w, gpus, collectives); !line.empty()) {
       err << "cprecord: " << line << '\n';

@@ -28,7 +28,9 @@ struct GridAxis {
   }
 };
 
-/// Options a case author gives at registration (designated initializers in CPRR_CASE).
+/// Options a case author gives at registration (designated initializers in CPRR_CASE, keywords of
+/// `_cprr.CaseOptions` from Python). This struct is the one description of them: fields() names
+/// each, and the wire format and the Python binding are both made from that list.
 struct CaseOptions {
   std::vector<int> world_sizes{2, 4};
   std::vector<GridAxis> grid;
@@ -43,6 +45,22 @@ struct CaseOptions {
   std::string seeded_bug;
 
   bool operator==(const CaseOptions&) const = default;
+
+  /// Calls visit(name, &CaseOptions::member) for every field, in wire order. A new field is
+  /// added here and where it is used; the catalog's bytes and the binding follow.
+  template <class Visit>
+  static constexpr void fields(Visit&& visit) {
+    visit("world_sizes", &CaseOptions::world_sizes);
+    visit("grid", &CaseOptions::grid);
+    visit("expect", &CaseOptions::expect);
+    visit("timeout_s", &CaseOptions::timeout_s);
+    visit("description", &CaseOptions::description);
+    visit("seeded_bug", &CaseOptions::seeded_bug);
+  }
+  template <class A>
+  void serialize(A& a) {
+    fields([&](const char*, auto member) { a(this->*member); });
+  }
 };
 
 /// A case as the catalog lists it.
@@ -53,8 +71,7 @@ struct CaseInfo {
   bool operator==(const CaseInfo&) const = default;
   template <class A>
   void serialize(A& a) {
-    a(name, options.world_sizes, options.grid, options.expect, options.timeout_s,
-      options.description, options.seeded_bug);
+    a(name, options);
   }
 };
 

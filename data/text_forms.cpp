@@ -50,6 +50,15 @@ std::string_view expect_name(Expect e) { return name_in(kExpect, e); }
 std::optional<Expect> parse_expect(std::string_view s) { return parse_in(kExpect, s); }
 std::string_view mode_name(Mode m) { return name_in(kMode, m); }
 std::optional<Mode> parse_mode(std::string_view s) { return parse_in(kMode, s); }
+std::string_view modes_name(const std::vector<Mode>& modes) {
+  if (modes == std::vector<Mode>{Mode::fresh, Mode::pool}) return "both";
+  return modes.size() == 1 ? mode_name(modes[0]) : "?";
+}
+std::optional<std::vector<Mode>> parse_modes(std::string_view s) {
+  if (s == "both") return std::vector<Mode>{Mode::fresh, Mode::pool};
+  if (const std::optional<Mode> m = parse_mode(s)) return std::vector<Mode>{*m};
+  return std::nullopt;
+}
 std::string_view status_name(ExecStatus s) { return name_in(kStatus, s); }
 std::optional<ExecStatus> parse_status(std::string_view s) { return parse_in(kStatus, s); }
 std::string_view outcome_name(RankOutcome o) { return name_in(kOutcome, o); }

@@ -4,6 +4,7 @@
 // it, so a word cannot be spelled two ways.
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "data/case_info.h"
 #include "data/execution.h"
@@ -16,6 +17,9 @@ std::optional<Expect> parse_expect(std::string_view s);
 
 std::string_view mode_name(Mode m);  ///< fresh | pool
 std::optional<Mode> parse_mode(std::string_view s);
+/// A run's modes as --mode and run.mode say them: fresh | pool | both (fresh, then pool).
+std::string_view modes_name(const std::vector<Mode>& modes);
+std::optional<std::vector<Mode>> parse_modes(std::string_view s);
 
 std::string_view status_name(ExecStatus s);  ///< pass | fail | crash | hang | error
 std::optional<ExecStatus> parse_status(std::string_view s);

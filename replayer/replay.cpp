@@ -16,7 +16,7 @@
 #include "recorder/engine/controller.h"
 #include "recorder/engine/job_slots.h"
 #include "recorder/engine/plan.h"
-#include "recorder/engine/transport_choice.h"
+#include "runtime/transport_choice.h"
 #include "recorder/engine/world.h"
 #include "recorder/launch/port_claim.h"
 #include "replayer/ddmin.h"

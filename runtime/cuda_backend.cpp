@@ -15,6 +15,7 @@
 
 #include "runtime/cuda_check.h"
 #include "runtime/host_info.h"
+#include "runtime/transport_choice.h"
 
 namespace cprr {
 namespace {
@@ -216,15 +217,16 @@ CudaBackend::CudaBackend(const BackendConfig& config)
   const int gpus = cuda_device_count(&why);
   CPRR_CHECK(gpus > 0, "rank {}: the cuda backend needs a GPU: {}", rank_, why);
   // With fewer GPUs than ranks, ranks share them round-robin; their collectives then go through
-  // Gloo (the controller decides from every rank's device_identity()).
+  // Gloo (the controller decides from every rank's device_identity(): transport_choice.h).
   const bool launched = config.local_rank >= 0;
-  device_ = (launched ? config.local_rank : rank_) % gpus;
+  device_ = local_device(launched ? config.local_rank : rank_, gpus);
   // Ranks on this host: every rank of the world with the local launcher; a launcher's count
   // where it says (CPRR_LOCAL_SIZE), else as many as GPUs (no sharing assumed).
   const int local_size = config.local_size > 0 ? config.local_size : launched ? gpus : world_size_;
   const int sharing = std::max(1, (local_size + gpus - 1) / gpus);
   // Rank 0's NCCL id costs NCCL's bootstrap set-up: not made where NCCL surely cannot be used.
-  nccl_possible_ = launched || world_size_ <= gpus;
+  nccl_possible_ = launched || local_transport(world_size_, gpus, CollectivesRequest::automatic) ==
+                                   CollectiveTransport::nccl;
   CPRR_CUDA(cudaSetDevice(device_));
   CPRR_CUDA(cudaFree(nullptr));  // the primary context exists from here: timed as its own step
   startup_.lap("cuda context");

@@ -26,7 +26,7 @@ constexpr std::string_view transport_name(CollectiveTransport t) {
 
 /// What --collectives asks for, parsed once (cli/cli_options.h) and carried as this value to the
 /// controller, whose worlds turn it into their CollectiveTransport from what the ranks said
-/// (recorder/engine/transport_choice.h): automatic takes NCCL where every rank has a GPU of its
+/// (runtime/transport_choice.h): automatic takes NCCL where every rank has a GPU of its
 /// own; nccl insists on it; gloo stages a cuda world's collectives through host memory.
 enum class CollectivesRequest : uint8_t { automatic, nccl, gloo };
 /// "auto" | "nccl" | "gloo": the option's words, in messages.

@@ -150,7 +150,10 @@ RecordWriter::RecordWriter(const std::string& path, const RunMeta& meta)
                "argv, libraries, environment, shuffle_seed, launcher, worker_args, code, uid, "
                "shard, plan_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   st.bind(1, now_iso8601()).bind(2, std::string_view(CPRR_VERSION)).bind(3, host_name());
-  st.bind(4, meta.backend).bind(5, meta.mode).bind(6, meta.placement).bind(7, meta.worker);
+  st.bind(4, meta.backend)
+      .bind(5, modes_name(meta.modes))
+      .bind(6, placement_name(meta.placement))
+      .bind(7, meta.worker);
   st.bind(8, nlohmann::json(meta.argv).dump())
       .bind(9, libraries_json(meta.backend, meta.protocol_version));
   st.bind(10, relevant_environment_json());

@@ -12,6 +12,7 @@
 #include "data/code_file.h"
 #include "data/execution.h"
 #include "data/launch_options.h"
+#include "runtime/placement.h"
 #include "schema/record.h"
 #include "schema/store.h"
 
@@ -20,9 +21,9 @@ namespace cprr {
 /// What a run row says about the run as a whole.
 struct RunMeta {
   std::string backend;
-  std::string mode;
-  std::string placement;
-  std::string worker;  ///< absolute path
+  std::vector<Mode> modes;                    ///< run.mode: modes_name's word
+  Placement placement = Placement::best_fit;  ///< run.placement: placement_name's word
+  std::string worker;                         ///< absolute path
   std::vector<std::string> argv;
   uint32_t protocol_version = 0;  ///< of the controller and workers, for the run's library list
   std::optional<uint64_t> shuffle_seed;  ///< cprecord --shuffle: the seed of the case order

@@ -130,8 +130,21 @@ class CaseContext:
         """`pool`: device | symmetric | host."""
     def free(self, id: int, /) -> None: ...
 
-def add_case(name: str, world_sizes: Sequence[int], grid: Sequence[Tuple[str, Sequence[str]]],
-             expect: str, timeout_s: float, description: str, seeded_bug: str,
+class CaseOptions:
+    """A case's options (data/case_info.h's CaseOptions, whose fields() list makes this class):
+    CaseOptions(**fields), each keyword a field; the rest keep their C++ defaults."""
+
+    # The fields' names, in the catalog's order.
+    fields: Tuple[str, ...]
+    world_sizes: List[int]
+    grid: List[Tuple[str, List[str]]]  # (axis, its values' texts)
+    expect: str  # pass | fail | crash | hang
+    timeout_s: float  # 0: cprecord's --timeout
+    description: str
+    seeded_bug: str  # the verdict a planted bug must get
+    def __init__(self, **fields: object) -> None: ...
+
+def add_case(name: str, options: CaseOptions,
              body: Callable[[CaseContext], Optional[str]]) -> None:
     """Registers a case; `body` returns None when it passed, else what failed."""
 

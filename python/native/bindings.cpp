@@ -1,22 +1,26 @@
 // The `_cprr` extension module: rank_runtime.h for Python. Kept to the binding alone (no cprr
-// header beyond rank_runtime.h), so it compiles against any Python 3 with pybind11 and links with
-// the rank runtime library built once (tools/device/build_python.sh builds it on the GPU machine).
+// header beyond rank_runtime.h and case_registration.h, plain types), so it compiles against
+// any Python 3 with pybind11 and links with the rank runtime library built once
+// (tools/device/build_python.sh builds it on the GPU machine).
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <memory>
 #include <stdexcept>
+#include <type_traits>
+#include <utility>
 
+#include "python/native/case_registration.h"
 #include "python/native/rank_runtime.h"
 #include "python/native/torch_allocator.h"
 #include "python/native/unseen_work.h"
 #include "runtime/error.h"
 
 namespace py = pybind11;
+using cprr::CaseOptions;
 using cprr::python::Allocation;
 using cprr::python::CaseContext;
-using cprr::python::CaseSpec;
 
 namespace {
 
@@ -30,6 +34,58 @@ std::shared_ptr<py::function> held(py::function fn) {
     py::gil_scoped_acquire gil;
     delete f;
   });
+}
+
+/// `_cprr.CaseOptions`: data/case_info.h's CaseOptions, a property per CaseOptions::fields()
+/// entry, built from keywords by the same names. Nothing here names a field.
+void bind_case_options(py::module_& m) {
+  py::class_<CaseOptions> cls(m, "CaseOptions");
+  py::list names;
+  CaseOptions::fields([&](const char* name, auto member) {
+    names.append(name);
+    using T = std::remove_reference_t<decltype(std::declval<CaseOptions&>().*member)>;
+    if constexpr (std::is_same_v<T, cprr::Expect>) {  // its text: pass | fail | crash | hang
+      cls.def_property(
+          name, [member](const CaseOptions& o) { return cprr::python::expect_text(o.*member); },
+          [member](CaseOptions& o, const std::string& v) {
+            o.*member = cprr::python::expect_of(v);
+          });
+    } else if constexpr (std::is_same_v<T, std::vector<cprr::GridAxis>>) {  // [(axis, [text])]
+      using Axes = std::vector<std::pair<std::string, std::vector<std::string>>>;
+      cls.def_property(
+          name,
+          [member](const CaseOptions& o) {
+            Axes axes;
+            for (const cprr::GridAxis& a : o.*member) axes.emplace_back(a.name, a.values);
+            return axes;
+          },
+          [member](CaseOptions& o, Axes axes) {
+            (o.*member).clear();
+            for (auto& [axis, values] : axes) {
+              (o.*member).push_back(cprr::GridAxis{std::move(axis), std::move(values)});
+            }
+          });
+    } else {
+      cls.def_readwrite(name, member);
+    }
+  });
+  cls.attr("fields") = py::tuple(names);
+  // CaseOptions(**fields): the C++ defaults, then each keyword set by name (an unknown one is
+  // a TypeError naming it, not a field silently dropped).
+  cls.def(py::init([names](const py::kwargs& given) {
+    auto o = std::make_unique<CaseOptions>();
+    {  // a view of *o for the properties' setters, gone before pybind11 owns *o
+      py::object view = py::cast(o.get(), py::return_value_policy::reference);
+      for (const auto& [key, value] : given) {
+        if (!names.contains(key)) {
+          throw py::type_error(py::str("CaseOptions has no field '{}' (its fields: {})")
+                                   .format(key, py::str(", ").attr("join")(names)));
+        }
+        py::setattr(view, key, value);
+      }
+    }
+    return o;
+  }));
 }
 
 }  // namespace
@@ -99,27 +155,23 @@ PYBIND11_MODULE(_cprr, m) {
       .def("alloc", &CaseContext::alloc)
       .def("free", &CaseContext::free);
 
+  bind_case_options(m);
   m.def(
       "add_case",
-      [](std::string name, std::vector<int> world_sizes,
-         std::vector<std::pair<std::string, std::vector<std::string>>> grid, std::string expect,
-         double timeout_s, std::string description, std::string seeded_bug, py::function body) {
-        CaseSpec spec{
-            std::move(name), std::move(world_sizes), std::move(grid),      std::move(expect),
-            timeout_s,       std::move(description), std::move(seeded_bug)};
+      [](std::string name, CaseOptions options, py::function body) {
         // The worker calls bodies without the GIL (serve released it): take it for the call.
         auto fn = held(std::move(body));
-        cprr::python::add_case(std::move(spec), [fn](CaseContext& ctx) -> std::string {
-          py::gil_scoped_acquire gil;
-          py::object failed = (*fn)(py::cast(&ctx, py::return_value_policy::reference));
-          if (py::isinstance<py::tuple>(failed)) {  // ("skip", reason): the case skipped itself
-            throw cprr::CaseSkipped(failed.cast<py::tuple>()[1].cast<std::string>());
-          }
-          return failed.is_none() ? std::string() : failed.cast<std::string>();
-        });
+        cprr::python::add_case(
+            std::move(name), std::move(options), [fn](CaseContext& ctx) -> std::string {
+              py::gil_scoped_acquire gil;
+              py::object failed = (*fn)(py::cast(&ctx, py::return_value_policy::reference));
+              if (py::isinstance<py::tuple>(failed)) {  // ("skip", reason)
+                throw cprr::CaseSkipped(failed.cast<py::tuple>()[1].cast<std::string>());
+              }
+              return failed.is_none() ? std::string() : failed.cast<std::string>();
+            });
       },
-      py::arg("name"), py::arg("world_sizes"), py::arg("grid"), py::arg("expect"),
-      py::arg("timeout_s"), py::arg("description"), py::arg("seeded_bug"), py::arg("body"));
+      py::arg("name"), py::arg("options"), py::arg("body"));
   m.def(
       "on_connected",
       [](py::function hook) {

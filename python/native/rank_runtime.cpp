@@ -4,6 +4,8 @@
 
 #include <stdexcept>
 
+#include "data/text_forms.h"
+#include "python/native/case_registration.h"
 #include "python/native/torch_allocator.h"
 #include "python/native/unseen_work.h"
 #include "recorder/api/case.h"
@@ -29,15 +31,6 @@ MemPool pool_of(const std::string& name) {
   }
   throw std::invalid_argument(
       fmt::format("cprr has no memory pool '{}' (device, symmetric or host)", name));
-}
-
-Expect expect_of(const std::string& name) {
-  if (name == "pass") return Expect::pass;
-  if (name == "fail") return Expect::fail;
-  if (name == "crash") return Expect::crash;
-  if (name == "hang") return Expect::hang;
-  throw std::invalid_argument(
-      fmt::format("expect='{}': use 'pass', 'fail', 'crash' or 'hang'", name));
 }
 
 ReduceOp op_of(const std::string& name) {
@@ -241,15 +234,16 @@ void CaseContext::free(uint32_t id) {
   live_.erase(it);
 }
 
-void add_case(CaseSpec spec, Body body) {
-  CaseOptions o;
-  o.world_sizes = std::move(spec.world_sizes);
-  for (auto& [axis, values] : spec.grid) o.grid.push_back(GridAxis{axis, std::move(values)});
-  o.expect = expect_of(spec.expect);
-  o.timeout_s = spec.timeout_s;
-  o.description = std::move(spec.description);
-  o.seeded_bug = std::move(spec.seeded_bug);
-  register_case(std::move(spec.name), std::move(o), [body = std::move(body)](Context& ctx) {
+std::string expect_text(Expect e) { return std::string(expect_name(e)); }
+
+Expect expect_of(const std::string& name) {
+  if (const std::optional<Expect> e = parse_expect(name)) return *e;
+  throw std::invalid_argument(
+      fmt::format("expect='{}': use 'pass', 'fail', 'crash' or 'hang'", name));
+}
+
+void add_case(std::string name, CaseOptions options, Body body) {
+  register_case(std::move(name), std::move(options), [body = std::move(body)](Context& ctx) {
     // torch's allocations during the case come from its arena (torch_allocator.h).
     if (torch_allocator_used()) LibraryHooks(ctx).library_memory().serve();
     CaseContext handle(ctx);

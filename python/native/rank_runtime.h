@@ -26,17 +26,6 @@ class Context;
 
 namespace cprr::python {
 
-/// What `@cprr.case` declares (data/case_info.h's CaseOptions, in plain types).
-struct CaseSpec {
-  std::string name;
-  std::vector<int> world_sizes;
-  std::vector<std::pair<std::string, std::vector<std::string>>> grid;
-  std::string expect = "pass";  ///< pass | fail | crash | hang
-  double timeout_s = 0;
-  std::string description;
-  std::string seeded_bug;
-};
-
 /// An allocation from one of the rank's arenas (Context::alloc).
 struct Allocation {
   uint32_t id = 0;
@@ -196,8 +185,7 @@ const CaptureCalls& capture_calls();
 /// it lets through fails the case the same way.
 using Body = std::function<std::string(CaseContext&)>;
 
-/// Registers a case in the process's registry (the one cpworker's cases use).
-void add_case(CaseSpec spec, Body body);
+/// (add_case, registering a case with its options, is in case_registration.h.)
 /// Set-up for every case of a world, run once the world joined its communicator and before its
 /// first case (a standby world's while earlier cases run): gets how the world's collectives
 /// travel and the rank's GPU (-1: none); returns the start-up phase it names ("" for none);

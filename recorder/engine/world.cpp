@@ -17,7 +17,7 @@
 
 #include "data/flight_record.h"
 #include "data/text_forms.h"
-#include "recorder/engine/transport_choice.h"
+#include "runtime/transport_choice.h"
 #include "recorder/engine/wait_text.h"
 #include "recorder/engine/world_startup.h"
 #include "recorder/launch/proc_tree.h"

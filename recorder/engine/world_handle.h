@@ -29,7 +29,7 @@ struct RunChoices {
   /// --standby N: fresh worlds started ahead (ControllerConfig); 0: none.
   int standby = 0;
   /// --collectives: auto (NCCL on cuda when every rank has a GPU of its own, else Gloo staged
-  /// through host memory), nccl or gloo (engine/transport_choice.h). Unset: auto (cpreplay sets
+  /// through host memory), nccl or gloo (runtime/transport_choice.h). Unset: auto (cpreplay sets
   /// the record's before it replays).
   std::optional<CollectivesRequest> collectives;
   /// With worker_args (the Python worker), local ranks are forked from a template process that

@@ -50,7 +50,8 @@ class RecordRunTest : public ::testing::Test {
     cc.worker = "fake-worker";
     cc.retire_in_background = false;
     Controller controller(cc, std::make_unique<FakeWorlds>(script_));
-    RecordWriter writer(db_, RunMeta{"cpu", "both", "best_fit", "fake-worker"});
+    RecordWriter writer(
+        db_, RunMeta{"cpu", {Mode::fresh, Mode::pool}, Placement::best_fit, "fake-worker"});
     case_ids_ = writer.add_cases(plan.cases);
     std::ostringstream err;
     PlanRun ran = run_plan(plan, controller, writer, ProgressStyle::lines, err);

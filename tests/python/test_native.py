@@ -2,12 +2,16 @@
 conftest's FakeNative and FakeCprr agree with the built module (pybind11's signatures, bindings.cpp)."""
 
 import ast
+import dataclasses
 import inspect
 import os
 import re
 
+import cprr
+import pytest
 from conftest import FakeCprr, FakeNative
 from cprr import _cprr
+from cprr.api.case import CaseDefinition
 
 _STUB = os.path.join(os.path.dirname(_cprr.__file__), "_cprr.pyi")
 
@@ -28,14 +32,16 @@ def _binding_parameters(fn):
 
 
 def _stub():
-    """name -> ast node of the stub's module-level and CaseContext / Allocation definitions."""
+    """name -> ast node of the stub's module-level definitions and of its classes' members."""
     tree = ast.parse(open(_STUB).read())
     found = {}
     for node in tree.body:
         if isinstance(node, ast.ClassDef):
             for member in node.body:
-                if isinstance(member, ast.FunctionDef):
+                if isinstance(member, ast.FunctionDef) and not member.name.startswith("__"):
                     found[f"{node.name}.{member.name}"] = member
+                elif isinstance(member, ast.AnnAssign):
+                    found[f"{node.name}.{member.target.id}"] = member
             found[node.name] = node
         elif isinstance(node, ast.FunctionDef):
             found[node.name] = node
@@ -51,7 +57,7 @@ def _public(cls_or_module):
 def test_the_stub_names_everything_the_module_has_and_nothing_else():
     stub = _stub()
     assert {n for n in stub if "." not in n and n != "Touch"} == _public(_cprr)
-    for cls in ("CaseContext", "Allocation"):
+    for cls in ("CaseContext", "Allocation", "CaseOptions"):
         assert {n.split(".")[1] for n in stub if n.startswith(cls + ".")} == _public(
             getattr(_cprr, cls)), cls
 
@@ -73,6 +79,37 @@ def test_the_stubs_parameters_are_the_bindings():
         else:
             assert named == [n for n, _ in binding], name
             assert len(args.defaults) == sum(d for _, d in binding), name
+
+
+def test_a_cases_options_cross_the_seam_by_name_every_field_kept():
+    """data/case_info.h's CaseOptions is the one list of a case's options: every field it has is
+    a CaseDefinition field, and each crosses with its value (none left at its C++ default)."""
+    fields = _cprr.CaseOptions.fields
+    assert set(fields) <= {f.name for f in dataclasses.fields(CaseDefinition)}
+    d = CaseDefinition(name="seam/every_field", body=None, world_sizes=[3, 5],
+                       grid={"n": [1, 2]}, expect="hang", timeout_s=7.5,
+                       description="crosses", seeded_bug="state_leak")
+    given = d.native_options(_cprr)
+    defaults = _cprr.CaseOptions()
+    wanted = {f: getattr(d, f) for f in fields}
+    wanted["grid"] = [("n", ["1", "2"])]
+    for f in fields:
+        assert getattr(given, f) == wanted[f], f
+        assert getattr(defaults, f) != wanted[f], f"{f}: the test must set it off its default"
+
+
+def test_a_python_case_runs_at_a_cpp_cases_default_world_sizes():
+    """The decorator's default is written in Python (the parent side imports no _cprr): it is
+    CaseOptions' own."""
+    default = inspect.signature(cprr.case).parameters["world_sizes"].default
+    assert list(default) == _cprr.CaseOptions().world_sizes
+
+
+def test_case_options_refuse_an_unknown_field_and_an_unknown_expect():
+    with pytest.raises(TypeError, match="CaseOptions has no field 'timeout'"):
+        _cprr.CaseOptions(timeout=3)
+    with pytest.raises(ValueError, match="expect='maybe': use 'pass'"):
+        _cprr.CaseOptions(expect="maybe")
 
 
 def test_the_fake_native_has_the_case_contexts_calls_with_its_parameters():

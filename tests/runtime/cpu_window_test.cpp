@@ -105,7 +105,7 @@ TEST(CpuWindow, ASymmetricAllGatherGathersWhenTheLayoutsAgreeAndNotWhenTheyDiffe
 }
 
 // A cpu rank names its host as its device: the controller refuses a cpu world over two hosts
-// (recorder/engine/transport_choice), since this window is files every rank maps.
+// (runtime/transport_choice), since this window is files every rank maps.
 TEST(CpuWindow, EachRankNamesItsHostAsItsDevice) {
   // One rank alone: a pair whose ranks return at once may close before the other connected.
   const CpuBackend backend(BackendConfig{"cpu", 0, 1, ""});

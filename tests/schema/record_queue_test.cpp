@@ -46,7 +46,8 @@ std::vector<ExecutionResult> sample_executions() {
           execution(Mode::pool, 5, 3)};
 }
 
-const RunMeta kMeta{"cpu", "both", "best_fit", "/bin/worker", {"cprecord"}};
+const RunMeta kMeta{
+    "cpu", {Mode::fresh, Mode::pool}, Placement::best_fit, "/bin/worker", {"cprecord"}};
 
 TEST(RecordQueue, StoresEveryExecutionExactlyAsWritingInPlaceDoes) {
   const TempDb tmp;

@@ -28,7 +28,11 @@ TEST(RecordRoundTrip, EverythingReplayNeedsComesBack) {
                                           instance(3, "a/third", {{"n", "4096"}, {"m", "x y"}}, 2)};
   std::vector<int64_t> ids;
   {
-    RecordWriter w(db, RunMeta{"cpu", "both", "counter", "/bin/worker", {"cprecord", "--db", db}});
+    RecordWriter w(db, RunMeta{"cpu",
+                               {Mode::fresh, Mode::pool},
+                               Placement::counter,
+                               "/bin/worker",
+                               {"cprecord", "--db", db}});
     ids = w.add_cases(plan);
     w.write(execution(Mode::pool, 5, 1), ids[0]);
     w.write(execution(Mode::pool, 5, 2), ids[1]);
@@ -96,7 +100,8 @@ TEST(RecordRoundTrip, StartTimesAndSeedsAreStoredAsTheyAre) {
   std::string dir = "/tmp/cprr-roundtrip-XXXXXX";
   ASSERT_NE(::mkdtemp(dir.data()), nullptr);
   {
-    RecordWriter w(dir + "/r.db", RunMeta{"cpu", "pool", "best_fit", "/bin/worker", {}});
+    RecordWriter w(dir + "/r.db",
+                   RunMeta{"cpu", {Mode::pool}, Placement::best_fit, "/bin/worker", {}});
     ExecutionResult r = execution(Mode::pool, 1, 1);
     using namespace std::chrono;
     r.started_at =
@@ -121,7 +126,8 @@ TEST(RecordRoundTrip, AnUnfinishedRunReadsAsIncomplete) {
   std::string dir = "/tmp/cprr-roundtrip-XXXXXX";
   ASSERT_NE(::mkdtemp(dir.data()), nullptr);
   {
-    RecordWriter w(dir + "/r.db", RunMeta{"cpu", "pool", "best_fit", "/bin/worker", {}});
+    RecordWriter w(dir + "/r.db",
+                   RunMeta{"cpu", {Mode::pool}, Placement::best_fit, "/bin/worker", {}});
     w.write(execution(Mode::pool, 1, 1), w.add_cases({instance(1, "a/only", {}, 2)})[0]);
   }
   const RecordReader reader(dir + "/r.db");
@@ -169,7 +175,9 @@ TEST(RecordRoundTrip, EveryExecutionComesBackFieldByField) {
   c.ranks.clear();  // nothing started
   std::vector<int64_t> ids, execs;
   {
-    RecordWriter w(db.path(), RunMeta{"cpu", "both", "best_fit", "/bin/worker", {}});
+    RecordWriter w(
+        db.path(),
+        RunMeta{"cpu", {Mode::fresh, Mode::pool}, Placement::best_fit, "/bin/worker", {}});
     ids = w.add_cases(plan);
     execs = {w.write(a, ids[0]), w.write(b, ids[1]), w.write(c, ids[1])};
   }
@@ -188,7 +196,7 @@ TEST(RecordRoundTrip, EveryExecutionComesBackFieldByField) {
 
 TEST(RecordRoundTrip, TheRunsLauncherComesBackAndLocalIsStoredAsNull) {
   TempDb db;
-  RunMeta meta{"cpu", "pool", "best_fit", "/w", {"cprecord"}, 8};
+  RunMeta meta{"cpu", {Mode::pool}, Placement::best_fit, "/w", {"cprecord"}, 8};
   LaunchOptions& o = meta.launch;
   o.kind = LauncherKind::srun;
   o.program = "/opt/slurm/bin/srun";
@@ -232,8 +240,8 @@ TEST(RecordRoundTrip, TheRunRowComesBack) {
   TempDb db;
   ::setenv("CPRR_ROUNDTRIP_PROBE", "x=1 \xc3\xbc", 1);
   const RunMeta meta{"cpu",
-                     "both",
-                     "never_reuse",
+                     {Mode::fresh, Mode::pool},
+                     Placement::never_reuse,
                      "/opt/w \xc3\xbc/cpworker",
                      {"cprecord", "--filter", "a b", "", "\xc3\xbc"},
                      7};
@@ -262,8 +270,8 @@ TEST(RecordRoundTrip, TheRunRowComesBack) {
   const RecordedRun& r = runs[0];
   EXPECT_FALSE(r.stopped.has_value()) << "ran its plan (or was interrupted: exit_code says so)";
   EXPECT_EQ(r.backend, meta.backend);
-  EXPECT_EQ(r.mode, meta.mode);
-  EXPECT_EQ(r.placement, meta.placement);
+  EXPECT_EQ(r.mode, "both");
+  EXPECT_EQ(r.placement, "never_reuse");
   EXPECT_EQ(r.worker, meta.worker);
   EXPECT_EQ(r.argv, meta.argv);
   EXPECT_EQ(r.exit_code, 130);
@@ -284,7 +292,7 @@ TEST(RecordRoundTrip, TheRunRowComesBack) {
 // winning; a call naming a case of another run writes nothing.
 TEST(RecordRoundTrip, CaseJudgementsComeBackAndAreAbsentUntilJudged) {
   TempDb db;
-  const RunMeta meta{"cpu", "both", "best_fit", "/bin/worker", {}};
+  const RunMeta meta{"cpu", {Mode::fresh, Mode::pool}, Placement::best_fit, "/bin/worker", {}};
   std::vector<int64_t> other, ids;
   {
     RecordWriter died(db.path(), meta);

@@ -359,7 +359,9 @@ int main(int argc, char** argv) {
     cc.env.emplace_back("CPRR_CAPTURE", "off");
     cprr::Controller plain(cc);
     const ScratchDb db("cprr_bench_recording.db");
-    const cprr::RunMeta meta{backend, "pool", "best_fit", worker, {}, cprr::kProtocolVersion, {}};
+    const cprr::RunMeta meta{
+        backend, {cprr::Mode::pool}, cprr::Placement::best_fit, worker, {}, cprr::kProtocolVersion,
+        {}};
     cprr::RecordWriter writer(db.path, meta);
     const std::vector<int64_t> ids = writer.add_cases({ring, small});
     CommitTimes commits;

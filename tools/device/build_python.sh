@@ -2,7 +2,8 @@
 # Runs on the GPU machine (from the repo root, .device/stage carried): builds the `_cprr` module
 # for the Python there (its own version; torch is installed for it) and links it with the staged
 # libcprr_pyrank.so built by tools/device/build.sh, then writes cprr-pyworker for that Python.
-# Only python/native/bindings.cpp is compiled here: it includes rank_runtime.h and pybind11 only.
+# Only python/native/bindings.cpp is compiled here: it includes rank_runtime.h and
+# case_registration.h (plain types; data/case_info.h's are C++20) and pybind11 only.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 stage=$PWD/.device/stage
@@ -13,7 +14,7 @@ suffix=$("$py" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"
 includes=$("$py" -m pybind11 --includes 2>/dev/null ||
   "$py" -c 'import sysconfig, torch, os; print("-I" + sysconfig.get_paths()["include"], "-I" + os.path.join(os.path.dirname(torch.__file__), "include"))')
 # shellcheck disable=SC2086
-g++ -O2 -std=c++17 -shared -fPIC $includes -I. python/native/bindings.cpp \
+g++ -O2 -std=c++20 -shared -fPIC $includes -I. python/native/bindings.cpp \
   -L"$pkg" -lcprr_pyrank -Wl,-rpath,'$ORIGIN' -o "$pkg/_cprr$suffix"
 # The C++ op capture (python/native/capture) against the torch this Python imports, with CUDA
 # (its current streams, record_stream's stream): its files compiled side by side, then linked

@@ -29,6 +29,14 @@ class CaseDefinition:
         """The grid as the catalog carries it: every value as its text."""
         return [(axis, [str(v) for v in values]) for axis, values in self.grid.items()]
 
+    def native_options(self, native_module) -> Any:
+        """This case's options as the rank runtime takes them (``_cprr.CaseOptions``), every
+        field by its name: data/case_info.h's CaseOptions is their one list, so a field it has
+        and this class lacks fails here, loudly."""
+        values = {f: getattr(self, f) for f in native_module.CaseOptions.fields}
+        values["grid"] = self.grid_text()
+        return native_module.CaseOptions(**values)
+
     def value_of(self, axis: str, text: str) -> Any:
         """The grid value of `axis` whose text is `text` (the Python object, not its text)."""
         for v in self.grid.get(axis, []):
@@ -87,7 +95,7 @@ def case(
     fn: Optional[Callable[..., Any]] = None,
     *,
     name: Optional[str] = None,
-    world_sizes: Sequence[int] = (2, 4),
+    world_sizes: Sequence[int] = (2, 4),  # CaseOptions' own (test_native.py holds them equal)
     grid: Optional[Dict[str, Sequence[Any]]] = None,
     expect: str = "pass",
     timeout_s: float = 0.0,
@@ -97,7 +105,7 @@ def case(
     """Registers ``fn(ctx)`` as a cprr case and returns it unchanged.
 
     name: the case's name (default ``<module>/<function>``); world_sizes: the world sizes it runs
-    at; grid: parameter axes (``ctx.param(axis)`` returns the value, with its Python type);
+    at (default: a C++ case's, 2 and 4); grid: parameter axes (``ctx.param(axis)`` returns the value, with its Python type);
     expect: pass | fail | crash | hang; timeout_s: its deadline (0: cprecord's --timeout);
     seeded_bug: the verdict a planted bug must get (state_leak, allocator_order, ...).
     """

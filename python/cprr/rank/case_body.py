@@ -107,6 +107,4 @@ def register(definitions, native_module, rank):
                 "give one of them another name (@cprr.case(name=...))")
             continue
         first[d.name] = d
-        native_module.add_case(
-            d.name, d.world_sizes, d.grid_text(), d.expect, d.timeout_s, d.description,
-            d.seeded_bug, body(d, rank))
+        native_module.add_case(d.name, d.native_options(native_module), body(d, rank))

@@ -298,5 +298,29 @@ TEST(Engine, CpRingIsDeterministicAcrossFreshAndPooledWorlds) {
   }
 }
 
+// Real cpu worlds record their transport and no GPU map, fresh and pooled alike.
+TEST(Engine, ACpuWorldRecordsGlooAndNoGpus) {
+  Controller c(engine_test::config(engine_test::kWorker));
+  for (Mode mode : {Mode::fresh, Mode::pool}) {
+    const ExecutionResult r =
+        c.run(engine_test::inst(engine_test::kWorker, "healthy/noop@2"), mode);
+    engine_test::expect_pass(r);
+    EXPECT_EQ(r.collectives, "gloo");
+    EXPECT_EQ(r.rank_gpus, "");
+  }
+}
+
+// --collectives nccl on the cpu backend is refused at the start of the world, naming the option.
+TEST(Engine, ACpuWorldAskedForNcclDoesNotStart) {
+  ControllerConfig cc = engine_test::config(engine_test::kWorker);
+  cc.run.collectives = CollectivesRequest::nccl;
+  Controller c(cc);
+  const ExecutionResult r =
+      c.run(engine_test::inst(engine_test::kWorker, "healthy/noop@2"), Mode::fresh);
+  EXPECT_EQ(r.status, ExecStatus::error);
+  EXPECT_NE(r.summary.find("--collectives nccl needs the cuda backend"), std::string::npos)
+      << r.summary;
+}
+
 }  // namespace
 }  // namespace cprr

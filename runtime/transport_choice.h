@@ -1,7 +1,11 @@
 #pragma once
-// Which transport a world's collectives take, from what its ranks said in their hellos: NCCL
-// refuses two ranks of one communicator on one GPU, so a cuda world whose ranks share a GPU goes
-// through Gloo staged through host memory (runtime/cuda_staged.h); --collectives forces either.
+// Which transport a world's collectives take: decided here alone, by choose_transport, from what
+// the ranks said in their hellos. NCCL refuses two ranks of one communicator on one GPU, so a
+// cuda world whose ranks share a GPU goes through Gloo staged through host memory
+// (runtime/cuda_staged.h); --collectives forces either. What is said before a world's ranks
+// exist (the start line, cpreplay's comparison with the record, --collectives nccl refused before
+// the run, a rank's NCCL id made or not) is the same decision over the hellos a world of this
+// host's ranks will send (local_transport), not a second rule.
 #include <string>
 #include <vector>
 
@@ -28,16 +32,16 @@ TransportChoice choose_transport(const std::string& backend, CollectivesRequest 
                                  const std::vector<RankDevice>& ranks);
 
 /// Checks --collectives before anything starts: not nccl on the cpu backend. Throws UsageError
-/// naming the option and what to pass.
+/// naming the option and what to pass. (choose_transport checks it too: a world never runs it.)
 void check_collectives(CollectivesRequest requested, const std::string& backend);
 
-/// Local ranks only: throws UsageError when --collectives nccl cannot run a world of
-/// `world_size` ranks on `gpus` GPUs (they would share), before any world starts.
-void check_nccl_fits(CollectivesRequest requested, int world_size, int gpus);
+/// The GPU a rank of this host runs on, among `gpus` visible ones: ranks share them round-robin
+/// (the cuda backend places its rank by this).
+constexpr int local_device(int local_rank, int gpus) { return local_rank % gpus; }
 
-/// The transport a cuda world of `world_size` local ranks takes on `gpus` GPUs under `requested`
-/// (what choose_transport decides from the hellos when every rank runs on this host); gloo
-/// without a GPU (the cpu backend).
+/// choose_transport's decision for a cuda world of `world_size` ranks on this host's `gpus`
+/// GPUs, each on its local_device, made before the ranks say so; gloo without a GPU (the cpu
+/// backend). Throws choose_transport's UsageError for --collectives nccl where ranks would share.
 CollectiveTransport local_transport(int world_size, int gpus, CollectivesRequest requested);
 
 /// The line a run prints at its start for worlds of `world_size` ranks on `gpus` GPUs of one

@@ -1,4 +1,4 @@
-#include "recorder/engine/transport_choice.h"
+#include "runtime/transport_choice.h"
 
 #include <fmt/format.h>
 
@@ -60,9 +60,10 @@ TransportChoice choose_transport(const std::string& backend, CollectivesRequest 
   if (requested == CollectivesRequest::nccl && !shared.empty()) {
     CPRR_THROW_AS(UsageError,
                   "--collectives nccl: {}, and NCCL refuses two ranks of one communicator on "
-                  "one GPU: use --collectives auto (Gloo where ranks share a GPU) or expose a "
-                  "GPU per rank (CUDA_VISIBLE_DEVICES)",
-                  shared);
+                  "one GPU: use --collectives auto (Gloo where ranks share a GPU), leave worlds "
+                  "of {} ranks out (--exclude '@{}$') or expose a GPU per rank "
+                  "(CUDA_VISIBLE_DEVICES)",
+                  shared, ranks.size(), ranks.size());
   }
   if (requested == CollectivesRequest::gloo || !shared.empty())
     choice.transport = CollectiveTransport::gloo_staged;
@@ -80,21 +81,14 @@ TransportChoice choose_transport(const std::string& backend, CollectivesRequest 
   return choice;
 }
 
-void check_nccl_fits(CollectivesRequest requested, int world_size, int gpus) {
-  if (requested != CollectivesRequest::nccl || gpus <= 0 || world_size <= gpus) return;
-  CPRR_THROW_AS(UsageError,
-                "--collectives nccl: worlds of {} ranks on {} GPU{} would share them, and NCCL "
-                "refuses two ranks of one communicator on one GPU: use --collectives auto (Gloo "
-                "where ranks share a GPU), leave those cases out (--exclude '@{}$') or expose a "
-                "GPU per rank",
-                world_size, gpus, gpus == 1 ? "" : "s", world_size);
-}
-
 CollectiveTransport local_transport(int world_size, int gpus, CollectivesRequest requested) {
   if (gpus <= 0) return CollectiveTransport::gloo;
-  return world_size > gpus || requested == CollectivesRequest::gloo
-             ? CollectiveTransport::gloo_staged
-             : CollectiveTransport::nccl;
+  std::vector<RankDevice> ranks;
+  for (int r = 0; r < world_size; ++r) {
+    const int device = local_device(r, gpus);
+    ranks.push_back({device, fmt::format("this host/GPU {}", device)});
+  }
+  return choose_transport("cuda", requested, ranks).transport;
 }
 
 std::string sharing_line(int world_size, int gpus, CollectivesRequest requested) {

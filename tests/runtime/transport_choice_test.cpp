@@ -1,10 +1,9 @@
 // Which transport a world's collectives take, from its ranks' GPUs and --collectives.
-#include "recorder/engine/transport_choice.h"
+#include "runtime/transport_choice.h"
 
 #include <gtest/gtest.h>
 
 #include "runtime/error.h"
-#include "tests/recorder/engine/engine_support.h"
 
 namespace cprr {
 namespace {
@@ -84,13 +83,39 @@ TEST(TransportChoice, TheCpuBackendAcrossHostsIsRefused) {
       CollectiveTransport::gloo);
 }
 
-// --collectives nccl is refused before the run when the local worlds would share GPUs.
+// --collectives nccl is refused before the run when the local worlds would share GPUs: by the
+// decision the world makes from its hellos, over the GPUs its ranks will get (local_device).
 TEST(TransportChoice, NcclThatCannotFitIsRefusedBeforeTheRun) {
-  EXPECT_THROW(check_nccl_fits(CollectivesRequest::nccl, 4, 2), UsageError);
-  EXPECT_NO_THROW(check_nccl_fits(CollectivesRequest::nccl, 2, 2));
-  EXPECT_NO_THROW(check_nccl_fits(CollectivesRequest::automatic, 4, 1));
-  EXPECT_NO_THROW(
-      check_nccl_fits(CollectivesRequest::nccl, 4, 0));  // no GPU: the cpu backend's check says it
+  try {
+    local_transport(4, 2, CollectivesRequest::nccl);
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("ranks 0 and 2 share GPU 0"), std::string::npos) << what;
+    EXPECT_NE(what.find("--exclude '@4$'"), std::string::npos) << what;
+  }
+  EXPECT_EQ(local_transport(2, 2, CollectivesRequest::nccl), CollectiveTransport::nccl);
+  EXPECT_EQ(local_transport(4, 1, CollectivesRequest::automatic), CollectiveTransport::gloo_staged);
+  // No GPU: the cpu backend, whose own check refuses nccl.
+  EXPECT_EQ(local_transport(4, 0, CollectivesRequest::nccl), CollectiveTransport::gloo);
+}
+
+TEST(TransportChoice, LocalRanksShareTheGpusRoundRobin) {
+  EXPECT_EQ(local_device(0, 2), 0);
+  EXPECT_EQ(local_device(3, 2), 1);
+  EXPECT_EQ(local_device(5, 1), 0);
+  // The prediction agrees with the decision over the hellos those ranks send.
+  for (int gpus = 1; gpus <= 4; ++gpus) {
+    for (int w = 1; w <= 8; ++w) {
+      std::vector<int> devices;
+      for (int r = 0; r < w; ++r) devices.push_back(local_device(r, gpus));
+      std::vector<RankDevice> hellos;
+      for (int d : devices) hellos.push_back({d, "host/GPU-" + std::to_string(d)});
+      EXPECT_EQ(local_transport(w, gpus, CollectivesRequest::automatic),
+                choose_transport("cuda", CollectivesRequest::automatic, hellos).transport)
+          << w << " ranks on " << gpus << " GPUs";
+    }
+  }
 }
 
 TEST(TransportChoice, TheCpuBackendIsGlooWithNoGpus) {
@@ -128,30 +153,6 @@ TEST(TransportChoice, NamesAreTheStoresAndTheOptionsWords) {
   EXPECT_EQ(request_name(CollectivesRequest::automatic), "auto");
   EXPECT_EQ(request_name(CollectivesRequest::nccl), "nccl");
   EXPECT_EQ(request_name(CollectivesRequest::gloo), "gloo");
-}
-
-// Real cpu worlds record their transport and no GPU map, fresh and pooled alike.
-TEST(TransportChoice, ACpuWorldRecordsGlooAndNoGpus) {
-  Controller c(engine_test::config(engine_test::kWorker));
-  for (Mode mode : {Mode::fresh, Mode::pool}) {
-    const ExecutionResult r =
-        c.run(engine_test::inst(engine_test::kWorker, "healthy/noop@2"), mode);
-    engine_test::expect_pass(r);
-    EXPECT_EQ(r.collectives, "gloo");
-    EXPECT_EQ(r.rank_gpus, "");
-  }
-}
-
-// --collectives nccl on the cpu backend is refused at the start of the world, naming the option.
-TEST(TransportChoice, ACpuWorldAskedForNcclDoesNotStart) {
-  ControllerConfig cc = engine_test::config(engine_test::kWorker);
-  cc.run.collectives = CollectivesRequest::nccl;
-  Controller c(cc);
-  const ExecutionResult r =
-      c.run(engine_test::inst(engine_test::kWorker, "healthy/noop@2"), Mode::fresh);
-  EXPECT_EQ(r.status, ExecStatus::error);
-  EXPECT_NE(r.summary.find("--collectives nccl needs the cuda backend"), std::string::npos)
-      << r.summary;
 }
 
 }  // namespace
