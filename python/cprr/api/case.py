@@ -105,7 +105,8 @@ def case(
     """Registers ``fn(ctx)`` as a cprr case and returns it unchanged.
 
     name: the case's name (default ``<module>/<function>``); world_sizes: the world sizes it runs
-    at (default: a C++ case's, 2 and 4); grid: parameter axes (``ctx.param(axis)`` returns the value, with its Python type);
+    at (default: a C++ case's, 2 and 4); grid: parameter axes (``ctx.param(axis)`` returns the
+    value, with its Python type);
     expect: pass | fail | crash | hang; timeout_s: its deadline (0: cprecord's --timeout);
     seeded_bug: the verdict a planted bug must get (state_leak, allocator_order, ...).
     """
