@@ -12,7 +12,7 @@
 
 #include "data/text_forms.h"
 #include "recorder/engine/controller.h"
-#include "recorder/engine/interrupt.h"
+#include "recorder/launch/interrupt.h"
 #include "recorder/launch/process.h"
 #include "recorder/launch/tcp.h"
 #include "runtime/error.h"
@@ -76,13 +76,13 @@ CLI::Validator jobs_validator() {
       "");
 }
 
-void check_shared(const SharedOptions& o, LauncherKind launcher) {
+void check_shared(const SharedOptions& o) {
   if (const std::optional<double> timeout_s = o.run.timeout_override_s) {
     if (const std::string why = timeout_problem(*timeout_s); !why.empty()) {
       CPRR_THROW_AS(UsageError, "--timeout {}: {}", *timeout_s, why);
     }
   }
-  check_standby(o.run.standby, launcher);
+  check_standby(o.run.standby);
 }
 
 std::string beside_self(const char* name) {
@@ -128,20 +128,15 @@ void add_standby_option(CLI::App& app, int& standby, std::string_view which) {
                              "fresh execution waits less for its world; each stays fresh (runs "
                              "nothing before its case); on cuda each holds a CUDA context and a "
                              "communicator per GPU, its device arena only once its case runs; "
-                             "0: off; only with --launcher local",
+                             "with a launcher, the node agents start them one at a time; 0: off",
                              which))
       ->check(CLI::Range(0, kMaxStandby));
 }
 
-void check_standby(int standby, LauncherKind launcher) {
+void check_standby(int standby) {
   if (standby < 0 || standby > kMaxStandby) {
     CPRR_THROW_AS(UsageError, "--standby {}: must be a whole number from 0 to {}", standby,
                   kMaxStandby);
-  }
-  if (standby > 0 && launcher != LauncherKind::local) {
-    CPRR_THROW_AS(UsageError,
-                  "--standby needs --launcher local: ranks started by a launcher "
-                  "connect back one world at a time");
   }
 }
 

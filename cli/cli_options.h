@@ -37,8 +37,8 @@ struct SharedOptions {
 };
 
 /// The checks the options' validators make, repeated for in-process callers: --timeout in range,
-/// --standby in range and only with `launcher` local. Throws UsageError naming the option.
-void check_shared(const SharedOptions& o, LauncherKind launcher);
+/// --standby in range. Throws UsageError naming the option.
+void check_shared(const SharedOptions& o);
 
 /// Sets what `o` says of the controller: its run choices (whole), the stop descriptor and timing
 /// (a trace). The worker is each verb's to resolve.
@@ -79,9 +79,8 @@ inline constexpr int kMaxStandby = 64;
 /// earlier ones run (RunChoices::standby, Controller::foresee); 0, the default, is off.
 /// `which` says which executions come next: each tool knows different ones in advance.
 void add_standby_option(CLI::App& app, int& standby, std::string_view which);
-/// Throws UsageError naming --standby when N is out of [0, kMaxStandby], or when N > 0 and the
-/// worlds start through a launcher (its ranks connect back one world at a time).
-void check_standby(int standby, LauncherKind launcher);
+/// Throws UsageError naming --standby when N is out of [0, kMaxStandby].
+void check_standby(int standby);
 
 /// --collectives auto|nccl|gloo, cprecord's and cpreplay's (RunChoices::collectives), parsed into
 /// the request once; `unset` says what leaving it out means.

@@ -19,7 +19,7 @@
 #include "commands/record_slots.h"
 #include "data/shard.h"
 #include "recorder/engine/controller.h"
-#include "recorder/engine/interrupt.h"
+#include "recorder/launch/interrupt.h"
 #include "recorder/launch/port_claim.h"
 #include "recorder/protocol/protocol.h"
 #include "runtime/atomic_file.h"

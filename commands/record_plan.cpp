@@ -197,7 +197,7 @@ void check_counts(const RecordOptions& o) {
   if (o.repeat < 1) {
     CPRR_THROW_AS(UsageError, "--repeat {}: must be a whole number from 1 to 1000000", o.repeat);
   }
-  check_shared(o.shared, o.launch.kind);
+  check_shared(o.shared);
 }
 
 std::vector<Mode> modes_of(const std::string& mode) {

@@ -12,8 +12,8 @@
 #include "cli/report_table.h"
 #include "cli/trace.h"
 #include "data/text_forms.h"
-#include "recorder/engine/interrupt.h"
 #include "recorder/engine/launcher.h"
+#include "recorder/launch/interrupt.h"
 #include "runtime/atomic_file.h"
 #include "runtime/error.h"
 

@@ -142,6 +142,10 @@ PlanRun run_plan(const RecordPlan& p, Controller& controller, RecordWriter& writ
       results.push_back(std::move(r));
       store.submit(results.back(), p.case_ids[step.i]);
       progress.finished(results.size(), results.back(), p.cases[step.i]);
+      if (!controller.cannot_go_on().empty()) {  // no node left for the next world
+        out.stopped = "the loss of its nodes (" + controller.cannot_go_on() + ")";
+        break;
+      }
       // --fail-fast judges a case once its last mode of this repeat ran.
       const bool case_done =
           s + 1 == steps.size() || steps[s + 1].i != step.i || steps[s + 1].rep != step.rep;
@@ -221,6 +225,10 @@ void run_job(const RecordPlan& p, const std::vector<Step>& steps, int job,
             p, step.i, st.results,
             [](const auto& item) -> const ExecutionResult& { return item.second; });
         if (st.stopped) st.stop = true;
+      }
+      if (!controller->cannot_go_on().empty() && !st.stopped) {  // no node left for any world
+        st.stopped = "the loss of its nodes (" + controller->cannot_go_on() + ")";
+        st.stop = true;
       }
       lock.unlock();
       store.submit(kept, p.case_ids[step.i]);

@@ -10,8 +10,8 @@
 #include "cli/cli_options.h"
 #include "cli/report.h"
 #include "recorder/engine/controller.h"
-#include "recorder/engine/interrupt.h"
 #include "recorder/engine/world.h"
+#include "recorder/launch/interrupt.h"
 #include "replayer/replay.h"
 #include "replayer/replay_all.h"
 #include "replayer/replay_list.h"
@@ -257,7 +257,7 @@ int run_replay(const ReplayCommandOptions& o, std::ostream& out, std::ostream& e
     return 0;
   }
   // A launcher given here, before anything runs; the run's own once the replay reads it.
-  check_shared(o.replay.shared, o.replay.launch ? o.replay.launch->kind : LauncherKind::local);
+  check_shared(o.replay.shared);
   if (!o.replay.shared.trace.empty()) {
     if (!o.case_id) CPRR_THROW_AS(UsageError, "--trace FILE goes with --case ID");
     check_file_target("--trace", o.replay.shared.trace);  // before the replays, not after

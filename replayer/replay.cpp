@@ -16,13 +16,13 @@
 #include "recorder/engine/controller.h"
 #include "recorder/engine/job_slots.h"
 #include "recorder/engine/plan.h"
-#include "runtime/transport_choice.h"
 #include "recorder/engine/world.h"
 #include "recorder/launch/port_claim.h"
 #include "replayer/ddmin.h"
 #include "replayer/direction_probe.h"
 #include "replayer/race_confirmation.h"
 #include "runtime/error.h"
+#include "runtime/transport_choice.h"
 
 namespace cprr {
 namespace {
@@ -69,7 +69,7 @@ class Rebuild {
       config_.env.emplace_back("CUDA_MODULE_LOADING", "EAGER");
     if (!o.pinned_gpus.empty()) set_env(config_.env, "CUDA_VISIBLE_DEVICES", o.pinned_gpus);
     config_.launch = o.launch.value_or(run.launch);
-    check_shared(o.shared, config_.launch.kind);  // the run's launcher, unless --launcher
+    check_shared(o.shared);
     check_collectives(o.shared.run.requested(), run.backend);
     apply_shared(o.shared, config_);
     config_.master_port = port_.port();
@@ -149,7 +149,7 @@ class Rebuild {
   }
 
   std::unique_ptr<WorldFactory> make_worlds() const {
-    return worlds_ ? worlds_() : std::make_unique<ProcessWorlds>();
+    return worlds_ ? worlds_() : std::make_unique<ProcessWorlds>(nodes_);
   }
 
   ReplayReport& report_;
@@ -157,6 +157,9 @@ class Rebuild {
   ControllerConfig config_;
   Placement placement_;
   std::function<std::unique_ptr<WorldFactory>()> worlds_;
+  /// Every replay's launched worlds share one set of node agents: one launcher job per cpreplay.
+  /// Declared before the controllers, so it outlives their worlds.
+  std::shared_ptr<LaunchedNodes> nodes_ = std::make_shared<LaunchedNodes>();
   std::optional<Controller> fresh_;  ///< made at the first fresh replay
 };
 

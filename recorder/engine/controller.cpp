@@ -223,6 +223,24 @@ WorldHandle& Controller::world_for(const CaseInstance& inst, Mode mode,
   return **slot;
 }
 
+namespace {
+
+// A case whose rank's node agent died (or whose node dropped) under it has no verdict of its own:
+// a rank without a report is the infrastructure's doing, so the case is an error naming the host.
+// One whose ranks all reported finished before that, and keeps its verdict.
+void blame_infrastructure(ExecutionResult& res, WorldHandle& world) {
+  const bool all_reported = std::all_of(res.ranks.begin(), res.ranks.end(),
+                                        [](const RankReport& r) { return r.done.has_value(); });
+  if (all_reported) return;
+  const std::string why = world.infrastructure_fault();
+  if (why.empty()) return;
+  res.status = ExecStatus::error;
+  res.summary =
+      fmt::format("infrastructure: {}; the case has no verdict (its ranks: {})", why, res.summary);
+}
+
+}  // namespace
+
 ExecutionResult Controller::run(const CaseInstance& inst, Mode mode, Placement placement,
                                 const Perturbation& perturbation) {
   const auto t0 = config_.now();
@@ -253,9 +271,15 @@ ExecutionResult Controller::run(const CaseInstance& inst, Mode mode, Placement p
     res.first_use_phases = first_use_phases(res.ranks);
     add_note(res, world.stopped_early());
     classify(res, world);
+    blame_infrastructure(res, world);
     if (mode == Mode::pool && !world.reusable()) pools_.erase(inst.world_size);
   } catch (const Interrupted& e) {
     interrupt(res, e.what());
+    if (mode == Mode::pool) pools_.erase(inst.world_size);
+  } catch (const NoNodeLeft& e) {
+    res.status = ExecStatus::error;
+    res.summary = e.what();
+    cannot_go_on_ = e.what();
     if (mode == Mode::pool) pools_.erase(inst.world_size);
   } catch (const std::exception& e) {
     res.status = ExecStatus::error;

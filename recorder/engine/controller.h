@@ -45,8 +45,8 @@ struct ControllerConfig : WorldSpec {
   /// Ranks time every op and allocation (CaseCapture::timeline) for a trace (--trace).
   bool timeline = false;
   // Fresh mode: run.standby fresh worlds start ahead while a case runs, for the executions
-  // foresee() names. A standby world stays fresh: it runs nothing before its own case. Only
-  // with the local launcher (a launcher's ranks connect to the one listener one world at a time).
+  // foresee() names. A standby world stays fresh: it runs nothing before its own case. With a
+  // launcher, the node agents start standby worlds one at a time (NodeAgents::starting).
   /// How standby worlds start: on the controller's starter threads (the default), or deferred
   /// until its case takes it (tests that want one thread).
   std::launch standby_policy = std::launch::async;
@@ -135,6 +135,9 @@ class Controller {
   void foresee(const std::vector<int>& fresh_world_sizes, bool next_is_fresh);
   /// What it was made with.
   const ControllerConfig& config() const { return config_; }
+  /// Why no later case can run (no node left with a live agent can hold its world: the last
+  /// run() is that case's error); "" while cases can run. The run stops there.
+  const std::string& cannot_go_on() const { return cannot_go_on_; }
   /// Shuts every pooled and standby world down.
   void close_pools();
 
@@ -164,8 +167,9 @@ class Controller {
   };
   std::deque<Standby> standby_;
   std::map<uint64_t, uint64_t> served_;  // world id -> cases run
-  uint64_t next_world_ = 1;              // config_.first_id, then every id_step-th
-  uint64_t next_execution_ = 1;          // likewise
+  std::string cannot_go_on_;
+  uint64_t next_world_ = 1;      // config_.first_id, then every id_step-th
+  uint64_t next_execution_ = 1;  // likewise
   /// `next`, which then moves on by config_.id_step.
   uint64_t take_id(uint64_t& next) const;
 };

@@ -33,7 +33,8 @@ uint32_t frame_length(std::string_view b) {
   return v;
 }
 
-constexpr std::array<const char*, 4> kChannelNames{"control", "stdout", "stderr", "supervisor"};
+constexpr std::array<const char*, 5> kChannelNames{"control", "stdout", "stderr", "supervisor",
+                                                   "agent"};
 
 }  // namespace
 
@@ -96,24 +97,13 @@ void RankListener::refuse(Pending& p, const std::string& why) {
   if (refused_) refused_(fmt::format("refused a rank connection from {}: {}", p.peer, why));
 }
 
-std::vector<AcceptedRank> RankListener::accept_world(uint64_t world, int world_size,
-                                                     SteadyClock::time_point deadline,
-                                                     const std::function<Env(int)>& env_of,
-                                                     const std::function<void()>& check) {
-  std::vector<AcceptedRank> ranks(world_size);
-  int open = 0;
-  const int needed = 4 * world_size;
-  while (open < needed) {
+void RankListener::accept_until(const std::function<bool()>& done, SteadyClock::time_point deadline,
+                                const std::function<void()>& on_deadline,
+                                const std::function<std::string(Handshake&, UniqueFd&)>& take,
+                                const std::function<void()>& check) {
+  while (!done()) {
     check();
-    if (SteadyClock::now() >= deadline) {
-      std::string missing;
-      for (int r = 0; r < world_size; ++r) {
-        if (!ranks[r].control || !ranks[r].out || !ranks[r].err || !ranks[r].supervisor) {
-          missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
-        }
-      }
-      CPRR_THROW("rank(s) {} of world {} did not connect back to {}", missing, world, bound_.str());
-    }
+    if (SteadyClock::now() >= deadline) on_deadline();
     std::vector<pollfd> fds{{fd_.get(), POLLIN, 0}};
     for (const Pending& p : pending_) fds.push_back(pollfd{p.fd.get(), POLLIN, 0});
     ::poll(fds.data(), fds.size(), 50);  // short: check() also watches the launcher
@@ -134,41 +124,109 @@ std::vector<AcceptedRank> RankListener::accept_world(uint64_t world, int world_s
         refuse(p, "wrong token (CPRR_TOKEN is not this run's)");
         continue;
       }
-      if (hs.world != world || hs.world_size != world_size || hs.rank < 0 ||
-          hs.rank >= world_size) {
-        refuse(p, fmt::format("rank {} of world {} (size {}) is not a rank of the starting world "
-                              "{} (size {}): a late rank of an earlier world?",
-                              hs.rank, hs.world, hs.world_size, world, world_size));
-        continue;
-      }
-      AcceptedRank& r = ranks[hs.rank];
-      UniqueFd* slot = std::array<UniqueFd*, 4>{&r.control, &r.out, &r.err,
-                                                &r.supervisor}[static_cast<int>(hs.channel)];
-      if (*slot) {
-        refuse(p, fmt::format("duplicate {} connection for rank {} of world {}",
-                              kChannelNames[static_cast<int>(hs.channel)], hs.rank, world));
-        continue;
-      }
-      Welcome welcome;
-      if (hs.channel == Channel::supervisor) {
-        welcome.env = env_of(hs.rank);
-        r.host = hs.host;
-        r.pid = hs.pid;
-      }
-      try {
-        write_frame(p.fd.get(), encode(welcome));
-      } catch (const std::exception& e) {
-        p.fd.reset();  // it went away meanwhile: the rank will miss the deadline or reconnect
-        continue;
-      }
-      // Raw output channels and the supervisor's are read non-blocking; the control channel too
-      // (the world reads every channel with poll, as it does a socketpair).
-      *slot = std::move(p.fd);
-      ++open;
+      if (std::string why = take(hs, p.fd); !why.empty()) refuse(p, why);
     }
     std::erase_if(pending_, [](const Pending& p) { return !p.fd; });
   }
+}
+
+namespace {
+
+// Answers an accepted connection; false when it went away meanwhile (it will miss the deadline
+// or connect again).
+bool welcome(UniqueFd& fd, const Welcome& w) {
+  try {
+    write_frame(fd.get(), encode(w));
+    return true;
+  } catch (const std::exception&) {
+    fd.reset();
+    return false;
+  }
+}
+
+}  // namespace
+
+std::vector<AcceptedRank> RankListener::accept_world(uint64_t world, int world_size,
+                                                     SteadyClock::time_point deadline,
+                                                     const std::function<Env(int)>& env_of,
+                                                     const std::function<void()>& check) {
+  std::vector<AcceptedRank> ranks(world_size);
+  int open = 0;
+  const int needed = 4 * world_size;
+  const auto on_deadline = [&] {
+    std::string missing;
+    for (int r = 0; r < world_size; ++r) {
+      if (!ranks[r].control || !ranks[r].out || !ranks[r].err || !ranks[r].supervisor) {
+        missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
+      }
+    }
+    CPRR_THROW("rank(s) {} of world {} did not connect back to {}", missing, world, bound_.str());
+  };
+  const auto take = [&](Handshake& hs, UniqueFd& fd) -> std::string {
+    if (hs.channel == Channel::agent || hs.world != world || hs.world_size != world_size ||
+        hs.rank < 0 || hs.rank >= world_size) {
+      return fmt::format(
+          "{} {} of world {} (size {}) is not a rank of the starting world {} (size {}): a late "
+          "rank of an earlier world, or an agent that came too late?",
+          hs.channel == Channel::agent ? "agent" : "rank", hs.rank, hs.world, hs.world_size, world,
+          world_size);
+    }
+    AcceptedRank& r = ranks[hs.rank];
+    UniqueFd* slot = std::array<UniqueFd*, 4>{&r.control, &r.out, &r.err,
+                                              &r.supervisor}[static_cast<int>(hs.channel)];
+    if (*slot) {
+      return fmt::format("duplicate {} connection for rank {} of world {}",
+                         kChannelNames[static_cast<int>(hs.channel)], hs.rank, world);
+    }
+    Welcome w;
+    if (hs.channel == Channel::supervisor) {
+      w.env = env_of(hs.rank);
+      r.host = hs.host;
+      r.pid = hs.pid;
+    }
+    // Raw output channels and the supervisor's are read non-blocking; the control channel too
+    // (the world reads every channel with poll, as it does a socketpair).
+    if (welcome(fd, w)) {
+      *slot = std::move(fd);
+      ++open;
+    }
+    return {};
+  };
+  accept_until([&] { return open == needed; }, deadline, on_deadline, take, check);
   return ranks;
+}
+
+std::vector<AcceptedAgent> RankListener::accept_agents(int nodes, SteadyClock::time_point deadline,
+                                                       const Env& template_env,
+                                                       const std::function<void()>& check) {
+  std::vector<AcceptedAgent> agents(nodes);
+  int open = 0;
+  const auto on_deadline = [&] {
+    std::string missing;
+    for (int n = 0; n < nodes; ++n) {
+      if (!agents[n].fd) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", n);
+    }
+    CPRR_THROW("the agent(s) of node(s) {} did not connect back to {}", missing, bound_.str());
+  };
+  const auto take = [&](Handshake& hs, UniqueFd& fd) -> std::string {
+    if (hs.channel != Channel::agent || hs.world != 0 || hs.world_size != nodes || hs.rank < 0 ||
+        hs.rank >= nodes) {
+      return fmt::format("{} of world {} (size {}) is not one of the run's {} node agents",
+                         hs.channel == Channel::agent ? "an agent" : "a rank", hs.world,
+                         hs.world_size, nodes);
+    }
+    AcceptedAgent& a = agents[hs.rank];
+    if (a.fd) return fmt::format("a second agent for node {} (the first: {})", hs.rank, a.host);
+    if (welcome(fd, Welcome{{}, template_env})) {
+      a.fd = std::move(fd);
+      a.host = hs.host;
+      a.pid = hs.pid;
+      ++open;
+    }
+    return {};
+  };
+  accept_until([&] { return open == nodes; }, deadline, on_deadline, take, check);
+  return agents;
 }
 
 }  // namespace cprr

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "recorder/launch/tcp.h"
+#include "recorder/protocol/protocol.h"
 #include "runtime/fd.h"
 
 namespace cprr {
@@ -21,6 +22,13 @@ struct AcceptedRank {
   UniqueFd control, out, err, supervisor;
   std::string host;  ///< the host name it gave
   int32_t pid = 0;   ///< its supervisor's pid there
+};
+
+/// A node agent's authenticated connection (Channel::agent).
+struct AcceptedAgent {
+  UniqueFd fd;
+  std::string host;  ///< the host name it gave
+  int32_t pid = 0;   ///< its pid there
 };
 
 class RankListener {
@@ -46,6 +54,13 @@ class RankListener {
                                          const std::function<Env(int)>& env_of,
                                          const std::function<void()>& check);
 
+  /// Accepts until each of the run's `nodes` agents (engine/node_agents.h) connected, as
+  /// accept_world does; each is welcomed with `template_env`. Index = node.
+  std::vector<AcceptedAgent> accept_agents(int nodes,
+                                           std::chrono::steady_clock::time_point deadline,
+                                           const Env& template_env,
+                                           const std::function<void()>& check);
+
  private:
   struct Pending {
     UniqueFd fd;
@@ -58,6 +73,14 @@ class RankListener {
   /// Throws (the reason for refusing it) on EOF, an oversized frame or a silent peer.
   std::string read_handshake(Pending& p);
   void refuse(Pending& p, const std::string& why);
+  /// The accept loop both accepts share: until done(), every authenticated handshake goes to
+  /// `take`, which takes the connection (moving the descriptor) or returns why it is refused;
+  /// `on_deadline` throws at `deadline`, `check` runs every round.
+  void accept_until(const std::function<bool()>& done,
+                    std::chrono::steady_clock::time_point deadline,
+                    const std::function<void()>& on_deadline,
+                    const std::function<std::string(Handshake&, UniqueFd&)>& take,
+                    const std::function<void()>& check);
 
   UniqueFd fd_;
   Endpoint bound_;

@@ -19,12 +19,12 @@ void RemoteRank::pump(int timeout_ms) {
   try {
     while (auto frame = reader_.next()) exit_ = decode_rank_exited(*frame).exit;
   } catch (const std::exception& e) {
-    lost_ = fmt::format("its supervisor ({}) broke the protocol: {}", where_, e.what());
+    lost_ = fmt::format("{} broke the protocol: {}", where_, e.what());
   }
   if (fill == FrameReader::Fill::eof && !exit_ && lost_.empty()) {
     lost_ = fmt::format(
-        "the connection to its supervisor ({}) was lost: its host, the launcher or the "
-        "supervisor died",
+        "the connection to {}, which supervised it, was lost: its host, the launcher or the "
+        "agent died",
         where_);
   }
 }

@@ -1,7 +1,7 @@
 #pragma once
 // A rank process as its world sees it: how it ended, and how to signal it. A local rank is a
-// child of the controller (waitpid); a launched rank runs on some host under its supervisor
-// (recorder/rank/supervisor.h), which reports its end and forwards signals over a TCP connection.
+// child of the controller (waitpid); a launched rank runs on some host under its node agent
+// (recorder/rank/agent.h), which reports its end and forwards signals over a TCP connection.
 #include <sys/types.h>
 
 #include <optional>
@@ -54,10 +54,10 @@ class LocalRank : public RankProcess {
   pid_t group_;
 };
 
-/// A rank started by a launcher, known through its supervisor's connection.
+/// A rank started by a node agent, known through the connection the agent supervises it on.
 class RemoteRank : public RankProcess {
  public:
-  /// `supervisor`: the authenticated supervisor channel; `where`: "pid N on HOST" for messages.
+  /// `supervisor`: the authenticated supervisor channel; `where`: its agent, for messages.
   RemoteRank(UniqueFd supervisor, std::string where);
   const std::optional<ExitInfo>& poll() override;
   const std::optional<ExitInfo>& wait(int timeout_ms) override;

@@ -14,15 +14,16 @@
 #include <cerrno>
 #include <filesystem>
 #include <functional>
+#include <set>
 
 #include "data/flight_record.h"
 #include "data/text_forms.h"
-#include "runtime/transport_choice.h"
-#include "recorder/engine/wait_text.h"
 #include "recorder/engine/world_startup.h"
 #include "recorder/launch/proc_tree.h"
 #include "recorder/launch/token.h"
+#include "recorder/launch/wait_text.h"
 #include "runtime/error.h"
+#include "runtime/transport_choice.h"
 
 namespace cprr {
 namespace {
@@ -59,11 +60,6 @@ std::vector<std::pair<std::string, std::string>> rank_env(const WorldConfig& con
   return env;
 }
 
-std::string this_host() {
-  char buf[256] = {};
-  return ::gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : "localhost";
-}
-
 // A child's stdin (/dev/null), stdout and stderr (pipes whose read ends the world drains).
 struct ChildStdio {
   UniqueFd devnull, out_r, out_w, err_r, err_w;
@@ -80,21 +76,6 @@ ChildStdio child_stdio() {
   io.err_w.reset(err[1]);
   io.devnull.reset(CPRR_SYSCALL(::open("/dev/null", O_RDONLY | O_CLOEXEC)));
   return io;
-}
-
-// Reads what a non-blocking pipe holds now, without waiting.
-std::string read_available(int fd) {
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n > 0) {
-      out.append(buf, static_cast<std::size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    return out;
-  }
 }
 
 }  // namespace
@@ -128,17 +109,20 @@ int remove_stale_world_dirs(const std::filesystem::path& dir) {
   return removed;
 }
 
-World::World(const WorldConfig& config, uint64_t id, RankSpawner& spawner, RankListener* listener)
+World::World(const WorldConfig& config, uint64_t id, RankSpawner& spawner, RankListener* listener,
+             NodeAgents* agents)
     : id_(id),
       rendezvous_(make_rendezvous_dir(config.launch.shared_dir)),
       stop_fd_(config.stop_fd),
-      launcher_(describe(config.launch)),
+      agents_(agents),
       logs_(config.log_tail_bytes) {
   const Clock::time_point begin = Clock::now();
   try {
     if (config.launch.over_tcp()) {
-      CPRR_CHECK(listener != nullptr, "world {}: launcher {} needs a rank listener", id, launcher_);
-      launch_ranks(config, *listener);
+      CPRR_CHECK(listener != nullptr && agents_ != nullptr,
+                 "world {}: launcher {} needs a rank listener and node agents", id,
+                 describe(config.launch));
+      start_from_agents(config, *listener);
     } else {
       // What a rank leaves when it ends is reparented here, not to init: end_leftovers finds it.
       become_subreaper();
@@ -166,20 +150,49 @@ std::unique_ptr<WorldHandle> ProcessWorlds::make(const WorldConfig& config, uint
                                 : std::filesystem::path(config.launch.shared_dir));
     swept_ = true;
   }
-  if (config.launch.over_tcp() && !listener_) {
-    // One listener and one token for the whole run: every world's ranks connect to it.
+  RankSpawner& spawner = spawner_for(config);
+  lock.unlock();  // worlds start in parallel; the listener is used by one start at a time
+  const auto [listener, agents] = nodes_->for_world(config);
+  return std::make_unique<World>(config, id, spawner, listener, agents);
+}
+
+std::pair<RankListener*, NodeAgents*> LaunchedNodes::for_world(const WorldConfig& config) {
+  if (!config.launch.over_tcp()) return {nullptr, nullptr};
+  std::lock_guard lock(mu_);
+  if (!listener_) {
+    // One listener and one token for the whole run: every agent and rank connects to it.
     listener_ = std::make_unique<RankListener>(
         listen_endpoint(config.launch), make_token(),
         [](const std::string& line) { fmt::print(stderr, "cprr: {}\n", line); });
   }
-  RankListener* listener = listener_.get();
-  RankSpawner& spawner = spawner_for(config);
-  lock.unlock();  // worlds start in parallel; the listener is used by one start at a time
-  return std::make_unique<World>(config, id, spawner, listener);
+  // A C++ worker binary is its own agent; a worker with arguments (the Python one) runs under
+  // the supervisor binary's agent, as its local ranks run from a template.
+  const bool own_agent = config.worker_args.empty();
+  CPRR_CHECK(own_agent || !config.supervisor.empty(),
+             "--launcher {} needs the agent binary (cpworker) for the worker {}",
+             launcher_name(config.launch.kind), config.worker);
+  NodeAgents::Config c;
+  c.launch = config.launch;
+  c.program = own_agent ? config.worker : config.supervisor;
+  if (!own_agent) {
+    c.rank_command = {config.worker};
+    c.rank_command.insert(c.rank_command.end(), config.worker_args.begin(),
+                          config.worker_args.end());
+  }
+  std::vector<std::string> key{c.program};
+  key.insert(key.end(), c.rank_command.begin(), c.rank_command.end());
+  std::unique_ptr<NodeAgents>& agents = agents_[key];
+  if (!agents) {
+    c.template_env = world_env(config);
+    c.startup_timeout = config.startup_timeout;
+    c.stop_fd = config.stop_fd;
+    agents = std::make_unique<NodeAgents>(c, *listener_);  // a failure: the next world retries
+  }
+  return {listener_.get(), agents.get()};
 }
 
 RankSpawner& ProcessWorlds::spawner_for(const WorldConfig& config) {
-  // A launcher's ranks start on their hosts (launch_ranks): no template here.
+  // A launcher's ranks start on their hosts, from their agents' templates: none here.
   if (config.worker_args.empty() || !config.run.fork_from_template || config.launch.over_tcp()) {
     return direct_;
   }
@@ -187,18 +200,6 @@ RankSpawner& ProcessWorlds::spawner_for(const WorldConfig& config) {
   std::unique_ptr<TemplateSpawner>& spawner = templates_[command];
   if (!spawner) spawner = std::make_unique<TemplateSpawner>(std::move(command));
   return *spawner;
-}
-
-Endpoint listen_endpoint(const LaunchOptions& o) {
-  if (!o.listen.empty()) return parse_endpoint(o.listen, "--listen");
-  // Ranks that all run here reach the controller over loopback: no port opens to the network.
-  return Endpoint{o.all_local() ? "127.0.0.1" : "0.0.0.0", 0};
-}
-
-std::string advertised_host(const LaunchOptions& o, const Endpoint& bound) {
-  if (!o.advertise.empty()) return o.advertise;
-  if (bound.host != "0.0.0.0" && bound.host != "::") return bound.host;
-  return this_host();
 }
 
 void World::spawn_rank(int r, const WorldConfig& config, RankSpawner& spawner) {
@@ -243,106 +244,51 @@ void World::spawn_rank(int r, const WorldConfig& config, RankSpawner& spawner) {
   ranks_.push_back(std::move(rank));
 }
 
-void World::launch_ranks(const WorldConfig& config, RankListener& listener) {
-  const LaunchOptions& o = config.launch;
-  // A worker binary supervises its own rank (it re-runs itself); a worker with arguments (the
-  // Python one) is started, with them, by the supervisor binary, as a local rank would be.
-  const bool own_supervisor = config.worker_args.empty();
-  CPRR_CHECK(own_supervisor || !config.supervisor.empty(),
-             "world {}: --launcher {} needs a supervisor binary (cpworker) for the worker {}", id_,
-             launcher_name(o.kind), config.worker);
-  const Endpoint back{advertised_host(o, listener.bound()), listener.bound().port};
-  std::vector<std::string> rank_argv{own_supervisor ? config.worker : config.supervisor,
-                                     "--connect",
-                                     back.str(),
-                                     "--world",
-                                     std::to_string(id_),
-                                     "--world-size",
-                                     std::to_string(config.world_size),
-                                     "--rendezvous",
-                                     rendezvous_,
-                                     "--backend",
-                                     config.backend};
-  if (!own_supervisor) {
-    rank_argv.emplace_back("--");
-    rank_argv.push_back(config.worker);
-    rank_argv.insert(rank_argv.end(), config.worker_args.begin(), config.worker_args.end());
-  }
-  ChildStdio io = child_stdio();
-  SpawnSpec spec;
-  spec.argv = launcher_argv(o, config.world_size, rank_argv);
-  spec.fds = {{io.devnull.get(), 0}, {io.out_w.get(), 1}, {io.err_w.get(), 2}};
-  spec.env = {{kTokenEnv, listener.token()}};  // never on the command line
-  spec.search_path = true;
-  try {
-    job_ = ChildProcess::spawn(spec);  // leads its own group
-  } catch (const std::exception& e) {
-    CPRR_THROW(
-        "world {} (size {}): cannot start the launcher '{}': is it installed and on PATH? "
-        "({})",
-        id_, config.world_size, spec.argv[0], e.what());
-  }
-  CPRR_SYSCALL(::fcntl(io.out_r.get(), F_SETFL, O_NONBLOCK));
-  CPRR_SYSCALL(::fcntl(io.err_r.get(), F_SETFL, O_NONBLOCK));
-  job_err_ = std::move(io.err_r);  // its stdout waits in io.out_r, undrained, until then
+void World::start_from_agents(const WorldConfig& config, RankListener& listener) {
   std::vector<AcceptedRank> accepted;
-  try {
-    accepted = listener.accept_world(
-        id_, config.world_size, Clock::now() + config.startup_timeout,
-        [&](int r) { return rank_env(config, r); },
-        [&] {
-          if (stop_requested()) {
-            CPRR_THROW_AS(Interrupted, "interrupted while world {} (size {}) was starting", id_,
-                          config.world_size);  // no rank connected yet: size() is still 0
-          }
-          if (const auto& e = job_->poll()) {
-            CPRR_THROW("the launcher ({}) {} before every rank connected back", launcher_,
-                       e->describe());
-          }
-        });
-  } catch (const Interrupted&) {
-    throw;
-  } catch (const std::exception& e) {
-    CPRR_THROW("world {} (size {}) failed to start: {}; the launcher's stderr:\n{}", id_,
-               config.world_size, e.what(), last_bytes(job_stderr(), 2000));
+  {
+    std::lock_guard starting(agents_->starting());
+    nodes_ = agents_->start_world(id_, config.world_size, rendezvous_, config.backend,
+                                  config.run.fork_from_template && !config.worker_args.empty(),
+                                  world_env(config));
+    try {
+      accepted = listener.accept_world(
+          id_, config.world_size, Clock::now() + config.startup_timeout,
+          [&](int r) { return rank_env(config, r); },
+          [&] {
+            if (stop_requested()) {
+              CPRR_THROW_AS(Interrupted, "interrupted while world {} (size {}) was starting", id_,
+                            config.world_size);  // no rank connected yet: size() is still 0
+            }
+            agents_->check_start(id_, nodes_);
+          });
+    } catch (const Interrupted&) {
+      throw;
+    } catch (const std::exception& e) {
+      CPRR_THROW("world {} (size {}) failed to start: {}; the launcher's output:\n{}", id_,
+                 config.world_size, e.what(), agents_->launcher_output());
+    }
   }
   for (int r = 0; r < config.world_size; ++r) {
     AcceptedRank& a = accepted[r];
     Rank rank;
-    rank.process = std::make_unique<RemoteRank>(std::move(a.supervisor),
-                                                fmt::format("pid {} on {}", a.pid, a.host));
+    rank.process = std::make_unique<RemoteRank>(std::move(a.supervisor), agents_->name(nodes_[r]));
     rank.control = std::move(a.control);
     rank.spawned_at = Clock::now();  // connected back: what a launched rank's spawn ends with
     logs_.add(std::move(a.out));
     logs_.add(std::move(a.err));
     ranks_.push_back(std::move(rank));
   }
-  logs_.add(std::move(io.out_r));
-  job_err_text_ = read_available(job_err_.get());
-  logs_.add(std::move(job_err_));
 }
 
-std::string World::job_stderr() {
-  if (!job_) return {};
-  if (job_err_) {
-    job_err_text_ += read_available(job_err_.get());
-    return job_err_text_;
+std::string World::infrastructure_fault() {
+  if (agents_ == nullptr) return {};
+  for (const int n : std::set<int>(nodes_.begin(), nodes_.end())) {
+    if (std::string why = agents_->gone(n); !why.empty()) {
+      return fmt::format("{} {}", agents_->name(n), why);
+    }
   }
-  logs_.drain_now();
-  return job_err_text_ + logs_.since(2 * size() + 1, 0);
-}
-
-void World::end_job(std::chrono::milliseconds grace) {
-  if (!job_ || !job_->running()) return;
-  // Once every rank connected and is gone, its supervisors have exited, so a healthy launcher
-  // ends by itself; a start that failed or was interrupted leaves supervisors waiting: TERM now.
-  const bool started = !ranks_.empty();
-  if (started) job_->wait(static_cast<int>(std::max<int64_t>(grace.count(), 2000)));
-  if (!job_->running()) return;
-  job_->signal_group(SIGTERM);
-  job_->wait(static_cast<int>(grace.count()));
-  if (job_->running()) job_->signal_group(SIGKILL);
-  job_->wait(5000);
+  return {};
 }
 
 void World::await_ready(const WorldConfig& config, Clock::time_point begin) {
@@ -437,9 +383,10 @@ std::string World::startup_failure(int rank, const std::string& why) {
   std::string msg =
       fmt::format("world {} (size {}): rank {} failed to start: {}{}; its stderr:\n{}", id_, size(),
                   rank, why, how, last_bytes(logs_.since(2 * rank + 1, 0), 2000));
-  if (job_)
-    msg +=
-        fmt::format("\nthe launcher's ({}) stderr:\n{}", launcher_, last_bytes(job_stderr(), 2000));
+  if (agents_ != nullptr) {
+    msg += fmt::format("\n{}; the launcher's output:\n{}", agents_->name(nodes_[rank]),
+                       agents_->launcher_output());
+  }
   return msg;
 }
 
@@ -490,7 +437,6 @@ void World::kill(std::chrono::milliseconds grace) {
   for (Rank& r : ranks_) r.process->wait(5000);
   // Only now: an unreaped rank kept the group's id from being reused while it was signalled.
   for (Rank& r : ranks_) r.process->reap();
-  end_job(grace);
   logs_.wait_eof(500);
 }
 

@@ -13,13 +13,14 @@
 #include <vector>
 
 #include "data/flight_record.h"
-#include "recorder/engine/log_drain.h"
+#include "recorder/engine/node_agents.h"
 #include "recorder/engine/rank_listener.h"
 #include "recorder/engine/rank_process.h"
-#include "recorder/engine/rank_spawner.h"
 #include "recorder/engine/world_handle.h"
 #include "recorder/engine/world_startup.h"
+#include "recorder/launch/log_drain.h"
 #include "recorder/launch/process.h"
+#include "recorder/launch/rank_spawner.h"
 #include "recorder/protocol/protocol.h"
 #include "runtime/error.h"
 #include "runtime/fd.h"
@@ -37,13 +38,13 @@ int remove_stale_world_dirs(const std::filesystem::path& dir);
 /// The real world: rank processes of the worker binary (the WorldHandle ProcessWorlds makes).
 class World : public WorldHandle {
  public:
-  /// Starts the ranks (local ones through `spawner`, or through config.launch's launcher,
-  /// connecting back to `listener`, which a launcher other than local needs) and waits until
-  /// every rank said hello and joined the communicator (await_ready). Throws cprr::Error naming
-  /// the rank, how it ended and its stderr tail (or the launcher's, or the template process's)
-  /// when the world cannot start.
+  /// Starts the ranks (local ones through `spawner`; with a launcher other than local, through
+  /// the run's node `agents`, the ranks connecting back to `listener`) and waits until every
+  /// rank said hello and joined the communicator (await_ready). Throws cprr::Error naming the
+  /// rank, how it ended and its stderr tail (or the launcher's, or the template process's) when
+  /// the world cannot start; NoNodeLeft when no node left can hold it.
   World(const WorldConfig& config, uint64_t id, RankSpawner& spawner,
-        RankListener* listener = nullptr);
+        RankListener* listener = nullptr, NodeAgents* agents = nullptr);
   /// Asks healthy ranks to shut down, then kills the group and reaps every rank, and every
   /// orphan of theirs this process inherited as a subreaper (reap_orphans).
   ~World() override;
@@ -67,6 +68,8 @@ class World : public WorldHandle {
   const std::string& symmetric_pool() const override { return symmetric_pool_; }
   CollectiveTransport transport() const override { return transport_; }
   const std::string& rank_gpus() const override { return rank_gpus_; }
+  /// Names the node agent of this world that is gone (its host), if one is.
+  std::string infrastructure_fault() override;
 
   /// Sends the case to every rank and marks the log positions for its tails.
   void start(const RunCase& msg) override;
@@ -122,13 +125,8 @@ class World : public WorldHandle {
   /// collect() ended at `after_death` past a rank's failure with ranks still running: says so
   /// in stopped_early_.
   void note_released_at_grace(const std::vector<RankReport>& reports);
-  /// Starts the launcher job and takes its ranks' connections from `listener`; the job's output
-  /// is drained after the ranks' (log indices 2W and 2W+1).
-  void launch_ranks(const WorldConfig& config, RankListener& listener);
-  /// The launcher job's stderr so far (start-up failures quote it).
-  std::string job_stderr();
-  /// Waits for the launcher job to end by itself (its supervisors are gone), then TERM, KILL.
-  void end_job(std::chrono::milliseconds grace);
+  /// Asks the node agents for the ranks and takes their connections from `listener`.
+  void start_from_agents(const WorldConfig& config, RankListener& listener);
   /// Start-up: every rank's hello, then Bootstrap with rank 0's communicator id and the transport
   /// chosen from the ranks' GPUs (choose_transport), then every
   /// rank's Connected, all within config.startup_timeout; throws naming the rank that failed.
@@ -150,11 +148,9 @@ class World : public WorldHandle {
   int stop_fd_ = -1;
   pid_t group_ = 0;  ///< local: rank 0's process group, every rank's
   std::vector<Rank> ranks_;
-  std::optional<ChildProcess> job_;  ///< the launcher (mpirun, srun) when not local
-  UniqueFd job_err_;                 ///< its stderr, until handed to logs_
-  std::string job_err_text_;         ///< its stderr read before logs_ took the pipe
-  std::string launcher_;             ///< describe(config.launch), for messages
-  std::string stopped_early_;        ///< collect()'s early return, when it made one
+  NodeAgents* agents_ = nullptr;  ///< the run's node agents, when a launcher started them
+  std::vector<int> nodes_;        ///< each rank's node (index into agents_)
+  std::string stopped_early_;     ///< collect()'s early return, when it made one
   /// The live check's last sighting of a blocking mismatch: each rank's flight-record length
   /// (empty: none). It stops the wait only when the next check sees the same, nothing entered.
   std::vector<std::size_t> live_seen_;
@@ -172,15 +168,39 @@ class World : public WorldHandle {
   std::vector<StartupPhase> startup_phases_;
 };
 
+/// The listener and the node agents of launched worlds (--launcher mpirun|srun), shared by every
+/// ProcessWorlds of a run (cpreplay's controllers, one per pooled replay), so that each node's
+/// agent is started once for all of them. Destroyed after every world it started ranks for.
+class LaunchedNodes {
+ public:
+  LaunchedNodes() = default;
+  LaunchedNodes(const LaunchedNodes&) = delete;
+  LaunchedNodes& operator=(const LaunchedNodes&) = delete;
+  /// The listener and the node agents of `config`'s worlds, the agents started now unless they
+  /// run (one set per agent command line: the agent binary and its worker). Thread-safe; throws
+  /// what NodeAgents' start throws (the next call tries again).
+  std::pair<RankListener*, NodeAgents*> for_world(const WorldConfig& config);
+
+ private:
+  std::mutex mu_;
+  std::unique_ptr<RankListener> listener_;
+  // Declared after the listener: destroyed first, ending the agents while it still listens.
+  std::map<std::vector<std::string>, std::unique_ptr<NodeAgents>> agents_;
+};
+
 /// The default WorldFactory: every world it makes is a World of real rank processes.
 class ProcessWorlds : public WorldFactory {
  public:
   /// The first world it makes first sweeps the temp directory of dead recorders' world
   /// directories (remove_stale_world_dirs): once per controller, not per case. The first world
-  /// started through a launcher opens the listener (and the run's token) every later one uses.
+  /// started through a launcher opens the listener (and the run's token) every later one uses,
+  /// and starts the node agents (one launcher job for the run) that start every world's ranks.
   /// A worker with arguments (the Python worker) has its ranks forked from a template process
   /// (TemplateSpawner), one per TemplateCommand, started with the first world that needs it and
   /// ended with this factory; others are posix_spawn'ed (WorldSpec::fork_from_template).
+  /// `nodes`: the launched worlds' agents, shared with other factories of the run.
+  explicit ProcessWorlds(std::shared_ptr<LaunchedNodes> nodes = std::make_shared<LaunchedNodes>())
+      : nodes_(std::move(nodes)) {}
   std::unique_ptr<WorldHandle> make(const WorldConfig& config, uint64_t id) override;
 
  private:
@@ -191,7 +211,8 @@ class ProcessWorlds : public WorldFactory {
   // guarded. Launched worlds never start concurrently (the listener takes one at a time).
   std::mutex mu_;
   bool swept_ = false;
-  std::unique_ptr<RankListener> listener_;
+  /// Destroyed after every world (the factory outlives its controller's worlds) unless shared.
+  std::shared_ptr<LaunchedNodes> nodes_;
   DirectSpawner direct_;
   // Declared last: destroyed first, once every world it forked ranks for is gone (the factory
   // outlives its controller's worlds).
@@ -201,12 +222,5 @@ class ProcessWorlds : public WorldFactory {
 /// What every rank of `config`'s worlds has in its environment on top of the controller's, local
 /// or launched, before its own CPRR_RANK and CPRR_WORLD_SIZE (a template process gets this).
 std::vector<std::pair<std::string, std::string>> world_env(const WorldConfig& config);
-
-/// The address launched ranks connect back to: --advertise, else the listen address when it is
-/// one address, else this host's name.
-std::string advertised_host(const LaunchOptions& o, const Endpoint& bound);
-/// Where the controller listens: --listen, else 127.0.0.1 when every rank runs on this host,
-/// else every interface; any free port unless one is given.
-Endpoint listen_endpoint(const LaunchOptions& o);
 
 }  // namespace cprr

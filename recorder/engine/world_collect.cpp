@@ -15,9 +15,9 @@
 #include "analysis/classify.h"
 #include "analysis/layout_check.h"
 #include "data/flight_record.h"
-#include "recorder/engine/wait_text.h"
 #include "recorder/engine/world.h"
 #include "recorder/launch/proc_tree.h"
+#include "recorder/launch/wait_text.h"
 #include "runtime/error.h"
 
 namespace cprr {
@@ -53,11 +53,9 @@ std::optional<std::string> World::idle_fault() {
           (p.revents & POLLHUP) != 0 ? "closed its control channel" : "sent unasked data");
     }
   }
-  if (job_) {
-    if (const auto& exit = job_->poll()) {
-      reusable_ = false;
-      return fmt::format("the launcher ({}) {} between cases", launcher_, exit->describe());
-    }
+  if (std::string why = infrastructure_fault(); !why.empty()) {
+    reusable_ = false;
+    return why + " between cases";
   }
   return std::nullopt;
 }
@@ -260,7 +258,7 @@ bool World::blocked_in_mismatch(uint64_t execution, const std::vector<RankReport
     return false;
   }
   std::string when;
-  if (!job_) {
+  if (agents_ == nullptr) {
     // Local ranks share this host's steady clock, which the entries' times are on.
     int64_t last_ns = 0;
     for (const FlightLog& l : logs) {
@@ -302,7 +300,7 @@ void World::on_eof(int r, RankReport& report) {
 }
 
 std::string World::end_leftovers(const std::string& after) {
-  if (job_) return {};
+  if (agents_ != nullptr) return {};  // on other hosts: their agents end what ranks leave
   // Nothing forked anywhere since the last look: nothing new can be running.
   const std::optional<pid_t> last = last_created_pid();
   if (last && last == swept_at_) return {};

@@ -12,6 +12,7 @@
 
 #include "data/execution.h"
 #include "recorder/engine/launcher.h"
+#include "recorder/launch/rank_spawner.h"  // Interrupted
 #include "recorder/protocol/protocol.h"
 #include "runtime/error.h"
 #include "runtime/startup_phases.h"
@@ -33,7 +34,7 @@ struct RunChoices {
   /// the record's before it replays).
   std::optional<CollectivesRequest> collectives;
   /// With worker_args (the Python worker), local ranks are forked from a template process that
-  /// loaded the worker once (engine/rank_spawner.h) instead of each starting it afresh; false
+  /// loaded the worker once (launch/rank_spawner.h) instead of each starting it afresh; false
   /// posix_spawns every rank (`CPRR_PYTHON_TEMPLATE=off`). A worker without arguments is always
   /// spawned.
   bool fork_from_template = true;
@@ -76,13 +77,6 @@ struct WorldConfig : WorldSpec {
   int world_size = 2;
 };
 
-/// Thrown when the stop descriptor fired while a world was starting; its ranks are already
-/// killed and reaped and its directory removed.
-class Interrupted : public Error {
- public:
-  using Error::Error;
-};
-
 /// A started world of ranks, as the controller drives it: one case at a time, start() then
 /// collect(), then on trouble query_status() and kill(); destroying it shuts the ranks down.
 class WorldHandle {
@@ -109,6 +103,10 @@ class WorldHandle {
   /// ExecutionResult::collectives (the transport's name) and rank_gpus.
   virtual CollectiveTransport transport() const = 0;
   virtual const std::string& rank_gpus() const = 0;
+  /// Why this world's infrastructure failed under it (a node agent that died, a node that
+  /// dropped), named with its host; "" when nothing did. A case whose world this names has no
+  /// verdict of its own: the controller makes it an `error`.
+  virtual std::string infrastructure_fault() { return {}; }
 
   /// Sends the case to every rank and marks the log positions for its tails.
   virtual void start(const RunCase& msg) = 0;

@@ -1,5 +1,5 @@
 #pragma once
-// The wire between a controller and a template process (recorder/engine/rank_spawner.h): the
+// The wire between a controller and a template process (recorder/launch/rank_spawner.h): the
 // controller asks a process that loaded the worker once (a Python worker: torch and the case
 // files imported) to fork one rank process, and the template answers with the rank's pid. One
 // request, then its reply, on a SOCK_STREAM socketpair; the rank's descriptors travel with the

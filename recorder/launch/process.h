@@ -1,6 +1,6 @@
 #pragma once
 // Child processes of the controller: spawned with posix_spawn (argv, no shell) into a process
-// group, or forked by a template process and reparented here (recorder/engine/rank_spawner.h),
+// group, or forked by a template process and reparented here (recorder/launch/rank_spawner.h),
 // reaped by an RAII owner so no rank is ever left behind.
 #include <sys/types.h>
 

@@ -241,7 +241,7 @@ std::string encode_handshake(const Handshake& hs) { return with_preamble(to_byte
 Handshake decode_handshake(std::string_view payload) {
   check_preamble(payload, "handshake");
   Handshake hs = from_bytes<Handshake>(payload.substr(8), "handshake");
-  check_enum(hs.channel, Channel::supervisor, "handshake channel");
+  check_enum(hs.channel, Channel::agent, "handshake channel");
   return hs;
 }
 
@@ -254,6 +254,14 @@ SignalRank decode_signal_rank(std::string_view payload) {
 }
 RankExited decode_rank_exited(std::string_view payload) {
   return from_bytes<RankExited>(payload, "rank exit");
+}
+std::string encode(const StartRank& msg) { return to_bytes(msg); }
+std::string encode(const RankNotStarted& msg) { return to_bytes(msg); }
+StartRank decode_start_rank(std::string_view payload) {
+  return from_bytes<StartRank>(payload, "start rank");
+}
+RankNotStarted decode_rank_not_started(std::string_view payload) {
+  return from_bytes<RankNotStarted>(payload, "rank not started");
 }
 
 std::string encode(const ToRank& msg) { return to_bytes(msg); }

@@ -27,7 +27,7 @@ namespace cprr {
 inline constexpr uint32_t kProtocolMagic = 0x52525043;  // "CPRR" read as little-endian bytes
 /// Bump when any message below changes layout or meaning. Controller and worker of different
 /// versions refuse each other at the hello with a message naming both versions.
-inline constexpr uint32_t kProtocolVersion = 21;  // 2: Hello.comm_id, Bootstrap, Connected, Abort;
+inline constexpr uint32_t kProtocolVersion = 22;  // 2: Hello.comm_id, Bootstrap, Connected, Abort;
                                                   // 3: OpRecord read_spans/write_spans;
                                                   // 4: OpRecord peer/epoch, RunCase.perturbation;
                                                   // 5: Perturbation.poison;
@@ -52,6 +52,8 @@ inline constexpr uint32_t kProtocolVersion = 21;  // 2: Hello.comm_id, Bootstrap
                                                   // 20: Perturbation.probe_touches,
                                                   //     OpRecord.probed
                                                   // 21: Bootstrap.transport as the enum
+                                                  // 22: Channel::agent, StartRank,
+                                                  //     RankNotStarted (node agents)
 inline constexpr uint32_t kMaxFrameBytes = 256u << 20;
 
 /// First message of every rank: who it is.
@@ -190,6 +192,10 @@ enum class Channel : uint8_t {
   out,         ///< the rank's stdout, raw bytes
   err,         ///< the rank's stderr, raw bytes
   supervisor,  ///< the supervisor: SignalRank in, RankExited out
+  /// A node agent (recorder/rank/agent.h), one per node for the whole run: StartRank in,
+  /// RankNotStarted out. Its Handshake's world is 0, its rank the node's index and its
+  /// world_size the run's node count.
+  agent,
 };
 
 /// First frame of every connection from a launched rank.
@@ -214,7 +220,9 @@ struct Handshake {
 struct Welcome {
   std::string error;
   /// On the supervisor channel: the environment the rank gets on top of the supervisor's (the
-  /// WorldConfig's, with NCCL_NVLS_ENABLE=0), the same as a local rank's.
+  /// WorldConfig's, with NCCL_NVLS_ENABLE=0), the same as a local rank's. On the agent channel:
+  /// the template environment of the run's worlds (StartRank::template_env), so that an agent
+  /// of a Python worker starts its template at once, before the first world asks for a rank.
   std::vector<std::pair<std::string, std::string>> env;
 
   bool operator==(const Welcome&) const = default;
@@ -244,6 +252,46 @@ struct RankExited {
   }
 };
 
+/// Controller -> node agent: start rank `rank` of world `world` on this node. The agent opens
+/// the rank's four channels as a supervisor does (Handshake with this world and rank), starts the
+/// rank and supervises it: it is, for that rank, what `cpworker --connect` is for a launched one.
+struct StartRank {
+  uint64_t world = 0;
+  int32_t rank = 0;
+  int32_t world_size = 0;
+  int32_t local_rank = 0;  ///< its index among the world's ranks on this node (CPRR_LOCAL_RANK)
+  int32_t local_size = 0;  ///< the world's ranks on this node (CPRR_LOCAL_SIZE)
+  std::string rendezvous;
+  std::string backend;
+  /// Fork the rank from a template process of the agent's worker command (a Python worker),
+  /// kept by the agent for every later rank with the same template_env; else spawn it.
+  bool fork_from_template = false;
+  /// What every rank of the world has in its environment, less what differs per rank: the
+  /// template's environment (the rank's own comes in its Welcome).
+  std::vector<std::pair<std::string, std::string>> template_env;
+
+  bool operator==(const StartRank&) const = default;
+  template <class A>
+  void serialize(A& a) {
+    a(world, rank, world_size, local_rank, local_size, rendezvous, backend, fork_from_template,
+      template_env);
+  }
+};
+
+/// Node agent -> controller: a StartRank it could not carry out, and why (the template died,
+/// the worker could not be executed, ...). The world's start fails at once with it.
+struct RankNotStarted {
+  uint64_t world = 0;
+  int32_t rank = 0;
+  std::string why;
+
+  bool operator==(const RankNotStarted&) const = default;
+  template <class A>
+  void serialize(A& a) {
+    a(world, rank, why);
+  }
+};
+
 // ---- encoding ----
 
 std::string encode_hello(const Hello& hello);
@@ -260,6 +308,10 @@ std::string encode(const RankExited& msg);
 Welcome decode_welcome(std::string_view payload);
 SignalRank decode_signal_rank(std::string_view payload);
 RankExited decode_rank_exited(std::string_view payload);
+std::string encode(const StartRank& msg);
+std::string encode(const RankNotStarted& msg);
+StartRank decode_start_rank(std::string_view payload);
+RankNotStarted decode_rank_not_started(std::string_view payload);
 /// Throws ProtocolError (never crashes) on truncated or malformed payloads.
 ToRank decode_to_rank(std::string_view payload);
 FromRank decode_from_rank(std::string_view payload);

@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "data/flight_record.h"
+#include "recorder/rank/agent.h"
 #include "recorder/rank/case_runner.h"
 #include "recorder/rank/descriptors.h"
 #include "recorder/rank/rank_channel.h"
-#include "recorder/rank/supervisor.h"
 #include "runtime/error.h"
 
 namespace cprr {
@@ -30,60 +30,64 @@ struct WorkerArgs {
   std::string rendezvous;
   std::string backend = "cpu";
   bool catalog = false;
-  std::string connect;  ///< HOST:PORT: run as a launched rank's supervisor (supervisor.h)
-  uint64_t world = 0;
-  bool rank_given = false;  ///< --rank was passed (with --connect it is optional)
-  /// With --connect, after --: the worker the rank runs instead of this binary (SupervisorArgs).
+  /// With --agent, after --: the worker the ranks run instead of this binary.
   std::vector<std::string> rank_command;
+  std::string agent;  ///< HOST:PORT: run as a node agent (agent.h)
+  int nodes = 0;      ///< with --agent: the run's node count
+  int node = -1;      ///< with --agent: this node's index (-1: the launcher's rank)
   /// When main() began: the first step of start-up the rank reports is timed from here.
   PhaseClock::Clock::time_point started = PhaseClock::Clock::now();
 };
 
 void parse(int argc, char** argv, WorkerArgs& a) {
   CLI::App app{
-      "cprr rank process; started by cprecord/cpreplay (directly, or through a launcher with "
-      "--connect), not by hand"};
-  auto* rank = app.add_option("--rank", a.rank,
-                              "this rank (with --connect: default from the "
-                              "launcher's environment)");
-  app.add_option("--world-size", a.world_size, "ranks in the world")->required();
+      "cprr rank process, or a node agent (--agent); started by cprecord/cpreplay, directly or "
+      "through a launcher, not by hand"};
+  auto* rank = app.add_option("--rank", a.rank, "this rank");
+  auto* size = app.add_option("--world-size", a.world_size, "ranks in the world");
   auto* fd = app.add_option("--control-fd", a.control_fd, "inherited control socket");
-  auto* connect = app.add_option(
-      "--connect", a.connect,
-      "HOST:PORT of the controller: run as a launched rank's supervisor, authenticated by the "
-      "token in CPRR_TOKEN");
-  app.add_option("--world", a.world, "with --connect: the world this rank belongs to");
+  auto* agent = app.add_option(
+      "--agent", a.agent,
+      "HOST:PORT of the controller: run as the node agent that starts and supervises every rank "
+      "the controller places on this node, authenticated by the token in CPRR_TOKEN");
+  auto* nodes = app.add_option("--nodes", a.nodes, "with --agent: the run's node count")
+                    ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--node", a.node,
+                 "with --agent: this node's index (default: from the launcher's environment)")
+      ->check(CLI::Range(0, 1 << 20));
   app.add_option("--rendezvous", a.rendezvous, "communicator rendezvous directory");
   app.add_option("--backend", a.backend, "cpu | cuda");
   app.add_flag("--catalog", a.catalog, "send the registered cases and exit");
   auto* command = app.add_option(
       "rank_command", a.rank_command,
-      "with --connect, after --: the worker (and its arguments) the supervised rank runs "
-      "instead of this binary, as cprecord --python's launched ranks do");
-  fd->excludes(connect);
-  command->needs(connect);
+      "with --agent, after --: the worker (and its arguments) the ranks run instead of this "
+      "binary, as cprecord --python's launched ranks do");
+  agent->excludes(fd)->excludes(size)->excludes(rank);
+  nodes->needs(agent);
   try {
     app.parse(argc, argv);
-    if (fd->count() == 0 && connect->count() == 0) {
-      throw CLI::RequiredError("--control-fd or --connect");
+    if (agent->count() > 0) {
+      if (nodes->count() == 0) throw CLI::RequiredError("--nodes (with --agent)");
+      return;
     }
-    a.rank_given = rank->count() > 0;
-    if (connect->count() == 0 && !a.rank_given) throw CLI::RequiredError("--rank");
+    if (command->count() > 0) {
+      throw CLI::ValidationError("rank_command", "a worker after -- needs --agent");
+    }
+    if (size->count() == 0) throw CLI::RequiredError("--world-size");
+    if (fd->count() == 0) throw CLI::RequiredError("--control-fd or --agent");
+    if (rank->count() == 0) throw CLI::RequiredError("--rank");
   } catch (const CLI::ParseError& e) {
     std::exit(app.exit(e) == 0 ? 0 : 2);
   }
 }
 
-int run_supervisor(const WorkerArgs& a) {
-  SupervisorArgs s;
-  s.controller = parse_endpoint(a.connect, "--connect");
-  s.world = a.world;
-  if (a.rank_given) s.rank = a.rank;
-  s.world_size = a.world_size;
-  s.rendezvous = a.rendezvous;
-  s.backend = a.backend;
-  s.rank_command = a.rank_command;
-  return supervise(s);
+int run_node_agent(const WorkerArgs& a) {
+  AgentArgs g;
+  g.controller = parse_endpoint(a.agent, "--agent");
+  g.nodes = a.nodes;
+  if (a.node >= 0) g.node = a.node;
+  g.rank_command = a.rank_command;
+  return run_agent(g);
 }
 
 // Ranks must never outlive their controller: a killed cprecord takes its worlds with it. A rank
@@ -131,7 +135,7 @@ RankState make_state(const WorkerArgs& a) {
   state.rank = a.rank;
   state.world_size = a.world_size;
   // A launcher across hosts says which GPU of its node this rank takes, and how many ranks its
-  // node holds (supervisor.cpp).
+  // node holds (its node agent: agent.cpp).
   const char* local = std::getenv("CPRR_LOCAL_RANK");
   const char* local_size = std::getenv("CPRR_LOCAL_SIZE");
   state.backend = make_backend(BackendConfig{a.backend, a.rank, a.world_size, a.rendezvous,
@@ -274,12 +278,15 @@ int worker_main(int argc, char** argv) {
       for (const auto& e : registry().errors()) std::fprintf(stderr, "cpworker: %s\n", e.c_str());
       return 2;
     }
-    if (!a.connect.empty()) return run_supervisor(a);
+    if (!a.agent.empty()) return run_node_agent(a);
     UniqueFd control = adopt_control_fd(a.control_fd);
     return a.catalog ? send_catalog(a, std::move(control)) : serve(a, std::move(control));
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "cpworker rank %d%s: %s\n", a.rank,
-                 a.connect.empty() ? "" : " (supervisor)", e.what());
+    if (!a.agent.empty()) {
+      std::fprintf(stderr, "cpworker agent: %s\n", e.what());
+    } else {
+      std::fprintf(stderr, "cpworker rank %d: %s\n", a.rank, e.what());
+    }
     return 2;
   }
 }

@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "commands/record_command.h"
-#include "recorder/engine/interrupt.h"
+#include "recorder/launch/interrupt.h"
 #include "runtime/error.h"
 #include "schema/record_reader.h"
 #include "tests/commands/record_support.h"

@@ -19,8 +19,8 @@
 #include <string>
 
 #include "recorder/engine/controller.h"
-#include "recorder/engine/interrupt.h"
 #include "recorder/engine/plan.h"
+#include "recorder/launch/interrupt.h"
 #include "runtime/error.h"
 #include "schema/record_reader.h"
 #include "tests/commands/record_support.h"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "commands/replay_command.h"
-#include "recorder/engine/interrupt.h"
+#include "recorder/launch/interrupt.h"
 #include "schema/record_reader.h"
 #include "tests/commands/record_support.h"
 

@@ -1,6 +1,7 @@
 """Python cases with ranks started by a launcher (``cprecord --python --launcher mpirun|srun``):
-each launched process is cpworker's supervisor, which connects back and starts cprr-pyworker
-with the case files, as a local rank without a template starts. The seeds and the faults of
+the launcher starts one cpworker node agent per node for the whole run, which connects back
+and forks every rank from its template of cprr-pyworker with the case files, as local ranks are
+forked. The seeds and the faults of
 corpus/python get the same results, case by case in both modes, as with local ranks; a replay of
 the launched run starts its worlds through the same launcher and names the leak's polluter.
 
@@ -79,10 +80,12 @@ def test_python_cases_through_mpirun_match_local_and_replay_through_it(tmp_path)
     log = tmp_path / "launches.log"
     env = dict(MPI_ROOT, CPRR_TEST_LAUNCH_LOG=str(log))
     launched = expect_same_as_local(tmp_path, "mpirun", env, "--launcher-path", WRAPPER)
-    # Each launched process is the supervisor, which runs the Python worker with the files.
-    first = log.read_text().splitlines()[0]
-    assert "cpworker --connect" in first and " -- " in first, first
-    assert "cprr-pyworker --cases" in first and "test_seeds.py" in first, first
+    # One launch for the whole run: the node agent, which forks each rank from its template of
+    # the Python worker with the files.
+    launches = log.read_text().splitlines()
+    assert len(launches) == 1, launches
+    assert "cpworker --agent" in launches[0] and " -- " in launches[0], launches[0]
+    assert "cprr-pyworker --cases" in launches[0] and "test_seeds.py" in launches[0], launches[0]
     log.unlink()
     victim = next(c for c in launched["cases"] if c.get("fresh_vs_pool"))
     replay = run_tool("--db", tmp_path / "mpirun.db", "--case", victim["id"], "--json",

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -117,8 +118,8 @@ json expect_same_results_as_local(const std::string& dir, const std::string& lau
   return json::parse(launched.out);
 }
 
-// Pool mode kept one launcher job per world size alive across cases: far fewer pooled worlds
-// than pooled executions (a world is replaced only after a crash or hang).
+// Pool mode kept one world per size alive across cases: far fewer pooled worlds than pooled
+// executions (a world is replaced only after a crash or hang).
 void expect_pooled_worlds_reused(const json& doc) {
   std::set<int64_t> pool_worlds;
   std::size_t pooled = 0;
@@ -191,8 +192,11 @@ TEST_F(LauncherCli, TheRunRecordsItsLauncherAndCpreplayStartsWorldsTheSameWay) {
                        "--launcher mpirun --launcher-path " +
                        kWrapper + " --launcher-arg=--tag-output --json --db " + path("r.db"));
   ASSERT_EQ(rec.code, 0) << rec.out.substr(0, 2000);
+  // One launcher job for the whole run, pooled and fresh worlds alike: one node agent.
   const std::string recorded = read_file(log);
-  EXPECT_NE(recorded.find("launch -np 2"), std::string::npos) << recorded;
+  EXPECT_EQ(std::count(recorded.begin(), recorded.end(), '\n'), 1) << recorded;
+  EXPECT_NE(recorded.find("launch -np 1"), std::string::npos) << recorded;
+  EXPECT_NE(recorded.find(" --agent "), std::string::npos) << recorded;
   EXPECT_NE(recorded.find("--tag-output"), std::string::npos) << recorded;
   const auto list = run(kReplay + " --list --db " + path("r.db"));
   EXPECT_NE(list.out.find("launcher=mpirun"), std::string::npos) << list.out;
@@ -203,7 +207,8 @@ TEST_F(LauncherCli, TheRunRecordsItsLauncherAndCpreplayStartsWorldsTheSameWay) {
   const json doc = json::parse(rep.out);
   EXPECT_EQ(doc.at("verdict"), "state_leak") << rep.out.substr(0, 2000);
   const std::string replayed = read_file(log);
-  EXPECT_NE(replayed.find("launch -np 2"), std::string::npos) << replayed;
+  EXPECT_EQ(std::count(replayed.begin(), replayed.end(), '\n'), 1) << replayed;
+  EXPECT_NE(replayed.find("launch -np 1"), std::string::npos) << replayed;
   EXPECT_NE(replayed.find("--tag-output"), std::string::npos) << replayed;
   ::unsetenv("CPRR_TEST_LAUNCH_LOG");
 
@@ -237,16 +242,17 @@ TEST_F(LauncherCli, AWrongTokenIsRefusedAndNothingIsRecordedFromIt) {
       EXPECT_EQ(e.at("ranks").size(), 2u);  // the two real ranks, and no third
     }
   }
-  // Every world refused its impostor, said so on stderr, and the impostor learned why.
+  // The run's one launch refused its impostor agent, said so on stderr, and the impostor learned
+  // why.
   const std::string err = read_file(path("stderr.txt"));
   std::size_t refusals = 0;
   for (std::size_t at = 0; (at = err.find("wrong token", at)) != std::string::npos; ++at) {
     ++refusals;
   }
-  EXPECT_EQ(refusals, cases) << err;
+  EXPECT_EQ(refusals, 1u) << err;
   EXPECT_NE(err.find("cprr: refused a rank connection from 127.0.0.1:"), std::string::npos) << err;
   const std::string told = read_file(impostor);
-  EXPECT_NE(told.find("refused this rank: wrong token"), std::string::npos) << told;
+  EXPECT_NE(told.find("refused this agent: wrong token"), std::string::npos) << told;
   EXPECT_NE(told.find("impostor exit 2"), std::string::npos) << told;
   EXPECT_EQ(told.find("impostor exit 0"), std::string::npos) << told;
 }

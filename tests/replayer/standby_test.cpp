@@ -98,15 +98,8 @@ TEST_F(StandbyReplay, TriageGivesTheSameVerdictsWithStandbyWorlds) {
   EXPECT_EQ(verdicts[2], verdicts[0]);
 }
 
-TEST(StandbyReplayUsage, NeedsTheLocalLauncherAndAWholeNumberFromZero) {
-  // A launcher given here is refused before anything runs (the database need not exist).
-  const Cmd launched = run(std::string(CPRR_CPREPLAY_PATH) +
-                               " --db /nonexistent.db --case 1 --standby 2 --launcher mpirun "
-                               "--launcher-path /bin/true",
-                           Stderr::merged);
-  EXPECT_EQ(launched.code, 2) << launched.out;
-  EXPECT_NE(launched.out.find("--standby needs --launcher local"), std::string::npos)
-      << launched.out;
+TEST(StandbyReplayUsage, IsAWholeNumberFromZeroToTheMaximum) {
+  // Checked before anything runs (the database need not exist); any launcher takes it.
   for (const char* bad : {"-1", "65", "two"}) {
     const Cmd r =
         run(std::string(CPRR_CPREPLAY_PATH) + " --db /nonexistent.db --case 1 --standby " + bad,

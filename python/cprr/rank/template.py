@@ -2,7 +2,7 @@
 
 A Python rank spends seconds importing torch and the case files before it can say hello, and a
 fresh world used to pay that in every rank. The controller instead starts this process once
-(recorder/engine/rank_spawner.h): it imports and registers everything as a rank does, then runs
+(recorder/launch/rank_spawner.h): it imports and registers everything as a rank does, then runs
 no case, touches no GPU, joins no process group and starts no thread, and serves requests on FD
 (the wire is fork_request.py's). For each one it forks, and the child becomes the rank: its
 descriptors, process group, environment and arguments are the ones the controller's posix_spawn

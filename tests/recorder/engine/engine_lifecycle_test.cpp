@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "recorder/engine/interrupt.h"
 #include "recorder/engine/world.h"
+#include "recorder/launch/interrupt.h"
 #include "recorder/launch/process.h"
 #include "tests/recorder/engine/engine_support.h"
 

@@ -1,6 +1,7 @@
-// The listener that authenticates every connection of launched ranks: a world's four channels per
-// rank are accepted; a wrong token, version, world, rank or a duplicate channel is refused and
-// reported.
+// The listener that authenticates every connection of node agents and launched ranks: a world's
+// four channels per rank, and one connection per node agent, are accepted; a wrong token,
+// version, world, rank, node, a duplicate, or an agent where a rank is expected (and the other way
+// round) is refused and reported.
 #include "recorder/engine/rank_listener.h"
 
 #include <gtest/gtest.h>
@@ -12,7 +13,6 @@
 #include <vector>
 
 #include "data/text_forms.h"
-#include "recorder/engine/world.h"
 #include "recorder/launch/tcp.h"
 #include "recorder/launch/token.h"
 #include "recorder/protocol/protocol.h"
@@ -218,6 +218,69 @@ TEST_F(ListenerFixture, TimeoutNamesTheMissingRanksAndCheckCanGiveUp) {
           9, 1, std::chrono::steady_clock::now() + seconds(30),
           [](int) { return RankListener::Env{}; }, [] { CPRR_THROW("the launcher exited"); }),
       Error);
+}
+
+// Connects with `hs` once `after` was answered: the listener reads them in that order.
+std::shared_future<FakeRank> connect_after(const Endpoint& to, const Handshake& hs,
+                                           std::shared_future<FakeRank> after) {
+  return std::async(std::launch::async,
+                    [to, hs, after] {
+                      if (after.valid()) after.wait();
+                      return connect_as(to, hs);
+                    })
+      .share();
+}
+
+TEST_F(ListenerFixture, EachNodeAgentIsAcceptedOnceAndWelcomedWithTheTemplateEnvironment) {
+  const RankListener::Env env{{"NCCL_NVLS_ENABLE", "0"}, {"USER_VAR", "x"}};
+  Handshake wrong_token = good(0, Channel::agent, 0, 2);
+  wrong_token.token = make_token();
+  // An impostor, a rank where agents are expected, a node outside the run, then the two agents:
+  // each connects once the one before was answered.
+  std::vector<std::shared_future<FakeRank>> chain;
+  for (const Handshake& hs :
+       {wrong_token, good(0, Channel::control, 0, 2), good(2, Channel::agent, 0, 2),
+        good(1, Channel::agent, 0, 2), good(0, Channel::agent, 0, 2)}) {
+    chain.push_back(connect_after(listener.bound(), hs,
+                                  chain.empty() ? std::shared_future<FakeRank>() : chain.back()));
+  }
+  const auto accepted =
+      listener.accept_agents(2, std::chrono::steady_clock::now() + seconds(60), env, [] {});
+  ASSERT_EQ(accepted.size(), 2u);
+  for (const AcceptedAgent& a : accepted) {
+    EXPECT_TRUE(a.fd);
+    EXPECT_EQ(a.host, "here");
+  }
+  EXPECT_NE(chain[0].get().welcome.error.find("wrong token"), std::string::npos);
+  EXPECT_NE(chain[1].get().welcome.error.find("a rank of world 0"), std::string::npos)
+      << chain[1].get().welcome.error;
+  EXPECT_NE(chain[2].get().welcome.error.find("not one of the run's 2 node agents"),
+            std::string::npos);
+  for (int k : {3, 4}) {
+    EXPECT_EQ(chain[k].get().welcome.error, "");
+    EXPECT_EQ(chain[k].get().welcome.env, env);
+  }
+  EXPECT_EQ(listener.refused_count(), 3);
+}
+
+TEST_F(ListenerFixture, AnAgentIsNoRankOfAWorldAndASecondAgentForANodeIsRefused) {
+  const auto late_agent = connect_after(listener.bound(), good(0, Channel::agent, 0, 1), {});
+  auto clients = std::async(std::launch::async, [&, late_agent] {
+    late_agent.wait();
+    return whole_world(5, 1);
+  });
+  accept(5, 1, seconds(60));
+  for (auto& c : clients.get()) EXPECT_EQ(c.get().welcome.error, "");
+  EXPECT_NE(late_agent.get().welcome.error.find("agent 0 of world 0"), std::string::npos)
+      << late_agent.get().welcome.error;
+
+  const auto first = connect_after(listener.bound(), good(0, Channel::agent, 0, 2), {});
+  const auto second = connect_after(listener.bound(), good(0, Channel::agent, 0, 2), first);
+  const auto node1 = connect_after(listener.bound(), good(1, Channel::agent, 0, 2), second);
+  listener.accept_agents(2, std::chrono::steady_clock::now() + seconds(60), {}, [] {});
+  EXPECT_EQ(first.get().welcome.error, "");
+  EXPECT_NE(second.get().welcome.error.find("a second agent for node 0"), std::string::npos);
+  EXPECT_EQ(node1.get().welcome.error, "");
 }
 
 }  // namespace

@@ -204,6 +204,16 @@ TEST(LaunchProtocol, HandshakeRoundTripsBehindMagicAndVersion) {
   EXPECT_THROW(decode_handshake(bad_channel), ProtocolError);
 }
 
+TEST(LaunchProtocol, NodeAgentMessagesRoundTrip) {
+  const Handshake agent{"tok", 0, 1, 2, Channel::agent, "node-b", 77};
+  EXPECT_EQ(decode_handshake(encode_handshake(agent)), agent);
+  const StartRank start{9, 3, 4, 1, 2, "/shared/w9", "cuda", true, {{"NCCL_NVLS_ENABLE", "0"}}};
+  EXPECT_EQ(decode_start_rank(encode(start)), start);
+  const RankNotStarted no{9, 3, "the template process ended"};
+  EXPECT_EQ(decode_rank_not_started(encode(no)), no);
+  EXPECT_THROW(decode_start_rank(encode(start).substr(0, 10)), ProtocolError);
+}
+
 TEST(LaunchProtocol, WelcomeSignalAndExitRoundTrip) {
   const Welcome w = decode_welcome(encode(Welcome{"", {{"A", "1"}, {"B", ""}}}));
   EXPECT_EQ(w.env, (std::vector<std::pair<std::string, std::string>>{{"A", "1"}, {"B", ""}}));

@@ -1,4 +1,4 @@
-// Python ranks forked from a template process (recorder/engine/rank_spawner.h): a world so
+// Python ranks forked from a template process (recorder/launch/rank_spawner.h): a world so
 // started behaves as one whose ranks were posix_spawn'ed (same outputs, same start-up state of
 // each rank), its crashes and hangs are reported as they were, what its ranks leave behind is
 // reaped, a template that dies or refuses fails that start only, and nothing outlives the

@@ -1,4 +1,4 @@
-#include "recorder/engine/log_drain.h"
+#include "recorder/launch/log_drain.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "recorder/engine/byte_ring.h"
+#include "recorder/launch/byte_ring.h"
 #include "runtime/fd.h"
 
 namespace cprr {

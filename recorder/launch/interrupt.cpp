@@ -1,4 +1,4 @@
-#include "recorder/engine/interrupt.h"
+#include "recorder/launch/interrupt.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -28,7 +28,8 @@ void InterruptWatch::handle(int sig) {
     int none = 0;
     w->signal_.compare_exchange_strong(none, sig);
     const char byte = 1;
-    [[maybe_unused]] const ssize_t n = ::write(w->write_.get(), &byte, 1);  // full pipe: still readable
+    [[maybe_unused]] const ssize_t n =
+        ::write(w->write_.get(), &byte, 1);  // full pipe: still readable
   }
   handlers_running.fetch_sub(1);
   errno = saved_errno;
@@ -42,7 +43,7 @@ InterruptWatch::InterruptWatch() {
   InterruptWatch* none = nullptr;
   CPRR_CHECK(live_watch.compare_exchange_strong(none, this),
              "only one InterruptWatch may be alive at a time");
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = &InterruptWatch::handle;
   sigemptyset(&sa.sa_mask);
   // SA_RESTART: the controller's syscalls go on; it notices the signal by polling fd().
@@ -59,7 +60,8 @@ InterruptWatch::InterruptWatch() {
 }
 
 InterruptWatch::~InterruptWatch() {
-  for (std::size_t k = 0; k < kSignals.size(); ++k) ::sigaction(kSignals[k], &previous_[k], nullptr);
+  for (std::size_t k = 0; k < kSignals.size(); ++k)
+    ::sigaction(kSignals[k], &previous_[k], nullptr);
   live_watch.store(nullptr);
   while (handlers_running.load() != 0) std::this_thread::yield();
 }

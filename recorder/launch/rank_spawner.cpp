@@ -1,4 +1,4 @@
-#include "recorder/engine/rank_spawner.h"
+#include "recorder/launch/rank_spawner.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -9,10 +9,9 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "recorder/engine/log_drain.h"
-#include "recorder/engine/wait_text.h"
-#include "recorder/engine/world_handle.h"
 #include "recorder/launch/fork_request.h"
+#include "recorder/launch/log_drain.h"
+#include "recorder/launch/wait_text.h"
 #include "recorder/protocol/protocol.h"
 #include "runtime/error.h"
 #include "runtime/fd.h"
@@ -109,6 +108,11 @@ std::unique_ptr<TemplateSpawner::Template> TemplateSpawner::launch() const {
   t->output.add(std::move(out_r));
   t->output.start();
   return t;
+}
+
+void TemplateSpawner::prepare() {
+  std::lock_guard lock(mu_);
+  if (!template_) template_ = launch();
 }
 
 ChildProcess TemplateSpawner::start(const SpawnSpec& spec, const SpawnLimits& limits) {

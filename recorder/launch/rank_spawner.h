@@ -15,8 +15,16 @@
 #include <vector>
 
 #include "recorder/launch/process.h"
+#include "runtime/error.h"
 
 namespace cprr {
+
+/// Thrown when the stop descriptor fired while a rank or a world was starting; what it started is
+/// already killed and reaped (a world's directory removed).
+class Interrupted : public Error {
+ public:
+  using Error::Error;
+};
 
 /// How long a start may take, and what ends it early (WorldSpec::stop_fd; -1: nothing).
 struct SpawnLimits {
@@ -68,6 +76,10 @@ class TemplateSpawner : public RankSpawner {
   TemplateSpawner& operator=(const TemplateSpawner&) = delete;
 
   ChildProcess start(const SpawnSpec& spec, const SpawnLimits& limits) override;
+  /// Starts the template now unless one runs, so that its imports overlap other work (a node
+  /// agent starts it as it connects, before any world asks for a rank). A template that fails
+  /// to start is reported by the next start(), which starts a new one.
+  void prepare();
   /// The running template's pid; -1 when none runs (not started yet, or ended after a failure).
   pid_t template_pid();
 
