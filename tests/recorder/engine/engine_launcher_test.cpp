@@ -126,7 +126,7 @@ TEST_F(EngineLauncher, ARankKilledFromOutsideIsACrashOfTheRunningCase) {
   expect_pass(first);
 
   std::thread killer([&] {
-    // The rank process itself (spawned by its supervisor with --control-fd), not the supervisor.
+    // The rank process itself (spawned by its node agent with --control-fd), not the agent.
     const auto pid = find_process({world_dirs, "--control-fd",
                                    std::string("--rank\0"
                                                "1\0",
