@@ -198,7 +198,17 @@ std::vector<int> NodeAgents::start_world(
     pump(n);
     if (agents_[n].gone.empty()) live.push_back(n);
   }
-  std::vector<int> nodes = place_ranks(world_size, static_cast<int>(live.size()), gpus_per_node_);
+  std::vector<int> nodes;
+  try {
+    nodes = place_ranks(world_size, static_cast<int>(live.size()), gpus_per_node_);
+  } catch (const NoNodeLeft& e) {
+    std::string lost;  // why each node left the run
+    for (int n = 0; n < static_cast<int>(agents_.size()); ++n) {
+      if (!agents_[n].gone.empty()) lost += fmt::format("; {} {}", name(n), agents_[n].gone);
+    }
+    CPRR_THROW_AS(NoNodeLeft, "{}{}; the launcher's output:\n{}", e.what(), lost,
+                  launcher_output());
+  }
   for (int& n : nodes) n = live[n];
   for (int r = 0; r < world_size; ++r) {
     const int local_rank = static_cast<int>(std::count(nodes.begin(), nodes.begin() + r, nodes[r]));

@@ -195,7 +195,11 @@ int Agent::run() {
     StartRank first;
     first.fork_from_template = true;
     first.template_env = link_.welcome.env;
-    if (auto* t = dynamic_cast<TemplateSpawner*>(&spawner_for(first))) t->prepare();
+    try {
+      if (auto* t = dynamic_cast<TemplateSpawner*>(&spawner_for(first))) t->prepare();
+    } catch (const std::exception&) {
+      // The first StartRank starts it again and reports why it cannot (RankNotStarted).
+    }
   }
   while (auto frame = link_.reader.next()) start_rank(decode_start_rank(*frame));
   for (;;) {
