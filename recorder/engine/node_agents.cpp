@@ -100,11 +100,8 @@ NodeAgents::NodeAgents(const Config& config, RankListener& listener)
   try {
     accepted = listener.accept_agents(
         nodes, std::chrono::steady_clock::now() + config.startup_timeout, config.template_env, [&] {
-          if (config.stop_fd >= 0) {
-            pollfd p{config.stop_fd, POLLIN, 0};
-            if (::poll(&p, 1, 0) > 0) {
-              CPRR_THROW_AS(Interrupted, "interrupted while the node agents were starting");
-            }
+          if (stop_requested(config.stop_fd)) {
+            CPRR_THROW_AS(Interrupted, "interrupted while the node agents were starting");
           }
           if (const auto& e = job_->poll()) {
             CPRR_THROW("the launcher ({}) {} before every node agent connected back", launcher_,

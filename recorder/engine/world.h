@@ -27,9 +27,6 @@
 
 namespace cprr {
 
-/// Whether `stop_fd` (-1: never) is readable now.
-bool stop_requested(int stop_fd);
-
 /// Removes the per-world directories ("cprr-world-<pid>-*") in `dir` whose owner process is gone
 /// (litter of a killed recorder); directories of live processes, and names without an owner pid,
 /// are left alone. Returns how many it removed. ProcessWorlds calls it before its first world.

@@ -29,12 +29,6 @@ constexpr std::chrono::milliseconds kLiveCheckInterval{20};
 
 }  // namespace
 
-bool stop_requested(int stop_fd) {
-  if (stop_fd < 0) return false;
-  pollfd p{stop_fd, POLLIN, 0};
-  return ::poll(&p, 1, 0) > 0;
-}
-
 std::optional<std::string> World::idle_fault() {
   for (int r = 0; r < size(); ++r) {
     if (const auto& exit = ranks_[r].process->poll()) {

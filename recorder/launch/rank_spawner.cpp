@@ -37,6 +37,12 @@ std::string quoted_output(const std::string& text) {
 
 }  // namespace
 
+bool stop_requested(int stop_fd) {
+  if (stop_fd < 0) return false;
+  pollfd p{stop_fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
 ChildProcess DirectSpawner::start(const SpawnSpec& spec, const SpawnLimits&) {
   return ChildProcess::spawn(spec);
 }

@@ -26,6 +26,10 @@ class Interrupted : public Error {
   using Error::Error;
 };
 
+/// Whether `stop_fd` (-1: never) is readable now: a stop descriptor (SpawnLimits::stop_fd,
+/// WorldSpec::stop_fd) fired.
+bool stop_requested(int stop_fd);
+
 /// How long a start may take, and what ends it early (WorldSpec::stop_fd; -1: nothing).
 struct SpawnLimits {
   std::chrono::steady_clock::time_point deadline;

@@ -252,9 +252,8 @@ TEST_F(TwoNodes, DestroyingTheControllerLeavesNoAgentAndNoRankBehind) {
     ASSERT_GT(pid, 0);
     const bool gone = wait_until(
         [&] {
-          const std::string stat = read_all("/proc/" + std::to_string(pid) + "/stat");
-          const std::size_t close = stat.rfind(')');
-          return close == std::string::npos || stat[close + 2] == 'Z';
+          return !first_process([&](const ProcInfo& p) { return p.pid == pid; },
+                                std::chrono::seconds(0));
         },
         std::chrono::seconds(20));
     EXPECT_TRUE(gone) << "agent pid " << pid << " outlived its controller";
