@@ -525,10 +525,13 @@ for step in "${steps[@]}"; do
       # CPRR_CORPUS_EXCLUDE leaves cases out on both backends.
       exclude=()
       [ -n "${CPRR_CORPUS_EXCLUDE:-}" ] && exclude=(--exclude "$CPRR_CORPUS_EXCLUDE")
+      # CPRR_CORPUS_REPEAT=N runs each case N times per mode; CPRR_CORPUS_BACKENDS=cuda leaves
+      # the cpu side out (one device call holds a --repeat 5 run of one backend).
       report "corpus: $gpus GPU(s) visible"
-      for backend in cuda cpu; do
+      for backend in ${CPRR_CORPUS_BACKENDS:-cuda cpu}; do
         start=$(date +%s%N)
-        timeout 550 "$b/tools/cprecord" --backend $backend --mode both --json --db "$out/corpus_$backend.db" \
+        timeout 550 "$b/tools/cprecord" --backend $backend --mode both --repeat "${CPRR_CORPUS_REPEAT:-1}" \
+          --json --db "$out/corpus_$backend.db" \
           --filter "${CPRR_CORPUS_FILTER:-.}" "${exclude[@]}" \
           >"$out/corpus_$backend.json" 2>"$out/corpus_$backend.err"
         rc=$?
