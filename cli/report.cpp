@@ -308,7 +308,7 @@ void print_json(std::ostream& out, const std::vector<CaseOutcome>& outcomes, con
       {"run", info.run_id},
       {"db", info.db},
       {"worker", info.worker},
-      {"backend", info.backend},
+      {"backend", backend_name(info.backend)},
       {"mode", info.mode},
       {"wall_s", info.wall_s},
       {"cases", std::move(cases)},

@@ -10,6 +10,7 @@
 
 #include "analysis/judgement.h"
 #include "data/text_forms.h"
+#include "runtime/backend_kind.h"
 
 namespace cprr {
 
@@ -18,7 +19,7 @@ struct RunInfo {
   std::string db;      ///< absolute path of the store
   std::string db_arg;  ///< --db as given, for the replay command printed to the user
   std::string worker;
-  std::string backend;
+  BackendKind backend = BackendKind::cpu;
   std::string mode;
   double wall_s = 0;
   int exit_code = 0;                     ///< what cprecord returns (128 + signal when interrupted)

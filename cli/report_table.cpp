@@ -195,8 +195,9 @@ void print_table(std::ostream& out, const std::vector<ExecutionResult>& results,
       : unexpected == 0 ? paint(color, "32", "all as expected")
                         : paint(color, "1;31", fmt::format("{} unexpected", unexpected));
   out << fmt::format("\n{} executions ({}), {} cases: {}; backend {}, mode {}{}, {:.2f} s\n",
-                     results.size(), tally, outcomes.size(), verdict, info.backend, info.mode,
-                     info.launcher == "local" ? "" : ", launcher " + info.launcher, info.wall_s);
+                     results.size(), tally, outcomes.size(), verdict, backend_name(info.backend),
+                     info.mode, info.launcher == "local" ? "" : ", launcher " + info.launcher,
+                     info.wall_s);
   print_slowest(out, results);
   print_world_starts(out, results);
   if (info.shuffle_seed) {

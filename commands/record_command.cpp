@@ -72,7 +72,7 @@ int run_record(const RecordOptions& o, std::ostream& out, std::ostream& err, boo
   // A MASTER_PORT per job that no other cprr on this host shares, held until the run ends;
   // claimed before the run is written, so a bad base leaves nothing in the database.
   const std::vector<PortClaim> ports = claim_ports(jobs, master_port_base());
-  if (s.backend == "cuda") say_gpu_sharing(*plan, o, smallest_gpu_share(slots), err);
+  if (s.backend == BackendKind::cuda) say_gpu_sharing(*plan, o, smallest_gpu_share(slots), err);
   if (!o.shared.trace.empty()) prepare_trace_dir(o.shared.trace);
   RecordWriter writer(o.db, run_meta(o, s, argv));
   const std::vector<int64_t> case_ids = writer.add_cases(*plan);

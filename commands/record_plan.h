@@ -24,7 +24,7 @@ struct RecordSetup {
   std::vector<std::string> worker_args;
   /// The code the cases come from (run.code): the case files the catalog names, or the worker.
   std::vector<std::string> code;
-  std::string backend;
+  BackendKind backend = BackendKind::cpu;
   std::vector<Mode> modes;
   std::optional<std::regex> filter;
   Selection selection;

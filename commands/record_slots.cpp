@@ -33,7 +33,8 @@ std::vector<JobSlot> slots_of(const RecordOptions& o, const RecordSetup& s,
     jobs = default_jobs(machine, largest);
   }
   std::vector<JobSlot> slots = job_slots(machine, jobs);
-  if (jobs > 1 && s.backend != "cuda" && machine.cpus.size() < static_cast<std::size_t>(jobs)) {
+  if (jobs > 1 && s.backend == BackendKind::cpu &&
+      machine.cpus.size() < static_cast<std::size_t>(jobs)) {
     // job_slots gave each job one core, in turn: say so, as the worlds' times are not their own.
     err << fmt::format(
         "cprecord: {} jobs on {} core(s): they share the cores, each job pinned to one of them "
@@ -42,7 +43,7 @@ std::vector<JobSlot> slots_of(const RecordOptions& o, const RecordSetup& s,
         jobs, machine.cpus.size(), machine.cpus.size());
   } else if (jobs > 1) {
     err << fmt::format("cprecord: {} jobs, each on its own {}: {}\n", jobs,
-                       s.backend == "cuda" ? "GPUs" : "cores", [&] {
+                       s.backend == BackendKind::cuda ? "GPUs" : "cores", [&] {
                          std::vector<std::string> parts;
                          for (const JobSlot& slot : slots)
                            parts.push_back(devices_text(slot, s.backend));
@@ -59,8 +60,7 @@ int smallest_gpu_share(const std::vector<JobSlot>& slots) {
 }
 
 // Job `job` of `jobs`: its worlds on its slot alone, its ids its own, its placement recorded.
-void place_job(ControllerConfig& cc, const JobSlot& slot, int job, int jobs,
-               const std::string& backend) {
+void place_job(ControllerConfig& cc, const JobSlot& slot, int job, int jobs, BackendKind backend) {
   pin_this_thread(slot.cpus);  // the job's thread: every rank and template it starts inherits it
   for (const auto& [key, value] : job_env(slot, backend)) set_env(cc.env, key, value);
   cc.devices = devices_text(slot, backend);

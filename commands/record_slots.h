@@ -22,8 +22,7 @@ int smallest_gpu_share(const std::vector<JobSlot>& slots);
 
 /// Job `job` of `jobs`: its worlds on `slot` alone (this thread pinned to its cores), its ids its
 /// own, its devices recorded.
-void place_job(ControllerConfig& cc, const JobSlot& slot, int job, int jobs,
-               const std::string& backend);
+void place_job(ControllerConfig& cc, const JobSlot& slot, int job, int jobs, BackendKind backend);
 
 /// One line per world size whose ranks share GPUs (or --collectives gloo), before the run;
 /// --collectives nccl where they would share is refused (UsageError).

@@ -65,7 +65,7 @@ class Rebuild {
     const bool loading_set =
         std::any_of(config_.env.begin(), config_.env.end(),
                     [](const auto& kv) { return kv.first == "CUDA_MODULE_LOADING"; });
-    if (run.backend == "cuda" && !loading_set)
+    if (run.backend == BackendKind::cuda && !loading_set)
       config_.env.emplace_back("CUDA_MODULE_LOADING", "EAGER");
     if (!o.pinned_gpus.empty()) set_env(config_.env, "CUDA_VISIBLE_DEVICES", o.pinned_gpus);
     config_.launch = o.launch.value_or(run.launch);
@@ -406,7 +406,7 @@ void say_transport(const ReplayOptions& o, const RecordedRun& run, int world_siz
                    const RecordedExecution* recorded,
                    const std::function<void(const std::string&)>& say) {
   const LauncherKind launcher = o.launch ? o.launch->kind : run.launch.kind;
-  if (run.backend != "cuda" || launcher != LauncherKind::local) return;
+  if (run.backend != BackendKind::cuda || launcher != LauncherKind::local) return;
   const int gpus = visible_gpus();
   if (const std::string line = sharing_line(world_size, gpus, o.shared.run.requested());
       !line.empty()) {

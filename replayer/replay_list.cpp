@@ -85,7 +85,7 @@ nlohmann::json run_json(const RecordedRun& r) {
           {"stopped", r.stopped ? nlohmann::json(*r.stopped) : nlohmann::json()},
           {"shuffle_seed", r.shuffle_seed ? nlohmann::json(*r.shuffle_seed) : nlohmann::json()},
           {"mode", r.mode},
-          {"backend", r.backend},
+          {"backend", backend_name(r.backend)},
           {"launcher", describe(r.launch)},
           {"worker", r.worker},
           {"uid", r.uid},
@@ -127,7 +127,7 @@ std::string run_line(const RecordedRun& r) {
       : r.shard.empty() ? ""
                         : " shard=" + r.shard;
   return fmt::format("run {}: {} mode={} backend={}{}{}{} {}\n", r.id, r.started_at, r.mode,
-                     r.backend, part,
+                     backend_name(r.backend), part,
                      r.launch.kind == LauncherKind::local
                          ? ""
                          : fmt::format(" launcher={}", launcher_name(r.launch.kind)),

@@ -98,13 +98,14 @@ int64_t steady_now_ns() {
 }
 
 std::unique_ptr<Backend> make_backend(const BackendConfig& config) {
-  if (config.kind == "cpu") return std::make_unique<CpuBackend>(config);
+  if (config.kind == BackendKind::cpu) return std::make_unique<CpuBackend>(config);
 #if CPRR_HAVE_CUDA
-  if (config.kind == "cuda") return std::make_unique<CudaBackend>(config);
+  return std::make_unique<CudaBackend>(config);
+#else
+  CPRR_THROW_AS(UsageError,
+                "backend 'cuda' is not available in this build: use --backend cpu (rebuild with "
+                "nvcc and NCCL installed for cuda)");
 #endif
-  CPRR_THROW_AS(UsageError, "backend '{}' is not available in this build: use --backend cpu{}",
-                config.kind,
-                config.kind == "cuda" ? " (rebuild with nvcc and NCCL installed for cuda)" : "");
 }
 
 int visible_gpus(std::string* why) {
@@ -132,13 +133,13 @@ std::vector<std::pair<std::string, std::string>> device_versions() {
 #endif
 }
 
-std::string resolve_backend(const std::string& requested) {
-  if (requested == "cpu") return "cpu";
+BackendKind resolve_backend(std::string_view requested) {
+  if (requested == "cpu") return BackendKind::cpu;
   std::string why;
   const int gpus = visible_gpus(&why);
-  if (requested == "auto") return gpus > 0 ? "cuda" : "cpu";
+  if (requested == "auto") return gpus > 0 ? BackendKind::cuda : BackendKind::cpu;
   if (requested == "cuda") {
-    if (gpus > 0) return "cuda";
+    if (gpus > 0) return BackendKind::cuda;
     CPRR_THROW_AS(UsageError, "--backend cuda: no GPU can be used: {}; use --backend cpu or auto",
                   why);
   }

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/backend_kind.h"
 #include "runtime/dtype.h"
 #include "runtime/startup_phases.h"
 #include "runtime/transport.h"
@@ -251,7 +252,7 @@ int64_t steady_now_ns();
 
 /// Options for creating a backend in a rank process.
 struct BackendConfig {
-  std::string kind = "cpu";  ///< cpu | cuda
+  BackendKind kind = BackendKind::cpu;
   int rank = 0;
   int world_size = 1;
   std::string rendezvous;  ///< CPU: FileStore directory made by the controller
@@ -283,8 +284,9 @@ std::vector<std::string> gpu_uuids();
 /// empty without the CUDA backend or without a GPU.
 std::vector<std::pair<std::string, std::string>> device_versions();
 
-/// Resolves --backend: "auto" is "cuda" when this build has the CUDA backend and a GPU is
-/// visible, else "cpu"; "cuda" without either throws UsageError saying what is missing.
-std::string resolve_backend(const std::string& requested);
+/// Resolves --backend: "auto" is cuda when this build has the CUDA backend and a GPU is visible,
+/// else cpu; "cuda" without either throws UsageError saying what is missing, and any other word
+/// UsageError naming the option and its words.
+BackendKind resolve_backend(std::string_view requested);
 
 }  // namespace cprr

@@ -69,7 +69,7 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(const BackendConfig& config);
   ~CpuBackend() override;
 
-  std::string_view name() const override { return "cpu"; }
+  std::string_view name() const override { return backend_name(BackendKind::cpu); }
   std::byte* arena_base(MemPool pool) override;
   uint64_t arena_capacity(MemPool pool) const override;
   int stream(int index, std::string_view name) override;

@@ -77,7 +77,7 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(const BackendConfig& config);
   ~CudaBackend() override;
 
-  std::string_view name() const override { return "cuda"; }
+  std::string_view name() const override { return backend_name(BackendKind::cuda); }
   /// Allocates (and zeroes) the device arena on the first call, not at start: a standby world
   /// waiting for its case then holds its CUDA context, communicator and symmetric arena on the
   /// GPU, but not the device arena (8 GiB by default), so --standby N costs N contexts, not N

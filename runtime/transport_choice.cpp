@@ -22,18 +22,18 @@ std::size_t rank_on_another_host(const std::vector<RankDevice>& ranks) {
 
 }  // namespace
 
-void check_collectives(CollectivesRequest requested, const std::string& backend) {
-  if (requested == CollectivesRequest::nccl && backend == "cpu") {
+void check_collectives(CollectivesRequest requested, BackendKind backend) {
+  if (requested == CollectivesRequest::nccl && backend == BackendKind::cpu) {
     CPRR_THROW_AS(UsageError,
                   "--collectives nccl needs the cuda backend (the cpu backend's collectives go "
                   "through Gloo): use --backend cuda, or --collectives auto");
   }
 }
 
-TransportChoice choose_transport(const std::string& backend, CollectivesRequest requested,
+TransportChoice choose_transport(BackendKind backend, CollectivesRequest requested,
                                  const std::vector<RankDevice>& ranks) {
   check_collectives(requested, backend);
-  if (backend != "cuda") {
+  if (backend == BackendKind::cpu) {
     // The cpu backend's Gloo binds loopback and its symmetric window is files every rank maps:
     // one host only. Its ranks name their host in Hello::gpu.
     if (const std::size_t r = rank_on_another_host(ranks); r != 0) {
@@ -42,7 +42,7 @@ TransportChoice choose_transport(const std::string& backend, CollectivesRequest 
                     "(files every rank maps) join the ranks of one host only, but rank 0 runs on "
                     "{} and rank {} on {}: run it on one host (--launcher local, or a launcher "
                     "placing every rank on one node), or use --backend cuda with a GPU per rank",
-                    backend, host_of(ranks[0].gpu), r, host_of(ranks[r].gpu));
+                    backend_name(backend), host_of(ranks[0].gpu), r, host_of(ranks[r].gpu));
     }
     return {CollectiveTransport::gloo, {}};
   }
@@ -88,7 +88,7 @@ CollectiveTransport local_transport(int world_size, int gpus, CollectivesRequest
     const int device = local_device(r, gpus);
     ranks.push_back({device, fmt::format("this host/GPU {}", device)});
   }
-  return choose_transport("cuda", requested, ranks).transport;
+  return choose_transport(BackendKind::cuda, requested, ranks).transport;
 }
 
 std::string sharing_line(int world_size, int gpus, CollectivesRequest requested) {

@@ -28,12 +28,12 @@ struct TransportChoice {
 /// `requested` is --collectives: auto (NCCL when every rank has a GPU of its own), nccl or gloo.
 /// Throws UsageError for nccl on the cpu backend or where ranks share a GPU (naming them), and
 /// for the staged path or the cpu backend across hosts (their Gloo connects over loopback).
-TransportChoice choose_transport(const std::string& backend, CollectivesRequest requested,
+TransportChoice choose_transport(BackendKind backend, CollectivesRequest requested,
                                  const std::vector<RankDevice>& ranks);
 
 /// Checks --collectives before anything starts: not nccl on the cpu backend. Throws UsageError
 /// naming the option and what to pass. (choose_transport checks it too: a world never runs it.)
-void check_collectives(CollectivesRequest requested, const std::string& backend);
+void check_collectives(CollectivesRequest requested, BackendKind backend);
 
 /// The GPU a rank of this host runs on, among `gpus` visible ones: ranks share them round-robin
 /// (the cuda backend places its rank by this).

@@ -439,7 +439,13 @@ std::vector<RecordedRun> RecordReader::runs() const {
     r.started_at = st.text(1);
     r.finished_at = optional_text(st, 2);
     if (!st.is_null(3)) r.exit_code = static_cast<int>(st.int64(3));
-    r.backend = st.text(4);
+    const std::string backend = st.text(4);
+    const std::optional<BackendKind> kind = parse_backend_kind(backend);
+    CPRR_CHECK(kind.has_value(),
+               "run {} has backend '{}', which this cprr does not know (cpu or cuda): a newer "
+               "cprr recorded it; read it with that one",
+               r.id, backend);
+    r.backend = *kind;
     r.mode = st.text(5);
     r.placement = st.text(6);
     r.worker = st.text(7);

@@ -15,6 +15,7 @@
 #include "data/code_file.h"
 #include "data/execution.h"
 #include "data/launch_options.h"
+#include "runtime/backend_kind.h"
 #include "schema/record.h"
 #include "schema/store.h"
 
@@ -28,7 +29,8 @@ struct RecordedRun {
   std::optional<std::string> stopped;    ///< why it ended before its plan did (--fail-fast)
   std::optional<uint64_t> shuffle_seed;  ///< cprecord --shuffle: the seed of the case order
   LaunchOptions launch;                  ///< how its ranks were started (local before version 9)
-  std::string backend, mode, placement, worker;
+  BackendKind backend = BackendKind::cpu;
+  std::string mode, placement, worker;
   std::vector<std::string> worker_args;  ///< the worker's own arguments (none before version 11)
   std::vector<CodeFile> code;  ///< the case files or the worker as recorded (none before 12)
   std::string uid;             ///< names the run in every file it is merged into ("" before 17)

@@ -21,12 +21,12 @@ namespace {
 
 std::string now_iso8601() { return iso8601_utc(std::chrono::system_clock::now()); }
 
-std::string libraries_json(const std::string& backend, uint32_t protocol_version) {
+std::string libraries_json(BackendKind backend, uint32_t protocol_version) {
   nlohmann::json j{{"sqlite", sqlite3_libversion()},
                    {"schema", kSchemaVersion},
                    {"protocol", protocol_version},
-                   {"backend", backend}};
-  if (backend == "cuda") {
+                   {"backend", backend_name(backend)}};
+  if (backend == BackendKind::cuda) {
     for (const auto& [k, v] : device_versions()) j[k] = v;
   }
   return j.dump();
@@ -150,7 +150,7 @@ RecordWriter::RecordWriter(const std::string& path, const RunMeta& meta)
                "argv, libraries, environment, shuffle_seed, launcher, worker_args, code, uid, "
                "shard, plan_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   st.bind(1, now_iso8601()).bind(2, std::string_view(CPRR_VERSION)).bind(3, host_name());
-  st.bind(4, meta.backend)
+  st.bind(4, backend_name(meta.backend))
       .bind(5, modes_name(meta.modes))
       .bind(6, placement_name(meta.placement))
       .bind(7, meta.worker);

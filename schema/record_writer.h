@@ -12,6 +12,7 @@
 #include "data/code_file.h"
 #include "data/execution.h"
 #include "data/launch_options.h"
+#include "runtime/backend_kind.h"
 #include "runtime/placement.h"
 #include "schema/record.h"
 #include "schema/store.h"
@@ -20,7 +21,7 @@ namespace cprr {
 
 /// What a run row says about the run as a whole.
 struct RunMeta {
-  std::string backend;
+  BackendKind backend = BackendKind::cpu;
   std::vector<Mode> modes;                    ///< run.mode: modes_name's word
   Placement placement = Placement::best_fit;  ///< run.placement: placement_name's word
   std::string worker;                         ///< absolute path

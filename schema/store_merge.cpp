@@ -125,7 +125,8 @@ void check_together(const std::vector<Source>& sources) {
       CPRR_THROW_AS(UsageError, "--merge: {} has {} {}, {} has {}: {}", name_of(a), what, x,
                     name_of(b), y, fix);
     };
-    differ("backend", a.run.backend, b.run.backend, "merge the shards of one cprecord command");
+    differ("backend", std::string(backend_name(a.run.backend)),
+           std::string(backend_name(b.run.backend)), "merge the shards of one cprecord command");
     differ("mode", a.run.mode, b.run.mode, "merge the shards of one cprecord command");
     differ("code", code_text(a.run), code_text(b.run),
            "the shards ran different case files or worker binaries; build once and give every "

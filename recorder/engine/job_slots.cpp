@@ -36,7 +36,7 @@ std::string ranges(const std::vector<int>& cpus) {
 
 }  // namespace
 
-Machine this_machine(const std::string& backend) {
+Machine this_machine(BackendKind backend) {
   Machine m;
   m.backend = backend;
   cpu_set_t set;
@@ -47,12 +47,12 @@ Machine this_machine(const std::string& backend) {
     }
   }
   if (m.cpus.empty()) m.cpus.push_back(0);
-  if (backend == "cuda") m.gpus = gpu_uuids();
+  if (backend == BackendKind::cuda) m.gpus = gpu_uuids();
   return m;
 }
 
 int default_jobs(const Machine& m, int largest_world) {
-  const std::size_t units = m.backend == "cuda" ? m.gpus.size() : m.cpus.size();
+  const std::size_t units = m.backend == BackendKind::cuda ? m.gpus.size() : m.cpus.size();
   const int fit = static_cast<int>(units / static_cast<std::size_t>(std::max(largest_world, 1)));
   return std::clamp(fit, 1, kMaxDefaultJobs);
 }
@@ -60,7 +60,7 @@ int default_jobs(const Machine& m, int largest_world) {
 std::vector<JobSlot> job_slots(const Machine& m, int jobs) {
   CPRR_CHECK(jobs >= 1, "job_slots: {} jobs", jobs);
   if (jobs == 1) return {JobSlot{m.cpus, m.gpus}};
-  if (m.backend == "cuda" && m.gpus.size() < static_cast<std::size_t>(jobs)) {
+  if (m.backend == BackendKind::cuda && m.gpus.size() < static_cast<std::size_t>(jobs)) {
     CPRR_THROW_AS(UsageError,
                   "--jobs {}: {} GPU(s) are visible, and worlds running side by side never share "
                   "a GPU; give --jobs {} or fewer",
@@ -82,15 +82,14 @@ std::vector<JobSlot> job_slots(const Machine& m, int jobs) {
   return slots;
 }
 
-std::string devices_text(const JobSlot& slot, const std::string& backend) {
-  if (backend == "cuda") return fmt::format("gpus {}", fmt::join(slot.gpus, ","));
+std::string devices_text(const JobSlot& slot, BackendKind backend) {
+  if (backend == BackendKind::cuda) return fmt::format("gpus {}", fmt::join(slot.gpus, ","));
   return "cpus " + ranges(slot.cpus);
 }
 
-std::vector<std::pair<std::string, std::string>> job_env(const JobSlot& slot,
-                                                         const std::string& backend) {
+std::vector<std::pair<std::string, std::string>> job_env(const JobSlot& slot, BackendKind backend) {
   std::vector<std::pair<std::string, std::string>> env;
-  if (backend == "cuda") {
+  if (backend == BackendKind::cuda) {
     env.emplace_back("CUDA_VISIBLE_DEVICES", fmt::format("{}", fmt::join(slot.gpus, ",")));
   }
   return env;
@@ -147,7 +146,7 @@ std::optional<std::string> gpus_of(const std::string& devices) {
   return devices.substr(kPrefix.size());
 }
 
-ScopedPin::ScopedPin(const std::vector<int>& cpus) : before_(this_machine("cpu").cpus) {
+ScopedPin::ScopedPin(const std::vector<int>& cpus) : before_(this_machine(BackendKind::cpu).cpus) {
   pin_this_thread(cpus);
 }
 

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/backend_kind.h"
+
 namespace cprr {
 
 struct JobSlot {
@@ -20,11 +22,11 @@ struct JobSlot {
 struct Machine {
   std::vector<int> cpus;
   std::vector<std::string> gpus;
-  std::string backend = "cpu";
+  BackendKind backend = BackendKind::cpu;
 };
 
 /// This process's machine: its CPU affinity and, on cuda, gpu_uuids().
-Machine this_machine(const std::string& backend);
+Machine this_machine(BackendKind backend);
 
 /// --jobs' default: cpu, as many worlds of the largest size as the cores hold (cores / W); cuda,
 /// as many as hold a GPU per rank (GPUs / W); at least 1, at most kMaxDefaultJobs.
@@ -37,12 +39,11 @@ int default_jobs(const Machine& m, int largest_world);
 std::vector<JobSlot> job_slots(const Machine& m, int jobs);
 
 /// ExecutionResult::devices for a slot: "cpus 0-3,6" on cpu, "gpus GPU-...,GPU-..." on cuda.
-std::string devices_text(const JobSlot& slot, const std::string& backend);
+std::string devices_text(const JobSlot& slot, BackendKind backend);
 
 /// What a job's worlds get in their ranks' environment: CUDA_VISIBLE_DEVICES on cuda. (Each job's
 /// MASTER_PORT is a port claimed for it: ControllerConfig::master_port.)
-std::vector<std::pair<std::string, std::string>> job_env(const JobSlot& slot,
-                                                         const std::string& backend);
+std::vector<std::pair<std::string, std::string>> job_env(const JobSlot& slot, BackendKind backend);
 
 /// Sets `key` in a world's variables (WorldSpec::env), replacing the entry it has: a child's
 /// getenv finds the first of two.

@@ -187,7 +187,7 @@ std::string NodeAgents::gone(int node) {
 }
 
 std::vector<int> NodeAgents::start_world(
-    uint64_t world, int world_size, const std::string& rendezvous, const std::string& backend,
+    uint64_t world, int world_size, const std::string& rendezvous, BackendKind backend,
     bool fork_from_template, const std::vector<std::pair<std::string, std::string>>& template_env) {
   std::lock_guard lock(mu_);
   std::vector<int> live;
@@ -210,8 +210,15 @@ std::vector<int> NodeAgents::start_world(
   for (int r = 0; r < world_size; ++r) {
     const int local_rank = static_cast<int>(std::count(nodes.begin(), nodes.begin() + r, nodes[r]));
     const int local_size = static_cast<int>(std::count(nodes.begin(), nodes.end(), nodes[r]));
-    const StartRank msg{world,      r,       world_size,         local_rank,  local_size,
-                        rendezvous, backend, fork_from_template, template_env};
+    const StartRank msg{world,
+                        r,
+                        world_size,
+                        local_rank,
+                        local_size,
+                        rendezvous,
+                        std::string(backend_name(backend)),
+                        fork_from_template,
+                        template_env};
     try {
       write_frame(agents_[nodes[r]].fd.get(), encode(msg));
     } catch (const std::exception& e) {

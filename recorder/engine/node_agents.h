@@ -25,6 +25,7 @@
 #include "recorder/launch/log_drain.h"
 #include "recorder/launch/process.h"
 #include "recorder/protocol/protocol.h"
+#include "runtime/backend_kind.h"
 #include "runtime/error.h"
 #include "runtime/fd.h"
 
@@ -65,7 +66,7 @@ class NodeAgents {
   /// Asks the agents to start the ranks of world `world` (place_ranks over the live nodes) and
   /// returns each rank's node. Throws NoNodeLeft when the nodes left cannot hold it.
   std::vector<int> start_world(
-      uint64_t world, int world_size, const std::string& rendezvous, const std::string& backend,
+      uint64_t world, int world_size, const std::string& rendezvous, BackendKind backend,
       bool fork_from_template,
       const std::vector<std::pair<std::string, std::string>>& template_env);
   /// Held by a world from start_world until its ranks connected: the listener takes one

@@ -14,6 +14,7 @@
 #include "recorder/engine/launcher.h"
 #include "recorder/launch/rank_spawner.h"  // Interrupted
 #include "recorder/protocol/protocol.h"
+#include "runtime/backend_kind.h"
 #include "runtime/error.h"
 #include "runtime/startup_phases.h"
 #include "runtime/transport.h"
@@ -60,7 +61,7 @@ struct WorldSpec {
   /// --connect, the supervisor) before it starts the worker with its arguments and the rank's
   /// own. A worker without arguments supervises its own rank.
   std::string supervisor;
-  std::string backend = "cpu";
+  BackendKind backend = BackendKind::cpu;
   /// How the ranks are started: local children (default) or through mpirun/srun over TCP.
   LaunchOptions launch;
   /// Set in every rank's environment (replay re-applies a run's recorded variables).

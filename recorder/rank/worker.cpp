@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -28,7 +29,7 @@ struct WorkerArgs {
   int world_size = 1;
   int control_fd = -1;
   std::string rendezvous;
-  std::string backend = "cpu";
+  BackendKind backend = BackendKind::cpu;
   bool catalog = false;
   /// With --agent, after --: the worker the ranks run instead of this binary.
   std::vector<std::string> rank_command;
@@ -56,7 +57,14 @@ void parse(int argc, char** argv, WorkerArgs& a) {
                  "with --agent: this node's index (default: from the launcher's environment)")
       ->check(CLI::Range(0, 1 << 20));
   app.add_option("--rendezvous", a.rendezvous, "communicator rendezvous directory");
-  app.add_option("--backend", a.backend, "cpu | cuda");
+  app.add_option_function<std::string>(
+      "--backend",
+      [&a](const std::string& word) {
+        const std::optional<BackendKind> kind = parse_backend_kind(word);
+        if (!kind) throw CLI::ValidationError("--backend", "'" + word + "' is not cpu or cuda");
+        a.backend = *kind;
+      },
+      "cpu | cuda");
   app.add_flag("--catalog", a.catalog, "send the registered cases and exit");
   auto* command = app.add_option(
       "rank_command", a.rank_command,
@@ -155,7 +163,8 @@ RankState make_state(const WorkerArgs& a) {
 
 Hello hello_of(const WorkerArgs& a, const Backend* backend = nullptr,
                std::vector<StartupPhase> phases = {}) {
-  Hello h{a.rank, a.world_size, static_cast<int32_t>(::getpid()), a.backend, CPRR_VERSION};
+  Hello h{a.rank, a.world_size, static_cast<int32_t>(::getpid()),
+          std::string(backend_name(a.backend)), CPRR_VERSION};
   h.phases = std::move(phases);
   if (backend != nullptr) {
     h.device = backend->device_index();

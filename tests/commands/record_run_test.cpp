@@ -51,7 +51,8 @@ class RecordRunTest : public ::testing::Test {
     cc.retire_in_background = false;
     Controller controller(cc, std::make_unique<FakeWorlds>(script_));
     RecordWriter writer(
-        db_, RunMeta{"cpu", {Mode::fresh, Mode::pool}, Placement::best_fit, "fake-worker"});
+        db_,
+        RunMeta{BackendKind::cpu, {Mode::fresh, Mode::pool}, Placement::best_fit, "fake-worker"});
     case_ids_ = writer.add_cases(plan.cases);
     std::ostringstream err;
     PlanRun ran = run_plan(plan, controller, writer, ProgressStyle::lines, err);

@@ -44,9 +44,11 @@ class ReplayList : public ::testing::Test {
  protected:
   void SetUp() override {
     {
-      RecordWriter w(
-          db_.path(),
-          RunMeta{"cuda", {Mode::fresh, Mode::pool}, Placement::best_fit, "/bin/worker", {}});
+      RecordWriter w(db_.path(), RunMeta{BackendKind::cuda,
+                                         {Mode::fresh, Mode::pool},
+                                         Placement::best_fit,
+                                         "/bin/worker",
+                                         {}});
       const auto ids = w.add_cases(healthy_plan("gpu/case", 2));
       // Both modes on ranks sharing GPU 0.
       w.write(ran(1, Mode::fresh, kCollectivesGlooStaged, "0,0", "a"), ids[0]);
@@ -56,8 +58,9 @@ class ReplayList : public ::testing::Test {
       w.write(ran(2, Mode::pool, kCollectivesGlooStaged, "0,0", "b"), ids[1]);
       w.finish(0);
     }
-    RecordWriter w(db_.path(),
-                   RunMeta{"cpu", {Mode::fresh}, Placement::best_fit, "/bin/worker", {}});
+    RecordWriter w(
+        db_.path(),
+        RunMeta{BackendKind::cpu, {Mode::fresh}, Placement::best_fit, "/bin/worker", {}});
     w.write(ran(1, Mode::fresh, kCollectivesGloo, "", "a"),
             w.add_cases(healthy_plan("cpu/case", 1))[0]);
     w.finish(0);

@@ -32,7 +32,7 @@ void run_pair(const std::function<void(CpuBackend&, int rank)>& body) {
   for (int r = 0; r < 2; ++r) {
     ranks.emplace_back([&, r] {
       try {
-        CpuBackend backend(BackendConfig{"cpu", r, 2, dir});
+        CpuBackend backend(BackendConfig{BackendKind::cpu, r, 2, dir});
         body(backend, r);
       } catch (...) {
         errors[r] = std::current_exception();
@@ -108,7 +108,7 @@ TEST(CpuWindow, ASymmetricAllGatherGathersWhenTheLayoutsAgreeAndNotWhenTheyDiffe
 // (runtime/transport_choice), since this window is files every rank maps.
 TEST(CpuWindow, EachRankNamesItsHostAsItsDevice) {
   // One rank alone: a pair whose ranks return at once may close before the other connected.
-  const CpuBackend backend(BackendConfig{"cpu", 0, 1, ""});
+  const CpuBackend backend(BackendConfig{BackendKind::cpu, 0, 1, ""});
   EXPECT_EQ(backend.device_identity(), host_name());
 }
 

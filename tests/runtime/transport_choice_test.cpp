@@ -16,35 +16,37 @@ std::vector<RankDevice> on(std::initializer_list<int> devices) {
 
 TEST(TransportChoice, AGpuPerRankIsNcclUnlessGlooIsAskedFor) {
   const TransportChoice c =
-      choose_transport("cuda", CollectivesRequest::automatic, on({0, 1, 2, 3}));
+      choose_transport(BackendKind::cuda, CollectivesRequest::automatic, on({0, 1, 2, 3}));
   EXPECT_EQ(c.transport, CollectiveTransport::nccl);
   EXPECT_EQ(c.rank_gpus, "0,1,2,3");
-  EXPECT_EQ(choose_transport("cuda", CollectivesRequest::nccl, on({0, 1})).transport,
+  EXPECT_EQ(choose_transport(BackendKind::cuda, CollectivesRequest::nccl, on({0, 1})).transport,
             CollectiveTransport::nccl);
-  EXPECT_EQ(choose_transport("cuda", CollectivesRequest::gloo, on({0, 1})).transport,
+  EXPECT_EQ(choose_transport(BackendKind::cuda, CollectivesRequest::gloo, on({0, 1})).transport,
             CollectiveTransport::gloo_staged);
 }
 
 TEST(TransportChoice, RanksSharingAGpuGoThroughGlooStaged) {
   const TransportChoice c =
-      choose_transport("cuda", CollectivesRequest::automatic, on({0, 0, 0, 0}));
+      choose_transport(BackendKind::cuda, CollectivesRequest::automatic, on({0, 0, 0, 0}));
   EXPECT_EQ(c.transport, CollectiveTransport::gloo_staged);
   EXPECT_EQ(c.rank_gpus, "0,0,0,0");
   // Two of three on one GPU is sharing too.
-  EXPECT_EQ(choose_transport("cuda", CollectivesRequest::automatic, on({0, 1, 0})).transport,
-            CollectiveTransport::gloo_staged);
+  EXPECT_EQ(
+      choose_transport(BackendKind::cuda, CollectivesRequest::automatic, on({0, 1, 0})).transport,
+      CollectiveTransport::gloo_staged);
 }
 
 TEST(TransportChoice, TheSameIndexOnTwoHostsIsNoSharing) {
   const std::vector<RankDevice> two_hosts{{0, "a/GPU-x"}, {0, "b/GPU-y"}};
-  const TransportChoice c = choose_transport("cuda", CollectivesRequest::automatic, two_hosts);
+  const TransportChoice c =
+      choose_transport(BackendKind::cuda, CollectivesRequest::automatic, two_hosts);
   EXPECT_EQ(c.transport, CollectiveTransport::nccl);
   EXPECT_EQ(c.rank_gpus, "0,0");
 }
 
 TEST(TransportChoice, NcclWhereRanksShareAGpuIsRefusedNamingThem) {
   try {
-    choose_transport("cuda", CollectivesRequest::nccl, on({0, 1, 1}));
+    choose_transport(BackendKind::cuda, CollectivesRequest::nccl, on({0, 1, 1}));
     FAIL() << "no error";
   } catch (const UsageError& e) {
     const std::string what = e.what();
@@ -57,13 +59,14 @@ TEST(TransportChoice, NcclWhereRanksShareAGpuIsRefusedNamingThem) {
 TEST(TransportChoice, TheStagedPathAcrossHostsIsRefused) {
   const std::vector<RankDevice> two_hosts{{0, "a/GPU-x"}, {0, "a/GPU-x"}, {0, "b/GPU-y"}};
   try {
-    choose_transport("cuda", CollectivesRequest::automatic, two_hosts);
+    choose_transport(BackendKind::cuda, CollectivesRequest::automatic, two_hosts);
     FAIL() << "no error";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("rank 0 runs on a and rank 2 on b"), std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(choose_transport("cuda", CollectivesRequest::gloo, {{0, "a/GPU-x"}, {0, "b/GPU-y"}}),
+  EXPECT_THROW(choose_transport(BackendKind::cuda, CollectivesRequest::gloo,
+                                {{0, "a/GPU-x"}, {0, "b/GPU-y"}}),
                UsageError);
 }
 
@@ -71,7 +74,8 @@ TEST(TransportChoice, TheStagedPathAcrossHostsIsRefused) {
 // their host, and a world spread over two hosts is refused, naming both.
 TEST(TransportChoice, TheCpuBackendAcrossHostsIsRefused) {
   try {
-    choose_transport("cpu", CollectivesRequest::automatic, {{-1, "a"}, {-1, "a"}, {-1, "b"}});
+    choose_transport(BackendKind::cpu, CollectivesRequest::automatic,
+                     {{-1, "a"}, {-1, "a"}, {-1, "b"}});
     FAIL() << "no error";
   } catch (const UsageError& e) {
     const std::string what = e.what();
@@ -79,7 +83,8 @@ TEST(TransportChoice, TheCpuBackendAcrossHostsIsRefused) {
     EXPECT_NE(what.find("rank 0 runs on a and rank 2 on b"), std::string::npos) << what;
   }
   EXPECT_EQ(
-      choose_transport("cpu", CollectivesRequest::automatic, {{-1, "a"}, {-1, "a"}}).transport,
+      choose_transport(BackendKind::cpu, CollectivesRequest::automatic, {{-1, "a"}, {-1, "a"}})
+          .transport,
       CollectiveTransport::gloo);
 }
 
@@ -111,19 +116,33 @@ TEST(TransportChoice, LocalRanksShareTheGpusRoundRobin) {
       for (int r = 0; r < w; ++r) devices.push_back(local_device(r, gpus));
       std::vector<RankDevice> hellos;
       for (int d : devices) hellos.push_back({d, "host/GPU-" + std::to_string(d)});
-      EXPECT_EQ(local_transport(w, gpus, CollectivesRequest::automatic),
-                choose_transport("cuda", CollectivesRequest::automatic, hellos).transport)
+      EXPECT_EQ(
+          local_transport(w, gpus, CollectivesRequest::automatic),
+          choose_transport(BackendKind::cuda, CollectivesRequest::automatic, hellos).transport)
           << w << " ranks on " << gpus << " GPUs";
     }
   }
 }
 
+TEST(BackendNames, RoundTripAndRejectWhatIsNoBackend) {
+  for (BackendKind k : {BackendKind::cpu, BackendKind::cuda})
+    EXPECT_EQ(parse_backend_kind(backend_name(k)), k);
+  EXPECT_EQ(backend_name(BackendKind::cpu), "cpu");
+  EXPECT_EQ(backend_name(BackendKind::cuda), "cuda");
+  EXPECT_EQ(parse_backend_kind("auto"), std::nullopt) << "--backend's word, resolved before";
+  EXPECT_EQ(parse_backend_kind("CUDA"), std::nullopt);
+  EXPECT_EQ(parse_backend_kind(""), std::nullopt);
+  EXPECT_EQ(resolve_backend("cpu"), BackendKind::cpu);
+  EXPECT_THROW(resolve_backend("rocm"), UsageError);
+}
+
 TEST(TransportChoice, TheCpuBackendIsGlooWithNoGpus) {
-  const TransportChoice c = choose_transport("cpu", CollectivesRequest::automatic, {{}, {}});
+  const TransportChoice c =
+      choose_transport(BackendKind::cpu, CollectivesRequest::automatic, {{}, {}});
   EXPECT_EQ(c.transport, CollectiveTransport::gloo);
   EXPECT_EQ(c.rank_gpus, "");
-  EXPECT_THROW(check_collectives(CollectivesRequest::nccl, "cpu"), UsageError);
-  EXPECT_NO_THROW(check_collectives(CollectivesRequest::gloo, "cpu"));
+  EXPECT_THROW(check_collectives(CollectivesRequest::nccl, BackendKind::cpu), UsageError);
+  EXPECT_NO_THROW(check_collectives(CollectivesRequest::gloo, BackendKind::cpu));
 }
 
 TEST(TransportChoice, TheStartLineSaysWhenRanksShareGpus) {

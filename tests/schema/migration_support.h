@@ -102,7 +102,8 @@ inline int64_t count(const std::string& path, const std::string& sql) {
   return st.int64(0);
 }
 
-const RunMeta kMeta{"cpu", {Mode::fresh, Mode::pool}, Placement::best_fit, "/bin/worker", {}};
+const RunMeta kMeta{
+    BackendKind::cpu, {Mode::fresh, Mode::pool}, Placement::best_fit, "/bin/worker", {}};
 
 /// `sql` less a table's last columns, from the comment of the `version` that added them to the
 /// declaration `last`: schema.sql as the version before had it.

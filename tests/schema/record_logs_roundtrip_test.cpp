@@ -114,7 +114,8 @@ TEST(RecordLogsRoundTrip, EveryRankAndEveryLogComesBackExactly) {
   const ExecutionResult written = five_ranks();
   int64_t case_id = 0, id = 0;
   {
-    RecordWriter w(db.path(), RunMeta{"cpu", {Mode::pool}, Placement::counter, "/bin/worker", {}});
+    RecordWriter w(db.path(),
+                   RunMeta{BackendKind::cpu, {Mode::pool}, Placement::counter, "/bin/worker", {}});
     case_id = w.add_cases({inst})[0];
     id = w.write(written, case_id);
   }
@@ -168,7 +169,8 @@ TEST(RecordLogsRoundTrip, OpSpansComeBackParallelToTheirBuffers) {
   r.ranks[0].done->capture.ops = {sliced, OpRecord{1, 0, "kernel", "whole", {4}, {}, -1}, signal};
   int64_t case_id = 0;
   {
-    RecordWriter w(db.path(), RunMeta{"cpu", {Mode::pool}, Placement::best_fit, "/bin/worker", {}});
+    RecordWriter w(db.path(),
+                   RunMeta{BackendKind::cpu, {Mode::pool}, Placement::best_fit, "/bin/worker", {}});
     case_id = w.add_cases({inst})[0];
     w.write(r, case_id);
   }
@@ -203,7 +205,8 @@ TEST(RecordLogsRoundTrip, OneReaderReadsManyExecutionsAndStaysUsable) {
   {
     RecordWriter w(
         db.path(),
-        RunMeta{"cpu", {Mode::fresh, Mode::pool}, Placement::best_fit, "/bin/worker", {}});
+        RunMeta{
+            BackendKind::cpu, {Mode::fresh, Mode::pool}, Placement::best_fit, "/bin/worker", {}});
     ids = w.add_cases(plan);
     for (std::size_t i = 0; i < plan.size(); ++i) {
       for (Mode mode : {Mode::fresh, Mode::pool}) {
@@ -242,7 +245,8 @@ TEST(RecordLogsRoundTrip, RowsNoCprrWritesAreRefusedNotMisread) {
   TempDb db;
   std::vector<int64_t> ids;
   {
-    RecordWriter w(db.path(), RunMeta{"cpu", {Mode::pool}, Placement::best_fit, "/bin/worker", {}});
+    RecordWriter w(db.path(),
+                   RunMeta{BackendKind::cpu, {Mode::pool}, Placement::best_fit, "/bin/worker", {}});
     ids = w.add_cases({instance(1, "a/damaged", {}, 2), instance(2, "a/intact", {}, 2)});
     w.write(execution(Mode::pool, 1, 1), ids[0]);
     w.write(execution(Mode::pool, 1, 2), ids[1]);
@@ -302,7 +306,8 @@ TEST(RecordLogsRoundTrip, JoinedColumnsKeepTheirTextForm) {
   op.read_spans = {{0, 64}, {kU64Max - 1, 1}};
   cap.ops = {op};
   {
-    RecordWriter w(tmp.path(), RunMeta{"cpu", {Mode::pool}, Placement::best_fit, "/w", {}});
+    RecordWriter w(tmp.path(),
+                   RunMeta{BackendKind::cpu, {Mode::pool}, Placement::best_fit, "/w", {}});
     w.write(r, w.add_cases({instance(1, "a/b", {}, 2)}).at(0));
   }
   const Database db = Database::open(tmp.path(), Database::Mode::read_only);

@@ -47,7 +47,7 @@ std::vector<ExecutionResult> sample_executions() {
 }
 
 const RunMeta kMeta{
-    "cpu", {Mode::fresh, Mode::pool}, Placement::best_fit, "/bin/worker", {"cprecord"}};
+    BackendKind::cpu, {Mode::fresh, Mode::pool}, Placement::best_fit, "/bin/worker", {"cprecord"}};
 
 TEST(RecordQueue, StoresEveryExecutionExactlyAsWritingInPlaceDoes) {
   const TempDb tmp;

@@ -28,7 +28,7 @@ TEST(RecordRoundTrip, EverythingReplayNeedsComesBack) {
                                           instance(3, "a/third", {{"n", "4096"}, {"m", "x y"}}, 2)};
   std::vector<int64_t> ids;
   {
-    RecordWriter w(db, RunMeta{"cpu",
+    RecordWriter w(db, RunMeta{BackendKind::cpu,
                                {Mode::fresh, Mode::pool},
                                Placement::counter,
                                "/bin/worker",
@@ -101,7 +101,7 @@ TEST(RecordRoundTrip, StartTimesAndSeedsAreStoredAsTheyAre) {
   ASSERT_NE(::mkdtemp(dir.data()), nullptr);
   {
     RecordWriter w(dir + "/r.db",
-                   RunMeta{"cpu", {Mode::pool}, Placement::best_fit, "/bin/worker", {}});
+                   RunMeta{BackendKind::cpu, {Mode::pool}, Placement::best_fit, "/bin/worker", {}});
     ExecutionResult r = execution(Mode::pool, 1, 1);
     using namespace std::chrono;
     r.started_at =
@@ -127,7 +127,7 @@ TEST(RecordRoundTrip, AnUnfinishedRunReadsAsIncomplete) {
   ASSERT_NE(::mkdtemp(dir.data()), nullptr);
   {
     RecordWriter w(dir + "/r.db",
-                   RunMeta{"cpu", {Mode::pool}, Placement::best_fit, "/bin/worker", {}});
+                   RunMeta{BackendKind::cpu, {Mode::pool}, Placement::best_fit, "/bin/worker", {}});
     w.write(execution(Mode::pool, 1, 1), w.add_cases({instance(1, "a/only", {}, 2)})[0]);
   }
   const RecordReader reader(dir + "/r.db");
@@ -177,7 +177,8 @@ TEST(RecordRoundTrip, EveryExecutionComesBackFieldByField) {
   {
     RecordWriter w(
         db.path(),
-        RunMeta{"cpu", {Mode::fresh, Mode::pool}, Placement::best_fit, "/bin/worker", {}});
+        RunMeta{
+            BackendKind::cpu, {Mode::fresh, Mode::pool}, Placement::best_fit, "/bin/worker", {}});
     ids = w.add_cases(plan);
     execs = {w.write(a, ids[0]), w.write(b, ids[1]), w.write(c, ids[1])};
   }
@@ -196,7 +197,7 @@ TEST(RecordRoundTrip, EveryExecutionComesBackFieldByField) {
 
 TEST(RecordRoundTrip, TheRunsLauncherComesBackAndLocalIsStoredAsNull) {
   TempDb db;
-  RunMeta meta{"cpu", {Mode::pool}, Placement::best_fit, "/w", {"cprecord"}, 8};
+  RunMeta meta{BackendKind::cpu, {Mode::pool}, Placement::best_fit, "/w", {"cprecord"}, 8};
   LaunchOptions& o = meta.launch;
   o.kind = LauncherKind::srun;
   o.program = "/opt/slurm/bin/srun";
@@ -236,10 +237,24 @@ TEST(RecordRoundTrip, AnUnreadableLauncherRecordNamesTheRun) {
   }
 }
 
+TEST(RecordRoundTrip, ARunOfABackendThisCprrDoesNotKnowIsNamedNotGuessed) {
+  TempDb db;
+  RecordWriter(db.path(), RunMeta{BackendKind::cpu, {Mode::pool}, Placement::best_fit, "/w", {}})
+      .finish(0);
+  Database::open(db.path(), Database::Mode::read_write)
+      .exec("UPDATE run SET backend = 'rocm' WHERE id = 1");
+  try {
+    RecordReader(db.path()).runs();
+    ADD_FAILURE() << "a run of an unknown backend was read as one of ours";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), testing::HasSubstr("run 1 has backend 'rocm'"));
+  }
+}
+
 TEST(RecordRoundTrip, TheRunRowComesBack) {
   TempDb db;
   ::setenv("CPRR_ROUNDTRIP_PROBE", "x=1 \xc3\xbc", 1);
-  const RunMeta meta{"cpu",
+  const RunMeta meta{BackendKind::cpu,
                      {Mode::fresh, Mode::pool},
                      Placement::never_reuse,
                      "/opt/w \xc3\xbc/cpworker",
@@ -251,6 +266,7 @@ TEST(RecordRoundTrip, TheRunRowComesBack) {
     RecordWriter stopped(db.path(), meta);
     stopped.finish(1, "--fail-fast: case 3 (a \xc3\xbc@2) was not as expected");
     RunMeta shuffled = meta;
+    shuffled.backend = BackendKind::cuda;
     shuffled.shuffle_seed = kMaxSeed;
     shuffled.worker_args = {"--cases", "/t/test \xc3\xbc.py", ""};
     shuffled.code = {CodeFile{"/t/test \xc3\xbc.py", "00000000000000ff"}, CodeFile{"/t/x.py", ""}};
@@ -260,6 +276,7 @@ TEST(RecordRoundTrip, TheRunRowComesBack) {
   const auto runs = RecordReader(db.path()).runs();
   ASSERT_EQ(runs.size(), 3u);
   EXPECT_EQ(runs[2].shuffle_seed, kMaxSeed);
+  EXPECT_EQ(runs[2].backend, BackendKind::cuda) << "each backend's word comes back as its value";
   EXPECT_EQ(runs[2].worker_args, (std::vector<std::string>{"--cases", "/t/test \xc3\xbc.py", ""}));
   EXPECT_TRUE(runs[0].worker_args.empty()) << "a worker binary of cases takes none";
   EXPECT_EQ(runs[2].code,
@@ -292,7 +309,8 @@ TEST(RecordRoundTrip, TheRunRowComesBack) {
 // winning; a call naming a case of another run writes nothing.
 TEST(RecordRoundTrip, CaseJudgementsComeBackAndAreAbsentUntilJudged) {
   TempDb db;
-  const RunMeta meta{"cpu", {Mode::fresh, Mode::pool}, Placement::best_fit, "/bin/worker", {}};
+  const RunMeta meta{
+      BackendKind::cpu, {Mode::fresh, Mode::pool}, Placement::best_fit, "/bin/worker", {}};
   std::vector<int64_t> other, ids;
   {
     RecordWriter died(db.path(), meta);

@@ -27,7 +27,8 @@ class ViewsTest : public ::testing::Test {
   void SetUp() override {
     RecordWriter w(
         db_.path(),
-        RunMeta{"cpu", {Mode::fresh, Mode::pool}, Placement::best_fit, "/bin/worker", {}});
+        RunMeta{
+            BackendKind::cpu, {Mode::fresh, Mode::pool}, Placement::best_fit, "/bin/worker", {}});
     ids_ = w.add_cases({instance(1, "a/leaky", {}, 2), instance(2, "a/fine", {}, 2),
                         instance(3, "a/unjudged", {}, 4)});
     w.write(timed(Mode::fresh, ExecStatus::pass, 30, 25), ids_[0]);

@@ -49,16 +49,16 @@ std::vector<double> measure(cprr::Controller& c, const cprr::CaseInstance& inst,
 }
 
 // Measures every world size of healthy/noop on `backend` (already resolved) and prints them.
-int run(const std::string& worker, const std::string& backend,
+int run(const std::string& worker, cprr::BackendKind backend,
         std::optional<cprr::CollectivesRequest> collectives, int pool_runs, int fresh_runs) {
   const auto plan = cprr::expand(cprr::fetch_catalog(worker), std::regex("^healthy/noop@"));
   cprr::ControllerConfig cc;
   cc.worker = worker;
   cc.backend = backend;
   cc.run.collectives = collectives;
-  const int gpus = cc.backend == "cuda" ? cprr::visible_gpus() : 0;
+  const int gpus = cc.backend == cprr::BackendKind::cuda ? cprr::visible_gpus() : 0;
   std::printf("backend: %s, %d GPU(s) (ranks share them where a world has more ranks)\n",
-              cc.backend.c_str(), gpus);
+              std::string(cprr::backend_name(cc.backend)).c_str(), gpus);
   std::printf("%-4s %-6s %8s %10s %10s %10s\n", "W", "mode", "runs", "median_ms", "p99_ms",
               "mean_ms");
   std::vector<std::pair<int, double>> ratios;

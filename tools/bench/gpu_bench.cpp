@@ -87,7 +87,7 @@ struct Setup {
 cprr::ControllerConfig cuda_config(const Setup& setup, int standby) {
   cprr::ControllerConfig cc;
   cc.worker = setup.worker;
-  cc.backend = "cuda";
+  cc.backend = cprr::BackendKind::cuda;
   cc.run.standby = standby;
   cc.run.collectives = setup.collectives;
   return cc;

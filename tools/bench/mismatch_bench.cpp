@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
     const auto catalog = cprr::fetch_catalog(CPRR_BENCH_WORKER_PATH);
     cprr::ControllerConfig cc;
     cc.worker = CPRR_BENCH_WORKER_PATH;
-    cc.backend = backend;
+    cc.backend = cprr::resolve_backend(backend);
     // One controller each: a stuck pooled world is replaced, which the matching rows must not
     // pay for (a mismatched pooled row's wall includes that world's start).
     cprr::Controller stuck(cc);

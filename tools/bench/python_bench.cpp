@@ -76,7 +76,7 @@ cprr::ControllerConfig python_config(const Setup& s, bool fork, int standby) {
   cprr::ControllerConfig cc;
   cc.worker = s.pyworker;
   cc.worker_args = {"--cases", s.cases_file};
-  cc.backend = s.backend;
+  cc.backend = cprr::resolve_backend(s.backend);
   cc.run.fork_from_template = fork;
   cc.run.standby = standby;
   cc.env = {{"PYTHONDONTWRITEBYTECODE", "1"}};

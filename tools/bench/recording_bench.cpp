@@ -336,12 +336,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 2));
   CLI11_PARSE(app, argc, argv);
   try {
-    backend = cprr::resolve_backend(backend);
+    const cprr::BackendKind kind = cprr::resolve_backend(backend);
+    backend = cprr::backend_name(kind);
     if (world_size == 0) {
-      world_size = backend == "cuda" && cprr::visible_gpus(nullptr) < 2 ? 1 : 2;
+      world_size = kind == cprr::BackendKind::cuda && cprr::visible_gpus(nullptr) < 2 ? 1 : 2;
       if (world_size == 1) std::printf("one GPU visible: W=1 (cp_ring exchanges nothing)\n");
     }
-    if (block == 0) block = backend == "cuda" ? uint64_t{64} << 20 : uint64_t{1} << 20;
+    if (block == 0)
+      block = kind == cprr::BackendKind::cuda ? uint64_t{64} << 20 : uint64_t{1} << 20;
     const auto catalog = cprr::fetch_catalog(worker);
     cprr::CaseInstance ring =
         cprr::expand(catalog, std::regex("^healthy/cp_ring\\{block=1024\\}@2$")).at(0);
@@ -354,13 +356,13 @@ int main(int argc, char** argv) {
 
     cprr::ControllerConfig cc;
     cc.worker = worker;
-    cc.backend = backend;
+    cc.backend = kind;
     cprr::Controller recorded(cc);
     cc.env.emplace_back("CPRR_CAPTURE", "off");
     cprr::Controller plain(cc);
     const ScratchDb db("cprr_bench_recording.db");
     const cprr::RunMeta meta{
-        backend, {cprr::Mode::pool}, cprr::Placement::best_fit, worker, {}, cprr::kProtocolVersion,
+        kind, {cprr::Mode::pool}, cprr::Placement::best_fit, worker, {}, cprr::kProtocolVersion,
         {}};
     cprr::RecordWriter writer(db.path, meta);
     const std::vector<int64_t> ids = writer.add_cases({ring, small});

@@ -12,7 +12,7 @@ inline RankState make_state(int rank = 0) {
   RankState s;
   s.rank = rank;
   s.world_size = 1;
-  s.backend = make_backend(BackendConfig{"cpu", 0, 1, ""});
+  s.backend = make_backend(BackendConfig{BackendKind::cpu, 0, 1, ""});
   for (MemPool pool : {MemPool::device, MemPool::symmetric, MemPool::host}) {
     s.engines[static_cast<int>(pool)] = std::make_unique<PlacementEngine>(
         s.backend->arena_capacity(pool), 256, Placement::best_fit);

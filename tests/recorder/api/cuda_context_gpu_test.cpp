@@ -32,7 +32,7 @@ void expect_iota(const std::vector<int32_t>& got, uint64_t n, int32_t first, uin
 
 RankState make_cuda_state() {
   RankState s;
-  s.backend = make_backend(BackendConfig{"cuda", 0, 1, ""});
+  s.backend = make_backend(BackendConfig{BackendKind::cuda, 0, 1, ""});
   s.backend->connect(
       ConnectSpec{s.backend->bootstrap_id()});  // what World does with rank 0's hello
   for (MemPool pool : {MemPool::device, MemPool::symmetric, MemPool::host}) {
@@ -46,7 +46,7 @@ TEST(CudaContext, TheDeviceArenaIsAllocatedForTheFirstCaseAndSaysWhatToLowerWhen
   SKIP_WITHOUT_GPU();
   const test::ScopedEnv arena("CPRR_CUDA_DEVICE_MIB", "100000000");  // 95 TiB: no GPU has it
   // Start-up does not allocate it (a standby world waiting for its case holds none).
-  const auto backend = make_backend(BackendConfig{"cuda", 0, 1, ""});
+  const auto backend = make_backend(BackendConfig{BackendKind::cuda, 0, 1, ""});
   EXPECT_EQ(backend->arena_capacity(MemPool::device), uint64_t{100000000} << 20);
   try {
     backend->prepare_arenas();
@@ -67,7 +67,7 @@ TEST(CudaContext, TheDefaultDeviceArenaIsDividedAmongTheRanksSharingAGpu) {
     GTEST_SKIP() << "CPRR_CUDA_DEVICE_MIB is set, so the default is not used";
   }
   const auto mib = [](int world_size) {
-    return make_backend(BackendConfig{"cuda", 0, world_size, ""})
+    return make_backend(BackendConfig{BackendKind::cuda, 0, world_size, ""})
                ->arena_capacity(MemPool::device) >>
            20;
   };
@@ -80,7 +80,7 @@ TEST(CudaContext, TheDefaultDeviceArenaIsDividedAmongTheRanksSharingAGpu) {
 
 TEST(CudaContext, StartUpStepsAreTimedInOrder) {
   SKIP_WITHOUT_GPU();
-  auto backend = make_backend(BackendConfig{"cuda", 0, 1, ""});
+  auto backend = make_backend(BackendConfig{BackendKind::cuda, 0, 1, ""});
   std::vector<std::string> names;
   for (const StartupPhase& p : backend->take_startup_phases()) names.push_back(p.name);
   // The pinned host arena is no step: it is made at its first use, once.

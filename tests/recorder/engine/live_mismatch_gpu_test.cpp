@@ -20,7 +20,7 @@ using ::testing::HasSubstr;
 ControllerConfig cuda_config() {
   ControllerConfig c;
   c.worker = CPRR_FIXTURE_WORKER_PATH;
-  c.backend = "cuda";
+  c.backend = BackendKind::cuda;
   c.env = {{"CUDA_VISIBLE_DEVICES", "0"}};
   return c;
 }

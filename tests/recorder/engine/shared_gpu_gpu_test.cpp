@@ -29,13 +29,13 @@ CaseInstance corpus_case(const std::string& label) {
   return {};
 }
 
-ControllerConfig config(const std::string& backend,
+ControllerConfig config(BackendKind backend,
                         CollectivesRequest collectives = CollectivesRequest::automatic) {
   ControllerConfig c;
   c.worker = CPRR_WORKER_PATH;
   c.backend = backend;
   c.run.collectives = collectives;
-  if (backend == "cuda") c.env = {{"CUDA_VISIBLE_DEVICES", "0"}};
+  if (backend == BackendKind::cuda) c.env = {{"CUDA_VISIBLE_DEVICES", "0"}};
   c.run.timeout_override_s = 60;
   return c;
 }
@@ -65,10 +65,10 @@ TEST_F(SharedGpu, FourRanksOnOneGpuRunStagedAndMatchTheCpuBackend) {
                             "healthy/all_gather{count=4099}@4", "healthy/all_to_all_v{unit=1000}@4",
                             "healthy/broadcast@4", "healthy/cp_ring{block=65536}@4"}) {
     const CaseInstance inst = corpus_case(label);
-    Controller cpu(config("cpu"));
+    Controller cpu(config(BackendKind::cpu));
     const ExecutionResult want = cpu.run(inst, Mode::fresh);
     ASSERT_EQ(want.status, ExecStatus::pass) << label << ": " << want.summary;
-    Controller cuda(config("cuda"));
+    Controller cuda(config(BackendKind::cuda));
     for (Mode mode : {Mode::fresh, Mode::pool}) {
       const ExecutionResult got = cuda.run(inst, mode);
       ASSERT_EQ(got.status, ExecStatus::pass) << label << ": " << got.summary;
@@ -82,7 +82,7 @@ TEST_F(SharedGpu, FourRanksOnOneGpuRunStagedAndMatchTheCpuBackend) {
 // NCCL would fail its init with "Duplicate GPU detected": the controller refuses first, naming
 // the ranks, the GPU and what to pass instead.
 TEST_F(SharedGpu, NcclWhereRanksShareAGpuIsRefusedNamingThem) {
-  Controller c(config("cuda", CollectivesRequest::nccl));
+  Controller c(config(BackendKind::cuda, CollectivesRequest::nccl));
   const ExecutionResult r = c.run(corpus_case("healthy/noop@2"), Mode::fresh);
   EXPECT_EQ(r.status, ExecStatus::error);
   EXPECT_THAT(r.summary, HasSubstr("ranks 0 and 1 share GPU 0"));
@@ -91,7 +91,7 @@ TEST_F(SharedGpu, NcclWhereRanksShareAGpuIsRefusedNamingThem) {
 
 // The symmetric pool is mapped through CUDA IPC and put/signal/wait reach the peers on one GPU.
 TEST_F(SharedGpu, TheSymmetricPoolIsMappedThroughIpcOnOneGpu) {
-  Controller c(config("cuda"));
+  Controller c(config(BackendKind::cuda));
   const ExecutionResult r = c.run(corpus_case("fixed/symmetric_address_order@2"), Mode::fresh);
   ASSERT_EQ(r.status, ExecStatus::pass) << r.summary;
   EXPECT_THAT(r.symmetric_pool, HasSubstr("peers mapped"));
@@ -112,7 +112,7 @@ TEST_F(SharedGpu, AnArenaThatFitsForOneRankOnlyIsTheCasesErrorOnEveryRank) {
   ASSERT_EQ(cudaMalloc(&hog, free - kLeft), cudaSuccess);
   {
     const test::ScopedEnv arena("CPRR_CUDA_DEVICE_MIB", "4096");
-    ControllerConfig cc = config("cuda");
+    ControllerConfig cc = config(BackendKind::cuda);
     cc.run.timeout_override_s = 30;  // a hang, if it comes, ends here
     Controller c(cc);
     const ExecutionResult r =
@@ -142,7 +142,7 @@ TEST_F(SharedGpu, GlooIsForcedOnAGpuPerRank) {
   const CaseInstance inst = corpus_case("healthy/all_reduce{count=1000,dtype=i64}@2");
   for (const auto& [collectives, transport] : {std::pair{CollectivesRequest::gloo, "gloo_staged"},
                                                std::pair{CollectivesRequest::automatic, "nccl"}}) {
-    ControllerConfig cc = config("cuda", collectives);
+    ControllerConfig cc = config(BackendKind::cuda, collectives);
     cc.env.clear();  // every GPU visible
     Controller c(cc);
     const ExecutionResult r = c.run(inst, Mode::fresh);

@@ -36,7 +36,7 @@ CaseInstance one_rank_noop() { return corpus_case_at("^healthy/noop@2$", 1); }
 ControllerConfig standby_config(int standby) {
   ControllerConfig c;
   c.worker = CPRR_WORKER_PATH;
-  c.backend = "cuda";
+  c.backend = BackendKind::cuda;
   c.run.standby = standby;
   // One world at a time besides the standby ones: the one that ran is shut down before the next
   // run returns, so what the GPU must hold at once is known.

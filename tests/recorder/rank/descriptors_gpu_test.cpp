@@ -22,7 +22,7 @@ TEST(DescriptorsGpu, WhatACollectiveOpenedIsNotInheritedByALaterExec) {
   if (visible_gpus(&why) < 1) GTEST_SKIP() << "no GPU: " << why;
   ControllerConfig config;
   config.worker = CPRR_FIXTURE_WORKER_PATH;
-  config.backend = "cuda";
+  config.backend = BackendKind::cuda;
   Controller c(config);
   for (const char* label : {"test/inheritable_descriptors{all_reduce=1}@1",
                             "test/inheritable_descriptors{all_reduce=1}@2"}) {

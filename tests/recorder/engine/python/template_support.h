@@ -53,7 +53,7 @@ inline ControllerConfig python_config(const fs::path& dir, bool fork) {
   ControllerConfig c;
   c.worker = kPyWorker;
   c.worker_args = {"--cases", dir.string()};
-  c.backend = "cpu";
+  c.backend = BackendKind::cpu;
   c.run.fork_from_template = fork;
   c.retire_in_background = false;
   c.env = {{"CPRR_TEST_CONTROLLER", std::to_string(::getpid())}, {"PYTHONDONTWRITEBYTECODE", "1"}};
