@@ -95,7 +95,7 @@ void apply_shared(const SharedOptions& o, ControllerConfig& config) {
   config.run = o.run;
   config.stop_fd = o.interrupt != nullptr ? o.interrupt->fd() : -1;
   config.timeline = !o.trace.empty();
-  config.supervisor = beside_self("cpworker");
+  config.agent_binary = beside_self("cpworker");
 }
 
 void add_worker_option(CLI::App& app, std::string& worker, std::string_view unset) {

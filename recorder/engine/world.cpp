@@ -166,14 +166,14 @@ std::pair<RankListener*, NodeAgents*> LaunchedNodes::for_world(const WorldConfig
         [](const std::string& line) { fmt::print(stderr, "cprr: {}\n", line); });
   }
   // A C++ worker binary is its own agent; a worker with arguments (the Python one) runs under
-  // the supervisor binary's agent, as its local ranks run from a template.
+  // the agent binary (cpworker), as its local ranks run from a template.
   const bool own_agent = config.worker_args.empty();
-  CPRR_CHECK(own_agent || !config.supervisor.empty(),
+  CPRR_CHECK(own_agent || !config.agent_binary.empty(),
              "--launcher {} needs the agent binary (cpworker) for the worker {}",
              launcher_name(config.launch.kind), config.worker);
   NodeAgents::Config c;
   c.launch = config.launch;
-  c.program = own_agent ? config.worker : config.supervisor;
+  c.program = own_agent ? config.worker : config.agent_binary;
   if (!own_agent) {
     c.rank_command = {config.worker};
     c.rank_command.insert(c.rank_command.end(), config.worker_args.begin(),

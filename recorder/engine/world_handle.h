@@ -57,10 +57,10 @@ struct WorldSpec {
   std::chrono::milliseconds startup_timeout{60000};
   /// How much of each rank's stdout and stderr a world keeps for its reports.
   std::size_t log_tail_bytes = 16 * 1024;
-  /// With worker_args, through a launcher: what each launched process runs (cpworker
-  /// --connect, the supervisor) before it starts the worker with its arguments and the rank's
-  /// own. A worker without arguments supervises its own rank.
-  std::string supervisor;
+  /// With worker_args, through a launcher: the node agent's binary (cpworker, run as `--agent`),
+  /// which starts the worker with its arguments for each rank it is asked for. A worker without
+  /// arguments is its own agent.
+  std::string agent_binary;
   BackendKind backend = BackendKind::cpu;
   /// How the ranks are started: local children (default) or through mpirun/srun over TCP.
   LaunchOptions launch;

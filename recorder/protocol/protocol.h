@@ -180,18 +180,20 @@ using FromRank = std::variant<CaseDone, WatchdogStatus, Catalog, Connected>;
 
 // ---- ranks started by a launcher (mpirun, srun): TCP connections back to the controller ----
 //
-// A rank started by a launcher runs as a supervisor (`cpworker --connect`) that opens four TCP
-// connections to the controller, one per Channel, spawns the real rank process with the first
-// three as its control channel, stdout and stderr, and keeps the fourth for itself. Each
-// connection's first frame is a Handshake (raw magic and version first, like the hello); the
-// controller answers it with a Welcome and closes the connection when it refuses it.
+// A launcher starts one node agent per node (`cpworker --agent`, recorder/rank/agent.h), which
+// connects on the agent channel. For each rank the controller asks it for (StartRank), the
+// agent opens four TCP connections to the controller, one per Channel, starts the rank process
+// with the first three as its control channel, stdout and stderr, and keeps the fourth to
+// supervise it. Each connection's first frame is a Handshake (raw magic and version first, like
+// the hello); the controller answers it with a Welcome and closes the connection when it
+// refuses it.
 
 /// Which of a launched rank's four connections this is.
 enum class Channel : uint8_t {
   control,     ///< the rank's control channel: Hello, ToRank/FromRank as over a socketpair
   out,         ///< the rank's stdout, raw bytes
   err,         ///< the rank's stderr, raw bytes
-  supervisor,  ///< the supervisor: SignalRank in, RankExited out
+  supervisor,  ///< the rank's agent, supervising it: SignalRank in, RankExited out
   /// A node agent (recorder/rank/agent.h), one per node for the whole run: StartRank in,
   /// RankNotStarted out. Its Handshake's world is 0, its rank the node's index and its
   /// world_size the run's node count.
@@ -207,7 +209,7 @@ struct Handshake {
   int32_t world_size = 0;
   Channel channel = Channel::control;
   std::string host;  ///< the rank's host name, for messages
-  int32_t pid = 0;   ///< the supervisor's pid on that host
+  int32_t pid = 0;   ///< the agent's pid on that host
 
   bool operator==(const Handshake&) const = default;
   template <class A>
@@ -219,7 +221,7 @@ struct Handshake {
 /// The controller's answer to a Handshake: accepted (error empty), or why it was refused.
 struct Welcome {
   std::string error;
-  /// On the supervisor channel: the environment the rank gets on top of the supervisor's (the
+  /// On the supervisor channel: the environment the rank gets on top of the agent's (the
   /// WorldConfig's, with NCCL_NVLS_ENABLE=0), the same as a local rank's. On the agent channel:
   /// the template environment of the run's worlds (StartRank::template_env), so that an agent
   /// of a Python worker starts its template at once, before the first world asks for a rank.
@@ -253,8 +255,8 @@ struct RankExited {
 };
 
 /// Controller -> node agent: start rank `rank` of world `world` on this node. The agent opens
-/// the rank's four channels as a supervisor does (Handshake with this world and rank), starts the
-/// rank and supervises it: it is, for that rank, what `cpworker --connect` is for a launched one.
+/// the rank's four channels (Handshake with this world and rank), starts the rank and supervises
+/// it on the supervisor channel.
 struct StartRank {
   uint64_t world = 0;
   int32_t rank = 0;

@@ -1,8 +1,7 @@
 #pragma once
-// What a launched process shares with the controller that started it, whether it supervises one
-// rank (`cpworker --connect`, supervisor.h) or is the node agent that starts and supervises every
-// rank of its node (`cpworker --agent`, agent.h): the run's token, authenticated connections back
-// to the controller, and ending what a rank leaves behind.
+// What a node agent (`cpworker --agent`, agent.h), the launched process that starts and
+// supervises every rank of its node, shares with the controller that started it: the run's
+// token, authenticated connections back to the controller, and ending what a rank leaves behind.
 #include <string>
 
 #include "recorder/launch/process.h"
