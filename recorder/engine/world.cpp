@@ -225,6 +225,9 @@ void World::spawn_rank(int r, const WorldConfig& config, RankSpawner& spawner) {
   spec.env = rank_env(config, r);
 
   Rank rank;
+  // Marked before the spawn: the rank's own steps (its Hello) start after this and never before,
+  // however late a loaded box hands control back to this thread after the fork.
+  rank.spawned_at = Clock::now();
   ChildProcess process;
   try {
     process = spawner.start(spec, SpawnLimits{Clock::now() + config.startup_timeout, stop_fd_});
@@ -238,7 +241,6 @@ void World::spawn_rank(int r, const WorldConfig& config, RankSpawner& spawner) {
   rank.process = std::make_unique<LocalRank>(std::move(process), group_);
   CPRR_SYSCALL(::fcntl(parent.get(), F_SETFL, O_NONBLOCK));
   rank.control = std::move(parent);
-  rank.spawned_at = Clock::now();
   logs_.add(std::move(io.out_r));
   logs_.add(std::move(io.err_r));
   ranks_.push_back(std::move(rank));
@@ -246,8 +248,10 @@ void World::spawn_rank(int r, const WorldConfig& config, RankSpawner& spawner) {
 
 void World::start_from_agents(const WorldConfig& config, RankListener& listener) {
   std::vector<AcceptedRank> accepted;
+  Clock::time_point asked{};  // StartRank sent: no rank of this world starts before it
   {
     std::lock_guard starting(agents_->starting());
+    asked = Clock::now();
     nodes_ = agents_->start_world(id_, config.world_size, rendezvous_, config.backend,
                                   config.run.fork_from_template && !config.worker_args.empty(),
                                   world_env(config));
@@ -274,7 +278,7 @@ void World::start_from_agents(const WorldConfig& config, RankListener& listener)
     Rank rank;
     rank.process = std::make_unique<RemoteRank>(std::move(a.supervisor), agents_->name(nodes_[r]));
     rank.control = std::move(a.control);
-    rank.spawned_at = Clock::now();  // connected back: what a launched rank's spawn ends with
+    rank.spawned_at = asked;
     logs_.add(std::move(a.out));
     logs_.add(std::move(a.err));
     ranks_.push_back(std::move(rank));

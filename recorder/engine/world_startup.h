@@ -14,7 +14,8 @@ namespace cprr {
 
 /// What the controller saw of one rank's start, and what the rank said of it.
 struct RankStart {
-  std::chrono::steady_clock::time_point spawned_at{};    ///< spawned (or connected back)
+  /// Its spawn began (or its agent was asked for it): its own steps all come after.
+  std::chrono::steady_clock::time_point spawned_at{};
   std::chrono::steady_clock::time_point hello_at{};      ///< its Hello arrived
   std::chrono::steady_clock::time_point connected_at{};  ///< its Connected arrived
   std::vector<StartupPhase> before_hello;                ///< Hello::phases
@@ -22,10 +23,11 @@ struct RankStart {
 };
 
 /// The steps of a world's start, in order, adding up to the time from `begin` (the world was
-/// asked for) to `ready` (every rank joined the communicator): "spawn ranks" (until the last rank
-/// to say hello was spawned), "exec and load" (what that rank's hello leaves unexplained: before
-/// its main()), its own steps, the communicator steps of the last rank to join, and "messages and
-/// waiting" for the rest (the hellos' trip, Bootstrap's, slower ranks). None is negative.
+/// asked for) to `ready` (every rank joined the communicator): "spawn ranks" (until the spawn of
+/// the last rank to say hello began), "exec and load" (what that rank's hello leaves unexplained:
+/// its spawn and what came before its main()), its own steps, the communicator steps of the last
+/// rank to join, and "messages and waiting" for the rest (the hellos' trip, Bootstrap's, slower
+/// ranks). None is negative.
 std::vector<StartupPhase> world_startup_phases(std::chrono::steady_clock::time_point begin,
                                                std::chrono::steady_clock::time_point ready,
                                                const std::vector<RankStart>& ranks);
