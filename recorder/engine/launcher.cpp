@@ -2,11 +2,11 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <unistd.h>
 
 #include "data/text_forms.h"
 #include "recorder/launch/token.h"
 #include "runtime/error.h"
+#include "runtime/host_info.h"
 
 namespace cprr {
 
@@ -41,11 +41,6 @@ std::vector<std::string> srun_args(const LaunchOptions& o, int nodes) {
   if (!o.partition.empty()) a.push_back("--partition=" + o.partition);
   if (o.gpus_per_node > 0) a.push_back(fmt::format("--gpus-per-node={}", o.gpus_per_node));
   return a;
-}
-
-std::string this_host() {
-  char buf[256] = {};
-  return ::gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : "localhost";
 }
 
 }  // namespace
@@ -90,7 +85,7 @@ Endpoint listen_endpoint(const LaunchOptions& o) {
 std::string advertised_host(const LaunchOptions& o, const Endpoint& bound) {
   if (!o.advertise.empty()) return o.advertise;
   if (bound.host != "0.0.0.0" && bound.host != "::") return bound.host;
-  return this_host();
+  return host_name();
 }
 
 }  // namespace cprr

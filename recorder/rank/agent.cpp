@@ -19,6 +19,7 @@
 #include "recorder/protocol/protocol.h"
 #include "recorder/rank/controller_link.h"
 #include "runtime/error.h"
+#include "runtime/host_info.h"
 
 namespace cprr {
 namespace {

@@ -22,11 +22,6 @@ constexpr int kWelcomeTimeoutMs = 30000;
 
 }  // namespace
 
-std::string host_name() {
-  char buf[HOST_NAME_MAX + 1] = {};
-  return ::gethostname(buf, sizeof buf) == 0 ? std::string(buf) : "?";
-}
-
 std::string self_exe() {
   std::string buf(PATH_MAX, '\0');
   const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size());

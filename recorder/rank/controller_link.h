@@ -20,9 +20,6 @@ struct ControllerLink {
   FrameReader reader;
 };
 
-/// This host's name, for the controller's messages ("?" when it cannot be read).
-std::string host_name();
-
 /// This executable's path (/proc/self/exe): what runs a rank when no other command is given.
 std::string self_exe();
 

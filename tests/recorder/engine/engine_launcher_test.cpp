@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "recorder/launch/process.h"
-#include "recorder/rank/controller_link.h"
+#include "runtime/host_info.h"
 #include "tests/recorder/engine/engine_support.h"
 
 namespace cprr {
