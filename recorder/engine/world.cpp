@@ -214,10 +214,8 @@ void World::spawn_rank(int r, const WorldConfig& config, RankSpawner& spawner) {
   SpawnSpec spec;
   spec.argv = {config.worker};
   spec.argv.insert(spec.argv.end(), config.worker_args.begin(), config.worker_args.end());
-  for (std::string arg : {std::string("--rank"), std::to_string(r), std::string("--world-size"),
-                          std::to_string(config.world_size), std::string("--control-fd"),
-                          std::to_string(slot), std::string("--rendezvous"), rendezvous_,
-                          std::string("--backend"), std::string(backend_name(config.backend))}) {
+  for (std::string& arg :
+       rank_arguments(r, config.world_size, slot, rendezvous_, backend_name(config.backend))) {
     spec.argv.push_back(std::move(arg));
   }
   spec.fds = {{io.devnull.get(), 0}, {io.out_w.get(), 1}, {io.err_w.get(), 2}, {child.get(), slot}};

@@ -394,4 +394,11 @@ int control_fd_slot() {
   return static_cast<int>(std::min(lim.rlim_cur, kSelectLimit) - 1);
 }
 
+std::vector<std::string> rank_arguments(int rank, int world_size, int control_fd,
+                                        const std::string& rendezvous, std::string_view backend) {
+  return {"--rank",       std::to_string(rank),       "--world-size", std::to_string(world_size),
+          "--control-fd", std::to_string(control_fd), "--rendezvous", rendezvous,
+          "--backend",    std::string(backend)};
+}
+
 }  // namespace cprr

@@ -359,4 +359,9 @@ std::optional<std::string> read_frame(int fd, FrameReader& reader, int timeout_m
 /// (and within FD_SETSIZE for libraries still using select()).
 int control_fd_slot();
 
+/// What a rank process is given after its command, as recorder/rank/worker.cpp parses it: the
+/// controller's own spawn and a node agent's start their ranks with these alone.
+std::vector<std::string> rank_arguments(int rank, int world_size, int control_fd,
+                                        const std::string& rendezvous, std::string_view backend);
+
 }  // namespace cprr

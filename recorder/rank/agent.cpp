@@ -114,12 +114,8 @@ void Agent::start_rank(const StartRank& m) {
     const int slot = control_fd_slot();
     SpawnSpec spec;
     spec.argv = a_.rank_command.empty() ? std::vector<std::string>{self_exe()} : a_.rank_command;
-    for (std::string arg :
-         {std::string("--rank"), std::to_string(m.rank), std::string("--world-size"),
-          std::to_string(m.world_size), std::string("--control-fd"), std::to_string(slot),
-          std::string("--rendezvous"), m.rendezvous, std::string("--backend"), m.backend}) {
+    for (std::string& arg : rank_arguments(m.rank, m.world_size, slot, m.rendezvous, m.backend))
       spec.argv.push_back(std::move(arg));
-    }
     spec.fds = {{devnull.get(), 0}, {out.fd.get(), 1}, {err.fd.get(), 2}, {control.fd.get(), slot}};
     spec.env = sup.welcome.env;
     spec.env.emplace_back("CPRR_LOCAL_RANK", std::to_string(m.local_rank));
