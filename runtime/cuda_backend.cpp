@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "runtime/cuda_check.h"
+#include "runtime/env_number.h"
 #include "runtime/host_info.h"
 #include "runtime/transport_choice.h"
 
@@ -31,15 +32,12 @@ constexpr const char* kSizeVars[] = {"CPRR_CUDA_DEVICE_MIB", "CPRR_CUDA_SYMMETRI
 // once on one GPU (a pooled one, a fresh one, one shutting down, standby ones) fit as they do
 // there: W=4 on one 80 GB GPU gets 2 GiB per rank, not 4 x 8 GiB per world.
 uint64_t arena_bytes(int pool, int sharing) {
-  const char* v = std::getenv(kSizeVars[pool]);
   uint64_t mib = kDefaultMib[pool];
   if (pool == static_cast<int>(MemPool::device)) mib /= static_cast<uint64_t>(sharing);
-  if (v != nullptr && *v != '\0') {
-    auto [end, ec] = std::from_chars(v, v + std::strlen(v), mib);
-    if (ec != std::errc() || *end != '\0' || mib == 0) {
-      CPRR_THROW_AS(UsageError, "{}='{}' is not a positive number of MiB", kSizeVars[pool], v);
-    }
-  }
+  // At most 2^40 MiB (an exbibyte), so the size in bytes fits in 64 bits.
+  if (const std::optional<long long> set =
+          env_number(kSizeVars[pool], 1, 1LL << 40, "a positive number of MiB"))
+    mib = static_cast<uint64_t>(*set);
   return mib << 20;
 }
 

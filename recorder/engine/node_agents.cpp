@@ -14,6 +14,7 @@
 #include "recorder/launch/rank_spawner.h"
 #include "recorder/launch/token.h"
 #include "recorder/launch/wait_text.h"
+#include "runtime/env_number.h"
 
 namespace cprr {
 namespace {
@@ -28,12 +29,9 @@ constexpr int kKeepIntervalS = 5;
 constexpr int kKeepProbes = 3;
 
 std::optional<int> slurm_job_nodes() {
-  const char* v = std::getenv("SLURM_JOB_NUM_NODES");
-  if (v == nullptr || *v == '\0') return std::nullopt;
-  char* end = nullptr;
-  const long n = std::strtol(v, &end, 10);
-  return *end == '\0' && n > 0 && n < (1 << 20) ? std::optional<int>(static_cast<int>(n))
-                                                : std::nullopt;
+  const std::optional<long long> n =
+      env_number("SLURM_JOB_NUM_NODES", 1, 1 << 20, "a number of nodes");
+  return n ? std::optional<int>(static_cast<int>(*n)) : std::nullopt;
 }
 
 void keep_alive(int fd) {

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string_view>
 
+#include "runtime/env_number.h"
 #include "runtime/error.h"
 
 namespace cprr {
@@ -68,23 +69,12 @@ bool tcp_free(int port) {
          errno == EADDRNOTAVAIL;  // IPv6 configured off
 }
 
-std::optional<int> parse_port(std::string_view text) {
-  int v = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || v < 1 || v > kHighestPort)
-    return std::nullopt;
-  return v;
-}
-
 }  // namespace
 
 int master_port_base() {
   for (const char* name : {"CPRR_MASTER_PORT", "MASTER_PORT"}) {
-    const char* value = std::getenv(name);
-    if (value == nullptr || *value == '\0') continue;
-    if (const auto port = parse_port(value)) return *port;
-    CPRR_THROW_AS(UsageError, "{}={}: not a port (1 to {}); unset it or give a port number", name,
-                  value, kHighestPort);
+    if (const std::optional<long long> port = env_number(name, 1, kHighestPort, "a port"))
+      return static_cast<int>(*port);
   }
   return kDefaultMasterPort;
 }

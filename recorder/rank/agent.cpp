@@ -18,6 +18,7 @@
 #include "recorder/launch/rank_spawner.h"
 #include "recorder/protocol/protocol.h"
 #include "recorder/rank/controller_link.h"
+#include "runtime/env_number.h"
 #include "runtime/error.h"
 #include "runtime/host_info.h"
 
@@ -34,12 +35,8 @@ constexpr std::chrono::minutes kStartLimit{5};
 // PMIX_RANK or PMI_RANK (other PMI launchers), in that order; nullopt when none is set.
 std::optional<int> launcher_rank() {
   for (const char* name : {"OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMIX_RANK", "PMI_RANK"}) {
-    const char* v = std::getenv(name);
-    if (v == nullptr || *v == '\0') continue;
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    CPRR_CHECK(*end == '\0' && n >= 0 && n < INT_MAX, "{}='{}' is not a rank number", name, v);
-    return static_cast<int>(n);
+    if (const std::optional<long long> n = env_number(name, 0, INT_MAX - 1, "a rank number"))
+      return static_cast<int>(*n);
   }
   return std::nullopt;
 }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -19,6 +20,7 @@
 #include "recorder/rank/case_runner.h"
 #include "recorder/rank/descriptors.h"
 #include "recorder/rank/rank_channel.h"
+#include "runtime/env_number.h"
 #include "runtime/error.h"
 
 namespace cprr {
@@ -144,11 +146,12 @@ RankState make_state(const WorkerArgs& a) {
   state.world_size = a.world_size;
   // A launcher across hosts says which GPU of its node this rank takes, and how many ranks its
   // node holds (its node agent: agent.cpp).
-  const char* local = std::getenv("CPRR_LOCAL_RANK");
-  const char* local_size = std::getenv("CPRR_LOCAL_SIZE");
+  const auto local = [](const char* name, long long lo, std::string_view what) {
+    return static_cast<int>(env_number(name, lo, INT_MAX - 1, what).value_or(-1));
+  };
   state.backend = make_backend(BackendConfig{a.backend, a.rank, a.world_size, a.rendezvous,
-                                             local != nullptr ? std::atoi(local) : -1,
-                                             local_size != nullptr ? std::atoi(local_size) : -1});
+                                             local("CPRR_LOCAL_RANK", 0, "a rank of its node"),
+                                             local("CPRR_LOCAL_SIZE", 1, "a number of ranks")});
   if (!a.rendezvous.empty()) {
     state.flight = std::make_unique<FlightRecorder>(flight_record_path(a.rendezvous, a.rank));
   }

@@ -122,7 +122,7 @@ TEST(PortClaim, TheBaseIsTheCallersOrTorchrunsDefaultAndABadOneIsNamed) {
       master_port_base();
       ADD_FAILURE() << bad << " was taken as a port";
     } catch (const UsageError& e) {
-      EXPECT_NE(std::string(e.what()).find(std::string("CPRR_MASTER_PORT=") + bad),
+      EXPECT_NE(std::string(e.what()).find(std::string("CPRR_MASTER_PORT='") + bad + "'"),
                 std::string::npos)
           << e.what();
     }
