@@ -8,7 +8,6 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <set>
 
 #include "recorder/launch/rank_spawner.h"

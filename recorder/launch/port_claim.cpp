@@ -6,12 +6,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstddef>
-#include <cstdlib>
 #include <cstring>
 #include <optional>
-#include <string_view>
 
 #include "runtime/env_number.h"
 #include "runtime/error.h"

@@ -384,5 +384,17 @@ TEST(Engine, NonWorkerBinaryFailsToStartWithAMessage) {
   EXPECT_THAT(r.summary, Not(HasSubstr("120000 ms")));
 }
 
+// A node agent gives each rank CPRR_LOCAL_RANK/CPRR_LOCAL_SIZE; text that is no such number is
+// refused by name when the rank starts (it was read by atoi: "abc" meant GPU 0 of its node).
+TEST(Engine, ARankWhoseEnvironmentHoldsNoLocalRankNumberDoesNotStartAndSaysWhy) {
+  ControllerConfig cc = config(kWorker);
+  cc.env.emplace_back("CPRR_LOCAL_RANK", "abc");
+  Controller c(cc);
+  const ExecutionResult r = c.run(inst(kWorker, "healthy/noop@2"), Mode::fresh);
+  EXPECT_EQ(r.status, ExecStatus::error);
+  EXPECT_THAT(r.summary, HasSubstr("failed to start"));
+  EXPECT_THAT(r.summary, HasSubstr("CPRR_LOCAL_RANK='abc' is not a rank of its node"));
+}
+
 }  // namespace
 }  // namespace cprr
